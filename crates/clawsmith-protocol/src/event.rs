@@ -1,0 +1,180 @@
+//! Session events (P9). Every event carries the session's next `sequence`.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::result::{ArtifactRef, ToolResultMetadata, ToolStatus};
+use crate::risk::{Capability, Risk};
+
+/// One persisted event: envelope plus payload, flattened so `type` sits at the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// Per-session, strictly increasing, gap-free from 1.
+    pub sequence: u64,
+    /// Milliseconds since the Unix epoch, as recorded by the writer.
+    pub timestamp_ms: u64,
+    /// What happened.
+    #[serde(flatten)]
+    pub payload: EventPayload,
+}
+
+/// The kinds of event. `type` is the tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type")]
+pub enum EventPayload {
+    /// A turn began.
+    #[serde(rename = "turn.started")]
+    TurnStarted(TurnStarted),
+    /// The tool list shown to the model for one request (A9 evidence).
+    #[serde(rename = "model.request")]
+    ModelRequest(ModelRequest),
+    /// A call passed schema, hook and permission and is about to run.
+    #[serde(rename = "tool.started")]
+    ToolStarted(ToolStarted),
+    /// A call is closed, whatever happened to it.
+    #[serde(rename = "tool.completed")]
+    ToolCompleted(ToolCompleted),
+    /// A turn ended.
+    #[serde(rename = "turn.completed")]
+    TurnCompleted(TurnCompleted),
+}
+
+impl EventPayload {
+    /// The `type` string.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventPayload::TurnStarted(_) => "turn.started",
+            EventPayload::ModelRequest(_) => "model.request",
+            EventPayload::ToolStarted(_) => "tool.started",
+            EventPayload::ToolCompleted(_) => "tool.completed",
+            EventPayload::TurnCompleted(_) => "turn.completed",
+        }
+    }
+}
+
+/// `turn.started`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStarted {
+    /// The turn.
+    pub turn_id: String,
+}
+
+/// `turn.completed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCompleted {
+    /// The turn.
+    pub turn_id: String,
+    /// Number of tool calls closed in the turn.
+    pub tool_calls: u64,
+}
+
+/// Which schemas a model request exposed (A9 request evidence).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+    /// Identifies the request.
+    pub request_id: String,
+    /// The turn it belongs to, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// Names of the tools shown, in order.
+    pub tool_names: Vec<String>,
+    /// SHA-256 (hex) of the exact schema list shown.
+    pub tool_schema_sha256: String,
+    /// How the list was composed.
+    pub composition: RequestComposition,
+}
+
+/// The composition part of request evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestComposition {
+    /// Deferred tools activated by `search_tools` and therefore shown.
+    pub activated_tools: Vec<String>,
+}
+
+/// Where a call sat in its turn's batches (A6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct BatchInfo {
+    /// The batch's position in the turn, from 0.
+    pub index: u32,
+    /// Number of calls in the batch.
+    pub size: u32,
+    /// Whether the batch ran in parallel.
+    pub parallel: bool,
+}
+
+/// `tool.started`: emitted only after schema, hook and permission all passed (P9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStarted {
+    /// The call.
+    pub tool_call_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// Effective risk (after the capability floor).
+    pub risk: Risk,
+    /// Normalized capabilities.
+    #[serde(default)]
+    pub capabilities: Vec<Capability>,
+    /// Whether the call can change anything (effective risk above `read`).
+    pub side_effect: bool,
+    /// One-line summary of the call (`Tool::summarize`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// The tool's input schema, redacted, when the host records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_schema: Option<serde_json::Value>,
+    /// The batch the call ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchInfo>,
+}
+
+/// `tool.completed`: closes a call (P9). `status`, `output` and `artifact` duplicate `result` for
+/// clients that predate it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCompleted {
+    /// The call (same id as its `tool.started`, when there was one).
+    pub tool_call_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The result metadata.
+    pub result: ToolResultMetadata,
+    /// Legacy: the status.
+    pub status: ToolStatus,
+    /// Legacy: the model text (or its preview when an artifact holds the full text).
+    pub output: String,
+    /// Legacy: the artifact reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactRef>,
+}
+
+impl ToolCompleted {
+    /// Builds the event from a result, filling the legacy fields from the same data.
+    pub fn new(
+        tool_call_id: impl Into<String>,
+        turn_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        result: &crate::ToolExecutionResult,
+    ) -> ToolCompleted {
+        ToolCompleted {
+            tool_call_id: tool_call_id.into(),
+            turn_id: turn_id.into(),
+            tool_name: tool_name.into(),
+            status: result.metadata.status,
+            artifact: result.metadata.artifact.clone(),
+            output: result.content.clone(),
+            result: result.metadata.clone(),
+        }
+    }
+}
