@@ -1,0 +1,48 @@
+//! # clawsmith-security
+//!
+//! Decides *whether* a tool call may run, never *how* it runs. Four pieces:
+//!
+//! - **Capability normalization** ([`normalize_capabilities`], SPEC S2). A typed declaration is
+//!   taken as is; anything untrusted (a JSON declaration from an extension) must be an array of
+//!   exact capability strings. Missing, `null`, another type, a non-string entry, an unknown or
+//!   misspelled capability — each fails closed to *all* capabilities.
+//! - **Effective risk** ([`effective_risk`], S1). Capabilities impose a floor (`filesystem.write`
+//!   ⇒ `workspace-write`; `process.execute`, `network`, `credentials`, `external.side-effect` ⇒
+//!   `execute`); the declared risk can only raise it. [`ToolFacts`] bundles name, declared and
+//!   effective risk and the normalized set: what rules and hooks match on (S3).
+//! - **Permission modes and rules** ([`PermissionPolicy`], S4). Modes give the default per
+//!   effective risk (`read-only`, `ask`, `accept-edits`, `full`); [`Rule`]s override by tool name
+//!   glob, capability (`@network`) and argument pattern (`run_command(git status*)`,
+//!   `edit_file(src/**)`), evaluated deny → ask → allow.
+//! - **Hook facts** ([`HookInput`], [`HookDecision`]) and the **authorization token**
+//!   ([`authorize`], S5), which only an `allow` decision yields.
+//!
+//! ## Decisions
+//! - *Fail closed, explain why.* A distrusted declaration is recorded with its reason
+//!   ([`NormalizedCapabilities::failed_closed`]) so a refusal can say what was wrong.
+//! - *Refusals are generous, allows are strict.* A deny or ask rule with an argument pattern
+//!   matches if any subject matches, including any segment of a compound command
+//!   (`git status; rm -rf x` is caught by `deny run_command(rm *)`). An allow rule must cover the
+//!   whole call: every path subject (both ends of a rename), and a command only when it has no shell
+//!   operators — otherwise `allow run_command(git status*)` would allow `git status; curl … | sh`.
+//!   Paths are normalized lexically; a path that leaves the workspace is never allowed by a rule.
+//! - *`read-only` is a ceiling.* No allow or ask rule lifts a call above `read` in that mode.
+//!
+//! ## What this crate does not do
+//! It runs no hooks and prompts no one (the core does), and it never inspects files or command
+//! semantics: the disaster check that no approval can override lives in `clawsmith-sandbox`.
+#![deny(missing_docs)]
+
+mod capability;
+mod hook;
+mod permission;
+
+pub use capability::{
+    NormalizedCapabilities, ToolFacts, capability_floor, effective_risk, normalize_capabilities,
+    risk_floor,
+};
+pub use hook::{HookDecision, HookInput, HookVerdict};
+pub use permission::{
+    CallSubjects, PermissionMode, PermissionPolicy, Rule, RuleConfig, RuleEffect, RuleError,
+    RuleSet, authorize,
+};

@@ -1,0 +1,498 @@
+//! Permission modes and rules (S4).
+
+use std::path::{Component, Path, PathBuf};
+use std::str::FromStr;
+
+use clawsmith_protocol::{Capability, PermissionDecision, Risk, Verdict};
+use globset::{GlobBuilder, GlobMatcher};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::capability::ToolFacts;
+
+/// The default per effective risk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    /// Allow `read`, deny everything above it. Allow rules cannot lift this ceiling.
+    ReadOnly,
+    /// Allow `read`, ask for `workspace-write` and `execute`.
+    #[default]
+    Ask,
+    /// Allow `read` and `workspace-write`, ask for `execute`.
+    AcceptEdits,
+    /// Allow everything; the hard command limits still apply.
+    Full,
+}
+
+impl PermissionMode {
+    /// Every mode.
+    pub const ALL: [PermissionMode; 4] = [
+        PermissionMode::ReadOnly,
+        PermissionMode::Ask,
+        PermissionMode::AcceptEdits,
+        PermissionMode::Full,
+    ];
+
+    /// The wire string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::ReadOnly => "read-only",
+            PermissionMode::Ask => "ask",
+            PermissionMode::AcceptEdits => "accept-edits",
+            PermissionMode::Full => "full",
+        }
+    }
+
+    /// The mode's verdict for a call of `risk` when no rule matches.
+    pub fn default_verdict(self, risk: Risk) -> Verdict {
+        match (self, risk) {
+            (_, Risk::Read) => Verdict::Allow,
+            (PermissionMode::ReadOnly, _) => Verdict::Deny,
+            (PermissionMode::Ask, _) => Verdict::Ask,
+            (PermissionMode::AcceptEdits, Risk::WorkspaceWrite) => Verdict::Allow,
+            (PermissionMode::AcceptEdits, Risk::Execute) => Verdict::Ask,
+            (PermissionMode::Full, _) => Verdict::Allow,
+        }
+    }
+}
+
+impl FromStr for PermissionMode {
+    type Err = RuleError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        PermissionMode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| RuleError::UnknownMode(text.to_owned()))
+    }
+}
+
+/// Why a rule or mode could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// The mode string is not one of the four.
+    #[error("unknown permission mode {0:?}; expected read-only, ask, accept-edits or full")]
+    UnknownMode(String),
+    /// The rule text is empty.
+    #[error("empty permission rule")]
+    Empty,
+    /// `@capability` names no known capability.
+    #[error("unknown capability {0:?} in permission rule")]
+    UnknownCapability(String),
+    /// `tool(` without the closing `)`.
+    #[error("permission rule {0:?} is missing its closing parenthesis")]
+    Unclosed(String),
+    /// The tool or argument pattern is not a valid glob.
+    #[error("invalid pattern in permission rule {rule:?}: {message}")]
+    BadPattern {
+        /// The rule.
+        rule: String,
+        /// What the glob parser said.
+        message: String,
+    },
+}
+
+/// What a matching rule decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleEffect {
+    /// Allow without asking.
+    Allow,
+    /// Ask a person.
+    Ask,
+    /// Refuse.
+    Deny,
+}
+
+/// One permission rule.
+///
+/// Syntax: `TOOL`, `TOOL(ARGUMENT)`, `@CAPABILITY` or `@CAPABILITY(ARGUMENT)`, where `TOOL` and
+/// `ARGUMENT` are globs: `run_command(git status*)`, `edit_file(src/**)`, `mcp__github__*`,
+/// `@network`. The argument pattern matches the call's subject — `command` for commands, `path`
+/// (or both `from` and `to`) for files, else `pattern`, `query` or `url`.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    effect: RuleEffect,
+    text: String,
+    target: RuleTarget,
+    argument: Option<ArgumentPattern>,
+}
+
+#[derive(Debug, Clone)]
+enum RuleTarget {
+    Tool(GlobMatcher),
+    Capability(Capability),
+}
+
+#[derive(Debug, Clone)]
+struct ArgumentPattern {
+    /// `*` crosses `/` (for commands and free text).
+    loose: GlobMatcher,
+    /// `*` stops at `/`, `**` crosses it (for paths).
+    path: GlobMatcher,
+}
+
+impl Rule {
+    /// Parses `text` as a rule with `effect`.
+    pub fn parse(effect: RuleEffect, text: &str) -> Result<Rule, RuleError> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Err(RuleError::Empty);
+        }
+        let (head, argument) = match trimmed.find('(') {
+            Some(open) => {
+                let Some(inner) = trimmed[open + 1..].strip_suffix(')') else {
+                    return Err(RuleError::Unclosed(trimmed.to_owned()));
+                };
+                (&trimmed[..open], Some(inner))
+            }
+            None => (trimmed, None),
+        };
+        let glob = |pattern: &str, literal_separator: bool| {
+            GlobBuilder::new(pattern)
+                .literal_separator(literal_separator)
+                .backslash_escape(true)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|e| RuleError::BadPattern {
+                    rule: trimmed.to_owned(),
+                    message: e.to_string(),
+                })
+        };
+        let target = match head.trim().strip_prefix('@') {
+            Some(name) => RuleTarget::Capability(
+                Capability::parse(name.trim())
+                    .ok_or_else(|| RuleError::UnknownCapability(name.trim().to_owned()))?,
+            ),
+            None => RuleTarget::Tool(glob(head.trim(), false)?),
+        };
+        let argument = match argument {
+            Some(pattern) => Some(ArgumentPattern {
+                loose: glob(pattern, false)?,
+                path: glob(pattern, true)?,
+            }),
+            None => None,
+        };
+        Ok(Rule {
+            effect,
+            text: trimmed.to_owned(),
+            target,
+            argument,
+        })
+    }
+
+    /// What the rule decides when it matches.
+    pub fn effect(&self) -> RuleEffect {
+        self.effect
+    }
+
+    /// The rule as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the rule applies to a call of `tool` with `input`.
+    pub fn matches(&self, tool: &ToolFacts, subjects: &CallSubjects) -> bool {
+        let target_matches = match &self.target {
+            RuleTarget::Tool(glob) => glob.is_match(&tool.name),
+            RuleTarget::Capability(capability) => tool.capabilities.contains(*capability),
+        };
+        if !target_matches {
+            return false;
+        }
+        let Some(pattern) = &self.argument else {
+            return true;
+        };
+        match self.effect {
+            // Refusals match if any part of any subject matches: `git status; rm x` is caught by
+            // `deny run_command(rm *)`.
+            RuleEffect::Deny | RuleEffect::Ask => subjects.items.iter().any(|subject| {
+                subject
+                    .refusal_candidates()
+                    .any(|text| pattern_matches(pattern, subject.kind, text))
+            }),
+            // An allow must cover the whole call: every subject, and a command only when it is a
+            // single simple command (no `;`, `&&`, `|`, `$(…)`, redirections).
+            RuleEffect::Allow => {
+                !subjects.items.is_empty()
+                    && subjects
+                        .items
+                        .iter()
+                        .all(|subject| match subject.allow_candidate() {
+                            Some(text) => pattern_matches(pattern, subject.kind, text),
+                            None => false,
+                        })
+            }
+        }
+    }
+}
+
+fn pattern_matches(pattern: &ArgumentPattern, kind: SubjectKind, text: &str) -> bool {
+    match kind {
+        SubjectKind::Path => pattern.path.is_match(text),
+        SubjectKind::Command | SubjectKind::Text => pattern.loose.is_match(text),
+    }
+}
+
+/// A set of rules, evaluated deny → ask → allow.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+}
+
+/// The serialized form of a rule set, e.g. in `clawsmith.toml`:
+/// `{"deny": ["run_command(git push*)"], "ask": [], "allow": ["edit_file(src/**)"]}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuleConfig {
+    /// Rules that refuse.
+    pub deny: Vec<String>,
+    /// Rules that ask.
+    pub ask: Vec<String>,
+    /// Rules that allow.
+    pub allow: Vec<String>,
+}
+
+impl RuleSet {
+    /// An empty set.
+    pub fn new() -> RuleSet {
+        RuleSet::default()
+    }
+
+    /// Parses every rule of `config`; the first bad rule is the error.
+    pub fn from_config(config: &RuleConfig) -> Result<RuleSet, RuleError> {
+        let mut set = RuleSet::new();
+        for (effect, texts) in [
+            (RuleEffect::Deny, &config.deny),
+            (RuleEffect::Ask, &config.ask),
+            (RuleEffect::Allow, &config.allow),
+        ] {
+            for text in texts {
+                set.push(Rule::parse(effect, text)?);
+            }
+        }
+        Ok(set)
+    }
+
+    /// Adds a rule.
+    pub fn push(&mut self, rule: Rule) {
+        self.rules.push(rule);
+    }
+
+    /// Adds a parsed rule (builder style).
+    pub fn with(mut self, effect: RuleEffect, text: &str) -> Result<RuleSet, RuleError> {
+        self.push(Rule::parse(effect, text)?);
+        Ok(self)
+    }
+
+    /// Whether the set has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The first matching rule in deny → ask → allow order.
+    pub fn first_match(&self, tool: &ToolFacts, subjects: &CallSubjects) -> Option<&Rule> {
+        [RuleEffect::Deny, RuleEffect::Ask, RuleEffect::Allow]
+            .into_iter()
+            .find_map(|effect| {
+                self.rules
+                    .iter()
+                    .find(|rule| rule.effect == effect && rule.matches(tool, subjects))
+            })
+    }
+}
+
+/// The mode and rules a host configured.
+#[derive(Debug, Clone, Default)]
+pub struct PermissionPolicy {
+    /// The default per risk.
+    pub mode: PermissionMode,
+    /// Overrides.
+    pub rules: RuleSet,
+    /// Lets rules match absolute paths inside the workspace by their relative form.
+    pub workspace_root: Option<PathBuf>,
+}
+
+impl PermissionPolicy {
+    /// A policy with `mode` and no rules.
+    pub fn new(mode: PermissionMode) -> PermissionPolicy {
+        PermissionPolicy {
+            mode,
+            ..PermissionPolicy::default()
+        }
+    }
+
+    /// Decides a call (S4): the first matching rule in deny → ask → allow order, else the mode's
+    /// default for the tool's *effective* risk. In `read-only` mode no rule can allow anything
+    /// above `read`.
+    pub fn decide(&self, tool: &ToolFacts, input: &serde_json::Value) -> PermissionDecision {
+        let subjects = CallSubjects::from_input(input, self.workspace_root.as_deref());
+        let risk = tool.effective_risk;
+        if let Some(rule) = self.rules.first_match(tool, &subjects) {
+            let verdict = match rule.effect {
+                RuleEffect::Deny => Verdict::Deny,
+                RuleEffect::Ask => Verdict::Ask,
+                RuleEffect::Allow => Verdict::Allow,
+            };
+            let ceiling_holds = self.mode == PermissionMode::ReadOnly
+                && verdict != Verdict::Deny
+                && risk > Risk::Read;
+            if !ceiling_holds {
+                let effect = match rule.effect {
+                    RuleEffect::Deny => "deny",
+                    RuleEffect::Ask => "ask",
+                    RuleEffect::Allow => "allow",
+                };
+                return PermissionDecision {
+                    verdict,
+                    reason: format!("rule `{effect} {}` matched {}", rule.text, tool.name),
+                    rule: Some(format!("{effect} {}", rule.text)),
+                };
+            }
+        }
+        let verdict = self.mode.default_verdict(risk);
+        let reason = match verdict {
+            Verdict::Allow => format!("{} mode allows {risk} tools", self.mode.as_str()),
+            Verdict::Ask => format!("{} mode asks before {risk} tools", self.mode.as_str()),
+            Verdict::Deny => format!(
+                "{} mode does not allow {} (effective risk {risk})",
+                self.mode.as_str(),
+                tool.name
+            ),
+        };
+        PermissionDecision {
+            verdict,
+            reason,
+            rule: None,
+        }
+    }
+}
+
+/// The authorization token for an `allow` decision (S5); `None` for ask and deny.
+pub fn authorize(decision: &PermissionDecision) -> Option<clawsmith_protocol::Authorization> {
+    clawsmith_protocol::Authorization::from_decision(decision)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubjectKind {
+    Command,
+    Path,
+    Text,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Subject {
+    kind: SubjectKind,
+    text: String,
+    /// For commands: the text split at shell control operators.
+    segments: Vec<String>,
+    /// Whether the text can stand for the whole call in an allow rule.
+    simple: bool,
+}
+
+impl Subject {
+    fn refusal_candidates(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.text.as_str()).chain(self.segments.iter().map(String::as_str))
+    }
+
+    fn allow_candidate(&self) -> Option<&str> {
+        self.simple.then_some(self.text.as_str())
+    }
+}
+
+/// The parts of a call's input that argument patterns match.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallSubjects {
+    items: Vec<Subject>,
+}
+
+impl CallSubjects {
+    /// Extracts the subjects of `input`: `command`; else `path`, `from`, `to`; else `pattern`,
+    /// `query`, `url`. Paths are normalized lexically (and made relative to `workspace_root` when
+    /// absolute inside it); a path that still leaves (`..`, absolute elsewhere) can be refused by a
+    /// rule but never allowed by one.
+    pub fn from_input(input: &serde_json::Value, workspace_root: Option<&Path>) -> CallSubjects {
+        let field = |name: &str| input.get(name).and_then(serde_json::Value::as_str);
+        let mut items = Vec::new();
+        if let Some(command) = field("command") {
+            let segments = split_command(command);
+            let simple = !has_shell_operators(command);
+            items.push(Subject {
+                kind: SubjectKind::Command,
+                text: command.trim().to_owned(),
+                segments,
+                simple,
+            });
+            return CallSubjects { items };
+        }
+        for name in ["path", "from", "to"] {
+            if let Some(path) = field(name) {
+                let (text, simple) = normalize_path(path, workspace_root);
+                items.push(Subject {
+                    kind: SubjectKind::Path,
+                    text,
+                    segments: Vec::new(),
+                    simple,
+                });
+            }
+        }
+        if items.is_empty() {
+            for name in ["pattern", "query", "url"] {
+                if let Some(text) = field(name) {
+                    items.push(Subject {
+                        kind: SubjectKind::Text,
+                        text: text.to_owned(),
+                        segments: Vec::new(),
+                        simple: true,
+                    });
+                    break;
+                }
+            }
+        }
+        CallSubjects { items }
+    }
+}
+
+fn has_shell_operators(command: &str) -> bool {
+    command.chars().any(|c| {
+        matches!(
+            c,
+            ';' | '&' | '|' | '`' | '$' | '>' | '<' | '\n' | '\r' | '(' | ')'
+        )
+    })
+}
+
+fn split_command(command: &str) -> Vec<String> {
+    command
+        .split([';', '&', '|', '\n', '\r', '`', '(', ')'])
+        .map(|part| part.trim().trim_start_matches('$').trim())
+        .filter(|part| !part.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn normalize_path(path: &str, workspace_root: Option<&Path>) -> (String, bool) {
+    let mut candidate = PathBuf::from(path);
+    if candidate.is_absolute() {
+        match workspace_root.and_then(|root| candidate.strip_prefix(root).ok()) {
+            Some(relative) => candidate = relative.to_path_buf(),
+            None => return (path.to_owned(), false),
+        }
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for component in candidate.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if parts.pop().is_none() {
+                    return (path.to_owned(), false);
+                }
+            }
+            Component::Normal(part) => parts.push(part.to_string_lossy().into_owned()),
+            Component::RootDir | Component::Prefix(_) => return (path.to_owned(), false),
+        }
+    }
+    (parts.join("/"), true)
+}
