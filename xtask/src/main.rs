@@ -1,1 +1,173 @@
-fn main() {}
+//! # xtask
+//!
+//! clawsmith's own automation, in Rust so that it runs wherever cargo runs:
+//!
+//! - `cargo xtask ci` — the one command CI and people run: rustfmt check, clippy with
+//!   `-D warnings` on all targets, the tests (cargo-nextest when installed, else `cargo test`;
+//!   doc tests either way), `cargo doc` with `-D warnings`, `tidy`, `codegen --check`, and
+//!   `cargo deny check licenses bans sources`.
+//! - `cargo xtask tidy` — project rules no compiler checks: dependency arrows follow STYLE.md's
+//!   layering (read from `cargo metadata`), every crate opens with a `//!` essay and uses the
+//!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
+//! - `cargo xtask codegen [--check]` — writes the protocol's JSON Schema to
+//!   `docs/protocol.schema.json`; `--check` fails when the file is stale.
+//!
+//! It is a binary, so it uses `anyhow` with context at each I/O, and it spawns processes (cargo,
+//! the tools CI runs), which the workspace's `clippy.toml` reserves for clawsmith-sandbox: the
+//! `#[allow]` below is that documented exception.
+#![allow(clippy::disallowed_methods)]
+
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci(&root),
+        Some("tidy") => tidy::run(&root),
+        Some("codegen") => codegen(&root, args.iter().any(|a| a == "--check")),
+        Some("help") | Some("--help") | Some("-h") | None => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown xtask command {other:?}\n\n{USAGE}"),
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+  ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny
+  tidy               layering, crate essays, lints, forbidden markers
+  codegen [--check]  write (or check) docs/protocol.schema.json";
+
+fn workspace_root() -> PathBuf {
+    // xtask lives at <root>/xtask.
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest_dir)
+}
+
+fn ci(root: &Path) -> Result<()> {
+    step(root, "rustfmt", &["fmt", "--all", "--", "--check"], &[])?;
+    step(
+        root,
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        &[],
+    )?;
+    if has_nextest(root) {
+        step(
+            root,
+            "tests (nextest)",
+            &[
+                "nextest",
+                "run",
+                "--workspace",
+                "--locked",
+                "--no-fail-fast",
+            ],
+            &[],
+        )?;
+        step(
+            root,
+            "doc tests",
+            &["test", "--workspace", "--locked", "--doc"],
+            &[],
+        )?;
+    } else {
+        step(
+            root,
+            "tests",
+            &["test", "--workspace", "--locked", "--no-fail-fast"],
+            &[],
+        )?;
+    }
+    step(
+        root,
+        "docs",
+        &["doc", "--workspace", "--no-deps", "--locked"],
+        &[("RUSTDOCFLAGS", "-D warnings")],
+    )?;
+    println!("==> tidy");
+    tidy::run(root)?;
+    println!("==> codegen --check");
+    codegen(root, true)?;
+    if !has_cargo_subcommand(root, "deny") {
+        bail!(
+            "cargo-deny is not installed; run `cargo install --locked cargo-deny` (.ci/run does)"
+        );
+    }
+    step(
+        root,
+        "cargo deny",
+        &["deny", "--locked", "check", "licenses", "bans", "sources"],
+        &[],
+    )?;
+    println!("==> ci passed");
+    Ok(())
+}
+
+fn step(root: &Path, name: &str, args: &[&str], env: &[(&str, &str)]) -> Result<()> {
+    println!("==> {name}: cargo {}", args.join(" "));
+    let status = Command::new(cargo())
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root)
+        .status()
+        .with_context(|| format!("could not start cargo for {name}"))?;
+    if !status.success() {
+        bail!("{name} failed ({status})");
+    }
+    Ok(())
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+fn has_cargo_subcommand(root: &Path, name: &str) -> bool {
+    Command::new(cargo())
+        .args([name, "--version"])
+        .current_dir(root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+fn has_nextest(root: &Path) -> bool {
+    has_cargo_subcommand(root, "nextest")
+}
+
+fn codegen(root: &Path, check: bool) -> Result<()> {
+    let path = root.join("docs/protocol.schema.json");
+    let schema = clawsmith_protocol::schema::protocol_schema();
+    let mut text = serde_json::to_string_pretty(&schema).context("serializing the schema")?;
+    text.push('\n');
+    if check {
+        let current = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if current != text {
+            bail!("{} is stale; run `cargo xtask codegen`", path.display());
+        }
+        println!("{} is up to date", path.display());
+    } else {
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

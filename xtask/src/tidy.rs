@@ -1,0 +1,303 @@
+//! Project rules the compiler does not check (STYLE.md).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Which workspace crates each crate may depend on (normal and build dependencies). Tests and
+/// benchmarks (dev-dependencies) may reach further down, never up.
+pub const LAYERS: &[(&str, &[&str])] = &[
+    ("clawsmith-protocol", &[]),
+    ("clawsmith-security", &["clawsmith-protocol"]),
+    ("clawsmith-fs", &["clawsmith-protocol"]),
+    ("clawsmith-sandbox", &["clawsmith-protocol"]),
+    (
+        "clawsmith-checkpoint",
+        &["clawsmith-protocol", "clawsmith-fs"],
+    ),
+    (
+        "clawsmith-core",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-security",
+            "clawsmith-fs",
+            "clawsmith-sandbox",
+            "clawsmith-checkpoint",
+        ],
+    ),
+    ("clawsmith-mcp", &["clawsmith-protocol", "clawsmith-core"]),
+    (
+        "clawsmith-cli",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-security",
+            "clawsmith-fs",
+            "clawsmith-sandbox",
+            "clawsmith-checkpoint",
+            "clawsmith-core",
+            "clawsmith-mcp",
+        ],
+    ),
+    ("xtask", &["clawsmith-protocol"]),
+];
+
+pub fn run(root: &Path) -> Result<()> {
+    let mut problems = Vec::new();
+    let metadata = cargo_metadata(root)?;
+    problems.extend(check_layers(&workspace_edges(&metadata)?));
+    for (name, dir) in workspace_crates(&metadata)? {
+        problems.extend(check_crate(&name, &dir)?);
+    }
+    for dir in ["crates", "xtask"] {
+        for file in rust_files(&root.join(dir))? {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let shown = file
+                .strip_prefix(root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            problems.extend(check_source(&shown, &text));
+        }
+    }
+    if problems.is_empty() {
+        println!("tidy: ok");
+        Ok(())
+    } else {
+        for problem in &problems {
+            eprintln!("tidy: {problem}");
+        }
+        bail!("tidy found {} problem(s)", problems.len())
+    }
+}
+
+fn cargo_metadata(root: &Path) -> Result<serde_json::Value> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !output.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
+}
+
+/// (from, to, kind) for every dependency between workspace members.
+fn workspace_edges(metadata: &serde_json::Value) -> Result<Vec<(String, String, String)>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("metadata has no packages")?;
+    let members: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    let mut edges = Vec::new();
+    for package in packages {
+        let from = package["name"].as_str().unwrap_or_default();
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            let to = dependency["name"].as_str().unwrap_or_default();
+            if members.contains(to) {
+                let kind = dependency["kind"].as_str().unwrap_or("normal").to_owned();
+                edges.push((from.to_owned(), to.to_owned(), kind));
+            }
+        }
+    }
+    Ok(edges)
+}
+
+/// Layering violations among `edges`.
+pub fn check_layers(edges: &[(String, String, String)]) -> Vec<String> {
+    let allowed: BTreeMap<&str, &[&str]> = LAYERS.iter().copied().collect();
+    let rank = |name: &str| {
+        LAYERS
+            .iter()
+            .position(|(crate_name, _)| *crate_name == name)
+    };
+    let mut problems = Vec::new();
+    for (from, to, kind) in edges {
+        let Some(permitted) = allowed.get(from.as_str()) else {
+            problems.push(format!(
+                "crate {from} is not in the layer table (xtask/src/tidy.rs)"
+            ));
+            continue;
+        };
+        let ok = if kind == "dev" {
+            // Tests may use any crate that is not above them.
+            permitted.contains(&to.as_str()) || rank(to) <= rank(from) && to != from
+        } else {
+            permitted.contains(&to.as_str())
+        };
+        if !ok {
+            problems.push(format!(
+                "{from} -> {to} ({kind} dependency) goes against the layering in STYLE.md"
+            ));
+        }
+    }
+    problems
+}
+
+fn workspace_crates(metadata: &serde_json::Value) -> Result<Vec<(String, PathBuf)>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("metadata has no packages")?;
+    let mut crates = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default().to_owned();
+        let manifest = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let dir = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
+        crates.push((name, dir));
+    }
+    Ok(crates)
+}
+
+fn check_crate(name: &str, dir: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let entry = ["src/lib.rs", "src/main.rs"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists());
+    match entry {
+        None => problems.push(format!("{name}: no src/lib.rs or src/main.rs")),
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            if !has_essay(&text) {
+                problems.push(format!(
+                    "{name}: {} must open with a `//!` essay",
+                    path.display()
+                ));
+            }
+        }
+    }
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml"))
+        .with_context(|| format!("reading {}/Cargo.toml", dir.display()))?;
+    if !manifest.contains("[lints]\nworkspace = true") {
+        problems.push(format!(
+            "{name}: Cargo.toml must say `[lints] workspace = true`"
+        ));
+    }
+    Ok(problems)
+}
+
+/// Whether `text` opens with a crate essay: `//!` lines (at least three) before any item.
+pub fn has_essay(text: &str) -> bool {
+    let lines: Vec<&str> = text.lines().take_while(|l| l.starts_with("//!")).collect();
+    lines.len() >= 3
+}
+
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    if !dir.exists() {
+        return Ok(files);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in
+            std::fs::read_dir(&current).with_context(|| format!("listing {}", current.display()))?
+        {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    stack.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Markers that mean unfinished or hidden work. Spelled in pieces so this file does not match.
+fn forbidden_markers() -> [String; 5] {
+    [
+        format!("{}!(", "todo"),
+        format!("{}!(", "unimplemented"),
+        format!("#[{}", "ignore"),
+        format!("#[{}", "should_panic"),
+        format!("{}!()", "todo"),
+    ]
+}
+
+/// Problems in one source file (`shown` is its path for messages).
+pub fn check_source(shown: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if shown.ends_with("/mod.rs") || shown == "mod.rs" {
+        problems.push(format!(
+            "{shown}: use `foo.rs` + `foo/` instead of `mod.rs`"
+        ));
+    }
+    for (number, line) in text.lines().enumerate() {
+        for marker in forbidden_markers() {
+            if line.contains(&marker) {
+                problems.push(format!(
+                    "{shown}:{}: forbidden marker `{marker}`",
+                    number + 1
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edge(from: &str, to: &str, kind: &str) -> (String, String, String) {
+        (from.into(), to.into(), kind.into())
+    }
+
+    #[test]
+    fn layering_table() {
+        // (edge, allowed)
+        let table = [
+            (
+                edge("clawsmith-security", "clawsmith-protocol", "normal"),
+                true,
+            ),
+            (
+                edge("clawsmith-protocol", "clawsmith-security", "normal"),
+                false,
+            ),
+            (edge("clawsmith-fs", "clawsmith-sandbox", "normal"), false),
+            (edge("clawsmith-checkpoint", "clawsmith-fs", "normal"), true),
+            (
+                edge("clawsmith-fs", "clawsmith-checkpoint", "normal"),
+                false,
+            ),
+            (edge("clawsmith-core", "clawsmith-mcp", "normal"), false),
+            (edge("clawsmith-mcp", "clawsmith-core", "normal"), true),
+            (edge("clawsmith-sandbox", "clawsmith-fs", "dev"), true),
+            (edge("clawsmith-fs", "clawsmith-core", "dev"), false),
+            (
+                edge("clawsmith-unknown", "clawsmith-protocol", "normal"),
+                false,
+            ),
+        ];
+        for (edge, allowed) in table {
+            let problems = check_layers(std::slice::from_ref(&edge));
+            assert_eq!(problems.is_empty(), allowed, "{edge:?}: {problems:?}");
+        }
+    }
+
+    #[test]
+    fn essays_and_markers() {
+        assert!(has_essay("//! # x\n//!\n//! Why.\nuse std;"));
+        assert!(!has_essay("// x\n//! y\n"));
+        assert!(!has_essay("//! one line\nfn main() {}"));
+        let marker = format!("fn f() {{ {}!() }}", "todo");
+        assert_eq!(check_source("a.rs", &marker).len(), 2);
+        assert_eq!(check_source("a.rs", &format!("#[{}]", "ignore")).len(), 1);
+        assert_eq!(check_source("src/x/mod.rs", "").len(), 1);
+        assert!(check_source("a.rs", "fn todo_list() {}").is_empty());
+    }
+}
