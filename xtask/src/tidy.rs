@@ -47,6 +47,7 @@ pub fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     let metadata = cargo_metadata(root)?;
     problems.extend(check_layers(&workspace_edges(&metadata)?));
+    problems.extend(check_protocol_is_plain(root)?);
     for (name, dir) in workspace_crates(&metadata)? {
         problems.extend(check_crate(&name, &dir)?);
     }
@@ -137,6 +138,59 @@ pub fn check_layers(edges: &[(String, String, String)]) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Crates that mean a runtime, I/O or SQLite; none may be in protocol's normal dependency tree.
+pub const NOT_IN_PROTOCOL: &[&str] = &[
+    "tokio",
+    "mio",
+    "rusqlite",
+    "libsqlite3-sys",
+    "nix",
+    "rustix",
+    "libc",
+    "ignore",
+    "landlock",
+];
+
+fn check_protocol_is_plain(root: &Path) -> Result<Vec<String>> {
+    let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "tree",
+            "-p",
+            "clawsmith-protocol",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo tree")?;
+    if !output.status.success() {
+        bail!(
+            "cargo tree failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(heavy_crates_in_tree(&String::from_utf8_lossy(
+        &output.stdout,
+    )))
+}
+
+/// Problems for every line of a `cargo tree --prefix none` listing that names a heavy crate.
+pub fn heavy_crates_in_tree(tree: &str) -> Vec<String> {
+    let mut problems = BTreeSet::new();
+    for line in tree.lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if NOT_IN_PROTOCOL.contains(&name) {
+            problems.insert(format!(
+                "clawsmith-protocol's normal dependencies include {name}; it must stay plain data"
+            ));
+        }
+    }
+    problems.into_iter().collect()
 }
 
 fn workspace_crates(metadata: &serde_json::Value) -> Result<Vec<(String, PathBuf)>> {
@@ -287,6 +341,14 @@ mod tests {
             let problems = check_layers(std::slice::from_ref(&edge));
             assert_eq!(problems.is_empty(), allowed, "{edge:?}: {problems:?}");
         }
+    }
+
+    #[test]
+    fn protocol_tree_check() {
+        assert!(heavy_crates_in_tree("clawsmith-protocol v0.1.0\nserde v1.0.0\n").is_empty());
+        let found =
+            heavy_crates_in_tree("clawsmith-protocol v0.1.0\ntokio v1.0.0\nlibc v0.2.1 (*)\n");
+        assert_eq!(found.len(), 2, "{found:?}");
     }
 
     #[test]
