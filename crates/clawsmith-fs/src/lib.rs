@@ -1,0 +1,52 @@
+//! # clawsmith-fs
+//!
+//! The workspace boundary and the seven file tools of clawsmith (SPEC F1–F9): `read_file`,
+//! `search_files`, `glob_files`, `write_file`, `edit_file`, `rename_file`, `delete_file`. This is
+//! the only crate that opens workspace paths; checkpoint restores go through the same handle.
+//!
+//! ## Main types
+//! - [`Workspace`]: the handle. [`Workspace::open`] canonicalizes the root once and keeps a
+//!   descriptor of it. [`Workspace::resolve`] is the lexical check (F1, part 1) and yields a
+//!   [`WorkspacePath`], the validated, normalized, workspace-relative path that every other method
+//!   takes. Restores use [`Workspace::read_state`], [`Workspace::restore_file`],
+//!   [`Workspace::remove_file`] and [`Workspace::hash_file`].
+//! - [`ChangeRecorder`] with [`ChangeOrigin`], [`PriorState`], [`PostState`], [`RecorderError`]
+//!   and [`NoopRecorder`]: the seam through which write tools report every change to
+//!   `clawsmith-checkpoint` (before: prior content or absence; after: SHA-256, size, mode).
+//! - [`FsError`]: why a workspace operation failed; its messages never quote file content.
+//!
+//! ## Decisions
+//! - **Two checks, one path.** The lexical check normalizes the requested string against the
+//!   canonical root *without touching the filesystem* and fails with the seed's
+//!   `Path is outside the workspace: <requested>`. The normalized relative string is then the only
+//!   thing ever opened: there is no second parse that could disagree with the first.
+//! - **The kernel does the real check.** Every open is `openat2(root_fd, relative,
+//!   RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: symlinks that stay inside work, anything that
+//!   would leave the root (a symlink, a chain, a directory swapped for a symlink between two calls)
+//!   fails with `EXDEV`, reported as "outside the workspace". No check-then-open window exists
+//!   because the check *is* the open. Changes are made with `*at` calls on a single name relative to
+//!   the parent directory's descriptor (`linkat`, `renameat`, `unlinkat`), which never follow a
+//!   final symlink; write tools therefore treat a final symlink as "not a regular file".
+//! - **No half-written files (F9).** New content goes to an `O_EXCL` temp file in the target's
+//!   directory; a guard unlinks it on every failure path. `write_file` publishes it with `linkat`
+//!   (fails if anything, even a dangling symlink, holds the name: create-only, no clobber);
+//!   `edit_file` and restores with `renameat` (atomic replace). No `fsync`: the guarantee is
+//!   atomicity towards readers and failures, not durability across power loss.
+//! - **Special files are never opened for reading** unless they are proven regular: a read first
+//!   opens with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode.
+//!
+//! ## What this crate does not do
+//! It does not decide permissions (the core and `clawsmith-security` do; tools only insist on an
+//! authorized context, S5), store checkpoints (`clawsmith-checkpoint` implements
+//! [`ChangeRecorder`]), or spawn processes. It is Linux-only (`openat2`, kernel 5.6+). A directory
+//! *moved* out of the workspace while a call holds its descriptor is not detected.
+
+mod error;
+mod recorder;
+mod workspace;
+
+pub use error::FsError;
+pub use recorder::{
+    ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, PriorState, RecorderError,
+};
+pub use workspace::{MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};

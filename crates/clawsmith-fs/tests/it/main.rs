@@ -1,0 +1,6 @@
+//! Integration tests of clawsmith-fs: the workspace handle, the seven tools, the escape suite and
+//! the races.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+mod workspace;
