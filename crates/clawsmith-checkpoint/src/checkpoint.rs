@@ -1,0 +1,581 @@
+//! Turn checkpoints (K1, K7): what a turn started from and which files it changed.
+
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::blob::{put_blob, require_blob};
+use crate::error::{JsonContext, SqlContext, StoreError};
+use crate::session::{Todo, last_event_sequence, message_count, require_session, todos_json};
+use crate::store::Store;
+
+/// Where a checkpoint stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointState {
+    /// The turn is running (or its process died before finishing it).
+    Open,
+    /// The turn finished; it is a restore point.
+    Finished,
+    /// The turn was undone (files, session or both; see the flags on [`CheckpointInfo`]).
+    Undone,
+}
+
+impl CheckpointState {
+    /// The stored spelling: `open`, `finished`, `undone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckpointState::Open => "open",
+            CheckpointState::Finished => "finished",
+            CheckpointState::Undone => "undone",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> CheckpointState {
+        match text {
+            "open" => CheckpointState::Open,
+            "finished" => CheckpointState::Finished,
+            _ => CheckpointState::Undone,
+        }
+    }
+}
+
+/// One checkpoint (one turn of one session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// When the turn began (store clock, ms).
+    pub created_at_ms: u64,
+    /// When it finished.
+    pub finished_at_ms: Option<u64>,
+    /// Number of messages when the turn began (K7).
+    pub message_count: u64,
+    /// Last event sequence when the turn began (K7).
+    pub event_sequence: u64,
+    /// The todo list when the turn began (K7).
+    pub todos: Vec<Todo>,
+    /// Open, finished or undone.
+    pub state: CheckpointState,
+    /// The turn's file changes were rolled back.
+    pub files_undone: bool,
+    /// The session (messages, events, todos) was rewound to this turn's start.
+    pub session_undone: bool,
+    /// Number of paths the turn changed.
+    pub file_count: u64,
+}
+
+/// How a path changed in a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// Absent before, present after.
+    Added,
+    /// Present before and after.
+    Modified,
+    /// Present before, absent after.
+    Deleted,
+    /// Absent before and after (created then removed, or a failed create).
+    Unchanged,
+}
+
+/// One entry of a turn's change list (K4): a path and its stats, never its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileChange {
+    /// Workspace-relative path.
+    pub path: String,
+    /// Added, modified, deleted.
+    pub kind: ChangeKind,
+    /// Size before the turn.
+    pub bytes_before: u64,
+    /// Size after the turn.
+    pub bytes_after: u64,
+    /// Lines added; `None` when not computable (binary, or the post content is gone).
+    pub lines_added: Option<u64>,
+    /// Lines removed; `None` when not computable.
+    pub lines_removed: Option<u64>,
+}
+
+/// What [`Store::finish_turn`] returns (K1): paths and stats only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnManifest {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// Every path the turn changed, in the order first changed.
+    pub files: Vec<FileChange>,
+}
+
+/// One checkpoint_files row as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileRecord {
+    pub path: String,
+    pub pre_hash: Option<String>,
+    pub pre_mode: Option<u32>,
+    pub post_hash: Option<String>,
+    pub post_mode: Option<u32>,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub lines_added: Option<u64>,
+    pub lines_removed: Option<u64>,
+}
+
+impl FileRecord {
+    pub(crate) fn change(&self) -> FileChange {
+        let kind = match (&self.pre_hash, &self.post_hash) {
+            (None, Some(_)) => ChangeKind::Added,
+            (Some(_), Some(_)) => ChangeKind::Modified,
+            (Some(_), None) => ChangeKind::Deleted,
+            (None, None) => ChangeKind::Unchanged,
+        };
+        FileChange {
+            path: self.path.clone(),
+            kind,
+            bytes_before: self.bytes_before,
+            bytes_after: self.bytes_after,
+            lines_added: self.lines_added,
+            lines_removed: self.lines_removed,
+        }
+    }
+}
+
+impl Store {
+    /// Begins turn `turn_id` of the session: records the message count, the last event sequence
+    /// and a snapshot of the todo list (K7). A turn id can be begun once per session.
+    pub fn begin_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<CheckpointInfo, StoreError> {
+        let now = self.now_ms();
+        self.write("beginning a turn", |tx| {
+            begin_turn_in(tx, session_id, turn_id, now)?;
+            checkpoint_info(tx, session_id, turn_id)
+        })
+    }
+
+    /// The checkpoint of one turn.
+    pub fn checkpoint(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<CheckpointInfo, StoreError> {
+        self.read("reading a checkpoint", |tx| {
+            checkpoint_info(tx, session_id, turn_id)
+        })
+    }
+
+    /// Every checkpoint of the session, oldest first (undone ones included: history is kept).
+    pub fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
+        self.read("listing checkpoints", |tx| {
+            require_session(tx, session_id)?;
+            let turns = turn_ids(tx, session_id)?;
+            turns
+                .iter()
+                .map(|turn_id| checkpoint_info(tx, session_id, turn_id))
+                .collect()
+        })
+    }
+
+    /// The change list of a turn (K4): paths and stats, in first-change order.
+    pub fn change_list(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<FileChange>, StoreError> {
+        self.read("reading a change list", |tx| {
+            let id = checkpoint_id(tx, session_id, turn_id)?;
+            Ok(file_records(tx, id)?
+                .iter()
+                .map(FileRecord::change)
+                .collect())
+        })
+    }
+
+    /// Records the state of `path` before a change (the recorder's `before_change`): the first
+    /// call per path and turn stores the prior content as a blob (`None` = absent); later calls
+    /// change nothing. An unknown turn is begun implicitly, so a caller that forgot
+    /// [`Store::begin_turn`] still gets its files saved; a finished or undone turn refuses.
+    pub fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        self.write("recording a prior state", |tx| {
+            let id = match open_checkpoint_id(tx, session_id, turn_id)? {
+                Some(id) => id,
+                None => {
+                    begin_turn_in(tx, session_id, turn_id, now)?;
+                    checkpoint_id(tx, session_id, turn_id)?
+                }
+            };
+            let known = tx
+                .query_row(
+                    "SELECT 1 FROM checkpoint_files WHERE checkpoint_id = ?1 AND path = ?2",
+                    params![id, path],
+                    |_| Ok(()),
+                )
+                .optional()
+                .ctx("recording a prior state")?;
+            if known.is_some() {
+                return Ok(());
+            }
+            let (pre_hash, pre_mode, size) = match prior {
+                Some((content, mode)) => (
+                    Some(put_blob(tx, content)?),
+                    Some(mode),
+                    content.len() as u64,
+                ),
+                None => (None, None, 0),
+            };
+            let position: u64 = tx
+                .query_row(
+                    "SELECT count(*) FROM checkpoint_files WHERE checkpoint_id = ?1",
+                    [id],
+                    |row| row.get(0),
+                )
+                .ctx("recording a prior state")?;
+            // Until an after-change arrives, the post state is the prior state: a change that
+            // never happened restores to itself.
+            tx.execute(
+                "INSERT INTO checkpoint_files (checkpoint_id, path, position, pre_hash, pre_mode,
+                     post_hash, post_mode, bytes_before, bytes_after)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?5, ?6, ?6)",
+                params![id, path, position, pre_hash, pre_mode, size],
+            )
+            .ctx("recording a prior state")?;
+            Ok(())
+        })
+    }
+
+    /// Records the state of `path` right after a change (the recorder's `after_change`):
+    /// `None` = absent, otherwise (SHA-256, size, mode). Requires a prior
+    /// [`Store::record_before`] for the path in this turn.
+    pub fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        self.write("recording a post state", |tx| {
+            let id = open_checkpoint_id(tx, session_id, turn_id)?.ok_or_else(|| {
+                StoreError::UnknownTurn {
+                    session_id: session_id.to_string(),
+                    turn_id: turn_id.to_string(),
+                }
+            })?;
+            let (post_hash, post_mode, size) = match post {
+                Some((hash, size, mode)) => (Some(hex::encode(hash)), Some(mode), size),
+                None => (None, None, 0),
+            };
+            let changed = tx
+                .execute(
+                    "UPDATE checkpoint_files SET post_hash = ?3, post_mode = ?4, bytes_after = ?5,
+                         lines_added = NULL, lines_removed = NULL
+                     WHERE checkpoint_id = ?1 AND path = ?2",
+                    params![id, path, post_hash, post_mode, size],
+                )
+                .ctx("recording a post state")?;
+            if changed == 0 {
+                return Err(StoreError::Workspace {
+                    path: path.to_string(),
+                    message: "a change was reported without its prior state".to_string(),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    /// Finishes a turn and returns its manifest. `post_content` is asked for the current content
+    /// of each changed path; when it matches the recorded post hash it is stored as a blob (for
+    /// diffs) and the line stats are computed. Finishing a finished turn just returns the
+    /// manifest again.
+    pub(crate) fn finish_turn_with(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<TurnManifest, StoreError> {
+        let now = self.now_ms();
+        self.write("finishing a turn", |tx| {
+            let id = checkpoint_id(tx, session_id, turn_id)?;
+            let state: String = tx
+                .query_row("SELECT state FROM checkpoints WHERE id = ?1", [id], |row| {
+                    row.get(0)
+                })
+                .ctx("finishing a turn")?;
+            if state == "open" {
+                for record in file_records(tx, id)? {
+                    let post = match &record.post_hash {
+                        Some(hash) => post_content(&record.path)
+                            .filter(|content| hex::encode(crate::blob::sha256(content)) == *hash),
+                        None => None,
+                    };
+                    if let Some(content) = &post {
+                        put_blob(tx, content)?;
+                    }
+                    let before = match &record.pre_hash {
+                        Some(hash) => Some(require_blob(tx, hash)?),
+                        None => None,
+                    };
+                    let stats = match (&record.post_hash, &post) {
+                        (Some(_), None) => None,
+                        _ => line_stats(
+                            before.as_deref().unwrap_or(&[]),
+                            post.as_deref().unwrap_or(&[]),
+                        ),
+                    };
+                    if let Some((added, removed)) = stats {
+                        tx.execute(
+                            "UPDATE checkpoint_files SET lines_added = ?3, lines_removed = ?4
+                             WHERE checkpoint_id = ?1 AND path = ?2",
+                            params![id, record.path, added, removed],
+                        )
+                        .ctx("finishing a turn")?;
+                    }
+                }
+                tx.execute(
+                    "UPDATE checkpoints SET state = 'finished', finished_at = ?2 WHERE id = ?1",
+                    params![id, now],
+                )
+                .ctx("finishing a turn")?;
+            }
+            Ok(TurnManifest {
+                session_id: session_id.to_string(),
+                turn_id: turn_id.to_string(),
+                files: file_records(tx, id)?
+                    .iter()
+                    .map(FileRecord::change)
+                    .collect(),
+            })
+        })
+    }
+}
+
+/// Lines added and removed between two texts; `None` if either side is not UTF-8 text.
+pub(crate) fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
+    let before = std::str::from_utf8(before).ok()?;
+    let after = std::str::from_utf8(after).ok()?;
+    if before.contains('\0') || after.contains('\0') {
+        return None;
+    }
+    let diff = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(2))
+        .diff_lines(before, after);
+    let (mut added, mut removed) = (0, 0);
+    for change in diff.iter_all_changes() {
+        match change.tag() {
+            similar::ChangeTag::Insert => added += 1,
+            similar::ChangeTag::Delete => removed += 1,
+            similar::ChangeTag::Equal => {}
+        }
+    }
+    Some((added, removed))
+}
+
+fn begin_turn_in(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+    now: u64,
+) -> Result<(), StoreError> {
+    require_session(tx, session_id)?;
+    let exists = tx
+        .query_row(
+            "SELECT 1 FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
+            params![session_id, turn_id],
+            |_| Ok(()),
+        )
+        .optional()
+        .ctx("beginning a turn")?;
+    if exists.is_some() {
+        return Err(StoreError::TurnExists {
+            session_id: session_id.to_string(),
+            turn_id: turn_id.to_string(),
+        });
+    }
+    let messages = message_count(tx, session_id)?;
+    let sequence = last_event_sequence(tx, session_id)?;
+    let todos = todos_json(tx, session_id)?;
+    tx.execute(
+        "INSERT INTO checkpoints (session_id, turn_id, created_at, message_count, event_sequence,
+             todos_json, state)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open')",
+        params![session_id, turn_id, now, messages, sequence, todos],
+    )
+    .ctx("beginning a turn")?;
+    Ok(())
+}
+
+/// The row id of a turn's checkpoint, [`StoreError::UnknownTurn`] if none.
+pub(crate) fn checkpoint_id(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<i64, StoreError> {
+    tx.query_row(
+        "SELECT id FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
+        params![session_id, turn_id],
+        |row| row.get(0),
+    )
+    .optional()
+    .ctx("looking up a checkpoint")?
+    .ok_or_else(|| StoreError::UnknownTurn {
+        session_id: session_id.to_string(),
+        turn_id: turn_id.to_string(),
+    })
+}
+
+/// The id of the turn's checkpoint if it is open; `None` if the turn has no checkpoint;
+/// [`StoreError::TurnClosed`] if it is finished or undone.
+fn open_checkpoint_id(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<Option<i64>, StoreError> {
+    let row: Option<(i64, String)> = tx
+        .query_row(
+            "SELECT id, state FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
+            params![session_id, turn_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .ctx("looking up a checkpoint")?;
+    match row {
+        None => Ok(None),
+        Some((id, state)) if state == "open" => Ok(Some(id)),
+        Some((_, state)) => Err(StoreError::TurnClosed {
+            session_id: session_id.to_string(),
+            turn_id: turn_id.to_string(),
+            state,
+        }),
+    }
+}
+
+/// Turn ids of the session in order.
+pub(crate) fn turn_ids(tx: &Transaction<'_>, session_id: &str) -> Result<Vec<String>, StoreError> {
+    let mut statement = tx
+        .prepare("SELECT turn_id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
+        .ctx("listing checkpoints")?;
+    let rows = statement
+        .query_map([session_id], |row| row.get(0))
+        .ctx("listing checkpoints")?;
+    rows.collect::<Result<Vec<String>, _>>()
+        .ctx("listing checkpoints")
+}
+
+pub(crate) fn checkpoint_info(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<CheckpointInfo, StoreError> {
+    let id = checkpoint_id(tx, session_id, turn_id)?;
+    let (info, todos) = tx
+        .query_row(
+            "SELECT created_at, finished_at, message_count, event_sequence, todos_json, state,
+                 files_undone, session_undone,
+                 (SELECT count(*) FROM checkpoint_files WHERE checkpoint_id = checkpoints.id)
+             FROM checkpoints WHERE id = ?1",
+            [id],
+            |row| {
+                Ok((
+                    CheckpointInfo {
+                        session_id: session_id.to_string(),
+                        turn_id: turn_id.to_string(),
+                        created_at_ms: row.get(0)?,
+                        finished_at_ms: row.get(1)?,
+                        message_count: row.get(2)?,
+                        event_sequence: row.get(3)?,
+                        todos: Vec::new(),
+                        state: CheckpointState::parse(&row.get::<_, String>(5)?),
+                        files_undone: row.get(6)?,
+                        session_undone: row.get(7)?,
+                        file_count: row.get(8)?,
+                    },
+                    row.get::<_, String>(4)?,
+                ))
+            },
+        )
+        .ctx("reading a checkpoint")?;
+    Ok(CheckpointInfo {
+        todos: serde_json::from_str(&todos).json_ctx("reading a todo snapshot")?,
+        ..info
+    })
+}
+
+/// The file rows of a checkpoint in first-change order.
+pub(crate) fn file_records(
+    tx: &Transaction<'_>,
+    checkpoint_id: i64,
+) -> Result<Vec<FileRecord>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT path, pre_hash, pre_mode, post_hash, post_mode, bytes_before, bytes_after,
+                 lines_added, lines_removed
+             FROM checkpoint_files WHERE checkpoint_id = ?1 ORDER BY position",
+        )
+        .ctx("reading checkpoint files")?;
+    let rows = statement
+        .query_map([checkpoint_id], |row| {
+            Ok(FileRecord {
+                path: row.get(0)?,
+                pre_hash: row.get(1)?,
+                pre_mode: row.get(2)?,
+                post_hash: row.get(3)?,
+                post_mode: row.get(4)?,
+                bytes_before: row.get(5)?,
+                bytes_after: row.get(6)?,
+                lines_added: row.get(7)?,
+                lines_removed: row.get(8)?,
+            })
+        })
+        .ctx("reading checkpoint files")?;
+    rows.collect::<Result<Vec<_>, _>>()
+        .ctx("reading checkpoint files")
+}
+
+/// Copies every checkpoint of `parent_id` (with its file rows) to `new_id`, in order (K6).
+pub(crate) fn copy_checkpoints(
+    tx: &Transaction<'_>,
+    parent_id: &str,
+    new_id: &str,
+) -> Result<(), StoreError> {
+    let mut statement = tx
+        .prepare("SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
+        .ctx("forking checkpoints")?;
+    let ids = statement
+        .query_map([parent_id], |row| row.get::<_, i64>(0))
+        .ctx("forking checkpoints")?
+        .collect::<Result<Vec<_>, _>>()
+        .ctx("forking checkpoints")?;
+    for id in ids {
+        tx.execute(
+            "INSERT INTO checkpoints (session_id, turn_id, created_at, finished_at, message_count,
+                 event_sequence, todos_json, state, files_undone, session_undone)
+             SELECT ?2, turn_id, created_at, finished_at, message_count, event_sequence, todos_json,
+                 state, files_undone, session_undone
+             FROM checkpoints WHERE id = ?1",
+            params![id, new_id],
+        )
+        .ctx("forking checkpoints")?;
+        let copy = tx.last_insert_rowid();
+        tx.execute(
+            "INSERT INTO checkpoint_files (checkpoint_id, path, position, pre_hash, pre_mode,
+                 post_hash, post_mode, bytes_before, bytes_after, lines_added, lines_removed)
+             SELECT ?2, path, position, pre_hash, pre_mode, post_hash, post_mode, bytes_before,
+                 bytes_after, lines_added, lines_removed
+             FROM checkpoint_files WHERE checkpoint_id = ?1",
+            params![id, copy],
+        )
+        .ctx("forking checkpoints")?;
+    }
+    Ok(())
+}

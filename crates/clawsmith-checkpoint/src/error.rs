@@ -1,0 +1,129 @@
+//! The one error type of the store.
+
+/// Why a store operation failed. Refusals that a person should read as an answer (an undo
+/// conflict, an already-undone turn) are not errors: they are [`crate::UndoOutcome`] values.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file could not be opened at all (permissions, missing directory…).
+    #[error("cannot open the clawsmith database {path}: {message}")]
+    Open {
+        /// The database file.
+        path: String,
+        /// SQLite's explanation.
+        message: String,
+    },
+    /// The file exists but is not a readable SQLite database (garbage, truncated, corrupt).
+    #[error(
+        "{path} is not a usable clawsmith database ({message}); move it away or choose another file"
+    )]
+    NotADatabase {
+        /// The database file.
+        path: String,
+        /// SQLite's explanation.
+        message: String,
+    },
+    /// The file was written by a newer clawsmith.
+    #[error(
+        "the database {path} has schema version {found}, newer than this build supports ({supported}); upgrade clawsmith"
+    )]
+    SchemaTooNew {
+        /// The database file.
+        path: String,
+        /// `PRAGMA user_version` of the file.
+        found: i64,
+        /// The newest version this build knows.
+        supported: i64,
+    },
+    /// Any other SQLite failure.
+    #[error("database error while {context}: {source}")]
+    Sqlite {
+        /// What the store was doing.
+        context: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A stored JSON document did not parse (or a value did not serialize).
+    #[error("invalid stored JSON while {context}: {source}")]
+    Json {
+        /// What the store was doing.
+        context: &'static str,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// No session with this id.
+    #[error("unknown session: {0}")]
+    UnknownSession(String),
+    /// A session with this id already exists.
+    #[error("session already exists: {0}")]
+    SessionExists(String),
+    /// No checkpoint for this turn in this session.
+    #[error("unknown turn {turn_id} in session {session_id}")]
+    UnknownTurn {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+    },
+    /// `begin_turn` for a turn that already has a checkpoint.
+    #[error("turn {turn_id} of session {session_id} already has a checkpoint")]
+    TurnExists {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+    },
+    /// A change was reported for a turn that is finished or undone.
+    #[error("turn {turn_id} of session {session_id} is {state}; it takes no more changes")]
+    TurnClosed {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_id: String,
+        /// `finished` or `undone`.
+        state: String,
+    },
+    /// A todo list that breaks the rules (duplicate ids, two items in progress…).
+    #[error("invalid todo list: {0}")]
+    InvalidTodos(String),
+    /// A workspace operation failed during a restore or a manifest.
+    #[error("workspace error on {path}: {message}")]
+    Workspace {
+        /// The workspace-relative path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An interrupted restore of this session must be finished first.
+    #[error(
+        "session {0} has an interrupted restore; run recovery (Store::recover_restores) before undoing again"
+    )]
+    RestoreInProgress(String),
+    /// A blob a checkpoint refers to is gone (the database was edited by hand).
+    #[error("blob {0} is missing from the store")]
+    MissingBlob(String),
+}
+
+/// Attaches a context to SQLite errors.
+pub(crate) trait SqlContext<T> {
+    fn ctx(self, context: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
+    fn ctx(self, context: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Sqlite { context, source })
+    }
+}
+
+/// Attaches a context to JSON errors.
+pub(crate) trait JsonContext<T> {
+    fn json_ctx(self, context: &'static str) -> Result<T, StoreError>;
+}
+
+impl<T> JsonContext<T> for Result<T, serde_json::Error> {
+    fn json_ctx(self, context: &'static str) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::Json { context, source })
+    }
+}

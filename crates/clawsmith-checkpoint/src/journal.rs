@@ -1,0 +1,147 @@
+//! The journal of side-effecting calls (A8): a row written *before* the side effect and closed
+//! after it, so a process killed in between leaves evidence that recovery turns into
+//! `unknown` / `interrupted`.
+
+use clawsmith_protocol::ToolStatus;
+use rusqlite::params;
+
+use crate::error::{JsonContext, SqlContext, StoreError};
+use crate::session::require_session;
+use crate::store::Store;
+
+/// What [`Store::journal_start`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalStart {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The call id (unique within the session).
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's arguments as JSON text.
+    pub args_json: String,
+}
+
+/// One journal row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalEntry {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// The call id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The call's arguments as JSON text.
+    pub args_json: String,
+    /// When the call was journaled (store clock, ms).
+    pub started_at_ms: u64,
+    /// When it was closed; `None` while it runs (or after a crash).
+    pub closed_at_ms: Option<u64>,
+    /// How it was closed.
+    pub status: Option<ToolStatus>,
+}
+
+impl Store {
+    /// Records that a side-effecting call is about to run. Returns once the row is committed
+    /// (synchronous = FULL), so the side effect may start only after this returns `Ok`.
+    /// Journaling the same call twice is an error (`Sqlite`, a primary-key violation).
+    pub fn journal_start(&self, start: &JournalStart) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        self.write("journaling a call", |tx| {
+            require_session(tx, &start.session_id)?;
+            tx.execute(
+                "INSERT INTO journal (session_id, call_id, turn_id, tool_name, args_json, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    start.session_id,
+                    start.call_id,
+                    start.turn_id,
+                    start.tool_name,
+                    start.args_json,
+                    now
+                ],
+            )
+            .ctx("journaling a call")?;
+            Ok(())
+        })
+    }
+
+    /// Closes a journaled call. Returns `false` if no open entry matched (unknown or already
+    /// closed), which changes nothing.
+    pub fn journal_close(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        status: ToolStatus,
+    ) -> Result<bool, StoreError> {
+        let now = self.now_ms();
+        self.write("closing a journaled call", |tx| {
+            let changed = tx
+                .execute(
+                    "UPDATE journal SET closed_at = ?3, status = ?4
+                     WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
+                    params![session_id, call_id, now, status.as_str()],
+                )
+                .ctx("closing a journaled call")?;
+            Ok(changed > 0)
+        })
+    }
+
+    /// Calls of the session that were started and never closed, oldest first.
+    pub fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.journal_query(session_id, "AND closed_at IS NULL")
+    }
+
+    /// The whole journal of the session, oldest first.
+    pub fn journal(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        self.journal_query(session_id, "")
+    }
+
+    fn journal_query(
+        &self,
+        session_id: &str,
+        filter: &str,
+    ) -> Result<Vec<JournalEntry>, StoreError> {
+        let sql = format!(
+            "SELECT session_id, turn_id, call_id, tool_name, args_json, started_at, closed_at, status
+             FROM journal WHERE session_id = ?1 {filter} ORDER BY started_at, rowid"
+        );
+        self.read("reading the journal", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx.prepare(&sql).ctx("reading the journal")?;
+            let rows = statement
+                .query_map([session_id], |row| {
+                    Ok((
+                        JournalEntry {
+                            session_id: row.get(0)?,
+                            turn_id: row.get(1)?,
+                            call_id: row.get(2)?,
+                            tool_name: row.get(3)?,
+                            args_json: row.get(4)?,
+                            started_at_ms: row.get(5)?,
+                            closed_at_ms: row.get(6)?,
+                            status: None,
+                        },
+                        row.get::<_, Option<String>>(7)?,
+                    ))
+                })
+                .ctx("reading the journal")?;
+            let mut entries = Vec::new();
+            for row in rows {
+                let (mut entry, status) = row.ctx("reading the journal")?;
+                if let Some(status) = status {
+                    entry.status = Some(
+                        serde_json::from_value(serde_json::Value::String(status))
+                            .json_ctx("reading a journal status")?,
+                    );
+                }
+                entries.push(entry);
+            }
+            Ok(entries)
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! The [`ChangeRecorder`] implementation the write tools call (K1).
+
+use std::sync::Arc;
+
+use clawsmith_fs::{ChangeOrigin, ChangeRecorder, PostState, PriorState, RecorderError, Workspace};
+
+use crate::checkpoint::TurnManifest;
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// Records every change of the write tools into the turn's checkpoint: the first prior state per
+/// path and turn (content as a blob, or "absent"), and the latest post-operation hash.
+///
+/// Each call commits before it returns, so `before_change` is durable before the tool touches the
+/// file. A failure (unknown session, finished turn, database error) becomes a [`RecorderError`],
+/// and the tool then refuses to make the change.
+#[derive(Debug, Clone)]
+pub struct CheckpointRecorder {
+    store: Arc<Store>,
+}
+
+impl CheckpointRecorder {
+    /// A recorder writing into `store`.
+    pub fn new(store: Arc<Store>) -> CheckpointRecorder {
+        CheckpointRecorder { store }
+    }
+
+    /// The store it writes into.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}
+
+impl ChangeRecorder for CheckpointRecorder {
+    fn before_change(
+        &self,
+        origin: &ChangeOrigin,
+        path: &str,
+        prior: &PriorState,
+    ) -> Result<(), RecorderError> {
+        let prior = match prior {
+            PriorState::Absent => None,
+            PriorState::File { content, mode } => Some((content.as_slice(), *mode)),
+        };
+        self.store
+            .record_before(&origin.session_id, &origin.turn_id, path, prior)
+            .map_err(|error| recorder_error(path, &error))
+    }
+
+    fn after_change(
+        &self,
+        origin: &ChangeOrigin,
+        path: &str,
+        post: &PostState,
+    ) -> Result<(), RecorderError> {
+        let post = match post {
+            PostState::Absent => None,
+            PostState::File { sha256, size, mode } => Some((*sha256, *size, *mode)),
+        };
+        self.store
+            .record_after(&origin.session_id, &origin.turn_id, path, post)
+            .map_err(|error| recorder_error(path, &error))
+    }
+}
+
+fn recorder_error(path: &str, error: &StoreError) -> RecorderError {
+    RecorderError {
+        path: path.to_string(),
+        message: error.to_string(),
+    }
+}
+
+impl Store {
+    /// Finishes a turn (K1): reads each changed file's current content through `workspace`; when
+    /// it still matches the recorded post hash it is kept as a blob (for later diffs) and the line
+    /// stats are computed. Returns the manifest: paths and stats only. Finishing a finished turn
+    /// returns the same manifest and changes nothing.
+    pub fn finish_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        workspace: &Workspace,
+    ) -> Result<TurnManifest, StoreError> {
+        let read = |path: &str| -> Option<Vec<u8>> {
+            let path = workspace.resolve(path).ok()?;
+            match workspace.read_state(&path).ok()? {
+                PriorState::File { content, .. } => Some(content),
+                PriorState::Absent => None,
+            }
+        };
+        self.finish_turn_with(session_id, turn_id, &read)
+    }
+}

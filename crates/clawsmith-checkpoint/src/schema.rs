@@ -1,0 +1,115 @@
+//! The schema, one forward migration per version (`PRAGMA user_version`).
+//!
+//! A migration is applied inside the same `BEGIN IMMEDIATE` transaction that bumps the version,
+//! so two processes opening an old file at once migrate it exactly once. Migrations only ever
+//! add: a released version's SQL is never edited.
+
+/// Version 1: sessions, history, todos, blobs, checkpoints, the journal, pending approvals.
+const V1: &str = r#"
+CREATE TABLE sessions (
+    id              TEXT PRIMARY KEY,
+    parent_id       TEXT REFERENCES sessions(id) ON DELETE SET NULL,
+    created_at      INTEGER NOT NULL,
+    workspace_root  TEXT NOT NULL
+);
+CREATE TABLE messages (
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    idx           INTEGER NOT NULL,
+    message_json  TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+CREATE TABLE events (
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    sequence      INTEGER NOT NULL,
+    type          TEXT NOT NULL,
+    timestamp_ms  INTEGER NOT NULL,
+    event_json    TEXT NOT NULL,
+    PRIMARY KEY (session_id, sequence)
+) WITHOUT ROWID;
+CREATE TABLE session_todos (
+    session_id  TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+    todos_json  TEXT NOT NULL
+);
+CREATE TABLE blobs (
+    hash     TEXT PRIMARY KEY,
+    size     INTEGER NOT NULL,
+    content  BLOB NOT NULL
+);
+CREATE TABLE checkpoints (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id      TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id         TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    finished_at     INTEGER,
+    message_count   INTEGER NOT NULL,
+    event_sequence  INTEGER NOT NULL,
+    todos_json      TEXT NOT NULL,
+    state           TEXT NOT NULL CHECK (state IN ('open', 'finished', 'undone')),
+    files_undone    INTEGER NOT NULL DEFAULT 0,
+    session_undone  INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (session_id, turn_id)
+);
+CREATE TABLE checkpoint_files (
+    checkpoint_id  INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,
+    path           TEXT NOT NULL,
+    position       INTEGER NOT NULL,
+    pre_hash       TEXT REFERENCES blobs(hash),
+    pre_mode       INTEGER,
+    post_hash      TEXT,
+    post_mode      INTEGER,
+    bytes_before   INTEGER NOT NULL,
+    bytes_after    INTEGER NOT NULL,
+    lines_added    INTEGER,
+    lines_removed  INTEGER,
+    PRIMARY KEY (checkpoint_id, path)
+);
+CREATE INDEX checkpoint_files_pre ON checkpoint_files(pre_hash);
+CREATE INDEX checkpoint_files_post ON checkpoint_files(post_hash);
+CREATE TABLE journal (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    call_id     TEXT NOT NULL,
+    turn_id     TEXT NOT NULL,
+    tool_name   TEXT NOT NULL,
+    args_json   TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    closed_at   INTEGER,
+    status      TEXT,
+    PRIMARY KEY (session_id, call_id)
+);
+CREATE TABLE pending_approvals (
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    approval_id   TEXT NOT NULL,
+    turn_id       TEXT NOT NULL,
+    call_id       TEXT NOT NULL,
+    request_json  TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    PRIMARY KEY (session_id, approval_id)
+);
+"#;
+
+/// Version 2: artifacts (A4) and restore plans (crash-safe undo).
+const V2: &str = r#"
+CREATE TABLE artifacts (
+    session_id   TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    artifact_id  TEXT NOT NULL,
+    blob_hash    TEXT NOT NULL REFERENCES blobs(hash),
+    size         INTEGER NOT NULL,
+    lines        INTEGER NOT NULL,
+    created_at   INTEGER NOT NULL,
+    PRIMARY KEY (session_id, artifact_id)
+);
+CREATE INDEX artifacts_blob ON artifacts(blob_hash);
+CREATE TABLE restore_plans (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id      TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    workspace_root  TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    plan_json       TEXT NOT NULL
+);
+"#;
+
+/// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

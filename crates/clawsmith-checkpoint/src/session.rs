@@ -1,0 +1,491 @@
+//! Sessions and their history: messages, events, todos and pending approvals.
+
+use clawsmith_protocol::{Event, EventPayload, ModelMessage};
+use rusqlite::{OptionalExtension, Transaction, params};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{JsonContext, SqlContext, StoreError};
+use crate::store::Store;
+
+/// One session row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionInfo {
+    /// The session id.
+    pub id: String,
+    /// The session it was forked from.
+    pub parent_id: Option<String>,
+    /// Creation time (ms since the epoch, store clock).
+    pub created_at_ms: u64,
+    /// The workspace root the session works in, as given at creation.
+    pub workspace_root: String,
+}
+
+/// One item of a session's todo list (A2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Todo {
+    /// Stable id chosen by the model.
+    pub id: String,
+    /// What to do.
+    pub content: String,
+    /// Where it stands.
+    pub status: TodoStatus,
+}
+
+/// The state of a todo item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on (at most one item at a time).
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// An approval request waiting for a person (cleared by a `session` undo).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    /// The approval's id.
+    pub approval_id: String,
+    /// The turn that asked.
+    pub turn_id: String,
+    /// The call waiting for the answer.
+    pub call_id: String,
+    /// The request as the core shows it (opaque JSON).
+    pub request: serde_json::Value,
+}
+
+impl Store {
+    /// Creates a session.
+    pub fn create_session(
+        &self,
+        id: &str,
+        workspace_root: &str,
+    ) -> Result<SessionInfo, StoreError> {
+        let now = self.now_ms();
+        self.write("creating a session", |tx| {
+            if session_exists(tx, id)? {
+                return Err(StoreError::SessionExists(id.to_string()));
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, parent_id, created_at, workspace_root) VALUES (?1, NULL, ?2, ?3)",
+                params![id, now, workspace_root],
+            )
+            .ctx("creating a session")?;
+            Ok(SessionInfo {
+                id: id.to_string(),
+                parent_id: None,
+                created_at_ms: now,
+                workspace_root: workspace_root.to_string(),
+            })
+        })
+    }
+
+    /// One session, `None` if unknown.
+    pub fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        self.read("reading a session", |tx| {
+            tx.query_row(
+                "SELECT id, parent_id, created_at, workspace_root FROM sessions WHERE id = ?1",
+                [id],
+                session_row,
+            )
+            .optional()
+            .ctx("reading a session")
+        })
+    }
+
+    /// Every session, newest first.
+    pub fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        self.read("listing sessions", |tx| {
+            let mut statement = tx
+                .prepare(
+                    "SELECT id, parent_id, created_at, workspace_root FROM sessions
+                     ORDER BY created_at DESC, rowid DESC",
+                )
+                .ctx("listing sessions")?;
+            let rows = statement
+                .query_map([], session_row)
+                .ctx("listing sessions")?;
+            rows.collect::<Result<Vec<_>, _>>().ctx("listing sessions")
+        })
+    }
+
+    /// Appends a message; returns its index (from 0).
+    pub fn append_message(
+        &self,
+        session_id: &str,
+        message: &ModelMessage,
+    ) -> Result<u64, StoreError> {
+        let json = serde_json::to_string(message).json_ctx("storing a message")?;
+        self.write("appending a message", |tx| {
+            require_session(tx, session_id)?;
+            let index: u64 = tx
+                .query_row(
+                    "SELECT count(*) FROM messages WHERE session_id = ?1",
+                    [session_id],
+                    |row| row.get(0),
+                )
+                .ctx("appending a message")?;
+            tx.execute(
+                "INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)",
+                params![session_id, index, json],
+            )
+            .ctx("appending a message")?;
+            Ok(index)
+        })
+    }
+
+    /// The session's messages in order.
+    pub fn messages(&self, session_id: &str) -> Result<Vec<ModelMessage>, StoreError> {
+        self.read("reading messages", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx
+                .prepare("SELECT message_json FROM messages WHERE session_id = ?1 ORDER BY idx")
+                .ctx("reading messages")?;
+            let rows = statement
+                .query_map([session_id], |row| row.get::<_, String>(0))
+                .ctx("reading messages")?;
+            let mut messages = Vec::new();
+            for json in rows {
+                let json = json.ctx("reading messages")?;
+                messages.push(serde_json::from_str(&json).json_ctx("reading messages")?);
+            }
+            Ok(messages)
+        })
+    }
+
+    /// Appends an event, assigning the session's next sequence (gap-free from 1) inside the
+    /// insert transaction.
+    pub fn append_event(
+        &self,
+        session_id: &str,
+        payload: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        self.write("appending an event", |tx| {
+            require_session(tx, session_id)?;
+            let sequence = last_event_sequence(tx, session_id)? + 1;
+            let event = Event {
+                session_id: session_id.to_string(),
+                sequence,
+                timestamp_ms,
+                payload,
+            };
+            let json = serde_json::to_string(&event).json_ctx("storing an event")?;
+            tx.execute(
+                "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    session_id,
+                    sequence,
+                    event.payload.kind(),
+                    timestamp_ms,
+                    json
+                ],
+            )
+            .ctx("appending an event")?;
+            Ok(event)
+        })
+    }
+
+    /// The session's events in sequence order.
+    pub fn events(&self, session_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.read("reading events", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx
+                .prepare("SELECT event_json FROM events WHERE session_id = ?1 ORDER BY sequence")
+                .ctx("reading events")?;
+            let rows = statement
+                .query_map([session_id], |row| row.get::<_, String>(0))
+                .ctx("reading events")?;
+            let mut events = Vec::new();
+            for json in rows {
+                let json = json.ctx("reading events")?;
+                events.push(serde_json::from_str(&json).json_ctx("reading events")?);
+            }
+            Ok(events)
+        })
+    }
+
+    /// Replaces the session's todo list. Ids must be non-empty and unique and at most one item
+    /// may be `in_progress`; otherwise [`StoreError::InvalidTodos`] and nothing changes.
+    pub fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
+        validate_todos(&todos)?;
+        let json = serde_json::to_string(&todos).json_ctx("storing todos")?;
+        self.write("storing todos", |tx| {
+            require_session(tx, session_id)?;
+            write_todos_json(tx, session_id, &json)
+        })
+    }
+
+    /// The session's todo list (empty if never set).
+    pub fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
+        self.read("reading todos", |tx| {
+            require_session(tx, session_id)?;
+            let json = todos_json(tx, session_id)?;
+            serde_json::from_str(&json).json_ctx("reading todos")
+        })
+    }
+
+    /// Records an approval request waiting for a person.
+    pub fn add_pending_approval(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        let json = serde_json::to_string(&approval.request).json_ctx("storing an approval")?;
+        self.write("storing an approval", |tx| {
+            require_session(tx, session_id)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO pending_approvals
+                 (session_id, approval_id, turn_id, call_id, request_json, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    session_id,
+                    approval.approval_id,
+                    approval.turn_id,
+                    approval.call_id,
+                    json,
+                    now
+                ],
+            )
+            .ctx("storing an approval")?;
+            Ok(())
+        })
+    }
+
+    /// Removes an answered approval; `false` if it was not pending.
+    pub fn resolve_pending_approval(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.write("resolving an approval", |tx| {
+            let removed = tx
+                .execute(
+                    "DELETE FROM pending_approvals WHERE session_id = ?1 AND approval_id = ?2",
+                    params![session_id, approval_id],
+                )
+                .ctx("resolving an approval")?;
+            Ok(removed > 0)
+        })
+    }
+
+    /// The session's pending approvals, oldest first.
+    pub fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError> {
+        self.read("reading approvals", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx
+                .prepare(
+                    "SELECT approval_id, turn_id, call_id, request_json FROM pending_approvals
+                     WHERE session_id = ?1 ORDER BY created_at, rowid",
+                )
+                .ctx("reading approvals")?;
+            let rows = statement
+                .query_map([session_id], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get::<_, String>(3)?,
+                    ))
+                })
+                .ctx("reading approvals")?;
+            let mut approvals = Vec::new();
+            for row in rows {
+                let (approval_id, turn_id, call_id, json) = row.ctx("reading approvals")?;
+                approvals.push(PendingApproval {
+                    approval_id,
+                    turn_id,
+                    call_id,
+                    request: serde_json::from_str(&json).json_ctx("reading approvals")?,
+                });
+            }
+            Ok(approvals)
+        })
+    }
+
+    /// Forks `parent_id` into a new session `new_id` (K6): the child gets a copy of the parent's
+    /// messages, events (renumbered identically, `sessionId` rewritten), todos and checkpoint
+    /// metadata; file contents stay shared through the content-addressed blobs. Journals and
+    /// pending approvals belong to the parent's running calls and are not copied.
+    pub fn fork_session(&self, parent_id: &str, new_id: &str) -> Result<SessionInfo, StoreError> {
+        let now = self.now_ms();
+        self.write("forking a session", |tx| {
+            let parent = tx
+                .query_row(
+                    "SELECT id, parent_id, created_at, workspace_root FROM sessions WHERE id = ?1",
+                    [parent_id],
+                    session_row,
+                )
+                .optional()
+                .ctx("forking a session")?
+                .ok_or_else(|| StoreError::UnknownSession(parent_id.to_string()))?;
+            if session_exists(tx, new_id)? {
+                return Err(StoreError::SessionExists(new_id.to_string()));
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, parent_id, created_at, workspace_root) VALUES (?1, ?2, ?3, ?4)",
+                params![new_id, parent_id, now, parent.workspace_root],
+            )
+            .ctx("forking a session")?;
+            tx.execute(
+                "INSERT INTO messages (session_id, idx, message_json)
+                 SELECT ?2, idx, message_json FROM messages WHERE session_id = ?1",
+                params![parent_id, new_id],
+            )
+            .ctx("forking messages")?;
+            copy_events(tx, parent_id, new_id)?;
+            tx.execute(
+                "INSERT INTO session_todos (session_id, todos_json)
+                 SELECT ?2, todos_json FROM session_todos WHERE session_id = ?1",
+                params![parent_id, new_id],
+            )
+            .ctx("forking todos")?;
+            crate::checkpoint::copy_checkpoints(tx, parent_id, new_id)?;
+            Ok(SessionInfo {
+                id: new_id.to_string(),
+                parent_id: Some(parent_id.to_string()),
+                created_at_ms: now,
+                workspace_root: parent.workspace_root,
+            })
+        })
+    }
+}
+
+fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
+    Ok(SessionInfo {
+        id: row.get(0)?,
+        parent_id: row.get(1)?,
+        created_at_ms: row.get(2)?,
+        workspace_root: row.get(3)?,
+    })
+}
+
+fn session_exists(tx: &Transaction<'_>, id: &str) -> Result<bool, StoreError> {
+    tx.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
+        .optional()
+        .ctx("looking up a session")
+        .map(|found| found.is_some())
+}
+
+/// Fails with [`StoreError::UnknownSession`] unless the session exists.
+pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
+    if session_exists(tx, id)? {
+        Ok(())
+    } else {
+        Err(StoreError::UnknownSession(id.to_string()))
+    }
+}
+
+/// The highest event sequence of the session, 0 if none.
+pub(crate) fn last_event_sequence(
+    tx: &Transaction<'_>,
+    session_id: &str,
+) -> Result<u64, StoreError> {
+    tx.query_row(
+        "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1",
+        [session_id],
+        |row| row.get(0),
+    )
+    .ctx("reading the event sequence")
+}
+
+/// The number of messages of the session.
+pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u64, StoreError> {
+    tx.query_row(
+        "SELECT count(*) FROM messages WHERE session_id = ?1",
+        [session_id],
+        |row| row.get(0),
+    )
+    .ctx("counting messages")
+}
+
+/// The todo list as stored JSON (`[]` if never set).
+pub(crate) fn todos_json(tx: &Transaction<'_>, session_id: &str) -> Result<String, StoreError> {
+    Ok(tx
+        .query_row(
+            "SELECT todos_json FROM session_todos WHERE session_id = ?1",
+            [session_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .ctx("reading todos")?
+        .unwrap_or_else(|| "[]".to_string()))
+}
+
+pub(crate) fn write_todos_json(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    json: &str,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO session_todos (session_id, todos_json) VALUES (?1, ?2)
+         ON CONFLICT(session_id) DO UPDATE SET todos_json = excluded.todos_json",
+        params![session_id, json],
+    )
+    .ctx("storing todos")?;
+    Ok(())
+}
+
+fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    for todo in todos {
+        if todo.id.trim().is_empty() {
+            return Err(StoreError::InvalidTodos(
+                "a todo has an empty id".to_string(),
+            ));
+        }
+        if !seen.insert(todo.id.as_str()) {
+            return Err(StoreError::InvalidTodos(format!(
+                "duplicate todo id {:?}",
+                todo.id
+            )));
+        }
+    }
+    let in_progress = todos
+        .iter()
+        .filter(|todo| todo.status == TodoStatus::InProgress)
+        .count();
+    if in_progress > 1 {
+        return Err(StoreError::InvalidTodos(format!(
+            "{in_progress} items are in_progress; at most one may be"
+        )));
+    }
+    Ok(())
+}
+
+fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<(), StoreError> {
+    let mut statement = tx
+        .prepare("SELECT event_json FROM events WHERE session_id = ?1 ORDER BY sequence")
+        .ctx("forking events")?;
+    let rows = statement
+        .query_map([parent_id], |row| row.get::<_, String>(0))
+        .ctx("forking events")?;
+    let mut insert = tx
+        .prepare(
+            "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .ctx("forking events")?;
+    for json in rows {
+        let json = json.ctx("forking events")?;
+        let mut event: Event = serde_json::from_str(&json).json_ctx("forking events")?;
+        event.session_id = new_id.to_string();
+        let json = serde_json::to_string(&event).json_ctx("forking events")?;
+        insert
+            .execute(params![
+                new_id,
+                event.sequence,
+                event.payload.kind(),
+                event.timestamp_ms,
+                json
+            ])
+            .ctx("forking events")?;
+    }
+    Ok(())
+}

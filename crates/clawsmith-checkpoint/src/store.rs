@@ -1,0 +1,345 @@
+//! Opening the database: pragmas, schema check, migrations, and the transaction helpers every
+//! other module goes through.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::error::{SqlContext, StoreError};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
+
+/// How long a writer waits for another process's write transaction before failing. Long enough
+/// that an MCP server and a CLI undo sharing one file never see "database is locked" under
+/// normal contention; a failure after this long means something is stuck.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Milliseconds since the Unix epoch. Injected so retention can be tested without waiting.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0)
+    })
+}
+
+/// The session store: one SQLite file shared by every process of one user.
+///
+/// All methods are synchronous and take `&self`; the connection sits behind a mutex. Async callers
+/// wrap calls in `spawn_blocking`. Writes run in `BEGIN IMMEDIATE` transactions, so concurrent
+/// writers (threads with their own `Store`, or other processes) queue on SQLite's lock for up to
+/// [`BUSY_TIMEOUT`] instead of failing half-way.
+pub struct Store {
+    connection: Mutex<Connection>,
+    path: Option<PathBuf>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Store")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
+    /// A file that is not an SQLite database fails with [`StoreError::NotADatabase`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
+        Store::open_with_clock(path, system_clock())
+    }
+
+    /// [`Store::open`] with an injected clock.
+    pub fn open_with_clock(path: impl AsRef<Path>, clock: Clock) -> Result<Store, StoreError> {
+        let path = path.as_ref();
+        let shown = path.display().to_string();
+        // This crate is the one place that speaks SQL (clippy.toml).
+        #[allow(clippy::disallowed_methods)]
+        let connection = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|error| classify(&shown, error))?;
+        let connection = prepare(connection, &shown, true)?;
+        Ok(Store {
+            connection: Mutex::new(connection),
+            path: Some(path.to_path_buf()),
+            clock,
+        })
+    }
+
+    /// A private in-memory database (tests, throwaway sessions).
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Store::open_in_memory_with_clock(system_clock())
+    }
+
+    /// [`Store::open_in_memory`] with an injected clock.
+    pub fn open_in_memory_with_clock(clock: Clock) -> Result<Store, StoreError> {
+        let connection =
+            Connection::open_in_memory().map_err(|error| classify(":memory:", error))?;
+        let connection = prepare(connection, ":memory:", false)?;
+        Ok(Store {
+            connection: Mutex::new(connection),
+            path: None,
+            clock,
+        })
+    }
+
+    /// The database file, `None` in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Now, by the store's clock (ms since the epoch).
+    pub fn now_ms(&self) -> u64 {
+        (self.clock)()
+    }
+
+    /// Locks the connection. A poisoned lock is taken over: the panicking thread's transaction
+    /// was rolled back when it unwound, so the connection is consistent.
+    pub(crate) fn connection(&self) -> MutexGuard<'_, Connection> {
+        self.connection
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction and commits it if `body` succeeds.
+    pub(crate) fn write<T>(
+        &self,
+        context: &'static str,
+        body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx(context)?;
+        let value = body(&transaction)?;
+        transaction.commit().ctx(context)?;
+        Ok(value)
+    }
+
+    /// Runs `body` in a read transaction (one consistent snapshot).
+    pub(crate) fn read<T>(
+        &self,
+        context: &'static str,
+        body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .ctx(context)?;
+        let value = body(&transaction)?;
+        transaction.commit().ctx(context)?;
+        Ok(value)
+    }
+}
+
+/// Sets the pragmas, proves the file is a database, and migrates.
+fn prepare(mut connection: Connection, shown: &str, wal: bool) -> Result<Connection, StoreError> {
+    connection
+        .busy_timeout(BUSY_TIMEOUT)
+        .map_err(|error| classify(shown, error))?;
+    // Reading the schema is the first access to the file: garbage fails here with NOTADB.
+    let _schema_version: i64 = connection
+        .pragma_query_value(None, "schema_version", |row| row.get(0))
+        .map_err(|error| classify(shown, error))?;
+    if wal {
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|error| classify(shown, error))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Open {
+                path: shown.to_string(),
+                message: format!("cannot switch to WAL journaling (got {mode})"),
+            });
+        }
+    }
+    connection
+        .execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+        .map_err(|error| classify(shown, error))?;
+    migrate(&mut connection, shown, SCHEMA_VERSION)?;
+    // Touch every table once so a file whose schema pages are damaged fails now, not later.
+    connection
+        .query_row(
+            "SELECT (SELECT count(*) FROM sessions) + (SELECT count(*) FROM checkpoints)",
+            [],
+            |row| row.get::<_, i64>(0),
+        )
+        .map_err(|error| classify(shown, error))?;
+    Ok(connection)
+}
+
+/// Applies the migrations from the file's version up to `target`, in one immediate transaction.
+pub(crate) fn migrate(
+    connection: &mut Connection,
+    shown: &str,
+    target: i64,
+) -> Result<(), StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|error| classify(shown, error))?;
+    let found: i64 = transaction
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|error| classify(shown, error))?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            path: shown.to_string(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found < 0 {
+        return Err(StoreError::NotADatabase {
+            path: shown.to_string(),
+            message: format!("negative schema version {found}"),
+        });
+    }
+    for version in found..target {
+        let index = usize::try_from(version).unwrap_or(usize::MAX);
+        let Some(sql) = MIGRATIONS.get(index) else {
+            break;
+        };
+        transaction
+            .execute_batch(sql)
+            .map_err(|error| classify(shown, error))?;
+        transaction
+            .pragma_update(None, "user_version", version + 1)
+            .map_err(|error| classify(shown, error))?;
+    }
+    transaction.commit().map_err(|error| classify(shown, error))
+}
+
+/// Turns an open-time SQLite error into the error a person can act on.
+fn classify(shown: &str, error: rusqlite::Error) -> StoreError {
+    let message = error.to_string();
+    match error.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::NotADatabase {
+            path: shown.to_string(),
+            message,
+        },
+        Some(
+            ErrorCode::CannotOpen
+            | ErrorCode::PermissionDenied
+            | ErrorCode::ReadOnly
+            | ErrorCode::NotFound,
+        ) => StoreError::Open {
+            path: shown.to_string(),
+            message,
+        },
+        _ => StoreError::Sqlite {
+            context: "opening the database",
+            source: error,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database at `version`, as an older build would have left it.
+    fn database_at(path: &Path, version: i64) {
+        #[allow(clippy::disallowed_methods)]
+        let mut connection = Connection::open(path).unwrap();
+        migrate(&mut connection, "test", version).unwrap();
+        let found: i64 = connection
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(found, version);
+    }
+
+    fn table_names(store: &Store) -> Vec<String> {
+        let connection = store.connection();
+        let mut statement = connection
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        statement
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn migrates_an_empty_file_to_the_latest_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("db")).unwrap();
+        let version: i64 = store
+            .connection()
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        assert!(table_names(&store).contains(&"restore_plans".to_string()));
+    }
+
+    #[test]
+    fn migrates_version_1_keeping_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 1);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute(
+                    "INSERT INTO sessions (id, parent_id, created_at, workspace_root) VALUES ('s1', NULL, 5, '/w')",
+                    [],
+                )
+                .unwrap();
+            let tables: i64 = connection
+                .query_row(
+                    "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(tables, 0, "version 1 has no artifacts table");
+        }
+        let store = Store::open(&path).unwrap();
+        let session = store.get_session("s1").unwrap().unwrap();
+        assert_eq!(session.workspace_root, "/w");
+        assert!(table_names(&store).contains(&"artifacts".to_string()));
+        // The new tables work on migrated data.
+        store.put_artifact("s1", b"hello").unwrap();
+    }
+
+    #[test]
+    fn reopening_the_latest_version_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, SCHEMA_VERSION);
+        Store::open(&path)
+            .unwrap()
+            .create_session("s", "/w")
+            .unwrap();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.list_sessions().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+                .unwrap();
+        }
+        let error = Store::open(&path).unwrap_err();
+        assert!(
+            matches!(error, StoreError::SchemaTooNew { found, .. } if found == SCHEMA_VERSION + 1),
+            "{error}"
+        );
+    }
+}

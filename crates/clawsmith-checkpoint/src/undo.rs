@@ -1,0 +1,604 @@
+//! Safe undo (K2, K6, K7) and crash-safe restores.
+//!
+//! An undo of turn T rewinds the session to the start of T: T and every later turn not yet undone,
+//! newest first, as one operation.
+//!
+//! 1. **Precheck** (inside a `BEGIN IMMEDIATE` transaction, so no other writer of this database
+//!    moves underneath): walk the turns newest first over a simulated tree that starts as the
+//!    current files. Each recorded path must be in the turn's post state (same SHA-256, or absent
+//!    when the turn left it absent); then it takes the turn's prior state. Any mismatch is a
+//!    conflict; on any conflict nothing is written and every conflicting path is reported.
+//! 2. **Intent**: the final action per path (write the oldest prior content with its mode, or
+//!    remove) is committed as a restore plan row together with the precheck.
+//! 3. **Restore**: each file is replaced atomically through the workspace handle (temp file +
+//!    rename), so a file is always either before or after, never half-written.
+//! 4. **Commit**: session rewind (scope `session`/`all`), checkpoints flagged undone, plan row
+//!    deleted — one transaction.
+//!
+//! A process killed between 2 and 4 leaves the plan row; [`Store::recover_restores`] rolls it
+//! forward on the next start: paths already restored are skipped, paths still in the recorded
+//! state are restored, and paths changed by someone else since are left alone and reported.
+
+use std::collections::HashMap;
+
+use clawsmith_fs::Workspace;
+use rusqlite::{OptionalExtension, Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::blob::{hash_hex, require_blob};
+use crate::checkpoint::{checkpoint_id, file_records};
+use crate::error::{JsonContext, SqlContext, StoreError};
+use crate::session::{require_session, write_todos_json};
+use crate::store::Store;
+
+/// What an undo rewinds (K7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UndoScope {
+    /// Hash-checked rollback of the files.
+    Files,
+    /// Truncate later messages and events, clear pending approvals, restore todos.
+    Session,
+    /// Precheck the files, then roll back files and session.
+    All,
+}
+
+impl UndoScope {
+    fn files(self) -> bool {
+        matches!(self, UndoScope::Files | UndoScope::All)
+    }
+
+    fn session(self) -> bool {
+        matches!(self, UndoScope::Session | UndoScope::All)
+    }
+}
+
+/// How an undo ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UndoOutcome {
+    /// Everything in scope was rewound.
+    Undone,
+    /// The turn was already undone in this scope; nothing changed.
+    AlreadyUndone,
+    /// Files changed since the turns wrote them; nothing changed.
+    Conflicts(Vec<UndoConflict>),
+}
+
+/// A path whose current state is not what the turn left behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndoConflict {
+    /// Workspace-relative path.
+    pub path: String,
+    /// The turn whose post state was expected.
+    pub turn_id: String,
+    /// The expected SHA-256 (hex); `None` = expected absent.
+    pub expected_sha256: Option<String>,
+    /// What is there; `None` = absent.
+    pub found_sha256: Option<String>,
+    /// A sentence for people.
+    pub reason: String,
+}
+
+/// The result of [`Store::undo`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndoReport {
+    /// The session.
+    pub session_id: String,
+    /// The turn asked for.
+    pub turn_id: String,
+    /// The scope asked for.
+    pub scope: UndoScope,
+    /// What happened.
+    pub outcome: UndoOutcome,
+    /// Turns rewound (or that would have been), newest first.
+    pub turns: Vec<String>,
+    /// Paths written back to their prior content.
+    pub restored: Vec<String>,
+    /// Paths removed (created by the turns).
+    pub removed: Vec<String>,
+}
+
+/// What [`Store::recover_restores`] did with one interrupted restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveredRestore {
+    /// The session.
+    pub session_id: String,
+    /// The turn the interrupted undo was asked for.
+    pub turn_id: String,
+    /// Paths restored now.
+    pub completed: Vec<String>,
+    /// Paths that were already restored before the crash.
+    pub already_done: Vec<String>,
+    /// Paths changed by someone else since; left alone.
+    pub skipped: Vec<UndoConflict>,
+}
+
+/// An interrupted restore waiting for [`Store::recover_restores`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRestore {
+    /// The session.
+    pub session_id: String,
+    /// The turn the undo was asked for.
+    pub turn_id: String,
+    /// The workspace root the plan writes into.
+    pub workspace_root: String,
+    /// Number of file actions.
+    pub actions: usize,
+}
+
+/// The intent row: everything needed to finish the undo without the original process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RestorePlan {
+    session_id: String,
+    turn_id: String,
+    scope: UndoScope,
+    turns: Vec<String>,
+    /// Checkpoints whose files are rolled back.
+    files_checkpoints: Vec<i64>,
+    /// Checkpoints whose session part is rewound.
+    session_checkpoints: Vec<i64>,
+    session_target: Option<SessionTarget>,
+    actions: Vec<RestoreAction>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SessionTarget {
+    message_count: u64,
+    event_sequence: u64,
+    todos_json: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RestoreAction {
+    path: String,
+    /// What the precheck found there (hex; `None` = absent).
+    current: Option<String>,
+    /// What to put there; `None` = remove.
+    target: Option<TargetFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct TargetFile {
+    sha256: String,
+    mode: u32,
+}
+
+struct TurnRow {
+    id: i64,
+    turn_id: String,
+    files_undone: bool,
+    session_undone: bool,
+}
+
+impl Store {
+    /// Undoes turn `turn_id` of the session and every later turn not yet undone in `scope`
+    /// (see the module docs). Conflicts and already-undone turns are reported in the outcome and
+    /// change nothing. An `Err` means the store or the workspace failed; if it failed while
+    /// restoring files, the plan stays pending for [`Store::recover_restores`].
+    pub fn undo(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<UndoReport, StoreError> {
+        let now = self.now_ms();
+        let root = workspace.root().display().to_string();
+        let planned = self.write("planning an undo", |tx| {
+            let mut report = UndoReport {
+                session_id: session_id.to_string(),
+                turn_id: turn_id.to_string(),
+                scope,
+                outcome: UndoOutcome::Undone,
+                turns: Vec::new(),
+                restored: Vec::new(),
+                removed: Vec::new(),
+            };
+            require_session(tx, session_id)?;
+            if pending_plans(tx, Some(session_id))? > 0 {
+                return Err(StoreError::RestoreInProgress(session_id.to_string()));
+            }
+            let target_id = checkpoint_id(tx, session_id, turn_id)?;
+            let rows = turns_from(tx, session_id, target_id)?;
+            let Some(target) = rows.iter().find(|row| row.id == target_id) else {
+                return Err(StoreError::UnknownTurn {
+                    session_id: session_id.to_string(),
+                    turn_id: turn_id.to_string(),
+                });
+            };
+            let files_pending = scope.files() && !target.files_undone;
+            let session_pending = scope.session() && !target.session_undone;
+            if !files_pending && !session_pending {
+                report.outcome = UndoOutcome::AlreadyUndone;
+                return Ok((report, None));
+            }
+            let files_turns: Vec<&TurnRow> = if files_pending {
+                rows.iter().rev().filter(|row| !row.files_undone).collect()
+            } else {
+                Vec::new()
+            };
+            let session_turns: Vec<&TurnRow> = if session_pending {
+                rows.iter().rev().filter(|row| !row.session_undone).collect()
+            } else {
+                Vec::new()
+            };
+            report.turns = rows
+                .iter()
+                .rev()
+                .filter(|row| {
+                    (files_pending && !row.files_undone) || (session_pending && !row.session_undone)
+                })
+                .map(|row| row.turn_id.clone())
+                .collect();
+            let actions = if files_pending {
+                match precheck(tx, &files_turns, workspace)? {
+                    Ok(actions) => actions,
+                    Err(conflicts) => {
+                        report.outcome = UndoOutcome::Conflicts(conflicts);
+                        return Ok((report, None));
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            let session_target = if session_pending {
+                Some(tx
+                    .query_row(
+                        "SELECT message_count, event_sequence, todos_json FROM checkpoints WHERE id = ?1",
+                        [target_id],
+                        |row| Ok(SessionTarget {
+                            message_count: row.get(0)?,
+                            event_sequence: row.get(1)?,
+                            todos_json: row.get(2)?,
+                        }),
+                    )
+                    .ctx("planning an undo")?)
+            } else {
+                None
+            };
+            let plan = RestorePlan {
+                session_id: session_id.to_string(),
+                turn_id: turn_id.to_string(),
+                scope,
+                turns: report.turns.clone(),
+                files_checkpoints: files_turns.iter().map(|row| row.id).collect(),
+                session_checkpoints: session_turns.iter().map(|row| row.id).collect(),
+                session_target,
+                actions,
+            };
+            let json = serde_json::to_string(&plan).json_ctx("planning an undo")?;
+            tx.execute(
+                "INSERT INTO restore_plans (session_id, workspace_root, created_at, plan_json)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![session_id, root, now, json],
+            )
+            .ctx("planning an undo")?;
+            Ok((report, Some((tx.last_insert_rowid(), plan))))
+        })?;
+        let (mut report, Some((plan_id, plan))) = planned else {
+            return Ok(planned.0);
+        };
+        for action in &plan.actions {
+            self.apply_action(action, workspace)?;
+            match action.target {
+                Some(_) => report.restored.push(action.path.clone()),
+                None => report.removed.push(action.path.clone()),
+            }
+        }
+        self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
+        Ok(report)
+    }
+
+    /// Restores interrupted by a crash, for every workspace.
+    pub fn pending_restores(&self) -> Result<Vec<PendingRestore>, StoreError> {
+        self.read("listing pending restores", |tx| {
+            Ok(load_plans(tx)?
+                .into_iter()
+                .map(|(_, root, plan)| PendingRestore {
+                    session_id: plan.session_id,
+                    turn_id: plan.turn_id,
+                    workspace_root: root,
+                    actions: plan.actions.len(),
+                })
+                .collect())
+        })
+    }
+
+    /// Rolls forward every interrupted restore whose plan targets `workspace` (see the module
+    /// docs). Call it once at startup, before new turns run in that workspace.
+    pub fn recover_restores(
+        &self,
+        workspace: &Workspace,
+    ) -> Result<Vec<RecoveredRestore>, StoreError> {
+        let root = workspace.root().display().to_string();
+        let plans = self.read("listing pending restores", load_plans)?;
+        let mut recovered = Vec::new();
+        for (plan_id, plan_root, plan) in plans {
+            if plan_root != root {
+                continue;
+            }
+            let mut result = RecoveredRestore {
+                session_id: plan.session_id.clone(),
+                turn_id: plan.turn_id.clone(),
+                completed: Vec::new(),
+                already_done: Vec::new(),
+                skipped: Vec::new(),
+            };
+            for action in &plan.actions {
+                let path = resolve(workspace, &action.path)?;
+                let found = workspace
+                    .hash_file(&path)
+                    .map(|hash| hash.map(|hash| hash_hex(&hash)));
+                let target = action.target.as_ref().map(|target| target.sha256.clone());
+                match found {
+                    Ok(found) if found == target => result.already_done.push(action.path.clone()),
+                    Ok(found) if found == action.current => {
+                        self.apply_action(action, workspace)?;
+                        result.completed.push(action.path.clone());
+                    }
+                    Ok(found) => result.skipped.push(UndoConflict {
+                        path: action.path.clone(),
+                        turn_id: plan.turn_id.clone(),
+                        expected_sha256: action.current.clone(),
+                        found_sha256: found,
+                        reason: "changed after the interrupted restore began; left as it is"
+                            .to_string(),
+                    }),
+                    Err(error) => result.skipped.push(UndoConflict {
+                        path: action.path.clone(),
+                        turn_id: plan.turn_id.clone(),
+                        expected_sha256: action.current.clone(),
+                        found_sha256: None,
+                        reason: error.to_string(),
+                    }),
+                }
+            }
+            self.write("completing an interrupted undo", |tx| {
+                complete_plan(tx, plan_id, &plan)
+            })?;
+            recovered.push(result);
+        }
+        Ok(recovered)
+    }
+
+    fn apply_action(
+        &self,
+        action: &RestoreAction,
+        workspace: &Workspace,
+    ) -> Result<(), StoreError> {
+        let path = resolve(workspace, &action.path)?;
+        let workspace_error = |error: clawsmith_fs::FsError| StoreError::Workspace {
+            path: action.path.clone(),
+            message: error.to_string(),
+        };
+        match &action.target {
+            Some(target) => {
+                let content = self.read("reading a blob", |tx| require_blob(tx, &target.sha256))?;
+                workspace
+                    .restore_file(&path, &content, target.mode, true)
+                    .map_err(workspace_error)
+            }
+            None => workspace.remove_file(&path).map_err(workspace_error),
+        }
+    }
+}
+
+fn resolve(workspace: &Workspace, path: &str) -> Result<clawsmith_fs::WorkspacePath, StoreError> {
+    workspace
+        .resolve(path)
+        .map_err(|error| StoreError::Workspace {
+            path: path.to_string(),
+            message: error.to_string(),
+        })
+}
+
+/// The checkpoints of the session from `from_id` on, oldest first.
+fn turns_from(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    from_id: i64,
+) -> Result<Vec<TurnRow>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT id, turn_id, files_undone, session_undone FROM checkpoints
+             WHERE session_id = ?1 AND id >= ?2 ORDER BY id",
+        )
+        .ctx("planning an undo")?;
+    let rows = statement
+        .query_map(params![session_id, from_id], |row| {
+            Ok(TurnRow {
+                id: row.get(0)?,
+                turn_id: row.get(1)?,
+                files_undone: row.get(2)?,
+                session_undone: row.get(3)?,
+            })
+        })
+        .ctx("planning an undo")?;
+    rows.collect::<Result<Vec<_>, _>>().ctx("planning an undo")
+}
+
+/// Simulates the rollback newest first; returns the final action per path or every conflict.
+fn precheck(
+    tx: &Transaction<'_>,
+    turns: &[&TurnRow],
+    workspace: &Workspace,
+) -> Result<Result<Vec<RestoreAction>, Vec<UndoConflict>>, StoreError> {
+    // path → simulated current hash (None = absent); Err(reason) when the entry is unusable.
+    let mut simulated: HashMap<String, Result<Option<String>, String>> = HashMap::new();
+    let mut current: HashMap<String, Option<String>> = HashMap::new();
+    let mut finals: Vec<(String, Option<TargetFile>)> = Vec::new();
+    let mut final_index: HashMap<String, usize> = HashMap::new();
+    let mut conflicts: Vec<UndoConflict> = Vec::new();
+    for turn in turns {
+        for record in file_records(tx, turn.id)? {
+            let state = match simulated.get(&record.path) {
+                Some(state) => state.clone(),
+                None => {
+                    let found = match workspace.resolve(&record.path) {
+                        Ok(path) => workspace
+                            .hash_file(&path)
+                            .map(|hash| hash.map(|hash| hash_hex(&hash)))
+                            .map_err(|error| error.to_string()),
+                        Err(error) => Err(error.to_string()),
+                    };
+                    if let Ok(found) = &found {
+                        current.insert(record.path.clone(), found.clone());
+                    }
+                    found
+                }
+            };
+            let already_conflicting = conflicts
+                .iter()
+                .any(|conflict| conflict.path == record.path);
+            match &state {
+                Ok(found) if *found == record.post_hash => {}
+                _ if already_conflicting => {}
+                Ok(found) => conflicts.push(UndoConflict {
+                    path: record.path.clone(),
+                    turn_id: turn.turn_id.clone(),
+                    expected_sha256: record.post_hash.clone(),
+                    found_sha256: found.clone(),
+                    reason: match (&record.post_hash, found) {
+                        (Some(_), None) => "deleted after the turn wrote it".to_string(),
+                        (None, Some(_)) => "created after the turn removed it".to_string(),
+                        _ => "changed after the turn wrote it".to_string(),
+                    },
+                }),
+                Err(reason) => conflicts.push(UndoConflict {
+                    path: record.path.clone(),
+                    turn_id: turn.turn_id.clone(),
+                    expected_sha256: record.post_hash.clone(),
+                    found_sha256: None,
+                    reason: reason.clone(),
+                }),
+            }
+            simulated.insert(record.path.clone(), Ok(record.pre_hash.clone()));
+            let target = match (&record.pre_hash, record.pre_mode) {
+                (Some(hash), mode) => Some(TargetFile {
+                    sha256: hash.clone(),
+                    mode: mode.unwrap_or(0o644),
+                }),
+                (None, _) => None,
+            };
+            match final_index.get(&record.path) {
+                Some(&index) => finals[index].1 = target,
+                None => {
+                    final_index.insert(record.path.clone(), finals.len());
+                    finals.push((record.path.clone(), target));
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        return Ok(Err(conflicts));
+    }
+    Ok(Ok(finals
+        .into_iter()
+        .filter_map(|(path, target)| {
+            let found = current.get(&path).cloned().flatten();
+            // Nothing to do for a path that is absent now and absent at the target.
+            if found.is_none() && target.is_none() {
+                return None;
+            }
+            Some(RestoreAction {
+                path,
+                current: found,
+                target,
+            })
+        })
+        .collect()))
+}
+
+/// The session rewind and the undone flags, in the transaction that deletes the plan.
+fn complete_plan(tx: &Transaction<'_>, plan_id: i64, plan: &RestorePlan) -> Result<(), StoreError> {
+    let still_pending = tx
+        .query_row(
+            "SELECT 1 FROM restore_plans WHERE id = ?1",
+            [plan_id],
+            |_| Ok(()),
+        )
+        .optional()
+        .ctx("completing an undo")?;
+    if still_pending.is_none() {
+        // Another process completed it.
+        return Ok(());
+    }
+    if let Some(target) = &plan.session_target {
+        tx.execute(
+            "DELETE FROM messages WHERE session_id = ?1 AND idx >= ?2",
+            params![plan.session_id, target.message_count],
+        )
+        .ctx("rewinding messages")?;
+        tx.execute(
+            "DELETE FROM events WHERE session_id = ?1 AND sequence > ?2",
+            params![plan.session_id, target.event_sequence],
+        )
+        .ctx("rewinding events")?;
+        tx.execute(
+            "DELETE FROM pending_approvals WHERE session_id = ?1",
+            [&plan.session_id],
+        )
+        .ctx("clearing approvals")?;
+        write_todos_json(tx, &plan.session_id, &target.todos_json)?;
+    }
+    for id in &plan.files_checkpoints {
+        tx.execute(
+            "UPDATE checkpoints SET files_undone = 1, state = 'undone' WHERE id = ?1",
+            [id],
+        )
+        .ctx("marking checkpoints undone")?;
+    }
+    for id in &plan.session_checkpoints {
+        tx.execute(
+            "UPDATE checkpoints SET session_undone = 1,
+                 state = CASE WHEN state = 'open' THEN 'finished' ELSE state END
+             WHERE id = ?1",
+            [id],
+        )
+        .ctx("marking checkpoints undone")?;
+    }
+    tx.execute("DELETE FROM restore_plans WHERE id = ?1", [plan_id])
+        .ctx("completing an undo")?;
+    Ok(())
+}
+
+/// Number of pending plans (of one session, or of all).
+pub(crate) fn pending_plans(
+    tx: &Transaction<'_>,
+    session_id: Option<&str>,
+) -> Result<u64, StoreError> {
+    match session_id {
+        Some(session_id) => tx.query_row(
+            "SELECT count(*) FROM restore_plans WHERE session_id = ?1",
+            [session_id],
+            |row| row.get(0),
+        ),
+        None => tx.query_row("SELECT count(*) FROM restore_plans", [], |row| row.get(0)),
+    }
+    .ctx("reading restore plans")
+}
+
+fn load_plans(tx: &Transaction<'_>) -> Result<Vec<(i64, String, RestorePlan)>, StoreError> {
+    let mut statement = tx
+        .prepare("SELECT id, workspace_root, plan_json FROM restore_plans ORDER BY id")
+        .ctx("reading restore plans")?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+            ))
+        })
+        .ctx("reading restore plans")?;
+    let mut plans = Vec::new();
+    for row in rows {
+        let (id, root, json) = row.ctx("reading restore plans")?;
+        plans.push((
+            id,
+            root,
+            serde_json::from_str(&json).json_ctx("reading a restore plan")?,
+        ));
+    }
+    Ok(plans)
+}

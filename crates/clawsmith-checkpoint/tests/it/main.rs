@@ -1,0 +1,9 @@
+//! Integration tests of clawsmith-checkpoint.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod concurrency;
+mod open;
+mod session;
+mod support;
+mod turn;
+mod undo;

@@ -1,0 +1,245 @@
+//! Sessions, messages, events, todos, approvals, journal and artifacts.
+
+use clawsmith_checkpoint::{JournalStart, PendingApproval, StoreError, Todo, TodoStatus};
+use clawsmith_protocol::{Event, ToolStatus};
+
+use crate::support::{ManualClock, memory_store, turn_started, user};
+
+fn todo(id: &str, status: TodoStatus) -> Todo {
+    Todo {
+        id: id.to_string(),
+        content: format!("do {id}"),
+        status,
+    }
+}
+
+#[test]
+fn sessions_are_listed_newest_first() {
+    let clock = ManualClock::at(1_000);
+    let store = clawsmith_checkpoint::Store::open_in_memory_with_clock(clock.clock()).unwrap();
+    store.create_session("a", "/w").unwrap();
+    clock.advance(10);
+    store.create_session("b", "/w").unwrap();
+    store.create_session("c", "/w").unwrap();
+    let ids: Vec<String> = store
+        .list_sessions()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(ids, ["c", "b", "a"]);
+    assert_eq!(
+        store.get_session("a").unwrap().unwrap().created_at_ms,
+        1_000
+    );
+    assert!(store.get_session("zzz").unwrap().is_none());
+    assert!(matches!(
+        store.create_session("a", "/w"),
+        Err(StoreError::SessionExists(_))
+    ));
+}
+
+#[test]
+fn unknown_sessions_are_refused_everywhere() {
+    let store = memory_store();
+    let unknown = |result: Result<(), StoreError>| {
+        assert!(
+            matches!(result, Err(StoreError::UnknownSession(ref id)) if id == "nope"),
+            "{result:?}"
+        );
+    };
+    unknown(store.append_message("nope", &user("hi")).map(drop));
+    unknown(store.messages("nope").map(drop));
+    unknown(store.append_event("nope", turn_started("t"), 1).map(drop));
+    unknown(store.events("nope").map(drop));
+    unknown(store.set_todos("nope", Vec::new()));
+    unknown(store.todos("nope").map(drop));
+    unknown(store.begin_turn("nope", "t").map(drop));
+    unknown(store.put_artifact("nope", b"x").map(drop));
+    unknown(store.fork_session("nope", "child").map(drop));
+    unknown(store.journal_start(&JournalStart {
+        session_id: "nope".into(),
+        turn_id: "t".into(),
+        call_id: "c".into(),
+        tool_name: "write_file".into(),
+        args_json: "{}".into(),
+    }));
+}
+
+#[test]
+fn messages_keep_order_and_tool_result_metadata() {
+    let store = memory_store();
+    store.create_session("s", "/w").unwrap();
+    let tool_message: clawsmith_protocol::ModelMessage =
+        serde_json::from_value(serde_json::json!({
+            "role": "tool", "content": "Error: boom", "toolCallId": "c1", "toolName": "write_file",
+            "toolResult": {"version": 1, "status": "error", "code": "tool_failed"}
+        }))
+        .unwrap();
+    assert_eq!(store.append_message("s", &user("one")).unwrap(), 0);
+    assert_eq!(store.append_message("s", &tool_message).unwrap(), 1);
+    assert_eq!(
+        store.messages("s").unwrap(),
+        vec![user("one"), tool_message]
+    );
+}
+
+#[test]
+fn events_get_gap_free_sequences_per_session() {
+    let store = memory_store();
+    store.create_session("a", "/w").unwrap();
+    store.create_session("b", "/w").unwrap();
+    for index in 0..3 {
+        let event = store
+            .append_event("a", turn_started(&format!("t{index}")), 100 + index)
+            .unwrap();
+        assert_eq!(event.sequence, index + 1);
+        assert_eq!(event.session_id, "a");
+    }
+    assert_eq!(
+        store
+            .append_event("b", turn_started("x"), 7)
+            .unwrap()
+            .sequence,
+        1
+    );
+    let events: Vec<Event> = store.events("a").unwrap();
+    assert_eq!(
+        events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(events[2].timestamp_ms, 102);
+    assert_eq!(events[0].payload, turn_started("t0"));
+}
+
+#[test]
+fn todos_round_trip_and_invalid_lists_are_refused() {
+    let store = memory_store();
+    store.create_session("s", "/w").unwrap();
+    assert!(store.todos("s").unwrap().is_empty());
+    let list = vec![
+        todo("1", TodoStatus::Completed),
+        todo("2", TodoStatus::InProgress),
+        todo("3", TodoStatus::Pending),
+    ];
+    store.set_todos("s", list.clone()).unwrap();
+    assert_eq!(store.todos("s").unwrap(), list);
+    let invalid = [
+        vec![
+            todo("1", TodoStatus::InProgress),
+            todo("2", TodoStatus::InProgress),
+        ],
+        vec![
+            todo("1", TodoStatus::Pending),
+            todo("1", TodoStatus::Pending),
+        ],
+        vec![todo("  ", TodoStatus::Pending)],
+    ];
+    for bad in invalid {
+        assert!(
+            matches!(
+                store.set_todos("s", bad.clone()),
+                Err(StoreError::InvalidTodos(_))
+            ),
+            "{bad:?}"
+        );
+        assert_eq!(
+            store.todos("s").unwrap(),
+            list,
+            "a refused list changes nothing"
+        );
+    }
+    let json = serde_json::to_value(todo("9", TodoStatus::InProgress)).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({"id": "9", "content": "do 9", "status": "in_progress"})
+    );
+}
+
+#[test]
+fn pending_approvals_are_stored_and_resolved() {
+    let store = memory_store();
+    store.create_session("s", "/w").unwrap();
+    let approval = PendingApproval {
+        approval_id: "ap1".into(),
+        turn_id: "t1".into(),
+        call_id: "c1".into(),
+        request: serde_json::json!({"tool": "run_command"}),
+    };
+    store.add_pending_approval("s", &approval).unwrap();
+    assert_eq!(store.pending_approvals("s").unwrap(), vec![approval]);
+    assert!(store.resolve_pending_approval("s", "ap1").unwrap());
+    assert!(!store.resolve_pending_approval("s", "ap1").unwrap());
+    assert!(store.pending_approvals("s").unwrap().is_empty());
+}
+
+#[test]
+fn the_journal_records_start_before_close() {
+    let clock = ManualClock::at(50);
+    let store = clawsmith_checkpoint::Store::open_in_memory_with_clock(clock.clock()).unwrap();
+    store.create_session("s", "/w").unwrap();
+    let start = |call: &str| JournalStart {
+        session_id: "s".into(),
+        turn_id: "t1".into(),
+        call_id: call.into(),
+        tool_name: "run_command".into(),
+        args_json: r#"{"command":"make"}"#.into(),
+    };
+    store.journal_start(&start("c1")).unwrap();
+    store.journal_start(&start("c2")).unwrap();
+    assert!(
+        store.journal_start(&start("c1")).is_err(),
+        "a call is journaled once"
+    );
+    clock.advance(5);
+    assert!(store.journal_close("s", "c1", ToolStatus::Success).unwrap());
+    assert!(
+        !store.journal_close("s", "c1", ToolStatus::Error).unwrap(),
+        "closing twice changes nothing"
+    );
+    assert!(
+        !store
+            .journal_close("s", "unknown", ToolStatus::Error)
+            .unwrap()
+    );
+    let unfinished = store.unfinished_calls("s").unwrap();
+    assert_eq!(unfinished.len(), 1);
+    assert_eq!(unfinished[0].call_id, "c2");
+    assert_eq!(unfinished[0].args_json, r#"{"command":"make"}"#);
+    let all = store.journal("s").unwrap();
+    assert_eq!(all[0].status, Some(ToolStatus::Success));
+    assert_eq!((all[0].started_at_ms, all[0].closed_at_ms), (50, Some(55)));
+}
+
+#[test]
+fn artifacts_are_session_scoped() {
+    let store = memory_store();
+    store.create_session("a", "/w").unwrap();
+    store.create_session("b", "/w").unwrap();
+    let content = b"line 1\nline 2\nline 3";
+    let reference = store.put_artifact("a", content).unwrap();
+    assert_eq!(reference.bytes, content.len() as u64);
+    assert_eq!(reference.lines, Some(3));
+    assert_eq!(
+        reference.sha256.as_deref(),
+        Some(clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(content)).as_str())
+    );
+    assert_eq!(
+        store.put_artifact("a", content).unwrap(),
+        reference,
+        "same content, same reference"
+    );
+    assert_eq!(
+        store
+            .read_artifact("a", &reference.artifact_id)
+            .unwrap()
+            .as_deref(),
+        Some(&content[..])
+    );
+    assert_eq!(
+        store.read_artifact("b", &reference.artifact_id).unwrap(),
+        None,
+        "other sessions are refused"
+    );
+    assert_eq!(store.read_artifact("a", "art_unknown").unwrap(), None);
+}
