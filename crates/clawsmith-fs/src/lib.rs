@@ -43,10 +43,17 @@
 
 mod error;
 mod recorder;
+mod tools;
 mod workspace;
 
 pub use error::FsError;
 pub use recorder::{
     ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, PriorState, RecorderError,
+};
+pub use tools::{
+    DeleteFileInput, EditFileInput, GLOB_DEFAULT_RESULTS, GLOB_MAX_FILES_VISITED, GLOB_MAX_RESULTS,
+    GlobFilesInput, READ_MAX_BYTES, ReadFileInput, RenameFileInput, SEARCH_DEFAULT_RESULTS,
+    SEARCH_MAX_BYTES_PER_FILE, SEARCH_MAX_FILES_VISITED, SEARCH_MAX_RESULTS,
+    SEARCH_MAX_TOTAL_BYTES, SearchFilesInput, WRITE_MAX_BYTES, WriteFileInput, builtin_tools,
 };
 pub use workspace::{MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};

@@ -343,7 +343,6 @@ impl Workspace {
     /// Whether the entry at `relative` (already normalized) can be reached beneath the root
     /// without following a final symlink. The search walk re-checks every hit with this, so a
     /// directory swapped for a symlink behind the walker's back cannot leak outside names.
-    #[allow(dead_code)] // used by the search tools
     pub(crate) fn entry_is_regular_beneath(&self, relative: &str) -> bool {
         match openat_beneath(
             self.root_fd.as_fd(),

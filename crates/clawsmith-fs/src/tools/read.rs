@@ -1,0 +1,245 @@
+//! `read_file` (SPEC F2).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use clawsmith_protocol::{Display, DisplayKind, ToolExecutionContext, ToolExecutionResult};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{FileTool, invalid_arguments};
+use crate::workspace::{Workspace, WorkspacePath};
+
+/// At most this many bytes of a file reach the model per call; one more byte is read only to know
+/// that the file was truncated.
+pub const READ_MAX_BYTES: usize = 100_000;
+
+/// A NUL byte in this many leading bytes marks a file as binary.
+const BINARY_PROBE_BYTES: usize = 8 * 1024;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadFileInput {
+    /// Path of the file: relative to the workspace root, or absolute inside it.
+    pub path: String,
+    /// First line to return (1-based). Use with `limit` to page through large files.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub offset: Option<u64>,
+    /// Number of lines to return.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub limit: Option<u64>,
+}
+
+pub(super) struct ReadFile {
+    pub(super) workspace: Arc<Workspace>,
+}
+
+impl FileTool for ReadFile {
+    type Input = ReadFileInput;
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a text file in the workspace. Returns at most 100000 \
+        bytes; larger files are truncated with a marker, and `offset`/`limit` (1-based lines) read \
+        any window. Binary files are refused.";
+    const WRITES: bool = false;
+
+    fn summarize(input: &ReadFileInput) -> String {
+        match (input.offset, input.limit) {
+            (None, None) => format!("Read {}", input.path),
+            (offset, Some(limit)) => {
+                let first = offset.unwrap_or(1);
+                let last = first.saturating_add(limit).saturating_sub(1);
+                format!("Read {} (lines {first}-{last})", input.path)
+            }
+            (Some(offset), None) => format!("Read {} (from line {offset})", input.path),
+        }
+    }
+
+    fn run(&self, input: ReadFileInput, _context: &ToolExecutionContext) -> ToolExecutionResult {
+        if input.offset == Some(0) {
+            return invalid_arguments("offset is 1-based and must be at least 1");
+        }
+        if input.limit == Some(0) {
+            return invalid_arguments("limit must be at least 1");
+        }
+        let path = match self.workspace.resolve(&input.path) {
+            Ok(path) => path,
+            Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
+        };
+        let (file, size) = match self.workspace.open_for_read(&path) {
+            Ok(opened) => opened,
+            Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
+        };
+        match read(&file, size, &path, &input) {
+            Ok(result) => result,
+            Err(error) => ToolExecutionResult::tool_failed(format!("Cannot read {path}: {error}")),
+        }
+    }
+}
+
+fn read(
+    file: &File,
+    size: u64,
+    path: &WorkspacePath,
+    input: &ReadFileInput,
+) -> io::Result<ToolExecutionResult> {
+    if looks_binary(file)? {
+        return Ok(ToolExecutionResult::tool_failed(format!(
+            "Cannot read {path}: it is a binary file (NUL byte in the first 8 KiB)"
+        )));
+    }
+    let windowed = input.offset.is_some() || input.limit.is_some();
+    let (bytes, mut notes) = if windowed {
+        read_window(file, input.offset.unwrap_or(1), input.limit)?
+    } else {
+        read_head(file)?
+    };
+    let (mut text, lossy) = decode(bytes);
+    if lossy {
+        notes.insert(
+            0,
+            "[note: the file is not valid UTF-8; invalid bytes are shown as U+FFFD]".to_owned(),
+        );
+    }
+    let body = text.clone();
+    if text.is_empty() && notes.is_empty() {
+        text.push_str("[empty file]");
+    }
+    for note in &notes {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(note);
+    }
+    let display = Display::new(DisplayKind::Text)
+        .with_title(format!("read {path}"))
+        .with_body(body)
+        .with_field("size", format!("{size} bytes"))
+        .with_field(
+            "truncated",
+            notes.iter().any(|n| n.starts_with("[truncated")),
+        );
+    Ok(ToolExecutionResult::success(text).with_display(display))
+}
+
+fn looks_binary(file: &File) -> io::Result<bool> {
+    let mut head = vec![0u8; BINARY_PROBE_BYTES];
+    let mut filled = 0;
+    while filled < head.len() {
+        match file.read_at(&mut head[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(head[..filled].contains(&0))
+}
+
+/// The first [`READ_MAX_BYTES`] bytes, reading one more only to learn whether there is more.
+fn read_head(file: &File) -> io::Result<(Vec<u8>, Vec<String>)> {
+    let mut bytes = Vec::with_capacity(READ_MAX_BYTES + 1);
+    file.take(READ_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    let mut notes = Vec::new();
+    if bytes.len() > READ_MAX_BYTES {
+        bytes.truncate(READ_MAX_BYTES);
+        trim_incomplete_char(&mut bytes);
+        notes.push(format!(
+            "[truncated: file is larger than {READ_MAX_BYTES} bytes; use offset/limit to read more]"
+        ));
+    }
+    Ok((bytes, notes))
+}
+
+/// Lines `offset..offset+limit`, never more than [`READ_MAX_BYTES`] bytes of them.
+fn read_window(file: &File, offset: u64, limit: Option<u64>) -> io::Result<(Vec<u8>, Vec<String>)> {
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    // Skip the lines before the window without keeping them.
+    let mut line = 1;
+    while line < offset {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        match buffer.iter().position(|&byte| byte == b'\n') {
+            Some(index) => {
+                reader.consume(index + 1);
+                line += 1;
+            }
+            None => {
+                let length = buffer.len();
+                reader.consume(length);
+            }
+        }
+    }
+    let mut bytes = Vec::new();
+    let mut notes = Vec::new();
+    if line < offset {
+        notes.push(format!(
+            "[offset {offset} is past the end of the file ({} lines)]",
+            line - 1
+        ));
+        return Ok((bytes, notes));
+    }
+    let mut taken = 0u64;
+    let mut truncated = false;
+    while limit.is_none_or(|limit| taken < limit) {
+        let buffer = reader.fill_buf()?;
+        if buffer.is_empty() {
+            break;
+        }
+        let (length, ends_line) = match buffer.iter().position(|&byte| byte == b'\n') {
+            Some(index) => (index + 1, true),
+            None => (buffer.len(), false),
+        };
+        if bytes.len() + length > READ_MAX_BYTES {
+            let room = READ_MAX_BYTES - bytes.len();
+            bytes.extend_from_slice(&buffer[..room]);
+            trim_incomplete_char(&mut bytes);
+            truncated = true;
+            break;
+        }
+        bytes.extend_from_slice(&buffer[..length]);
+        reader.consume(length);
+        if ends_line {
+            taken += 1;
+        }
+    }
+    let partial_last_line = !bytes.is_empty() && !bytes.ends_with(b"\n");
+    let shown = taken + u64::from(partial_last_line && !truncated);
+    let more = truncated || !reader.fill_buf()?.is_empty();
+    if truncated {
+        notes.push(format!(
+            "[truncated: the requested lines exceed {READ_MAX_BYTES} bytes; use a smaller limit]"
+        ));
+    } else if more {
+        let next = offset + shown;
+        notes.push(format!(
+            "[showing lines {offset}-{}; more lines follow: use offset={next} to continue]",
+            next - 1
+        ));
+    }
+    Ok((bytes, notes))
+}
+
+/// Drops a UTF-8 sequence cut in half at the end (a cut, not an encoding error).
+fn trim_incomplete_char(bytes: &mut Vec<u8>) {
+    if let Err(error) = std::str::from_utf8(bytes)
+        && error.error_len().is_none()
+    {
+        bytes.truncate(error.valid_up_to());
+    }
+}
+
+/// UTF-8 text, lossily when needed; the flag says whether anything was replaced.
+fn decode(bytes: Vec<u8>) -> (String, bool) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, false),
+        Err(error) => (String::from_utf8_lossy(error.as_bytes()).into_owned(), true),
+    }
+}

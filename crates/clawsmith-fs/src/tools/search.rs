@@ -1,0 +1,532 @@
+//! `search_files` (SPEC F3) and `glob_files` (SPEC F4).
+
+// Helpers return the refusal itself as their error so `run` can hand it back unchanged; it is
+// built once per call, so its size does not matter (the protocol's own `require_authorization`
+// does the same).
+#![allow(clippy::result_large_err)]
+
+use std::io::Read;
+use std::sync::Arc;
+
+use clawsmith_protocol::{Display, DisplayKind, ToolExecutionContext, ToolExecutionResult};
+use globset::{GlobBuilder, GlobMatcher};
+use grep_matcher::Matcher;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::walk::Walk;
+use super::{FileTool, cancelled, clip, invalid_arguments};
+use crate::workspace::{Workspace, WorkspacePath};
+
+/// Results returned when `maxResults` is not given.
+pub const SEARCH_DEFAULT_RESULTS: usize = 50;
+/// The most results one search returns, whatever `maxResults` says.
+pub const SEARCH_MAX_RESULTS: usize = 100;
+/// Bytes read across all files of one search.
+pub const SEARCH_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024;
+/// Files one search visits.
+pub const SEARCH_MAX_FILES_VISITED: usize = 2_000;
+/// Bytes read from any one file.
+pub const SEARCH_MAX_BYTES_PER_FILE: u64 = 1024 * 1024;
+/// Matched lines longer than this many bytes are cut.
+const LINE_MAX_BYTES: usize = 300;
+
+/// Results returned when `maxResults` is not given.
+pub const GLOB_DEFAULT_RESULTS: usize = 100;
+/// The most results one glob returns.
+pub const GLOB_MAX_RESULTS: usize = 1_000;
+/// Files one glob visits.
+pub const GLOB_MAX_FILES_VISITED: usize = 20_000;
+
+/// Arguments of `search_files`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchFilesInput {
+    /// Text to find in file names and file contents.
+    pub query: String,
+    /// Folder to search, relative to the workspace root (default: the whole workspace).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Treat `query` as a regular expression (default: literal text).
+    #[serde(default)]
+    pub regex: bool,
+    /// Match case exactly (default: case-insensitive).
+    #[serde(default)]
+    pub case_sensitive: bool,
+    /// Only search files matching this glob, e.g. `*.rs` (file name) or `src/**/*.rs` (path).
+    #[serde(default)]
+    pub glob: Option<String>,
+    /// Most results to return (default 50, at most 100).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_results: Option<u64>,
+}
+
+/// Arguments of `glob_files`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GlobFilesInput {
+    /// Workspace-relative glob: `*` within a name, `**` across folders, `?` one character.
+    pub pattern: String,
+    /// Most paths to return (default 100, at most 1000).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_results: Option<u64>,
+}
+
+pub(super) struct SearchFiles {
+    pub(super) workspace: Arc<Workspace>,
+}
+
+pub(super) struct GlobFiles {
+    pub(super) workspace: Arc<Workspace>,
+}
+
+impl FileTool for SearchFiles {
+    type Input = SearchFilesInput;
+    const NAME: &'static str = "search_files";
+    const DESCRIPTION: &'static str = "Search file names and contents in the workspace (literal \
+        and case-insensitive by default). One hit per line: `path:line: text` for content, `path` \
+        for a matching file name. Skips .git, node_modules, dist, coverage, target and \
+        .gitignore'd files; at most 100 results, 2000 files and 2 MB read per search.";
+    const WRITES: bool = false;
+
+    fn summarize(input: &SearchFilesInput) -> String {
+        match &input.path {
+            Some(path) => format!("Search {:?} in {path}", input.query),
+            None => format!("Search {:?}", input.query),
+        }
+    }
+
+    fn run(&self, input: SearchFilesInput, context: &ToolExecutionContext) -> ToolExecutionResult {
+        search(&self.workspace, &input, context)
+    }
+}
+
+impl FileTool for GlobFiles {
+    type Input = GlobFilesInput;
+    const NAME: &'static str = "glob_files";
+    const DESCRIPTION: &'static str = "List workspace files whose relative path matches a glob \
+        (`*` within a name, `**` across folders, `?` one character), e.g. `src/**/*.rs`. Skips \
+        .git, node_modules, dist, coverage, target and .gitignore'd files.";
+    const WRITES: bool = false;
+
+    fn summarize(input: &GlobFilesInput) -> String {
+        format!("Glob {}", input.pattern)
+    }
+
+    fn run(&self, input: GlobFilesInput, context: &ToolExecutionContext) -> ToolExecutionResult {
+        glob(&self.workspace, &input, context)
+    }
+}
+
+/// What cut a walk short; every hit is reported in the content.
+#[derive(Default)]
+struct Budgets {
+    results_limited: bool,
+    files_limited: bool,
+    bytes_limited: bool,
+    large_files: u64,
+    binary_files: u64,
+    unreadable_files: u64,
+    skipped_names: u64,
+}
+
+fn search(
+    workspace: &Workspace,
+    input: &SearchFilesInput,
+    context: &ToolExecutionContext,
+) -> ToolExecutionResult {
+    if input.query.is_empty() {
+        return invalid_arguments("query must not be empty");
+    }
+    let (max_results, capped) = match result_limit(
+        input.max_results,
+        SEARCH_DEFAULT_RESULTS,
+        SEARCH_MAX_RESULTS,
+    ) {
+        Ok(limit) => limit,
+        Err(refusal) => return refusal,
+    };
+    let scope = match resolve_scope(workspace, input.path.as_deref()) {
+        Ok(scope) => scope,
+        Err(refusal) => return refusal,
+    };
+    let file_filter = match input.glob.as_deref().map(FileFilter::new).transpose() {
+        Ok(filter) => filter,
+        Err(refusal) => return refusal,
+    };
+    let matcher = match RegexMatcherBuilder::new()
+        .case_insensitive(!input.case_sensitive)
+        .fixed_strings(!input.regex)
+        .line_terminator(Some(b'\n'))
+        .build(&input.query)
+    {
+        Ok(matcher) => matcher,
+        Err(error) => {
+            return invalid_arguments(format!("Invalid regular expression: {error}"));
+        }
+    };
+    let mut searcher = SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(b'\0'))
+        .build();
+
+    let mut hits: Vec<String> = Vec::new();
+    let mut budgets = Budgets::default();
+    let mut visited = 0usize;
+    let mut bytes_read = 0u64;
+    let mut buffer = Vec::new();
+    let mut walk = Walk::new(workspace, &scope);
+    for file in walk.by_ref() {
+        if context.cancellation.is_cancelled() {
+            return cancelled(SearchFiles::NAME);
+        }
+        if visited == SEARCH_MAX_FILES_VISITED {
+            budgets.files_limited = true;
+            break;
+        }
+        visited += 1;
+        if let Some(filter) = &file_filter
+            && !filter.matches(&file)
+        {
+            continue;
+        }
+        if matcher.is_match(file.name.as_bytes()).unwrap_or(false)
+            && workspace.entry_is_regular_beneath(&file.relative)
+        {
+            hits.push(file.relative.clone());
+            if hits.len() > max_results {
+                budgets.results_limited = true;
+                break;
+            }
+        }
+        let room = SEARCH_MAX_TOTAL_BYTES - bytes_read;
+        if room == 0 {
+            budgets.bytes_limited = true;
+            break;
+        }
+        let Some(size) = read_candidate(workspace, &file, room, &mut buffer) else {
+            budgets.unreadable_files += 1;
+            continue;
+        };
+        bytes_read += buffer.len() as u64;
+        if size > buffer.len() as u64 {
+            if buffer.len() as u64 >= SEARCH_MAX_BYTES_PER_FILE {
+                budgets.large_files += 1;
+            } else {
+                budgets.bytes_limited = true;
+            }
+        }
+        let before = hits.len();
+        let searched = searcher.search_slice(
+            &matcher,
+            &buffer,
+            Lossy(|line_number, line| {
+                let line = line.trim_end_matches(['\n', '\r']);
+                hits.push(format!(
+                    "{}:{line_number}: {}",
+                    file.relative,
+                    clip(line, LINE_MAX_BYTES)
+                ));
+                Ok(hits.len() <= max_results)
+            }),
+        );
+        if searched.is_err() {
+            budgets.unreadable_files += 1;
+        }
+        if hits.len() == before && buffer.contains(&0) {
+            budgets.binary_files += 1;
+        }
+        if hits.len() > max_results {
+            budgets.results_limited = true;
+            break;
+        }
+        if budgets.bytes_limited {
+            break;
+        }
+    }
+    budgets.skipped_names = walk.skipped_non_utf8;
+    if budgets.results_limited {
+        hits.truncate(max_results);
+    }
+
+    let mut notes = Vec::new();
+    if budgets.results_limited {
+        notes.push(format!(
+            "[results limited to {max_results}; more matches exist: narrow the query, `path` or \
+             `glob`{}]",
+            if max_results < SEARCH_MAX_RESULTS {
+                format!(", or raise maxResults (at most {SEARCH_MAX_RESULTS})")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if capped {
+        notes.push(format!("[maxResults is capped at {SEARCH_MAX_RESULTS}]"));
+    }
+    if budgets.files_limited {
+        notes.push(format!(
+            "[search stopped after visiting {SEARCH_MAX_FILES_VISITED} files; narrow `path` or \
+             `glob` to search the rest]"
+        ));
+    }
+    if budgets.bytes_limited {
+        notes.push(format!(
+            "[search stopped after reading {SEARCH_MAX_TOTAL_BYTES} bytes in total; narrow `path` \
+             or `glob` to search the rest]"
+        ));
+    }
+    if budgets.large_files > 0 {
+        notes.push(format!(
+            "[{} file(s) larger than {SEARCH_MAX_BYTES_PER_FILE} bytes were searched only in their \
+             first {SEARCH_MAX_BYTES_PER_FILE} bytes]",
+            budgets.large_files
+        ));
+    }
+    if budgets.binary_files > 0 {
+        notes.push(format!(
+            "[{} binary file(s) were not searched for content]",
+            budgets.binary_files
+        ));
+    }
+    if budgets.unreadable_files > 0 {
+        notes.push(format!(
+            "[{} file(s) could not be read]",
+            budgets.unreadable_files
+        ));
+    }
+    if budgets.skipped_names > 0 {
+        notes.push(format!(
+            "[{} file(s) with names that are not UTF-8 were skipped]",
+            budgets.skipped_names
+        ));
+    }
+
+    let title = format!("search {:?}", input.query);
+    let body = hits.join("\n");
+    let mut content = if hits.is_empty() {
+        format!("No results for {:?}.", input.query)
+    } else {
+        body.clone()
+    };
+    for note in &notes {
+        content.push('\n');
+        content.push_str(note);
+    }
+    let display = Display::new(DisplayKind::Search)
+        .with_title(title)
+        .with_body(body)
+        .with_field("results", hits.len())
+        .with_field("files visited", visited)
+        .with_field("bytes read", bytes_read);
+    ToolExecutionResult::success(content).with_display(display)
+}
+
+/// Reads up to `min(room, 1 MB)` bytes of `file` into `buffer` through the workspace handle;
+/// returns the file's size, `None` if it cannot be opened (e.g. it turned into a symlink).
+fn read_candidate(
+    workspace: &Workspace,
+    file: &super::walk::WalkedFile,
+    room: u64,
+    buffer: &mut Vec<u8>,
+) -> Option<u64> {
+    buffer.clear();
+    let path = workspace.resolve(&file.relative).ok()?;
+    let (opened, size) = workspace.open_for_read(&path).ok()?;
+    let allowed = room.min(SEARCH_MAX_BYTES_PER_FILE);
+    opened.take(allowed).read_to_end(buffer).ok()?;
+    Some(size)
+}
+
+fn glob(
+    workspace: &Workspace,
+    input: &GlobFilesInput,
+    context: &ToolExecutionContext,
+) -> ToolExecutionResult {
+    let (max_results, capped) =
+        match result_limit(input.max_results, GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS) {
+            Ok(limit) => limit,
+            Err(refusal) => return refusal,
+        };
+    if let Err(refusal) = check_pattern(&input.pattern) {
+        return refusal;
+    }
+    let matcher = match build_glob(&input.pattern) {
+        Ok(matcher) => matcher,
+        Err(refusal) => return refusal,
+    };
+    // Start at the pattern's literal folder prefix (`src/**/*.rs` walks `src` only).
+    let prefix = literal_prefix(&input.pattern);
+    let scope = match workspace.resolve(if prefix.is_empty() { "." } else { &prefix }) {
+        Ok(scope) => scope,
+        Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
+    };
+    let mut hits = Vec::new();
+    let mut visited = 0usize;
+    let mut files_limited = false;
+    let mut results_limited = false;
+    if workspace.check_directory(&scope).is_ok() {
+        for file in Walk::new(workspace, &scope) {
+            if context.cancellation.is_cancelled() {
+                return cancelled(GlobFiles::NAME);
+            }
+            if visited == GLOB_MAX_FILES_VISITED {
+                files_limited = true;
+                break;
+            }
+            visited += 1;
+            if matcher.is_match(&file.relative)
+                && workspace.entry_is_regular_beneath(&file.relative)
+            {
+                if hits.len() == max_results {
+                    results_limited = true;
+                    break;
+                }
+                hits.push(file.relative);
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    if results_limited {
+        notes.push(format!(
+            "[results limited to {max_results}; more files match: use a narrower pattern{}]",
+            if max_results < GLOB_MAX_RESULTS {
+                format!(" or raise maxResults (at most {GLOB_MAX_RESULTS})")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if capped {
+        notes.push(format!("[maxResults is capped at {GLOB_MAX_RESULTS}]"));
+    }
+    if files_limited {
+        notes.push(format!(
+            "[stopped after visiting {GLOB_MAX_FILES_VISITED} files; use a pattern with a folder \
+             prefix to list the rest]"
+        ));
+    }
+    let body = hits.join("\n");
+    let mut content = if hits.is_empty() {
+        format!("No files match {:?}.", input.pattern)
+    } else {
+        body.clone()
+    };
+    for note in &notes {
+        content.push('\n');
+        content.push_str(note);
+    }
+    let display = Display::new(DisplayKind::Search)
+        .with_title(format!("glob {}", input.pattern))
+        .with_body(body)
+        .with_field("results", hits.len())
+        .with_field("files visited", visited);
+    ToolExecutionResult::success(content).with_display(display)
+}
+
+/// `(limit, whether the request was capped)`.
+fn result_limit(
+    requested: Option<u64>,
+    default: usize,
+    hard: usize,
+) -> Result<(usize, bool), ToolExecutionResult> {
+    match requested {
+        None => Ok((default, false)),
+        Some(0) => Err(invalid_arguments("maxResults must be at least 1")),
+        Some(requested) => match usize::try_from(requested) {
+            Ok(requested) if requested <= hard => Ok((requested, false)),
+            _ => Ok((hard, true)),
+        },
+    }
+}
+
+fn resolve_scope(
+    workspace: &Workspace,
+    path: Option<&str>,
+) -> Result<WorkspacePath, ToolExecutionResult> {
+    let scope = workspace
+        .resolve(path.unwrap_or("."))
+        .map_err(|error| ToolExecutionResult::tool_failed(error.to_string()))?;
+    workspace
+        .check_directory(&scope)
+        .map_err(|error| ToolExecutionResult::tool_failed(error.to_string()))?;
+    Ok(scope)
+}
+
+/// F4: a pattern must stay relative: no NUL, no leading `/` or `~`, no `..` segment (also inside
+/// `{a,b}` alternatives).
+fn check_pattern(pattern: &str) -> Result<(), ToolExecutionResult> {
+    if pattern.is_empty() {
+        return Err(invalid_arguments("pattern must not be empty"));
+    }
+    if pattern.contains('\0') {
+        return Err(invalid_arguments("Pattern contains a NUL byte"));
+    }
+    let escapes = pattern.starts_with('/')
+        || pattern.starts_with('\\')
+        || pattern.starts_with('~')
+        || pattern
+            .split(['/', '\\', '{', '}', ','])
+            .any(|segment| segment == "..");
+    if escapes {
+        return Err(ToolExecutionResult::tool_failed(format!(
+            "Pattern is outside the workspace: {pattern} (use a workspace-relative pattern without \
+             `..`)"
+        )));
+    }
+    Ok(())
+}
+
+fn build_glob(pattern: &str) -> Result<GlobMatcher, ToolExecutionResult> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|glob| glob.compile_matcher())
+        .map_err(|error| invalid_arguments(format!("Invalid glob pattern: {error}")))
+}
+
+/// The folders at the start of `pattern` that contain no glob syntax (never the last segment).
+fn literal_prefix(pattern: &str) -> String {
+    let segments: Vec<&str> = pattern.split('/').collect();
+    let mut prefix = Vec::new();
+    for segment in &segments[..segments.len().saturating_sub(1)] {
+        if segment.is_empty()
+            || *segment == "."
+            || segment.contains(['*', '?', '[', ']', '{', '}', '\\'])
+        {
+            break;
+        }
+        prefix.push(*segment);
+    }
+    prefix.join("/")
+}
+
+/// The `glob` filter of `search_files`: a pattern without `/` matches file names at any depth,
+/// one with `/` matches the workspace-relative path.
+struct FileFilter {
+    matcher: GlobMatcher,
+    whole_path: bool,
+}
+
+impl FileFilter {
+    fn new(pattern: &str) -> Result<FileFilter, ToolExecutionResult> {
+        check_pattern(pattern)?;
+        Ok(FileFilter {
+            matcher: build_glob(pattern)?,
+            whole_path: pattern.contains('/'),
+        })
+    }
+
+    fn matches(&self, file: &super::walk::WalkedFile) -> bool {
+        if self.whole_path {
+            self.matcher.is_match(&file.relative)
+        } else {
+            self.matcher.is_match(&file.name)
+        }
+    }
+}
