@@ -127,6 +127,21 @@ impl Store {
         Ok(value)
     }
 
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction that is always rolled back (dry runs).
+    pub(crate) fn write_rolled_back<T>(
+        &self,
+        context: &'static str,
+        body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection();
+        let transaction = connection
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .ctx(context)?;
+        let value = body(&transaction)?;
+        transaction.rollback().ctx(context)?;
+        Ok(value)
+    }
+
     /// Runs `body` in a read transaction (one consistent snapshot).
     pub(crate) fn read<T>(
         &self,

@@ -1,0 +1,242 @@
+//! Retention and garbage collection (K5).
+//!
+//! Pruning works in two passes inside one `BEGIN IMMEDIATE` transaction:
+//! 1. **Metadata.** Checkpoints are removed when older than `max_age`, then (oldest first) while a
+//!    session is over `per_session_bytes`, then (globally oldest first) while the store is over
+//!    `global_bytes`. Never removed: open checkpoints (unfinished turns), each session's
+//!    `keep_last` newest restore points (checkpoints not undone), and anything of a session with
+//!    an interrupted restore. Closed journal entries go with their turn's checkpoint or when older
+//!    than `max_age`; open entries and entries of open turns are never touched.
+//! 2. **Blobs.** Every blob that no remaining checkpoint file (prior or post content) and no
+//!    artifact refers to is deleted. While any restore is interrupted, no blob is collected.
+//!
+//! A checkpoint's size, for the quotas, is the bytes before plus the bytes after of every file it
+//! recorded: what it costs if none of its blobs were shared. Sharing makes the real number
+//! smaller, never larger, so quotas err on the side of pruning. A dry run runs the same
+//! transaction and rolls it back.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use rusqlite::{Transaction, params};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{SqlContext, StoreError};
+use crate::store::Store;
+use crate::undo::pending_plans;
+
+/// Retention limits. [`RetentionPolicy::default`] is K5's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionPolicy {
+    /// Checkpoints older than this go (30 days).
+    pub max_age: Duration,
+    /// Size limit per session (100 MiB).
+    pub per_session_bytes: u64,
+    /// Size limit for the whole store (1 GiB).
+    pub global_bytes: u64,
+    /// Restore points per session that are always kept (5).
+    pub keep_last: usize,
+}
+
+impl Default for RetentionPolicy {
+    fn default() -> RetentionPolicy {
+        RetentionPolicy {
+            max_age: Duration::from_secs(30 * 24 * 60 * 60),
+            per_session_bytes: 100 * 1024 * 1024,
+            global_bytes: 1024 * 1024 * 1024,
+            keep_last: 5,
+        }
+    }
+}
+
+/// What [`Store::prune`] removed (or, for a dry run, would remove).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PruneReport {
+    /// Whether nothing was actually deleted.
+    pub dry_run: bool,
+    /// Checkpoints removed, as (session, turn), oldest first.
+    pub checkpoints: Vec<(String, String)>,
+    /// Number of checkpoints removed.
+    pub checkpoints_removed: u64,
+    /// Closed journal entries removed.
+    pub journal_entries_removed: u64,
+    /// Blobs collected.
+    pub blobs_removed: u64,
+    /// Bytes of blob content collected.
+    pub bytes_freed: u64,
+}
+
+struct Candidate {
+    id: i64,
+    session_id: String,
+    turn_id: String,
+    created_at: u64,
+    size: u64,
+    protected: bool,
+}
+
+impl Store {
+    /// Applies `policy` as of `now_ms` (see the module docs). With `dry_run` nothing changes and
+    /// the report says what would go.
+    pub fn prune(
+        &self,
+        policy: &RetentionPolicy,
+        now_ms: u64,
+        dry_run: bool,
+    ) -> Result<PruneReport, StoreError> {
+        let body = |tx: &Transaction<'_>| prune_in(tx, policy, now_ms, dry_run);
+        if dry_run {
+            self.write_rolled_back("pruning (dry run)", body)
+        } else {
+            self.write("pruning", body)
+        }
+    }
+}
+
+fn prune_in(
+    tx: &Transaction<'_>,
+    policy: &RetentionPolicy,
+    now_ms: u64,
+    dry_run: bool,
+) -> Result<PruneReport, StoreError> {
+    let mut report = PruneReport {
+        dry_run,
+        ..PruneReport::default()
+    };
+    let mut candidates = load_candidates(tx, policy.keep_last)?;
+    let max_age_ms = u64::try_from(policy.max_age.as_millis()).unwrap_or(u64::MAX);
+    let cutoff = now_ms.saturating_sub(max_age_ms);
+    let mut removed: HashSet<i64> = HashSet::new();
+
+    // 1. Age.
+    for candidate in &candidates {
+        if !candidate.protected && candidate.created_at < cutoff {
+            removed.insert(candidate.id);
+        }
+    }
+    // 2. Per-session quota, oldest first.
+    let mut per_session: HashMap<&str, u64> = HashMap::new();
+    for candidate in candidates.iter().filter(|c| !removed.contains(&c.id)) {
+        *per_session
+            .entry(candidate.session_id.as_str())
+            .or_default() += candidate.size;
+    }
+    for candidate in &candidates {
+        let total = per_session
+            .entry(candidate.session_id.as_str())
+            .or_default();
+        if *total > policy.per_session_bytes && !candidate.protected && removed.insert(candidate.id)
+        {
+            *total -= candidate.size;
+        }
+    }
+    // 3. Global quota, globally oldest first.
+    let mut global: u64 = candidates
+        .iter()
+        .filter(|c| !removed.contains(&c.id))
+        .map(|c| c.size)
+        .sum();
+    candidates.sort_by_key(|candidate| (candidate.created_at, candidate.id));
+    for candidate in &candidates {
+        if global <= policy.global_bytes {
+            break;
+        }
+        if !candidate.protected && removed.insert(candidate.id) {
+            global -= candidate.size;
+        }
+    }
+
+    candidates.sort_by_key(|candidate| candidate.id);
+    for candidate in candidates.iter().filter(|c| removed.contains(&c.id)) {
+        report.journal_entries_removed += tx
+            .execute(
+                "DELETE FROM journal WHERE session_id = ?1 AND turn_id = ?2 AND closed_at IS NOT NULL",
+                params![candidate.session_id, candidate.turn_id],
+            )
+            .ctx("pruning journals")? as u64;
+        tx.execute("DELETE FROM checkpoints WHERE id = ?1", [candidate.id])
+            .ctx("pruning checkpoints")?;
+        report
+            .checkpoints
+            .push((candidate.session_id.clone(), candidate.turn_id.clone()));
+    }
+    report.checkpoints_removed = report.checkpoints.len() as u64;
+    // Old closed journal entries whose turn is not open.
+    report.journal_entries_removed += tx
+        .execute(
+            "DELETE FROM journal WHERE closed_at IS NOT NULL AND started_at < ?1
+               AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.session_id = journal.session_id
+                               AND c.turn_id = journal.turn_id AND c.state = 'open')
+               AND NOT EXISTS (SELECT 1 FROM restore_plans p WHERE p.session_id = journal.session_id)",
+            [cutoff],
+        )
+        .ctx("pruning journals")? as u64;
+
+    if pending_plans(tx, None)? == 0 {
+        let unreferenced = "FROM blobs WHERE
+                NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.pre_hash = blobs.hash)
+            AND NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.post_hash = blobs.hash)
+            AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.blob_hash = blobs.hash)";
+        let (count, bytes): (u64, u64) = tx
+            .query_row(
+                &format!("SELECT count(*), COALESCE(SUM(size), 0) {unreferenced}"),
+                [],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .ctx("collecting blobs")?;
+        tx.execute(&format!("DELETE {unreferenced}"), [])
+            .ctx("collecting blobs")?;
+        report.blobs_removed = count;
+        report.bytes_freed = bytes;
+    }
+    Ok(report)
+}
+
+/// Every checkpoint with its size and whether pruning must keep it.
+fn load_candidates(tx: &Transaction<'_>, keep_last: usize) -> Result<Vec<Candidate>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT c.id, c.session_id, c.turn_id, c.created_at, c.state,
+                 COALESCE((SELECT SUM(bytes_before + bytes_after) FROM checkpoint_files f
+                           WHERE f.checkpoint_id = c.id), 0),
+                 EXISTS (SELECT 1 FROM restore_plans p WHERE p.session_id = c.session_id)
+             FROM checkpoints c ORDER BY c.id DESC",
+        )
+        .ctx("reading checkpoints for pruning")?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                Candidate {
+                    id: row.get(0)?,
+                    session_id: row.get(1)?,
+                    turn_id: row.get(2)?,
+                    created_at: row.get(3)?,
+                    size: row.get(5)?,
+                    protected: row.get::<_, bool>(6)?,
+                },
+                row.get::<_, String>(4)?,
+            ))
+        })
+        .ctx("reading checkpoints for pruning")?;
+    // Newest first, so the first `keep_last` restore points seen per session are the newest.
+    let mut kept: HashMap<String, usize> = HashMap::new();
+    let mut candidates = Vec::new();
+    for row in rows {
+        let (mut candidate, state) = row.ctx("reading checkpoints for pruning")?;
+        if state == "open" {
+            candidate.protected = true;
+        }
+        if state != "undone" {
+            let count = kept.entry(candidate.session_id.clone()).or_default();
+            if *count < keep_last {
+                candidate.protected = true;
+            }
+            *count += 1;
+        }
+        candidates.push(candidate);
+    }
+    candidates.reverse();
+    Ok(candidates)
+}
