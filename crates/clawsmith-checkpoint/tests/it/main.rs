@@ -2,9 +2,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod concurrency;
+mod crash;
 mod diff;
 mod fork;
 mod open;
+mod property;
 mod retention;
 mod session;
 mod support;

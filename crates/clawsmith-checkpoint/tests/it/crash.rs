@@ -1,0 +1,329 @@
+//! Crash tests with a real child process killed by SIGKILL: during a turn and during a restore.
+//!
+//! The test binary re-executes itself (`current_exe`) running only [`crash_child_entry`], with an
+//! environment variable that selects what the child does. Without the variable that test is a
+//! no-op.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use clawsmith_checkpoint::{JournalStart, Store, UndoOutcome, UndoScope};
+use clawsmith_fs::{PriorState, Workspace};
+
+const MODE_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_CHILD";
+const DB_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_DB";
+const WS_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_WS";
+const MARKER_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_MARKER";
+
+const TURN_FILES: usize = 8;
+const RESTORE_FILES: usize = 300;
+
+/// The child's body. Does nothing in a normal test run.
+#[test]
+fn crash_child_entry() {
+    let Ok(mode) = std::env::var(MODE_VAR) else {
+        return;
+    };
+    let store = Store::open(std::env::var(DB_VAR).unwrap()).unwrap();
+    let workspace = Workspace::open(std::env::var(WS_VAR).unwrap()).unwrap();
+    match mode.as_str() {
+        "turn" => child_turn(&store, &workspace, false),
+        "turn-hang" => child_turn(&store, &workspace, true),
+        "restore" => {
+            store.undo("s", "big", UndoScope::All, &workspace).unwrap();
+            // Stay alive so the parent decides when we die.
+            std::thread::sleep(Duration::from_secs(600));
+        }
+        other => panic!("unknown child mode {other}"),
+    }
+}
+
+/// Content of write number `index`: a line repeated, so a torn write is recognisable.
+fn content_of(index: usize) -> Vec<u8> {
+    format!("write number {index:06}\n")
+        .repeat(2000)
+        .into_bytes()
+}
+
+fn is_complete_write(content: &[u8]) -> bool {
+    let line_length = "write number 000000\n".len();
+    content.len() == line_length * 2000
+        && content
+            .chunks(line_length)
+            .all(|chunk| chunk == &content[..line_length])
+}
+
+fn child_turn(store: &Store, workspace: &Workspace, hang: bool) {
+    store.begin_turn("s", "crash-turn").unwrap();
+    for index in 0.. {
+        let path_text = format!("f{}.txt", index % TURN_FILES);
+        let path = workspace.resolve(&path_text).unwrap();
+        let call_id = format!("call-{index}");
+        store
+            .journal_start(&JournalStart {
+                session_id: "s".into(),
+                turn_id: "crash-turn".into(),
+                call_id: call_id.clone(),
+                tool_name: "write_file".into(),
+                args_json: format!(r#"{{"path":"{path_text}"}}"#),
+            })
+            .unwrap();
+        let prior = workspace.read_state(&path).unwrap();
+        let prior = match &prior {
+            PriorState::Absent => None,
+            PriorState::File { content, mode } => Some((content.as_slice(), *mode)),
+        };
+        store
+            .record_before("s", "crash-turn", &path_text, prior)
+            .unwrap();
+        if hang {
+            std::fs::write(std::env::var(MARKER_VAR).unwrap(), &call_id).unwrap();
+            std::thread::sleep(Duration::from_secs(600));
+        }
+        let content = content_of(index);
+        workspace
+            .restore_file(&path, &content, 0o644, true)
+            .unwrap();
+        let post = (
+            clawsmith_checkpoint::sha256(&content),
+            content.len() as u64,
+            0o644,
+        );
+        store
+            .record_after("s", "crash-turn", &path_text, Some(post))
+            .unwrap();
+        store
+            .journal_close("s", &call_id, clawsmith_protocol::ToolStatus::Success)
+            .unwrap();
+    }
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    ws: PathBuf,
+    marker: PathBuf,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = std::fs::canonicalize(ws).unwrap();
+    let db = dir.path().join("state.db");
+    Store::open(&db)
+        .unwrap()
+        .create_session("s", &ws.display().to_string())
+        .unwrap();
+    let marker = dir.path().join("marker");
+    Setup {
+        _dir: dir,
+        db,
+        ws,
+        marker,
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // Tests may spawn; here the test binary re-runs itself.
+fn spawn_child(setup: &Setup, mode: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "crash::crash_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(MODE_VAR, mode)
+        .env(DB_VAR, &setup.db)
+        .env(WS_VAR, &setup.ws)
+        .env(MARKER_VAR, &setup.marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls until `ready` (or the child exited by itself), then SIGKILLs the child.
+fn kill_when(mut child: Child, mut ready: impl FnMut() -> bool) {
+    loop {
+        if ready() {
+            break;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child exited by itself: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix.
+    child.wait().unwrap();
+}
+
+fn files(ws: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(ws)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                std::fs::read(entry.path()).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn sigkill_during_a_turn_leaves_whole_files_and_an_open_journal() {
+    for threshold in [1usize, 4, 9, 17] {
+        let setup = setup();
+        let child = spawn_child(&setup, "turn");
+        let watcher = Store::open(&setup.db).unwrap();
+        kill_when(child, || watcher.journal("s").unwrap().len() >= threshold);
+
+        let store = Store::open(&setup.db).expect("the database opens after SIGKILL");
+        for (name, content) in files(&setup.ws) {
+            assert!(
+                name.starts_with('f') && is_complete_write(&content),
+                "torn file {name}"
+            );
+        }
+        let unfinished = store.unfinished_calls("s").unwrap();
+        assert!(
+            unfinished.len() <= 1,
+            "at most the call in flight: {unfinished:?}"
+        );
+        // Undo of the interrupted turn: everything back, except possibly the one path whose
+        // write happened without its post hash (the precheck refuses to guess).
+        let workspace = Workspace::open(&setup.ws).unwrap();
+        let report = store
+            .undo("s", "crash-turn", UndoScope::Files, &workspace)
+            .unwrap();
+        match report.outcome {
+            UndoOutcome::Undone => assert!(files(&setup.ws).is_empty(), "threshold {threshold}"),
+            UndoOutcome::Conflicts(conflicts) => {
+                assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+                assert_eq!(
+                    unfinished.len(),
+                    1,
+                    "a conflict only comes from the call in flight"
+                );
+            }
+            UndoOutcome::AlreadyUndone => panic!("nothing was undone before"),
+        }
+    }
+}
+
+#[test]
+fn sigkill_after_journal_start_leaves_the_unfinished_call() {
+    let setup = setup();
+    let child = spawn_child(&setup, "turn-hang");
+    kill_when(child, || setup.marker.exists());
+    let store = Store::open(&setup.db).unwrap();
+    let unfinished = store.unfinished_calls("s").unwrap();
+    assert_eq!(unfinished.len(), 1);
+    assert_eq!(
+        (
+            unfinished[0].call_id.as_str(),
+            unfinished[0].tool_name.as_str()
+        ),
+        ("call-0", "write_file")
+    );
+    assert_eq!(unfinished[0].closed_at_ms, None);
+    assert_eq!(
+        store.checkpoint("s", "crash-turn").unwrap().state,
+        clawsmith_checkpoint::CheckpointState::Open
+    );
+}
+
+#[test]
+fn sigkill_during_a_restore_is_completed_on_recovery() {
+    for threshold in [0usize, 40, 100, RESTORE_FILES] {
+        let setup = setup();
+        let workspace = Workspace::open(&setup.ws).unwrap();
+        let store = Store::open(&setup.db).unwrap();
+        // Before: RESTORE_FILES/2 files with content; the turn edits them and creates as many more.
+        let half = RESTORE_FILES / 2;
+        for index in 0..half {
+            std::fs::write(
+                setup.ws.join(format!("keep-{index}")),
+                format!("before {index}"),
+            )
+            .unwrap();
+        }
+        let initial = files(&setup.ws);
+        store.begin_turn("s", "big").unwrap();
+        for index in 0..half {
+            for (name, content) in [
+                (format!("keep-{index}"), format!("after {index}")),
+                (format!("new-{index}"), format!("new {index}")),
+            ] {
+                let path = workspace.resolve(&name).unwrap();
+                let prior = match workspace.read_state(&path).unwrap() {
+                    PriorState::Absent => None,
+                    PriorState::File { content, mode } => Some((content, mode)),
+                };
+                store
+                    .record_before(
+                        "s",
+                        "big",
+                        &name,
+                        prior.as_ref().map(|(c, m)| (c.as_slice(), *m)),
+                    )
+                    .unwrap();
+                workspace
+                    .restore_file(&path, content.as_bytes(), 0o644, false)
+                    .unwrap();
+                store
+                    .record_after(
+                        "s",
+                        "big",
+                        &name,
+                        Some((
+                            clawsmith_checkpoint::sha256(content.as_bytes()),
+                            content.len() as u64,
+                            0o644,
+                        )),
+                    )
+                    .unwrap();
+            }
+        }
+        store.finish_turn("s", "big", &workspace).unwrap();
+        drop(store);
+
+        let child = spawn_child(&setup, "restore");
+        let watcher = Store::open(&setup.db).unwrap();
+        let ws = setup.ws.clone();
+        kill_when(child, || {
+            let created_left = (0..half)
+                .filter(|index| ws.join(format!("new-{index}")).exists())
+                .count();
+            let restored = half - created_left;
+            !watcher.pending_restores().unwrap().is_empty() && restored >= threshold.min(half)
+                || watcher.checkpoint("s", "big").unwrap().files_undone
+        });
+
+        // No half-written file: each is its before or its after content.
+        for (name, content) in files(&setup.ws) {
+            let text = String::from_utf8(content).unwrap();
+            let index = name.rsplit('-').next().unwrap();
+            let allowed = if name.starts_with("keep-") {
+                vec![format!("before {index}"), format!("after {index}")]
+            } else {
+                vec![format!("new {index}")]
+            };
+            assert!(allowed.contains(&text), "{name}: {text}");
+        }
+        let store = Store::open(&setup.db).unwrap();
+        let pending = store.pending_restores().unwrap();
+        let recovered = store.recover_restores(&workspace).unwrap();
+        assert_eq!(recovered.len(), pending.len());
+        for restore in &recovered {
+            assert!(restore.skipped.is_empty(), "{:?}", restore.skipped);
+        }
+        assert_eq!(files(&setup.ws), initial, "threshold {threshold}");
+        assert!(store.pending_restores().unwrap().is_empty());
+        assert!(store.checkpoint("s", "big").unwrap().files_undone);
+    }
+}
