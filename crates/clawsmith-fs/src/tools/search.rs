@@ -355,12 +355,13 @@ fn glob(
     if let Err(refusal) = check_pattern(&input.pattern) {
         return refusal;
     }
-    let matcher = match build_glob(&input.pattern) {
+    let pattern = without_dot_prefix(&input.pattern);
+    let matcher = match build_glob(pattern) {
         Ok(matcher) => matcher,
         Err(refusal) => return refusal,
     };
     // Start at the pattern's literal folder prefix (`src/**/*.rs` walks `src` only).
-    let prefix = literal_prefix(&input.pattern);
+    let prefix = literal_prefix(pattern);
     let scope = match workspace.resolve(if prefix.is_empty() { "." } else { &prefix }) {
         Ok(scope) => scope,
         Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
@@ -369,7 +370,15 @@ fn glob(
     let mut visited = 0usize;
     let mut files_limited = false;
     let mut results_limited = false;
-    if workspace.check_directory(&scope).is_ok() {
+    let scope_exists = match workspace.check_directory(&scope) {
+        Ok(()) => true,
+        Err(error @ crate::FsError::OutsideWorkspace { .. }) => {
+            return ToolExecutionResult::tool_failed(error.to_string());
+        }
+        // A missing or non-directory prefix simply matches nothing.
+        Err(_) => false,
+    };
+    if scope_exists {
         for file in Walk::new(workspace, &scope) {
             if context.cancellation.is_cancelled() {
                 return cancelled(GlobFiles::NAME);
@@ -454,7 +463,22 @@ fn resolve_scope(
     workspace
         .check_directory(&scope)
         .map_err(|error| ToolExecutionResult::tool_failed(error.to_string()))?;
-    Ok(scope)
+    // The walk never follows symlinks, so a folder reached through an inside symlink is walked
+    // under its real name; the real name is checked beneath the root again before use.
+    let real = std::fs::canonicalize(workspace.root().join(scope.as_str()))
+        .ok()
+        .and_then(|real| {
+            let relative = real
+                .strip_prefix(workspace.root())
+                .ok()?
+                .to_str()?
+                .to_owned();
+            workspace
+                .resolve(if relative.is_empty() { "." } else { &relative })
+                .ok()
+        })
+        .filter(|real| workspace.check_directory(real).is_ok());
+    Ok(real.unwrap_or(scope))
 }
 
 /// F4: a pattern must stay relative: no NUL, no leading `/` or `~`, no `..` segment (also inside
@@ -490,6 +514,14 @@ fn build_glob(pattern: &str) -> Result<GlobMatcher, ToolExecutionResult> {
         .map_err(|error| invalid_arguments(format!("Invalid glob pattern: {error}")))
 }
 
+/// `./src/*.rs` means `src/*.rs`: walked paths never start with `./`.
+fn without_dot_prefix(mut pattern: &str) -> &str {
+    while let Some(rest) = pattern.strip_prefix("./") {
+        pattern = rest.trim_start_matches('/');
+    }
+    pattern
+}
+
 /// The folders at the start of `pattern` that contain no glob syntax (never the last segment).
 fn literal_prefix(pattern: &str) -> String {
     let segments: Vec<&str> = pattern.split('/').collect();
@@ -516,6 +548,7 @@ struct FileFilter {
 impl FileFilter {
     fn new(pattern: &str) -> Result<FileFilter, ToolExecutionResult> {
         check_pattern(pattern)?;
+        let pattern = without_dot_prefix(pattern);
         Ok(FileFilter {
             matcher: build_glob(pattern)?,
             whole_path: pattern.contains('/'),

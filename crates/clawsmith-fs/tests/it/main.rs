@@ -2,6 +2,8 @@
 //! the races.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod escape;
+mod search;
 mod support;
 mod tools;
 mod workspace;

@@ -38,6 +38,7 @@ fn resolve_lexical_table() {
         (format!("{ws}/src/main.rs"), Some("src/main.rs")),
         (ws.clone(), Some("")),
         (format!("{ws}/./x/../y"), Some("y")),
+        ("../ws/a.txt".into(), Some("a.txt")),
         ("..".into(), None),
         ("../outside/secret.txt".into(), None),
         ("a/../../outside".into(), None),
