@@ -1,5 +1,51 @@
 //! Integration tests of clawsmith-sandbox: the disaster-check corpus, the runner's limits and
 //! sandbox, the `run_command` tool and the background command service.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::new_without_default)]
 
 mod classify_corpus;
+mod run;
+mod tool;
+
+use std::path::PathBuf;
+
+use clawsmith_sandbox::{KernelSupport, SandboxConfig};
+
+/// A temp dir holding `ws/` (the workspace), `outside/` (a sibling the sandbox must not write)
+/// and `tmp/` (where private temp dirs go).
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+    pub workspace: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        Fixture {
+            workspace: workspace.canonicalize().unwrap(),
+            outside: outside.canonicalize().unwrap(),
+            dir,
+        }
+    }
+
+    pub fn config(&self) -> SandboxConfig {
+        let mut config = SandboxConfig::new(&self.workspace);
+        config.temp_root = Some(self.dir.path().join("tmp"));
+        config
+    }
+}
+
+/// Whether the kernel can run the sandbox; prints why a test skips when it cannot.
+pub fn landlock_or_skip(test: &str) -> bool {
+    let support = KernelSupport::probe();
+    if support.landlock_abi.is_none() || !support.seccomp {
+        eprintln!("SKIP {test}: Landlock or seccomp unavailable in this kernel ({support:?})");
+        return false;
+    }
+    true
+}

@@ -1,0 +1,162 @@
+//! What a command runs with: workspace, limits, environment, sandbox policy.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default timeout of a command (C2).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Largest timeout a call may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default cap on the merged output kept for the model.
+pub const DEFAULT_OUTPUT_CAP_BYTES: usize = 1024 * 1024;
+/// Default amount of output after which a command that keeps printing is killed: reading and
+/// discarding stays cheap, but `yes` would otherwise spin until its timeout.
+pub const DEFAULT_OUTPUT_KILL_AFTER_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Whether commands may run without the platform sandbox (C3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum SandboxPolicy {
+    /// Refuse to run (code `sandbox_unavailable`) when the kernel cannot enforce the sandbox.
+    #[default]
+    Required,
+    /// Run anyway and say "unconfined" in the result.
+    BestEffort,
+    /// Never apply the platform sandbox (limits, environment and process group still apply).
+    Off,
+}
+
+impl SandboxPolicy {
+    /// `required`, `best-effort` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxPolicy::Required => "required",
+            SandboxPolicy::BestEffort => "best-effort",
+            SandboxPolicy::Off => "off",
+        }
+    }
+}
+
+/// POSIX resource limits applied in the child (C2). `None` leaves the inherited limit alone; a
+/// value is set as both soft and hard limit, never above the inherited hard limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    /// `RLIMIT_CORE`: default 0, no core dumps of possibly secret memory.
+    pub core_file_bytes: Option<u64>,
+    /// `RLIMIT_FSIZE`: default 8 GiB, largest file a command may write (debug binaries are big).
+    pub file_size_bytes: Option<u64>,
+    /// `RLIMIT_NOFILE`: default 4096 open files.
+    pub open_files: Option<u64>,
+    /// `RLIMIT_CPU`: default 900 s of CPU per process (above the 600 s maximum wall timeout).
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_AS`: default 64 GiB of address space; generous because V8 and wasm runtimes
+    /// reserve large virtual ranges, small enough to stop a runaway allocation loop.
+    pub address_space_bytes: Option<u64>,
+    /// `RLIMIT_NPROC`: default 4096 processes of the user (stops fork bombs the check missed;
+    /// the kernel does not apply it to root).
+    pub processes: Option<u64>,
+}
+
+impl Default for ResourceLimits {
+    fn default() -> Self {
+        ResourceLimits {
+            core_file_bytes: Some(0),
+            file_size_bytes: Some(8 * 1024 * 1024 * 1024),
+            open_files: Some(4096),
+            cpu_seconds: Some(900),
+            address_space_bytes: Some(64 * 1024 * 1024 * 1024),
+            processes: Some(4096),
+        }
+    }
+}
+
+/// What the kernel offers, as far as the sandbox cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelSupport {
+    /// The Landlock ABI version, `None` when Landlock is missing or disabled.
+    pub landlock_abi: Option<u32>,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
+}
+
+impl KernelSupport {
+    /// Nothing: what a kernel without Landlock or seccomp reports. Tests inject it.
+    pub const NONE: KernelSupport = KernelSupport {
+        landlock_abi: None,
+        seccomp: false,
+    };
+
+    /// Asks the running kernel.
+    pub fn probe() -> KernelSupport {
+        KernelSupport {
+            landlock_abi: crate::child::landlock_abi(),
+            seccomp: crate::child::seccomp_available(),
+        }
+    }
+}
+
+/// Everything a command runs with. Built once by the host; shared by `run_command` and the
+/// background command service.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// The workspace: the default working directory and the main writable root.
+    pub workspace_root: PathBuf,
+    /// Timeout when the call gives none (default 120 s).
+    pub default_timeout: Duration,
+    /// Largest timeout a call may ask for (default 600 s).
+    pub max_timeout: Duration,
+    /// Bytes of merged output kept (default 1 MiB): the first and last halves, with a marker
+    /// between them when output was cut.
+    pub output_cap_bytes: usize,
+    /// Output after which the command is killed (default 64 MiB).
+    pub output_kill_after_bytes: u64,
+    /// Resource limits (see [`ResourceLimits`] for the defaults).
+    pub limits: ResourceLimits,
+    /// Extra environment variable names passed through (a trailing `*` matches a prefix).
+    /// Names that look like secrets (`*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, …) are never
+    /// passed, even when listed.
+    pub env_allow: Vec<String>,
+    /// Extra writable roots besides the workspace and the private temp dir (e.g. a cargo or npm
+    /// cache).
+    pub extra_writable_roots: Vec<PathBuf>,
+    /// Paths commands must not write even inside a writable root (e.g. the clawsmith state
+    /// dir). The workspace's `.git/hooks` and `.git/config` are always protected.
+    pub protected_paths: Vec<PathBuf>,
+    /// Whether commands may use the network (default false).
+    pub network_allowed: bool,
+    /// What to do when the kernel cannot enforce the sandbox (default [`SandboxPolicy::Required`]).
+    pub policy: SandboxPolicy,
+    /// Where private temp dirs are made (default: the system temp dir).
+    pub temp_root: Option<PathBuf>,
+    /// Overrides the kernel probe; tests set [`KernelSupport::NONE`] to make Landlock
+    /// unavailable.
+    pub kernel_support: Option<KernelSupport>,
+    /// Seconds between TERM and KILL when a command is stopped (default 2 s).
+    pub kill_grace: Duration,
+}
+
+impl SandboxConfig {
+    /// The defaults for `workspace_root`.
+    pub fn new(workspace_root: impl Into<PathBuf>) -> SandboxConfig {
+        SandboxConfig {
+            workspace_root: workspace_root.into(),
+            default_timeout: DEFAULT_TIMEOUT,
+            max_timeout: MAX_TIMEOUT,
+            output_cap_bytes: DEFAULT_OUTPUT_CAP_BYTES,
+            output_kill_after_bytes: DEFAULT_OUTPUT_KILL_AFTER_BYTES,
+            limits: ResourceLimits::default(),
+            env_allow: Vec::new(),
+            extra_writable_roots: Vec::new(),
+            protected_paths: Vec::new(),
+            network_allowed: false,
+            policy: SandboxPolicy::Required,
+            temp_root: None,
+            kernel_support: None,
+            kill_grace: Duration::from_secs(2),
+        }
+    }
+
+    /// The injected kernel support, or the probed one.
+    pub fn kernel_support(&self) -> KernelSupport {
+        self.kernel_support.unwrap_or_else(KernelSupport::probe)
+    }
+}

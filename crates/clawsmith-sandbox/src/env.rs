@@ -1,0 +1,121 @@
+//! The minimal environment of a command (C2): a fixed allow-list, the configured extras, a private
+//! `TMPDIR`, and never anything that looks like a secret.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+/// Variables every command gets from the host when they are set.
+const BASE: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "TZ",
+    "COLORTERM",
+    "NO_COLOR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
+    "RUSTUP_TOOLCHAIN",
+    "GOPATH",
+    "GOROOT",
+    "GOMODCACHE",
+    "GOCACHE",
+    "JAVA_HOME",
+    "NVM_DIR",
+    "NVM_BIN",
+    "PYENV_ROOT",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "PNPM_HOME",
+    "BUN_INSTALL",
+    "DENO_DIR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// Fragments of names never passed on, whatever the allow-list says.
+const SECRET_SUFFIXES: &[&str] = &["_TOKEN", "_KEY", "_PAT"];
+const SECRET_FRAGMENTS: &[&str] = &["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"];
+
+/// Whether a variable name looks like it carries a secret.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper == "TOKEN"
+        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => pattern == name,
+    }
+}
+
+/// The environment for a command, from `host` (usually `std::env::vars_os()`).
+pub fn command_environment(
+    host: impl IntoIterator<Item = (OsString, OsString)>,
+    allow: &[String],
+    temp_dir: &Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = host
+        .into_iter()
+        .filter(|(name, _)| {
+            let Some(name) = name.to_str() else {
+                return false;
+            };
+            !looks_secret(name)
+                && !matches!(name, "TMPDIR" | "TMP" | "TEMP")
+                && (BASE.iter().any(|p| matches(p, name)) || allow.iter().any(|p| matches(p, name)))
+        })
+        .collect();
+    if !env.iter().any(|(name, _)| name == "PATH") {
+        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    if !env.iter().any(|(name, _)| name == "TERM") {
+        env.push(("TERM".into(), "dumb".into()));
+    }
+    for name in ["TMPDIR", "TMP", "TEMP"] {
+        env.push((name.into(), temp_dir.as_os_str().to_owned()));
+    }
+    env.sort();
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_never_pass() {
+        let host = [
+            ("PATH", "/bin"),
+            ("HOME", "/home/u"),
+            ("GITHUB_TOKEN", "x"),
+            ("AWS_SECRET_ACCESS_KEY", "x"),
+            ("OPENAI_API_KEY", "x"),
+            ("DB_PASSWORD", "x"),
+            ("MY_SECRET_THING", "x"),
+            ("RANDOM_VAR", "x"),
+            ("LC_ALL", "C"),
+            ("TMPDIR", "/tmp"),
+            ("EXTRA_OK", "1"),
+            ("EXTRA_TOKEN", "x"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = command_environment(host, &["EXTRA_*".to_owned()], Path::new("/p"));
+        let names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            [
+                "EXTRA_OK", "HOME", "LC_ALL", "PATH", "TEMP", "TERM", "TMP", "TMPDIR"
+            ]
+        );
+        assert!(env.iter().any(|(k, v)| k == "TMPDIR" && v == "/p"));
+    }
+}

@@ -1,0 +1,224 @@
+//! The `run_command` tool (C1, C2, C3, S5).
+
+use std::time::Duration;
+
+use clawsmith_protocol::{
+    Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
+    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::classify::{CommandVerdict, check_command};
+use crate::config::SandboxConfig;
+use crate::exec::{CommandOutcome, CommandRequest, StopReason, run_command};
+use crate::platform::SandboxReport;
+
+/// Input of `run_command`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunCommandInput {
+    /// The shell command (run with `bash -c`, or `sh -c` where bash is missing).
+    pub command: String,
+    /// Working directory: relative to the workspace root, or absolute inside it.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Timeout in milliseconds (default 120000, at most 600000). The whole process group is
+    /// killed when it elapses.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 600000))]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `run_command`: runs one shell command in the workspace under the disaster check, the limits
+/// and the platform sandbox.
+#[derive(Debug, Clone)]
+pub struct RunCommandTool {
+    config: SandboxConfig,
+}
+
+impl RunCommandTool {
+    /// A tool running commands under `config`.
+    pub fn new(config: SandboxConfig) -> RunCommandTool {
+        RunCommandTool { config }
+    }
+
+    /// The configuration commands run under.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+}
+
+pub(crate) fn command_capabilities(config: &SandboxConfig) -> CapabilityDeclaration {
+    let mut capabilities = vec![Capability::ProcessExecute];
+    if config.network_allowed {
+        capabilities.push(Capability::Network);
+    }
+    CapabilityDeclaration::Declared(capabilities)
+}
+
+pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(serde_json::Value::Null)
+}
+
+/// First line of a command, bounded, for summaries and titles.
+pub(crate) fn one_line(command: &str) -> String {
+    let first = command.lines().next().unwrap_or("");
+    let mut line: String = first.chars().take(160).collect();
+    if line.len() < command.len() {
+        line.push('…');
+    }
+    line
+}
+
+pub(crate) fn blocked_result(verdict: &CommandVerdict, command: &str) -> ToolExecutionResult {
+    let rule = verdict.rule.unwrap_or("disaster_check");
+    ToolExecutionResult::failure(
+        ErrorCode::COMMAND_BLOCKED,
+        format!(
+            "Command blocked by the disaster check (rule {rule}): {}. No approval can override \
+             this check.",
+            verdict.reason
+        ),
+    )
+    .with_display(
+        Display::new(DisplayKind::Command)
+            .with_title(one_line(command))
+            .with_field("verdict", "blocked")
+            .with_field("rule", rule)
+            .with_field("reason", &verdict.reason),
+    )
+}
+
+pub(crate) fn sandbox_fields(display: Display, report: &SandboxReport) -> Display {
+    let display = display
+        .with_field("sandbox policy", report.policy.as_str())
+        .with_field(
+            "sandbox",
+            if report.confined {
+                "confined"
+            } else {
+                "unconfined"
+            },
+        )
+        .with_field("filesystem", &report.filesystem)
+        .with_field("network", &report.network)
+        .with_field("protected paths", &report.protected)
+        .with_field("no_new_privs", report.no_new_privs);
+    match &report.unconfined_reason {
+        Some(reason) => display.with_field("unconfined because", reason),
+        None => display,
+    }
+}
+
+fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResult {
+    let mut content = outcome.output.clone();
+    if !content.is_empty() && !content.ends_with('\n') {
+        content.push('\n');
+    }
+    content.push_str(&format!("[{}]", outcome.exit));
+    if let Some(stopped) = outcome.stopped {
+        content.push_str(&format!("\n[{stopped}]"));
+    }
+    if !outcome.sandbox.confined {
+        content.push_str(&format!("\n[sandbox: {}]", outcome.sandbox.summary()));
+    }
+    let display = Display::new(DisplayKind::Command)
+        .with_title(one_line(command))
+        .with_body(outcome.output.clone())
+        .with_field("exit", outcome.exit)
+        .with_field("duration ms", outcome.duration.as_millis())
+        .with_field("output bytes", outcome.total_output_bytes)
+        .with_field("truncated", outcome.truncated);
+    let display = match outcome.stopped {
+        Some(stopped) => display.with_field("stopped", stopped),
+        None => display,
+    };
+    let display = sandbox_fields(display, &outcome.sandbox);
+    if outcome.stopped == Some(StopReason::Cancelled) {
+        let mut result = ToolExecutionResult::failure(ErrorCode::CANCELLED, content);
+        result.metadata.display = Some(display.bounded());
+        return result;
+    }
+    ToolExecutionResult::success(content).with_display(display)
+}
+
+impl Tool for RunCommandTool {
+    fn name(&self) -> &str {
+        "run_command"
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command in the workspace and return its exit code and merged stdout/stderr \
+         (bounded; cut output is marked). Runs with a minimal environment, resource limits, a \
+         timeout that kills the whole process group, and a kernel sandbox: writes only inside \
+         the workspace and a private TMPDIR, no network unless enabled. Disastrous commands \
+         (sudo, disk formatting, rm -rf /, shutdown, …) are refused. Standard input is empty: \
+         use start_command for interactive or long-running programs."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Execute
+    }
+
+    fn capabilities(&self) -> CapabilityDeclaration {
+        command_capabilities(&self.config)
+    }
+
+    fn concurrency_safe(&self) -> bool {
+        false
+    }
+
+    fn input_schema(&self) -> serde_json::Value {
+        schema_of::<RunCommandInput>()
+    }
+
+    fn summarize(&self, input: &serde_json::Value) -> String {
+        match input.get("command").and_then(serde_json::Value::as_str) {
+            Some(command) => format!("run_command: {}", one_line(command)),
+            None => "run_command".to_owned(),
+        }
+    }
+
+    fn execute<'a>(
+        &'a self,
+        input: serde_json::Value,
+        context: ToolExecutionContext,
+    ) -> ToolFuture<'a> {
+        Box::pin(async move {
+            if let Err(refusal) = context.require_authorization("run_command") {
+                return ToolOutput::Result(refusal);
+            }
+            let input: RunCommandInput = match serde_json::from_value(input) {
+                Ok(input) => input,
+                Err(error) => {
+                    return ToolExecutionResult::failure(
+                        ErrorCode::INVALID_ARGUMENTS,
+                        format!("invalid run_command arguments: {error}"),
+                    )
+                    .into();
+                }
+            };
+            // The disaster check runs first, before any path or sandbox work.
+            let verdict = check_command(&input.command);
+            if verdict.is_blocked() {
+                return blocked_result(&verdict, &input.command).into();
+            }
+            let request = CommandRequest {
+                command: input.command.clone(),
+                cwd: input.cwd,
+                timeout: input.timeout_ms.map(Duration::from_millis),
+            };
+            match run_command(&self.config, &request, &context.cancellation).await {
+                Ok(outcome) => outcome_result(&input.command, &outcome).into(),
+                Err(error) => ToolExecutionResult::failure(error.code(), error.to_string())
+                    .with_display(
+                        Display::new(DisplayKind::Command)
+                            .with_title(one_line(&input.command))
+                            .with_field("error", &error),
+                    )
+                    .into(),
+            }
+        })
+    }
+}

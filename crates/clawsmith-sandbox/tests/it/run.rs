@@ -1,0 +1,438 @@
+//! `run_command` end to end with harmless commands: sandbox, limits, timeout, output cap.
+
+use std::io::Read;
+use std::time::Duration;
+
+use clawsmith_protocol::CancellationSignal;
+use clawsmith_sandbox::{
+    CommandOutcome, CommandRequest, ExitKind, KernelSupport, RunError, SandboxConfig,
+    SandboxPolicy, StopReason, run_command,
+};
+
+use crate::{Fixture, landlock_or_skip};
+
+async fn run(config: &SandboxConfig, command: &str) -> Result<CommandOutcome, RunError> {
+    run_command(
+        config,
+        &CommandRequest::new(command),
+        &CancellationSignal::new(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn output_and_exit_codes() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    let cases: &[(&str, &str, ExitKind)] = &[
+        ("echo hello", "hello\n", ExitKind::Code(0)),
+        ("echo a; echo b >&2; echo c", "a\nb\nc\n", ExitKind::Code(0)),
+        ("exit 3", "", ExitKind::Code(3)),
+        ("kill -TERM $$", "", ExitKind::Signal(15)),
+        (
+            "pwd",
+            &format!("{}\n", fixture.workspace.display()),
+            ExitKind::Code(0),
+        ),
+        ("cat", "", ExitKind::Code(0)),
+    ];
+    for (command, output, exit) in cases {
+        let outcome = run(&config, command).await.unwrap();
+        assert_eq!(outcome.output, *output, "{command}");
+        assert_eq!(outcome.exit, *exit, "{command}");
+        assert!(!outcome.truncated);
+    }
+}
+
+#[tokio::test]
+async fn blocked_commands_never_spawn() {
+    let fixture = Fixture::new();
+    let config = fixture.config();
+    let marker = fixture.workspace.join("marker");
+    let command = format!("touch {}; rm -rf /", marker.display());
+    let error = run(&config, &command).await.unwrap_err();
+    assert!(matches!(error, RunError::Blocked(_)), "{error}");
+    assert_eq!(error.code().as_str(), "command_blocked");
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn cwd_must_stay_inside_the_workspace() {
+    let fixture = Fixture::new();
+    let config = fixture.config();
+    std::fs::create_dir(fixture.workspace.join("sub")).unwrap();
+    std::os::unix::fs::symlink(&fixture.outside, fixture.workspace.join("escape")).unwrap();
+    let cases: &[(&str, Option<&str>)] = &[
+        (
+            "../outside",
+            Some("Path is outside the workspace: ../outside"),
+        ),
+        ("/", Some("Path is outside the workspace: /")),
+        (
+            "sub/../../outside",
+            Some("Path is outside the workspace: sub/../../outside"),
+        ),
+        ("escape", Some("Path is outside the workspace: escape")),
+        ("missing", None),
+    ];
+    for (cwd, message) in cases {
+        let mut request = CommandRequest::new("pwd");
+        request.cwd = Some((*cwd).to_owned());
+        let error = run_command(&config, &request, &CancellationSignal::new())
+            .await
+            .unwrap_err();
+        if let Some(message) = message {
+            assert_eq!(error.to_string(), *message);
+        }
+        assert_eq!(error.code().as_str(), "invalid_arguments", "{cwd}");
+    }
+    let mut config = config;
+    config.policy = SandboxPolicy::BestEffort;
+    let mut request = CommandRequest::new("pwd");
+    request.cwd = Some("sub".to_owned());
+    let outcome = run_command(&config, &request, &CancellationSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.output.trim(),
+        fixture.workspace.join("sub").to_str().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn timeouts_are_bounded() {
+    let fixture = Fixture::new();
+    let config = fixture.config();
+    for timeout in [Duration::ZERO, Duration::from_secs(601)] {
+        let mut request = CommandRequest::new("true");
+        request.timeout = Some(timeout);
+        let error = run_command(&config, &request, &CancellationSignal::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(error, RunError::InvalidTimeout { .. }), "{error}");
+    }
+}
+
+#[tokio::test]
+async fn writes_are_confined_to_the_workspace() {
+    if !landlock_or_skip("writes_are_confined_to_the_workspace") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let config = fixture.config();
+    std::fs::create_dir_all(fixture.workspace.join(".git/hooks")).unwrap();
+    std::fs::write(fixture.workspace.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(fixture.workspace.join(".git/objects")).unwrap();
+    let outside = fixture.outside.display();
+    // (command, file that must exist afterwards or not)
+    let cases = [
+        (
+            format!("echo x > {outside}/f"),
+            fixture.outside.join("f"),
+            false,
+        ),
+        (
+            format!("mkdir {outside}/d"),
+            fixture.outside.join("d"),
+            false,
+        ),
+        (
+            format!("touch {outside}/../escaped"),
+            fixture.dir.path().join("escaped"),
+            false,
+        ),
+        (
+            "echo x > .git/hooks/pre-commit".to_owned(),
+            fixture.workspace.join(".git/hooks/pre-commit"),
+            false,
+        ),
+        (
+            "echo inside > file.txt".to_owned(),
+            fixture.workspace.join("file.txt"),
+            true,
+        ),
+        (
+            "mkdir -p new/dir && touch new/dir/f".to_owned(),
+            fixture.workspace.join("new/dir/f"),
+            true,
+        ),
+        (
+            "touch .git/objects/x".to_owned(),
+            fixture.workspace.join(".git/objects/x"),
+            true,
+        ),
+        (
+            "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" > from-tmp".to_owned(),
+            fixture.workspace.join("from-tmp"),
+            true,
+        ),
+    ];
+    for (command, path, should_exist) in cases {
+        let outcome = run(&config, &command).await.unwrap();
+        assert!(outcome.sandbox.confined, "{:?}", outcome.sandbox);
+        assert_eq!(path.exists(), should_exist, "{command}: {}", outcome.output);
+        if !should_exist {
+            assert_ne!(outcome.exit, ExitKind::Code(0), "{command}");
+        }
+    }
+    let outcome = run(
+        &config,
+        "echo '[evil]' >> .git/config; cat /dev/null > /dev/null",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(fixture.workspace.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(
+        outcome.sandbox.protected.contains(".git/hooks"),
+        "{:?}",
+        outcome.sandbox
+    );
+    // Reads stay open.
+    let outcome = run(
+        &config,
+        &format!("ls {outside} && cat /etc/hostname >/dev/null; echo ok"),
+    )
+    .await
+    .unwrap();
+    assert!(outcome.output.ends_with("ok\n"), "{}", outcome.output);
+}
+
+fn listener() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+#[tokio::test]
+async fn network_is_off_unless_allowed() {
+    if !landlock_or_skip("network_is_off_unless_allowed") {
+        return;
+    }
+    if !std::path::Path::new("/bin/bash").exists() {
+        eprintln!("SKIP network_is_off_unless_allowed: needs bash for /dev/tcp");
+        return;
+    }
+    let fixture = Fixture::new();
+    let (listener, port) = listener();
+    let command =
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected >&3 && echo connected");
+
+    let config = fixture.config();
+    let outcome = run(&config, &command).await.unwrap();
+    assert_ne!(outcome.exit, ExitKind::Code(0), "{}", outcome.output);
+    assert!(!outcome.output.contains("connected"), "{}", outcome.output);
+    assert!(
+        outcome.sandbox.network.starts_with("blocked"),
+        "{:?}",
+        outcome.sandbox
+    );
+
+    let mut config = fixture.config();
+    config.network_allowed = true;
+    let accept = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text
+    });
+    let outcome = run(&config, &command).await.unwrap();
+    assert_eq!(outcome.exit, ExitKind::Code(0), "{}", outcome.output);
+    assert_eq!(outcome.output, "connected\n");
+    assert_eq!(accept.join().unwrap(), "connected\n");
+    assert_eq!(outcome.sandbox.network, "allowed");
+}
+
+#[tokio::test]
+#[allow(unsafe_code)]
+async fn parent_secrets_are_not_inherited() {
+    // SAFETY: the variables are unique to this test and set before the command is spawned; no
+    // other test reads them.
+    unsafe {
+        std::env::set_var("CLAWSMITH_TEST_API_TOKEN", "hunter2-token");
+        std::env::set_var("CLAWSMITH_TEST_DB_PASSWORD", "hunter2-password");
+        std::env::set_var("CLAWSMITH_TEST_PLAIN", "plain-value");
+    }
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    config.env_allow = vec!["CLAWSMITH_TEST_*".to_owned()];
+    let outcome = run(&config, "env").await.unwrap();
+    assert!(!outcome.output.contains("hunter2"), "{}", outcome.output);
+    assert!(outcome.output.contains("CLAWSMITH_TEST_PLAIN=plain-value"));
+    assert!(outcome.output.contains("PATH="));
+    let tmpdir = outcome
+        .output
+        .lines()
+        .find_map(|l| l.strip_prefix("TMPDIR="))
+        .unwrap();
+    assert!(tmpdir.contains("clawsmith-cmd-"), "{tmpdir}");
+    assert!(
+        !std::path::Path::new(tmpdir).exists(),
+        "private temp dir removed"
+    );
+
+    config.env_allow.clear();
+    let outcome = run(&config, "env").await.unwrap();
+    assert!(!outcome.output.contains("CLAWSMITH_TEST_PLAIN"));
+}
+
+/// Live (non-zombie) processes whose process group is `group`.
+fn processes_in_group(group: i32) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...
+        let Some(after) = stat.rsplit_once(')').map(|(_, rest)| rest.to_owned()) else {
+            continue;
+        };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        if fields.len() > 2 && fields[2] == group.to_string() && fields[0] != "Z" {
+            found.push(stat);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    let mut request = CommandRequest::new("sleep 100 & sleep 100");
+    request.timeout = Some(Duration::from_millis(500));
+    let outcome = run_command(&config, &request, &CancellationSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.stopped,
+        Some(StopReason::TimedOut(Duration::from_millis(500)))
+    );
+    assert!(outcome.process_group > 0);
+    assert_eq!(
+        processes_in_group(outcome.process_group),
+        Vec::<String>::new()
+    );
+
+    // A background job left behind by a shell that exits normally is killed too.
+    let outcome = run(&config, "sleep 100 & echo started").await.unwrap();
+    assert_eq!(outcome.output, "started\n");
+    assert_eq!(
+        processes_in_group(outcome.process_group),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_group() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    let cancel = CancellationSignal::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.cancel();
+    });
+    let outcome = run_command(
+        &config,
+        &CommandRequest::new("sleep 100 & sleep 100"),
+        &cancel,
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.stopped, Some(StopReason::Cancelled));
+    assert_eq!(
+        processes_in_group(outcome.process_group),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn endless_output_is_bounded_and_marked() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    config.output_cap_bytes = 64 * 1024;
+    config.output_kill_after_bytes = 8 * 1024 * 1024;
+    let outcome = run(&config, "yes | cat").await.unwrap();
+    assert!(outcome.truncated);
+    assert!(outcome.total_output_bytes > config.output_kill_after_bytes);
+    assert_eq!(
+        outcome.stopped,
+        Some(StopReason::OutputLimit(8 * 1024 * 1024))
+    );
+    assert!(outcome.output.contains("[... output truncated: "), "marker");
+    assert!(
+        outcome.output.len() < 64 * 1024 + 200,
+        "{}",
+        outcome.output.len()
+    );
+    assert!(outcome.output.starts_with("y\ny\n"));
+}
+
+#[tokio::test]
+async fn limits_are_visible_inside() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    config.limits.open_files = Some(200);
+    config.limits.cpu_seconds = Some(77);
+    config.limits.file_size_bytes = Some(10 * 1024 * 1024);
+    config.limits.address_space_bytes = Some(8 * 1024 * 1024 * 1024);
+    config.limits.processes = Some(3000);
+    let outcome = run(
+        &config,
+        "ulimit -c; ulimit -n; ulimit -t; ulimit -f; ulimit -v; ulimit -u; ulimit -a",
+    )
+    .await
+    .unwrap();
+    let lines: Vec<&str> = outcome.output.lines().collect();
+    assert_eq!(
+        &lines[..6],
+        ["0", "200", "77", "10240", "8388608", "3000"],
+        "{}",
+        outcome.output
+    );
+    assert!(outcome.output.contains("open files"), "{}", outcome.output);
+}
+
+#[tokio::test]
+async fn required_policy_refuses_without_landlock() {
+    let fixture = Fixture::new();
+    let marker = fixture.workspace.join("ran");
+    let mut config = fixture.config();
+    config.kernel_support = Some(KernelSupport::NONE);
+    let command = format!("touch {}", marker.display());
+    let error = run(&config, &command).await.unwrap_err();
+    assert!(matches!(error, RunError::SandboxUnavailable(_)), "{error}");
+    assert_eq!(error.code().as_str(), "sandbox_unavailable");
+    assert!(
+        error.to_string().contains("Landlock is not available"),
+        "{error}"
+    );
+    assert!(!marker.exists());
+
+    config.policy = SandboxPolicy::BestEffort;
+    let outcome = run(&config, &command).await.unwrap();
+    assert!(marker.exists());
+    assert!(!outcome.sandbox.confined);
+    assert!(
+        outcome.sandbox.summary().contains("unconfined"),
+        "{}",
+        outcome.sandbox.summary()
+    );
+
+    config.policy = SandboxPolicy::Off;
+    let outcome = run(&config, "true").await.unwrap();
+    assert!(
+        outcome.sandbox.summary().contains("unconfined (off"),
+        "{}",
+        outcome.sandbox.summary()
+    );
+}
