@@ -505,7 +505,15 @@ fn recorded_late(path: &WorkspacePath, error: RecorderError) -> ToolExecutionRes
 
 #[cfg(test)]
 mod tests {
-    use super::{EditError, apply_edit};
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::{Arc, Mutex};
+
+    use clawsmith_protocol::{ToolExecutionContext, ToolStatus};
+
+    use super::{EditError, EditFile, WriteFile, apply_edit};
+    use crate::recorder::{ChangeOrigin, ChangeRecorder, PostState, PriorState, RecorderError};
+    use crate::tools::FileTool;
+    use crate::workspace::{FAIL_NEXT_WRITE, Workspace};
 
     fn check(content: &[u8], old: &str, new: &str, expected: Result<&[u8], EditError>) {
         let expected = expected.map(<[u8]>::to_vec);
@@ -544,5 +552,116 @@ mod tests {
         );
         check(b"\xff\xfe bin \xff", " bin ", "-", Ok(b"\xff\xfe-\xff"));
         check(b"x", "x", "", Ok(b""));
+    }
+
+    #[derive(Default)]
+    struct Log(Mutex<Vec<String>>);
+
+    impl ChangeRecorder for Log {
+        fn before_change(
+            &self,
+            _: &ChangeOrigin,
+            path: &str,
+            _: &PriorState,
+        ) -> Result<(), RecorderError> {
+            self.0.lock().unwrap().push(format!("before {path}"));
+            Ok(())
+        }
+
+        fn after_change(
+            &self,
+            _: &ChangeOrigin,
+            path: &str,
+            _: &PostState,
+        ) -> Result<(), RecorderError> {
+            self.0.lock().unwrap().push(format!("after {path}"));
+            Ok(())
+        }
+    }
+
+    fn entries(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn inject_fault() {
+        FAIL_NEXT_WRITE.with(|flag| flag.set(true));
+    }
+
+    /// F9: a write that fails after its temp file was written leaves no temp file, an untouched
+    /// target, and a recorder that saw `before` but no `after`.
+    #[test]
+    fn failed_writes_leave_no_trace() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = temp.path();
+        std::fs::write(root.join("a.txt"), "original\r\n").unwrap();
+        std::fs::set_permissions(root.join("a.txt"), std::fs::Permissions::from_mode(0o640))
+            .unwrap();
+        let workspace = Arc::new(Workspace::open(root).unwrap());
+        let log = Arc::new(Log::default());
+        let context = ToolExecutionContext::new("s", "t", "c");
+
+        let write = WriteFile {
+            workspace: workspace.clone(),
+            recorder: log.clone(),
+        };
+        inject_fault();
+        let input = super::WriteFileInput {
+            path: "new.txt".to_owned(),
+            content: "new".to_owned(),
+        };
+        let result = write.run(input, &context);
+        assert_eq!(result.status(), ToolStatus::Error);
+        assert_eq!(
+            result.content,
+            "Error: Cannot write new.txt: injected fault"
+        );
+        assert_eq!(entries(root), ["a.txt"]);
+
+        let edit = EditFile {
+            workspace: workspace.clone(),
+            recorder: log.clone(),
+        };
+        inject_fault();
+        let input = super::EditFileInput {
+            path: "a.txt".to_owned(),
+            old_text: "original".to_owned(),
+            new_text: "changed".to_owned(),
+        };
+        let result = edit.run(input, &context);
+        assert_eq!(result.content, "Error: Cannot write a.txt: injected fault");
+        assert_eq!(entries(root), ["a.txt"]);
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"original\r\n");
+        let mode = std::fs::metadata(root.join("a.txt"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o640);
+        assert_eq!(*log.0.lock().unwrap(), ["before new.txt", "before a.txt"]);
+
+        let path = workspace.resolve("a.txt").unwrap();
+        inject_fault();
+        assert!(
+            workspace
+                .restore_file(&path, b"restored", 0o600, false)
+                .is_err()
+        );
+        let nested = workspace.resolve("x/y/z.txt").unwrap();
+        inject_fault();
+        assert!(workspace.restore_file(&nested, b"z", 0o600, true).is_err());
+        assert_eq!(std::fs::read(root.join("a.txt")).unwrap(), b"original\r\n");
+        assert!(entries(&root.join("x/y")).is_empty());
+
+        // Without a fault the same calls succeed.
+        let input = super::WriteFileInput {
+            path: "new.txt".to_owned(),
+            content: "new".to_owned(),
+        };
+        assert_eq!(write.run(input, &context).status(), ToolStatus::Success);
+        assert_eq!(entries(root), ["a.txt", "new.txt", "x"]);
     }
 }
