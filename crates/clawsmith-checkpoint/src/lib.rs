@@ -1,6 +1,67 @@
 //! # clawsmith-checkpoint
 //!
-//! (essay written below)
+//! The persistent half of clawsmith: one SQLite file that holds every session's history (messages,
+//! events, todos, pending approvals, artifacts), the journal of side-effecting calls, and the turn
+//! checkpoints that make undo safe (SPEC K1–K7, the persistence parts of P9–P11, A2, A4 and A8).
+//! It is the only crate that speaks SQL.
+//!
+//! ## Main types
+//! - [`Store`]: the database. Sync methods on `&self` over a `Mutex<Connection>`; the async core
+//!   wraps calls in `spawn_blocking`. [`Store::open`] / [`Store::open_in_memory`], each with an
+//!   injectable [`Clock`] for retention tests.
+//! - Sessions and history: [`SessionInfo`], [`Store::append_message`], [`Store::append_event`]
+//!   (assigns the per-session, gap-free `sequence` inside the insert transaction),
+//!   [`Todo`] lists, [`PendingApproval`]s, [`Store::fork_session`] (K6).
+//! - The journal (A8): [`Store::journal_start`] commits *before* the side effect,
+//!   [`Store::journal_close`] after it, [`Store::unfinished_calls`] lists what a crash left open.
+//! - Artifacts (A4): [`Store::put_artifact`] / [`Store::read_artifact`], scoped to one session.
+//! - Checkpoints (K1, K7): [`Store::begin_turn`] records the message count, event sequence and a
+//!   todo snapshot; [`CheckpointRecorder`] implements `clawsmith_fs::ChangeRecorder` and keeps the
+//!   first prior state per path and turn plus the latest post-operation hash;
+//!   [`Store::finish_turn`] returns a [`TurnManifest`] (paths and stats only).
+//! - Undo (K2, K7): [`Store::undo`] with an [`UndoScope`] returns an [`UndoReport`];
+//!   [`Store::recover_restores`] finishes a restore that a crash interrupted.
+//! - Diffs (K4): [`Store::change_list`], [`Store::diff`] → [`FileDiff`].
+//! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
+//!
+//! ## Decisions
+//! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = FULL`
+//!   (a journal row or prior state is on disk before the side effect it guards), a
+//!   [`BUSY_TIMEOUT`] of 15 s, and every write in a `BEGIN IMMEDIATE` transaction: a writer takes
+//!   the lock up front and waits for it, instead of starting as a reader and failing with
+//!   "database is locked" when it upgrades. An MCP server and a CLI undo can share the file.
+//! - **Forward-only migrations** keyed by `PRAGMA user_version`, applied in one immediate
+//!   transaction; a file from a newer build is refused ([`StoreError::SchemaTooNew`]), garbage or
+//!   a truncated file is refused with [`StoreError::NotADatabase`] instead of a panic later.
+//! - **Content-addressed blobs** (K3): prior contents (and post contents captured at finish, for
+//!   diffs) are stored once per SHA-256 and shared by turns, forks and artifacts. Checkpoint rows
+//!   only refer to them, so a fork copies metadata, never content.
+//! - **Undo is one precheck, then one plan.** Undoing turn T rewinds T and every later turn not
+//!   yet undone, newest first. The precheck simulates the rollback over the current files and
+//!   requires each path to be exactly what the turn left (post hash, or absent); any conflict
+//!   changes nothing and lists every path. User edits made after the agent's are never
+//!   overwritten, and a file changed by another fork is refused the same way (K6).
+//! - **Crash-safe restore.** The final action per path is committed as a restore-plan row
+//!   *before* any file is touched; files are replaced atomically through the workspace handle
+//!   (temp file + rename in `clawsmith-fs`), so each is either before or after. The session rewind,
+//!   the "undone" flags and the plan's deletion commit together. A plan left by `kill -9` is rolled
+//!   forward by [`Store::recover_restores`], which skips paths already restored and leaves alone
+//!   (and reports) paths someone changed since. Until then, undo in that session is refused with
+//!   [`StoreError::RestoreInProgress`] and blob GC pauses.
+//! - **History is kept.** Undo flags checkpoints (`files_undone`, `session_undone`, state
+//!   `undone`) rather than deleting them, so the change list still shows what happened; undoing an
+//!   undone turn answers [`UndoOutcome::AlreadyUndone`].
+//! - **Refusals are data.** Conflicts and already-undone turns are [`UndoOutcome`] values; `Err`
+//!   means the store or the workspace broke.
+//!
+//! ## What it does not do
+//! It never opens a workspace path itself: every read, hash, write and delete of a restore goes
+//! through `clawsmith_fs::Workspace`. It does not run tools, decide permissions, or turn unfinished
+//! journal entries into `tool.completed` events (the core does that on recovery, A8). It does not
+//! remove directories a turn created (only files are checkpointed). A write whose post state was
+//! never recorded (the process died between the write and `after_change`) makes that one path a
+//! conflict: undo refuses to guess what the tool wrote. Pruning frees pages inside the SQLite file
+//! for reuse; it does not `VACUUM` the file smaller.
 
 mod artifact;
 mod blob;

@@ -181,7 +181,13 @@ fn prepare(mut connection: Connection, shown: &str, wal: bool) -> Result<Connect
     connection
         .execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
         .map_err(|error| classify(shown, error))?;
-    migrate(&mut connection, shown, SCHEMA_VERSION)?;
+    // Only take the write lock when there is something to migrate (it is re-checked inside).
+    let version: i64 = connection
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|error| classify(shown, error))?;
+    if version != SCHEMA_VERSION {
+        migrate(&mut connection, shown, SCHEMA_VERSION)?;
+    }
     // Touch every table once so a file whose schema pages are damaged fails now, not later.
     connection
         .query_row(

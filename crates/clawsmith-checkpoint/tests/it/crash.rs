@@ -159,9 +159,19 @@ fn kill_when(mut child: Child, mut ready: impl FnMut() -> bool) {
     child.wait().unwrap();
 }
 
+/// The workspace's files, without the temp files of atomic writes that a SIGKILL can leave
+/// behind (`clawsmith-fs` names them `.clawsmith-tmp-*`; the target file is never torn).
 fn files(ws: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(ws)
         .unwrap()
+        .filter(|entry| {
+            !entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".clawsmith-tmp-")
+        })
         .map(|entry| {
             let entry = entry.unwrap();
             (
