@@ -7,7 +7,9 @@
 //! paths into C strings, clamping rlimits) happens in the parent, before `fork`, and the child
 //! only issues system calls over data prepared for it: `setsid`, `ioctl(TIOCSCTTY)`,
 //! `setrlimit`, `unshare`, `open`/`write`/`close` of `/proc/self/*_map`, `mount`,
-//! `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, and `seccomp(SET_MODE_FILTER)`.
+//! `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, and `seccomp(SET_MODE_FILTER)`. The
+//! parent-side calls here are the kernel probes, `TIOCSWINSZ`, and registering a PTY master or
+//! pipe with the tokio reactor.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -192,7 +194,6 @@ pub(crate) fn seccomp_available() -> bool {
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }
 
-#[allow(dead_code)] // used by the background command service
 /// Sets a PTY's window size (`TIOCSWINSZ`); the foreground process group gets `SIGWINCH`.
 pub(crate) fn set_window_size(fd: RawFd, cols: u16, rows: u16) -> io::Result<()> {
     let size = libc::winsize {
@@ -206,4 +207,13 @@ pub(crate) fn set_window_size(fd: RawFd, cols: u16, rows: u16) -> io::Result<()>
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Registers an owned, non-blocking file (a pipe or PTY master) with the tokio reactor.
+pub(crate) fn async_file(
+    file: std::fs::File,
+) -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
+    // SAFETY: `AsyncFd` owns the `File`, which owns its descriptor; nothing else closes or
+    // replaces that descriptor while it is registered (the I/O-safety condition of `register`).
+    unsafe { tokio::io::unix::AsyncFd::register(file) }.map_err(io::Error::from)
 }

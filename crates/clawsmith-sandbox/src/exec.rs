@@ -180,7 +180,6 @@ impl RunError {
 }
 
 /// How the child's standard streams are wired.
-#[allow(dead_code)] // the PTY and input variants serve the background command service
 pub(crate) enum ChildIo {
     /// stdin from /dev/null, stdout+stderr into one pipe (run_command).
     Pipe { output: OwnedFd },

@@ -16,6 +16,8 @@ mod env;
 mod exec;
 mod output;
 mod platform;
+mod service;
+mod service_tools;
 mod tool;
 
 pub use config::{
@@ -26,4 +28,13 @@ pub use env::looks_secret;
 pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};
 pub use output::BoundedOutput;
 pub use platform::SandboxReport;
+pub use service::{
+    CommandExecutionService, CommandSnapshot, CommandState, DEFAULT_MAX_COMMANDS,
+    DEFAULT_MAX_LOG_BYTES, DEFAULT_MAX_RUNNING, DEFAULT_MAX_RUNTIME, DEFAULT_OUTPUT_CHUNK_BYTES,
+    MAX_OUTPUT_CHUNK_BYTES, OutputChunk, ServiceConfig, ServiceError, StartRequest, StartedCommand,
+};
+pub use service_tools::{
+    CommandIdInput, CommandInputInput, CommandOutputInput, ListCommandsInput, ResizeInput,
+    StartCommandInput, TerminalCapabilitiesInput, command_tools,
+};
 pub use tool::{RunCommandInput, RunCommandTool};

@@ -4,6 +4,7 @@
 
 mod classify_corpus;
 mod run;
+mod service;
 mod tool;
 
 use std::path::PathBuf;

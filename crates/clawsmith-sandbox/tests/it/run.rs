@@ -281,7 +281,7 @@ async fn parent_secrets_are_not_inherited() {
 }
 
 /// Live (non-zombie) processes whose process group is `group`.
-fn processes_in_group(group: i32) -> Vec<String> {
+pub fn processes_in_group(group: i32) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
