@@ -62,3 +62,84 @@ fn two_stores_on_one_file_write_concurrently() {
         );
     }
 }
+
+/// Like an MCP server recording turns while a CLI undoes turns of another session, each with its
+/// own `Store` on the same file.
+#[test]
+fn recording_and_undoing_at_once_from_two_stores() {
+    use clawsmith_checkpoint::{UndoOutcome, UndoScope};
+    use clawsmith_fs::Workspace;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let setup = Store::open(&path).unwrap();
+    for (session, folder) in [("server", "ws-server"), ("cli", "ws-cli")] {
+        std::fs::create_dir(dir.path().join(folder)).unwrap();
+        setup.create_session(session, folder).unwrap();
+    }
+    const TURNS: usize = 15;
+    let barrier = Arc::new(Barrier::new(2));
+    let handles: Vec<_> = [("server", "ws-server", false), ("cli", "ws-cli", true)]
+        .into_iter()
+        .map(|(session, folder, undo)| {
+            let (path, root, barrier) = (path.clone(), dir.path().join(folder), barrier.clone());
+            std::thread::spawn(move || {
+                let store = Store::open(&path).unwrap();
+                let workspace = Workspace::open(&root).unwrap();
+                barrier.wait();
+                for index in 0..TURNS {
+                    let turn = format!("t{index}");
+                    let name = format!("f{}.txt", index % 3);
+                    let file = workspace.resolve(&name).unwrap();
+                    store.begin_turn(session, &turn).unwrap();
+                    let prior = match workspace.read_state(&file).unwrap() {
+                        clawsmith_fs::PriorState::Absent => None,
+                        clawsmith_fs::PriorState::File { content, mode } => Some((content, mode)),
+                    };
+                    let prior = prior
+                        .as_ref()
+                        .map(|(content, mode)| (content.as_slice(), *mode));
+                    store.record_before(session, &turn, &name, prior).unwrap();
+                    let content = format!("{session} {index}");
+                    workspace
+                        .restore_file(&file, content.as_bytes(), 0o644, false)
+                        .unwrap();
+                    let post = (
+                        clawsmith_checkpoint::sha256(content.as_bytes()),
+                        content.len() as u64,
+                        0o644,
+                    );
+                    store
+                        .record_after(session, &turn, &name, Some(post))
+                        .unwrap();
+                    store.finish_turn(session, &turn, &workspace).unwrap();
+                    if undo {
+                        let report = store
+                            .undo(session, &turn, UndoScope::All, &workspace)
+                            .unwrap();
+                        assert_eq!(report.outcome, UndoOutcome::Undone);
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.checkpoints("server").unwrap().len(), TURNS);
+    assert!(
+        store
+            .checkpoints("cli")
+            .unwrap()
+            .iter()
+            .all(|checkpoint| checkpoint.files_undone)
+    );
+    assert!(
+        std::fs::read_dir(dir.path().join("ws-cli"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "every cli turn was undone"
+    );
+}

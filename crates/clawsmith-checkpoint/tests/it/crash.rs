@@ -247,93 +247,161 @@ fn sigkill_after_journal_start_leaves_the_unfinished_call() {
     );
 }
 
+/// A finished turn "big" that edited `RESTORE_FILES / 2` files and created as many; returns the
+/// tree before it.
+fn big_turn(setup: &Setup, workspace: &Workspace) -> Vec<(String, Vec<u8>)> {
+    let store = Store::open(&setup.db).unwrap();
+    let half = RESTORE_FILES / 2;
+    for index in 0..half {
+        std::fs::write(
+            setup.ws.join(format!("keep-{index}")),
+            format!("before {index}"),
+        )
+        .unwrap();
+    }
+    let initial = files(&setup.ws);
+    store.begin_turn("s", "big").unwrap();
+    for index in 0..half {
+        for (name, content) in [
+            (format!("keep-{index}"), format!("after {index}")),
+            (format!("new-{index}"), format!("new {index}")),
+        ] {
+            let path = workspace.resolve(&name).unwrap();
+            let prior = match workspace.read_state(&path).unwrap() {
+                PriorState::Absent => None,
+                PriorState::File { content, mode } => Some((content, mode)),
+            };
+            let prior = prior
+                .as_ref()
+                .map(|(content, mode)| (content.as_slice(), *mode));
+            store.record_before("s", "big", &name, prior).unwrap();
+            workspace
+                .restore_file(&path, content.as_bytes(), 0o644, false)
+                .unwrap();
+            let post = (
+                clawsmith_checkpoint::sha256(content.as_bytes()),
+                content.len() as u64,
+                0o644,
+            );
+            store.record_after("s", "big", &name, Some(post)).unwrap();
+        }
+    }
+    store.finish_turn("s", "big", workspace).unwrap();
+    initial
+}
+
+/// Runs the undo of "big" in a child and SIGKILLs it once `threshold` created files are gone
+/// (or once it finished).
+fn kill_restore_at(setup: &Setup, threshold: usize) {
+    let half = RESTORE_FILES / 2;
+    let child = spawn_child(setup, "restore");
+    let watcher = Store::open(&setup.db).unwrap();
+    let ws = setup.ws.clone();
+    kill_when(child, || {
+        let created_left = (0..half)
+            .filter(|index| ws.join(format!("new-{index}")).exists())
+            .count();
+        let restored = half - created_left;
+        !watcher.pending_restores().unwrap().is_empty() && restored >= threshold.min(half)
+            || watcher.checkpoint("s", "big").unwrap().files_undone
+    });
+}
+
+/// No half-written file: each is its before or its after content.
+fn assert_whole_files(setup: &Setup) {
+    for (name, content) in files(&setup.ws) {
+        let text = String::from_utf8(content).unwrap();
+        let index = name.rsplit('-').next().unwrap();
+        let allowed = if name.starts_with("keep-") {
+            vec![format!("before {index}"), format!("after {index}")]
+        } else {
+            vec![format!("new {index}")]
+        };
+        assert!(allowed.contains(&text), "{name}: {text}");
+    }
+}
+
 #[test]
 fn sigkill_during_a_restore_is_completed_on_recovery() {
     for threshold in [0usize, 40, 100, RESTORE_FILES] {
         let setup = setup();
         let workspace = Workspace::open(&setup.ws).unwrap();
-        let store = Store::open(&setup.db).unwrap();
-        // Before: RESTORE_FILES/2 files with content; the turn edits them and creates as many more.
-        let half = RESTORE_FILES / 2;
-        for index in 0..half {
-            std::fs::write(
-                setup.ws.join(format!("keep-{index}")),
-                format!("before {index}"),
-            )
-            .unwrap();
-        }
-        let initial = files(&setup.ws);
-        store.begin_turn("s", "big").unwrap();
-        for index in 0..half {
-            for (name, content) in [
-                (format!("keep-{index}"), format!("after {index}")),
-                (format!("new-{index}"), format!("new {index}")),
-            ] {
-                let path = workspace.resolve(&name).unwrap();
-                let prior = match workspace.read_state(&path).unwrap() {
-                    PriorState::Absent => None,
-                    PriorState::File { content, mode } => Some((content, mode)),
-                };
-                store
-                    .record_before(
-                        "s",
-                        "big",
-                        &name,
-                        prior.as_ref().map(|(c, m)| (c.as_slice(), *m)),
-                    )
-                    .unwrap();
-                workspace
-                    .restore_file(&path, content.as_bytes(), 0o644, false)
-                    .unwrap();
-                store
-                    .record_after(
-                        "s",
-                        "big",
-                        &name,
-                        Some((
-                            clawsmith_checkpoint::sha256(content.as_bytes()),
-                            content.len() as u64,
-                            0o644,
-                        )),
-                    )
-                    .unwrap();
-            }
-        }
-        store.finish_turn("s", "big", &workspace).unwrap();
-        drop(store);
-
-        let child = spawn_child(&setup, "restore");
-        let watcher = Store::open(&setup.db).unwrap();
-        let ws = setup.ws.clone();
-        kill_when(child, || {
-            let created_left = (0..half)
-                .filter(|index| ws.join(format!("new-{index}")).exists())
-                .count();
-            let restored = half - created_left;
-            !watcher.pending_restores().unwrap().is_empty() && restored >= threshold.min(half)
-                || watcher.checkpoint("s", "big").unwrap().files_undone
-        });
-
-        // No half-written file: each is its before or its after content.
-        for (name, content) in files(&setup.ws) {
-            let text = String::from_utf8(content).unwrap();
-            let index = name.rsplit('-').next().unwrap();
-            let allowed = if name.starts_with("keep-") {
-                vec![format!("before {index}"), format!("after {index}")]
-            } else {
-                vec![format!("new {index}")]
-            };
-            assert!(allowed.contains(&text), "{name}: {text}");
-        }
+        let initial = big_turn(&setup, &workspace);
+        kill_restore_at(&setup, threshold);
+        assert_whole_files(&setup);
         let store = Store::open(&setup.db).unwrap();
         let pending = store.pending_restores().unwrap();
+        if !pending.is_empty() {
+            assert_eq!(pending[0].turn_id, "big");
+            let refused = store
+                .undo("s", "big", UndoScope::Files, &workspace)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    clawsmith_checkpoint::StoreError::RestoreInProgress(_)
+                ),
+                "{refused}"
+            );
+        }
+        // A workspace elsewhere does not pick up this plan.
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert!(
+            store
+                .recover_restores(&Workspace::open(elsewhere.path()).unwrap())
+                .unwrap()
+                .is_empty()
+        );
         let recovered = store.recover_restores(&workspace).unwrap();
         assert_eq!(recovered.len(), pending.len());
         for restore in &recovered {
             assert!(restore.skipped.is_empty(), "{:?}", restore.skipped);
+            assert_eq!(
+                restore.completed.len() + restore.already_done.len(),
+                RESTORE_FILES
+            );
         }
         assert_eq!(files(&setup.ws), initial, "threshold {threshold}");
         assert!(store.pending_restores().unwrap().is_empty());
-        assert!(store.checkpoint("s", "big").unwrap().files_undone);
+        let checkpoint = store.checkpoint("s", "big").unwrap();
+        assert!(
+            checkpoint.files_undone && checkpoint.session_undone,
+            "scope all completes both"
+        );
+        assert_eq!(
+            store
+                .undo("s", "big", UndoScope::All, &workspace)
+                .unwrap()
+                .outcome,
+            UndoOutcome::AlreadyUndone
+        );
     }
+}
+
+#[test]
+fn recovery_leaves_alone_a_file_changed_after_the_crash() {
+    let mut caught = false;
+    for _attempt in 0..5 {
+        let setup = setup();
+        let workspace = Workspace::open(&setup.ws).unwrap();
+        big_turn(&setup, &workspace);
+        kill_restore_at(&setup, 5);
+        let store = Store::open(&setup.db).unwrap();
+        let last = format!("new-{}", RESTORE_FILES / 2 - 1);
+        if store.pending_restores().unwrap().is_empty() || !setup.ws.join(&last).exists() {
+            continue; // The child finished before the kill landed; try again.
+        }
+        caught = true;
+        std::fs::write(setup.ws.join(&last), "the user's edit after the crash").unwrap();
+        let recovered = store.recover_restores(&workspace).unwrap();
+        assert_eq!(recovered[0].skipped.len(), 1);
+        assert_eq!(recovered[0].skipped[0].path, last);
+        assert_eq!(
+            std::fs::read_to_string(setup.ws.join(&last)).unwrap(),
+            "the user's edit after the crash"
+        );
+        assert!(!setup.ws.join("new-0").exists());
+        break;
+    }
+    assert!(caught, "no attempt interrupted the restore mid-way");
 }
