@@ -8,8 +8,11 @@
 //! - [`Workspace`]: the handle. [`Workspace::open`] canonicalizes the root once and keeps a
 //!   descriptor of it. [`Workspace::resolve`] is the lexical check (F1, part 1) and yields a
 //!   [`WorkspacePath`], the validated, normalized, workspace-relative path that every other method
-//!   takes. Restores use [`Workspace::read_state`], [`Workspace::restore_file`],
-//!   [`Workspace::remove_file`] and [`Workspace::hash_file`].
+//!   takes. Checkpoint restores use [`Workspace::read_state`], [`Workspace::restore_file`],
+//!   [`Workspace::remove_file`] and [`Workspace::hash_file`]; the tools use the rest.
+//! - [`builtin_tools`]: the seven [`clawsmith_protocol::Tool`]s in table order. Their argument
+//!   structs ([`ReadFileInput`], [`SearchFilesInput`], …) derive both `Deserialize` and
+//!   `JsonSchema`, so the schema the model sees is generated from the deserializer itself.
 //! - [`ChangeRecorder`] with [`ChangeOrigin`], [`PriorState`], [`PostState`], [`RecorderError`]
 //!   and [`NoopRecorder`]: the seam through which write tools report every change to
 //!   `clawsmith-checkpoint` (before: prior content or absence; after: SHA-256, size, mode).
@@ -19,7 +22,8 @@
 //! - **Two checks, one path.** The lexical check normalizes the requested string against the
 //!   canonical root *without touching the filesystem* and fails with the seed's
 //!   `Path is outside the workspace: <requested>`. The normalized relative string is then the only
-//!   thing ever opened: there is no second parse that could disagree with the first.
+//!   thing ever opened: there is no second parse that could disagree with the first. Nothing is
+//!   trimmed or unquoted, so `ws"`, `ws ` or `ws\n` next to `ws` are simply other directories.
 //! - **The kernel does the real check.** Every open is `openat2(root_fd, relative,
 //!   RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: symlinks that stay inside work, anything that
 //!   would leave the root (a symlink, a chain, a directory swapped for a symlink between two calls)
@@ -30,16 +34,37 @@
 //! - **No half-written files (F9).** New content goes to an `O_EXCL` temp file in the target's
 //!   directory; a guard unlinks it on every failure path. `write_file` publishes it with `linkat`
 //!   (fails if anything, even a dangling symlink, holds the name: create-only, no clobber);
-//!   `edit_file` and restores with `renameat` (atomic replace). No `fsync`: the guarantee is
-//!   atomicity towards readers and failures, not durability across power loss.
-//! - **Special files are never opened for reading** unless they are proven regular: a read first
-//!   opens with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode.
+//!   `edit_file` and restores with `renameat` (atomic replace, mode set with `fchmod`);
+//!   `rename_file` uses `RENAME_NOREPLACE`. No `fsync`: the guarantee is atomicity towards
+//!   readers and failures, not durability across power loss.
+//! - **Special files are never opened for reading** unless proven regular: a read first opens
+//!   with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode.
+//! - **Search is ripgrep's stack with budgets.** `ignore` walks from the workspace root (so every
+//!   `.gitignore` on the way applies, with or without a git repository, but never one above the
+//!   root or the user's global one), sorted by name for deterministic results, skipping `.git`,
+//!   `node_modules`, `dist`, `coverage`, `target` and never following symlinks. Every candidate
+//!   is re-opened through the handle, so a walker racing a swapped directory still reads nothing
+//!   outside. `grep-searcher` finds lines; `globset` filters. Each budget (results 50/100, 2 MiB
+//!   total, 2,000 files, 1 MiB per file; glob: 100/1,000 results, 20,000 files) is reported in
+//!   the content when it cuts the answer short; an empty answer says `No results for "…".`
+//! - **Recorder order is the contract.** Each write tool validates first, then calls
+//!   `before_change` (an `Err` means nothing is changed), makes the change, then calls
+//!   `after_change`. A failed `after_change` is reported as a failure that says the change *was*
+//!   made.
+//! - **Failures are results.** Tools answer `tool_failed` (or `invalid_arguments`) with the seed's
+//!   messages (`The old text was not found`, `The old text must occur exactly once; provide more
+//!   surrounding context`, `Tool <name> requires explicit authorization`); the model text is
+//!   short, and a bounded display (`text`, `search`, or a `similar` unified `diff`) is attached.
 //!
 //! ## What this crate does not do
-//! It does not decide permissions (the core and `clawsmith-security` do; tools only insist on an
-//! authorized context, S5), store checkpoints (`clawsmith-checkpoint` implements
-//! [`ChangeRecorder`]), or spawn processes. It is Linux-only (`openat2`, kernel 5.6+). A directory
-//! *moved* out of the workspace while a call holds its descriptor is not detected.
+//! It does not decide permissions (the core and `clawsmith-security` do; write tools only insist
+//! on an authorized context, S5), store checkpoints (`clawsmith-checkpoint` implements
+//! [`ChangeRecorder`]), or spawn processes. It is Linux-only (`openat2`, kernel 5.6+). The tools
+//! run synchronously inside `execute` (their work is bounded by the budgets). It does not detect a
+//! concurrent *edit* between `edit_file`'s read and its rename (last writer wins), nor a
+//! directory *moved* out of the workspace while a call holds its descriptor. Ignore files are read
+//! by path by the `ignore` crate; they only filter, and their content never reaches an output.
+//! Snapshots for the recorder hold whole files in memory, up to [`MAX_SNAPSHOT_BYTES`].
 
 mod error;
 mod recorder;

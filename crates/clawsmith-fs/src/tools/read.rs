@@ -105,7 +105,8 @@ fn read(
             "[note: the file is not valid UTF-8; invalid bytes are shown as U+FFFD]".to_owned(),
         );
     }
-    let body = text.clone();
+    // The display keeps only what it can show; the model's copy is `text`.
+    let body = super::clip(&text, clawsmith_protocol::DISPLAY_BODY_MAX_BYTES);
     if text.is_empty() && notes.is_empty() {
         text.push_str("[empty file]");
     }
