@@ -118,7 +118,7 @@ impl FileTool for GlobFiles {
     }
 
     fn run(&self, input: GlobFilesInput, context: &ToolExecutionContext) -> ToolExecutionResult {
-        glob(&self.workspace, &input, context)
+        glob(&self.workspace, &input, context, GLOB_MAX_FILES_VISITED)
     }
 }
 
@@ -342,10 +342,12 @@ fn read_candidate(
     Some(size)
 }
 
+/// `max_files_visited` is [`GLOB_MAX_FILES_VISITED`] outside unit tests.
 fn glob(
     workspace: &Workspace,
     input: &GlobFilesInput,
     context: &ToolExecutionContext,
+    max_files_visited: usize,
 ) -> ToolExecutionResult {
     let (max_results, capped) =
         match result_limit(input.max_results, GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS) {
@@ -383,7 +385,7 @@ fn glob(
             if context.cancellation.is_cancelled() {
                 return cancelled(GlobFiles::NAME);
             }
-            if visited == GLOB_MAX_FILES_VISITED {
+            if visited == max_files_visited {
                 files_limited = true;
                 break;
             }
@@ -415,7 +417,7 @@ fn glob(
     }
     if files_limited {
         notes.push(format!(
-            "[stopped after visiting {GLOB_MAX_FILES_VISITED} files; use a pattern with a folder \
+            "[stopped after visiting {max_files_visited} files; use a pattern with a folder \
              prefix to list the rest]"
         ));
     }
@@ -561,5 +563,42 @@ impl FileFilter {
         } else {
             self.matcher.is_match(&file.name)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clawsmith_protocol::ToolExecutionContext;
+
+    use super::{GlobFilesInput, glob};
+    use crate::workspace::Workspace;
+
+    /// The visited-files budget at its boundary, with a small budget instead of 20,000 files
+    /// (`GLOB_MAX_FILES_VISITED` is passed the same way in production).
+    #[test]
+    fn glob_visited_budget_boundary() {
+        let temp = tempfile::tempdir().unwrap();
+        for file in 0..50 {
+            std::fs::write(temp.path().join(format!("f{file:02}.txt")), "").unwrap();
+        }
+        let workspace = Workspace::open(temp.path()).unwrap();
+        let context = ToolExecutionContext::new("s", "t", "c");
+        let run = |pattern: &str| {
+            let input = GlobFilesInput {
+                pattern: pattern.to_owned(),
+                max_results: None,
+            };
+            glob(&workspace, &input, &context, 50).content
+        };
+        assert_eq!(run("*.rs"), "No files match \"*.rs\".");
+        std::fs::create_dir(temp.path().join("zz")).unwrap();
+        std::fs::write(temp.path().join("zz/last.rs"), "").unwrap();
+        assert_eq!(
+            run("**/*.rs"),
+            "No files match \"**/*.rs\".\n[stopped after visiting 50 files; use a pattern with a \
+             folder prefix to list the rest]"
+        );
+        // A literal folder prefix starts the walk there.
+        assert_eq!(run("zz/*.rs"), "zz/last.rs");
     }
 }
