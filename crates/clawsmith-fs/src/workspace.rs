@@ -181,6 +181,15 @@ impl Workspace {
     /// exists, its content and mode when it is a regular file, an error for anything else
     /// (a directory, a symlink — even one that stays inside — or a special file).
     pub fn read_state(&self, path: &WorkspacePath) -> Result<PriorState, FsError> {
+        self.read_state_capped(path, MAX_SNAPSHOT_BYTES)
+    }
+
+    /// [`Workspace::read_state`] refusing files larger than `limit` bytes before reading them.
+    pub fn read_state_capped(
+        &self,
+        path: &WorkspacePath,
+        limit: u64,
+    ) -> Result<PriorState, FsError> {
         let Some(dir) = self.open_parent_if_exists(path)? else {
             return Ok(PriorState::Absent);
         };
@@ -189,24 +198,21 @@ impl Workspace {
             return Ok(PriorState::Absent);
         };
         let size = file_size(&stat);
-        if size > MAX_SNAPSHOT_BYTES {
-            return Err(FsError::TooLarge {
-                path: path.display().to_owned(),
-                size,
-                limit: MAX_SNAPSHOT_BYTES,
-            });
+        let too_large = |size: u64| FsError::TooLarge {
+            path: path.display().to_owned(),
+            size,
+            limit,
+        };
+        if size > limit {
+            return Err(too_large(size));
         }
         let mut content = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         (&mut file)
-            .take(MAX_SNAPSHOT_BYTES + 1)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut content)
             .map_err(|source| io_error("read", path, source))?;
-        if content.len() as u64 > MAX_SNAPSHOT_BYTES {
-            return Err(FsError::TooLarge {
-                path: path.display().to_owned(),
-                size: content.len() as u64,
-                limit: MAX_SNAPSHOT_BYTES,
-            });
+        if content.len() as u64 > limit {
+            return Err(too_large(content.len() as u64));
         }
         Ok(PriorState::File {
             content,

@@ -153,7 +153,9 @@ impl FileTool for EditFile {
             Ok(path) => path,
             Err(error) => return failed(error),
         };
-        let (old_content, mode) = match self.workspace.read_state(&path) {
+        // A file that cannot shrink to 1 MiB by this edit is refused before it is read.
+        let limit = (WRITE_MAX_BYTES + input.old_text.len()) as u64;
+        let (old_content, mode) = match self.workspace.read_state_capped(&path, limit) {
             Ok(PriorState::File { content, mode }) => (content, mode),
             Ok(PriorState::Absent) => {
                 return failed(FsError::NotFound {

@@ -349,6 +349,17 @@ fn edit_file_rules() {
         "The edited file would be too large: 1048577 bytes (limit 1048576 bytes)"
     );
     assert_eq!(fixture.read("grow2.txt"), b"x");
+    fixture.write("huge.txt", "z".repeat(WRITE_MAX_BYTES + 2));
+    assert_eq!(
+        tools.fails("edit_file", edit("huge.txt", "z", "")),
+        "File is too large (1048578 bytes; limit 1048577 bytes): huge.txt"
+    );
+    fixture.write(
+        "shrink.txt",
+        format!("{}{}", "a".repeat(WRITE_MAX_BYTES), "bb"),
+    );
+    tools.ok("edit_file", edit("shrink.txt", "bb", ""));
+    assert_eq!(fixture.read("shrink.txt").len(), WRITE_MAX_BYTES);
     assert_eq!(
         tools.fails("edit_file", edit("none.txt", "a", "b")),
         "File not found: none.txt"
