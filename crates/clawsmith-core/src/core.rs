@@ -1,0 +1,251 @@
+//! Construction of the core (A1): configuration, the frozen table, the shared state sessions use.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clawsmith_checkpoint::{CheckpointRecorder, Store};
+use clawsmith_fs::{ChangeRecorder, Workspace};
+use clawsmith_protocol::Tool;
+use clawsmith_security::PermissionPolicy;
+
+use crate::approval::Approver;
+use crate::error::CoreError;
+use crate::hooks::Hook;
+use crate::search::{Activations, SearchDocument, SearchToolsTool};
+use crate::session::SessionHandle;
+use crate::session_tools::{ReadArtifactTool, TodoListTool, TodoWriteTool};
+use crate::table::{Candidate, ExtensionTool, ToolTable};
+
+/// Default bound on calls of one parallel read batch running at once.
+pub const DEFAULT_MAX_PARALLEL: usize = 4;
+/// How long a cancelled (or timed-out) tool may take to return its own result before the core
+/// abandons it.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(2);
+
+/// Everything a host decides about the core. Build with [`CoreConfig::new`] and set fields.
+pub struct CoreConfig {
+    /// The workspace the file tools work in (canonicalized once).
+    pub workspace_root: PathBuf,
+    /// The session store (sessions, events, journal, checkpoints, artifacts, todos).
+    pub store: Arc<Store>,
+    /// Permission mode and rules (S4). Its `workspace_root` is filled in when unset.
+    pub policy: PermissionPolicy,
+    /// Answers `ask`; `None` turns every `ask` into `permission_denied`.
+    pub approver: Option<Arc<dyn Approver>>,
+    /// Hooks consulted before the permission check, in order.
+    pub hooks: Vec<Arc<dyn Hook>>,
+    /// Built-in command tools (`run_command` and, with a background command service, its
+    /// tools), in table order. Built by the host from `clawsmith-sandbox`; see
+    /// [`CoreConfig::with_command_tools`].
+    pub command_tools: Vec<Arc<dyn Tool>>,
+    /// Background command service tools (C4), listed under origin `service:commands`.
+    pub command_service_tools: Vec<Arc<dyn Tool>>,
+    /// Whether large outputs go to artifacts and `read_artifact` exists (A2, A4).
+    pub artifacts_enabled: bool,
+    /// Extension tools (MCP, LSP, plugins), possibly deferred.
+    pub extension_tools: Vec<ExtensionTool>,
+    /// Bound on concurrently running calls of a parallel batch (at least 1).
+    pub max_parallel: usize,
+    /// Time limit per call; `None` = no limit (cancellation still works).
+    pub call_timeout: Option<Duration>,
+    /// Grace period for a cancelled or timed-out tool.
+    pub cancel_grace: Duration,
+    /// Replaces the checkpoint recorder handed to the file tools. `None` (the default) records
+    /// into `store`; hosts and tests that wrap the recorder set it.
+    pub change_recorder: Option<Arc<dyn ChangeRecorder>>,
+}
+
+impl CoreConfig {
+    /// A configuration with the defaults: `ask` mode, no approver, no hooks, no command tools,
+    /// artifacts on, no extensions, [`DEFAULT_MAX_PARALLEL`], no call timeout.
+    pub fn new(workspace_root: impl Into<PathBuf>, store: Arc<Store>) -> CoreConfig {
+        CoreConfig {
+            workspace_root: workspace_root.into(),
+            store,
+            policy: PermissionPolicy::default(),
+            approver: None,
+            hooks: Vec::new(),
+            command_tools: Vec::new(),
+            command_service_tools: Vec::new(),
+            artifacts_enabled: true,
+            extension_tools: Vec::new(),
+            max_parallel: DEFAULT_MAX_PARALLEL,
+            call_timeout: None,
+            cancel_grace: DEFAULT_CANCEL_GRACE,
+            change_recorder: None,
+        }
+    }
+}
+
+/// State shared by every session of one core.
+pub(crate) struct Shared {
+    pub table: ToolTable,
+    pub store: Arc<Store>,
+    pub workspace: Arc<Workspace>,
+    pub workspace_root_text: String,
+    pub policy: PermissionPolicy,
+    pub approver: Option<Arc<dyn Approver>>,
+    pub hooks: Vec<Arc<dyn Hook>>,
+    pub artifacts_enabled: bool,
+    pub max_parallel: usize,
+    pub call_timeout: Option<Duration>,
+    pub cancel_grace: Duration,
+    pub activations: Arc<Activations>,
+}
+
+impl Shared {
+    /// Whether the parallel path is possible at all (A6): with hooks or an approver configured,
+    /// each call must get its own hook/ask decision and audit record in order, so no.
+    pub fn parallel_allowed(&self) -> bool {
+        self.hooks.is_empty() && self.approver.is_none()
+    }
+}
+
+/// The agent core: a frozen tool table plus the pipeline every call goes through.
+pub struct AgentCore {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for AgentCore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("AgentCore")
+            .field("tools", &self.shared.table.names())
+            .field("workspace", &self.shared.workspace_root_text)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentCore {
+    /// Builds the frozen table (A1) in this order: built-in file tools (`builtin:fs`), command
+    /// tools (`builtin:command`), session tools `todo_write`/`todo_list` (`session`),
+    /// `read_artifact` when artifacts are enabled (`service:artifacts`), background command tools
+    /// (`service:commands`), extension tools (`extension:<source>`), and `search_tools`
+    /// (`session`) when at least one tool is deferred. A duplicate name fails with both origins.
+    pub fn new(config: CoreConfig) -> Result<AgentCore, CoreError> {
+        let CoreConfig {
+            workspace_root,
+            store,
+            mut policy,
+            approver,
+            hooks,
+            command_tools,
+            command_service_tools,
+            artifacts_enabled,
+            extension_tools,
+            max_parallel,
+            call_timeout,
+            cancel_grace,
+            change_recorder,
+        } = config;
+        let workspace =
+            Arc::new(
+                Workspace::open(&workspace_root).map_err(|error| CoreError::Workspace {
+                    path: workspace_root.display().to_string(),
+                    message: error.to_string(),
+                })?,
+            );
+        if policy.workspace_root.is_none() {
+            policy.workspace_root = Some(workspace.root().to_path_buf());
+        }
+        let recorder: Arc<dyn ChangeRecorder> = match change_recorder {
+            Some(recorder) => recorder,
+            None => Arc::new(CheckpointRecorder::new(store.clone())),
+        };
+        let mut candidates = Vec::new();
+        let mut push = |origin: &str, tool: Arc<dyn Tool>, deferred: bool| {
+            candidates.push(Candidate {
+                origin: origin.to_owned(),
+                tool,
+                deferred,
+            });
+        };
+        for tool in clawsmith_fs::builtin_tools(workspace.clone(), recorder) {
+            push("builtin:fs", tool, false);
+        }
+        for tool in command_tools {
+            push("builtin:command", tool, false);
+        }
+        push(
+            "session",
+            Arc::new(TodoWriteTool::new(store.clone())),
+            false,
+        );
+        push("session", Arc::new(TodoListTool::new(store.clone())), false);
+        if artifacts_enabled {
+            push(
+                "service:artifacts",
+                Arc::new(ReadArtifactTool::new(store.clone())),
+                false,
+            );
+        }
+        for tool in command_service_tools {
+            push("service:commands", tool, false);
+        }
+        for extension in extension_tools {
+            let origin = format!("extension:{}", extension.source);
+            push(&origin, extension.tool, extension.deferred);
+        }
+        // Build once without search_tools to learn which tools are deferred, then add it.
+        let activations = Arc::new(Activations::default());
+        let mut table = ToolTable::build(candidates)?;
+        let documents: Vec<SearchDocument> = table
+            .entries()
+            .iter()
+            .filter(|entry| entry.is_deferred())
+            .map(SearchDocument::of)
+            .collect();
+        if !documents.is_empty() {
+            table = table.with(Candidate {
+                origin: "session".to_owned(),
+                tool: Arc::new(SearchToolsTool::new(documents, activations.clone())),
+                deferred: false,
+            })?;
+        }
+        Ok(AgentCore {
+            shared: Arc::new(Shared {
+                table,
+                store,
+                workspace_root_text: workspace.root().display().to_string(),
+                workspace,
+                policy,
+                approver,
+                hooks,
+                artifacts_enabled,
+                max_parallel: max_parallel.max(1),
+                call_timeout,
+                cancel_grace,
+                activations,
+            }),
+        })
+    }
+
+    /// The frozen table.
+    pub fn tools(&self) -> &ToolTable {
+        &self.shared.table
+    }
+
+    /// The canonical workspace root.
+    pub fn workspace_root(&self) -> &std::path::Path {
+        self.shared.workspace.root()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.shared.store
+    }
+
+    /// What a session with no activated deferred tools is shown.
+    pub fn initial_tool_schema_sha256(&self) -> String {
+        self.shared.table.tool_schema_sha256(&BTreeSet::new())
+    }
+
+    /// Opens a session: continues `session_id` when it exists (it must belong to this
+    /// workspace), creates it otherwise (a fresh id when `None`). Recovery (A8) runs before this
+    /// returns; its report is [`SessionHandle::recovery`].
+    pub fn open_session(&self, session_id: Option<String>) -> Result<SessionHandle, CoreError> {
+        SessionHandle::open(self.shared.clone(), session_id)
+    }
+}

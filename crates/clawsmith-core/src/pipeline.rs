@@ -1,0 +1,656 @@
+//! The per-call pipeline (A7) and batches (A6).
+//!
+//! Order per call: unknown tool → inactive deferred tool → JSON parse → schema validation →
+//! duplicate check → hooks → permission (→ approver) → journal start (side-effecting calls) →
+//! `tool.started` → authorized execute → normalize (A3) → artifact (A4) → redact and bound the
+//! display (A5) → journal close → `tool.completed` → tool message. Every step that refuses ends
+//! the call with its P6 code, and the call still gets its `tool.completed` and its message.
+
+// A refusal *is* a `ToolExecutionResult` (data for the model); it is built once per call and
+// moved, so boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use clawsmith_checkpoint::JournalStart;
+use clawsmith_protocol::{
+    BatchInfo, CancellationSignal, Display, DisplayKind, ErrorCode, Event, EventPayload,
+    ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted, ToolExecutionContext,
+    ToolExecutionResult, ToolStarted, Verdict,
+};
+use clawsmith_security::{HookInput, HookVerdict, authorize};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use crate::approval::{ApprovalAnswer, ApprovalRequest, EventSink};
+use crate::core::Shared;
+use crate::error::CoreError;
+use crate::normalize::{
+    ARTIFACT_THRESHOLD_BYTES, artifact_preview, normalize_output, truncate_without_artifact,
+};
+use crate::redact::{redact_display, redact_text};
+use crate::table::{ToolEntry, canonical_json};
+
+/// What one batch call ended with: the call id and its result.
+pub type CallResult = (String, ToolExecutionResult);
+
+/// Calls already seen in the turn (duplicate check).
+#[derive(Debug, Default)]
+pub(crate) struct DuplicateTracker {
+    ids: HashSet<String>,
+    calls: HashSet<(String, String)>,
+}
+
+/// The ids and sinks a batch runs with.
+pub(crate) struct TurnContext<'a> {
+    pub shared: &'a Arc<Shared>,
+    pub session_id: &'a str,
+    pub turn_id: &'a str,
+    pub cancellation: &'a CancellationSignal,
+    pub sink: &'a dyn EventSink,
+}
+
+impl TurnContext<'_> {
+    pub(crate) fn emit(&self, payload: EventPayload) -> Result<Event, CoreError> {
+        emit(self.shared, self.session_id, payload, self.sink)
+    }
+}
+
+/// Stores an event with the session's next sequence, then hands it to the sink.
+pub(crate) fn emit(
+    shared: &Shared,
+    session_id: &str,
+    payload: EventPayload,
+    sink: &dyn EventSink,
+) -> Result<Event, CoreError> {
+    let now = shared.store.now_ms();
+    let event = shared.store.append_event(session_id, payload, now)?;
+    sink.event(&event);
+    Ok(event)
+}
+
+/// A call that passed the steps before hooks.
+struct Prepared<'s> {
+    entry: &'s ToolEntry,
+    input: serde_json::Value,
+}
+
+/// Steps 1–5: unknown → inactive → JSON → schema → duplicate.
+fn prepare<'s>(
+    shared: &'s Shared,
+    session_id: &str,
+    call: &ToolCall,
+    duplicates: &mut DuplicateTracker,
+) -> Result<Prepared<'s>, ToolExecutionResult> {
+    // Every call's id counts as seen, even when the call fails earlier.
+    let fresh_id = duplicates.ids.insert(call.id.clone());
+    let Some(entry) = shared.table.get(&call.name) else {
+        let shown: Vec<String> = shared
+            .table
+            .shown(&shared.activations.active(session_id))
+            .into_iter()
+            .map(|tool| tool.name)
+            .collect();
+        return Err(ToolExecutionResult::failure(
+            ErrorCode::UNKNOWN_TOOL,
+            format!(
+                "Unknown tool: {}. Available tools: {}",
+                truncated_name(&call.name),
+                shown.join(", ")
+            ),
+        ));
+    };
+    if entry.is_deferred() && !shared.activations.is_active(session_id, entry.name()) {
+        let message = if shared.activations.is_pending(session_id, entry.name()) {
+            format!(
+                "Tool {} was just activated by search_tools; it can be called from your next request.",
+                entry.name()
+            )
+        } else {
+            format!(
+                "Tool {} is not active yet. Call search_tools to find and activate it, then call it in your next request.",
+                entry.name()
+            )
+        };
+        return Err(ToolExecutionResult::failure(
+            ErrorCode::INACTIVE_TOOL,
+            message,
+        ));
+    }
+    let raw = call.arguments.trim();
+    let input: serde_json::Value = if raw.is_empty() {
+        serde_json::Value::Object(serde_json::Map::new())
+    } else {
+        serde_json::from_str(raw).map_err(|error| {
+            ToolExecutionResult::failure(
+                ErrorCode::INVALID_JSON,
+                format!(
+                    "The arguments of {} are not valid JSON: {error}. Send one JSON object.",
+                    entry.name()
+                ),
+            )
+        })?
+    };
+    entry.validate(&input).map_err(|problems| {
+        ToolExecutionResult::failure(
+            ErrorCode::INVALID_ARGUMENTS,
+            format!("Invalid arguments for {}: {problems}", entry.name()),
+        )
+    })?;
+    if !fresh_id {
+        return Err(ToolExecutionResult::failure(
+            ErrorCode::DUPLICATE_CALL,
+            format!(
+                "Duplicate tool call id {} in this turn; the call was not run.",
+                truncated_name(&call.id)
+            ),
+        ));
+    }
+    if !duplicates
+        .calls
+        .insert((entry.name().to_owned(), canonical_json(&input)))
+    {
+        return Err(ToolExecutionResult::failure(
+            ErrorCode::DUPLICATE_CALL,
+            format!(
+                "Duplicate call: {} was already called with identical arguments in this turn; use that result.",
+                entry.name()
+            ),
+        ));
+    }
+    Ok(Prepared { entry, input })
+}
+
+fn truncated_name(text: &str) -> String {
+    clawsmith_protocol::truncate_to_boundary(text.to_owned(), 128)
+}
+
+/// Steps 6–7: hooks, then the permission policy, then the approver for `ask`.
+async fn authorize_call(
+    context: &TurnContext<'_>,
+    call: &ToolCall,
+    prepared: &Prepared<'_>,
+) -> Result<PermissionDecision, ToolExecutionResult> {
+    let shared = context.shared;
+    let entry = prepared.entry;
+    let facts = entry.facts();
+    let summary = redact_text(&entry.tool().summarize(&prepared.input));
+    let mut hook_asks: Option<String> = None;
+    if !shared.hooks.is_empty() {
+        let hook_input = HookInput::new(
+            facts,
+            (context.session_id, context.turn_id, &call.id),
+            prepared.input.clone(),
+            summary.clone(),
+        );
+        for hook in &shared.hooks {
+            let decision = hook.check(&hook_input).await;
+            let reason = decision
+                .reason
+                .as_deref()
+                .map(redact_text)
+                .unwrap_or_else(|| "no reason given".to_owned());
+            match decision.decision {
+                HookVerdict::Deny => {
+                    return Err(ToolExecutionResult::failure(
+                        ErrorCode::HOOK_DENIED,
+                        format!(
+                            "{} was refused by hook `{}`: {reason}",
+                            entry.name(),
+                            hook.name()
+                        ),
+                    ));
+                }
+                HookVerdict::Ask => {
+                    hook_asks
+                        .get_or_insert_with(|| format!("hook `{}` asks: {reason}", hook.name()));
+                }
+                HookVerdict::Allow => {}
+            }
+        }
+    }
+    let mut decision = shared.policy.decide(facts, &prepared.input);
+    if decision.verdict == Verdict::Allow
+        && let Some(reason) = hook_asks
+    {
+        decision = PermissionDecision {
+            verdict: Verdict::Ask,
+            reason,
+            rule: None,
+        };
+    }
+    match decision.verdict {
+        Verdict::Allow => Ok(decision),
+        Verdict::Deny => Err(ToolExecutionResult::failure(
+            ErrorCode::PERMISSION_DENIED,
+            format!("{} is not allowed: {}", entry.name(), decision.reason),
+        )),
+        Verdict::Ask => {
+            let Some(approver) = &shared.approver else {
+                return Err(ToolExecutionResult::failure(
+                    ErrorCode::PERMISSION_DENIED,
+                    format!(
+                        "{} needs approval ({}) and no one can approve it here.",
+                        entry.name(),
+                        decision.reason
+                    ),
+                ));
+            };
+            let request = ApprovalRequest {
+                session_id: context.session_id.to_owned(),
+                turn_id: context.turn_id.to_owned(),
+                tool_call_id: call.id.clone(),
+                tool_name: entry.name().to_owned(),
+                summary,
+                risk: facts.effective_risk,
+                capabilities: facts.capabilities.to_vec(),
+                reason: decision.reason.clone(),
+            };
+            match approver.approve(&request).await {
+                ApprovalAnswer::Approve => Ok(PermissionDecision {
+                    verdict: Verdict::Allow,
+                    reason: format!("approved ({})", decision.reason),
+                    rule: decision.rule,
+                }),
+                ApprovalAnswer::Decline(reason) => Err(ToolExecutionResult::failure(
+                    ErrorCode::PERMISSION_DENIED,
+                    format!("{} was declined: {}", entry.name(), redact_text(&reason)),
+                )),
+            }
+        }
+    }
+}
+
+fn cancelled_before_start(call: &ToolCall) -> ToolExecutionResult {
+    ToolExecutionResult::failure(
+        ErrorCode::CANCELLED,
+        format!(
+            "{} was cancelled before it ran.",
+            truncated_name(&call.name)
+        ),
+    )
+}
+
+/// Steps 8–9: journal start for side-effecting calls (durable before anything runs), then
+/// `tool.started`. Returns whether the call was journaled; `Err(result)` if journaling failed
+/// (the call is then not run).
+fn start_call(
+    context: &TurnContext<'_>,
+    call: &ToolCall,
+    prepared: &Prepared<'_>,
+    batch: BatchInfo,
+) -> Result<Result<bool, ToolExecutionResult>, CoreError> {
+    let entry = prepared.entry;
+    let facts = entry.facts();
+    let side_effect = facts.side_effect();
+    if side_effect {
+        let start = JournalStart {
+            session_id: context.session_id.to_owned(),
+            turn_id: context.turn_id.to_owned(),
+            call_id: call.id.clone(),
+            tool_name: entry.name().to_owned(),
+            args_json: prepared.input.to_string(),
+        };
+        if let Err(error) = context.shared.store.journal_start(&start) {
+            return Ok(Err(ToolExecutionResult::tool_failed(format!(
+                "{} was not run: the call could not be journaled ({error}).",
+                entry.name()
+            ))));
+        }
+    }
+    context.emit(EventPayload::ToolStarted(ToolStarted {
+        tool_call_id: call.id.clone(),
+        turn_id: context.turn_id.to_owned(),
+        tool_name: entry.name().to_owned(),
+        risk: facts.effective_risk,
+        capabilities: facts.capabilities.to_vec(),
+        side_effect,
+        summary: Some(redact_text(&entry.tool().summarize(&prepared.input))),
+        tool_schema: None,
+        batch: Some(batch),
+    }))?;
+    Ok(Ok(side_effect))
+}
+
+/// Step 10 (and 11, A3): runs the tool in its own task so a panic becomes `tool_failed`, with
+/// the turn's cancellation and the call timeout watched. A tool that ignores cancellation is
+/// given `cancel_grace` to return, then abandoned (its task aborted).
+pub(crate) async fn execute_tool(
+    shared: &Shared,
+    entry: &ToolEntry,
+    input: serde_json::Value,
+    context: ToolExecutionContext,
+    turn_cancellation: &CancellationSignal,
+) -> ToolExecutionResult {
+    let name = entry.name().to_owned();
+    if turn_cancellation.is_cancelled() {
+        return ToolExecutionResult::failure(
+            ErrorCode::CANCELLED,
+            format!("{name} was cancelled before it ran."),
+        );
+    }
+    let call_signal = CancellationSignal::new();
+    let context = context.with_cancellation(call_signal.clone());
+    let tool = Arc::clone(entry.tool());
+    let mut handle: JoinHandle<clawsmith_protocol::ToolOutput> =
+        tokio::spawn(async move { tool.execute(input, context).await });
+    let timeout = shared.call_timeout;
+    let deadline = async move {
+        match timeout {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let timed_out = tokio::select! {
+        joined = &mut handle => return joined_result(&name, joined),
+        () = turn_cancellation.cancelled() => false,
+        () = deadline => true,
+    };
+    call_signal.cancel();
+    let late = tokio::time::timeout(shared.cancel_grace, &mut handle).await;
+    match late {
+        Ok(joined) => {
+            let result = joined_result(&name, joined);
+            if timed_out && result.status() != clawsmith_protocol::ToolStatus::Success {
+                timed_out_result(&name, timeout)
+            } else {
+                result
+            }
+        }
+        Err(_) => {
+            handle.abort();
+            if timed_out {
+                timed_out_result(&name, timeout)
+            } else {
+                ToolExecutionResult::failure(
+                    ErrorCode::CANCELLED,
+                    format!("{name} was cancelled and abandoned after it did not stop."),
+                )
+            }
+        }
+    }
+}
+
+fn timed_out_result(name: &str, timeout: Option<std::time::Duration>) -> ToolExecutionResult {
+    let seconds = timeout.map_or(0.0, |limit| limit.as_secs_f64());
+    ToolExecutionResult::tool_failed(format!("{name} did not finish within {seconds} s."))
+}
+
+fn joined_result(
+    name: &str,
+    joined: Result<clawsmith_protocol::ToolOutput, tokio::task::JoinError>,
+) -> ToolExecutionResult {
+    match joined {
+        Ok(output) => normalize_output(output),
+        Err(error) if error.is_panic() => {
+            let payload = error.into_panic();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            ToolExecutionResult::tool_failed(format!("Tool {name} panicked: {message}"))
+        }
+        Err(_) => {
+            ToolExecutionResult::failure(ErrorCode::CANCELLED, format!("{name} was cancelled."))
+        }
+    }
+}
+
+/// Steps 12–16: artifact, redaction, journal close, `tool.completed`, tool message.
+fn close_call(
+    context: &TurnContext<'_>,
+    call: &ToolCall,
+    journaled: bool,
+    mut result: ToolExecutionResult,
+) -> Result<ToolExecutionResult, CoreError> {
+    let shared = context.shared;
+    if result.content.len() > ARTIFACT_THRESHOLD_BYTES {
+        let stored = if shared.artifacts_enabled {
+            shared
+                .store
+                .put_artifact(context.session_id, result.content.as_bytes())
+                .ok()
+        } else {
+            None
+        };
+        match stored {
+            Some(artifact) => {
+                result.content = artifact_preview(&result.content, &artifact);
+                // Display data never copies the artifact body (A4).
+                let display = match result.metadata.display.take() {
+                    Some(mut display) => {
+                        display.body = None;
+                        display
+                    }
+                    None => Display::new(DisplayKind::Artifact)
+                        .with_title(format!("{} output stored as an artifact", call.name)),
+                };
+                result.metadata.display = Some(
+                    display
+                        .with_field("artifact", &artifact.artifact_id)
+                        .with_field("bytes", artifact.bytes),
+                );
+                result.metadata.artifact = Some(artifact);
+            }
+            None => result.content = truncate_without_artifact(&result.content),
+        }
+    }
+    result.metadata.display = result.metadata.display.take().map(redact_display);
+    if journaled {
+        shared
+            .store
+            .journal_close(context.session_id, &call.id, result.status())?;
+    }
+    context.emit(EventPayload::ToolCompleted(ToolCompleted::new(
+        call.id.clone(),
+        context.turn_id,
+        call.name.clone(),
+        &result,
+    )))?;
+    shared.store.append_message(
+        context.session_id,
+        &ModelMessage::tool_result(
+            call.id.clone(),
+            call.name.clone(),
+            result.content.clone(),
+            result.summary(),
+        ),
+    )?;
+    Ok(result)
+}
+
+fn context_for(
+    context: &TurnContext<'_>,
+    call: &ToolCall,
+    decision: &PermissionDecision,
+) -> Option<ToolExecutionContext> {
+    let authorization = authorize(decision)?;
+    Some(
+        ToolExecutionContext::new(context.session_id, context.turn_id, call.id.clone())
+            .with_authorization(authorization),
+    )
+}
+
+fn not_authorized(call: &ToolCall) -> ToolExecutionResult {
+    ToolExecutionResult::failure(
+        ErrorCode::PERMISSION_DENIED,
+        format!("{} has no authorization to run.", call.name),
+    )
+}
+
+/// Runs one batch (the calls of one assistant message): the assistant message first, then one
+/// result per call, in call order.
+pub(crate) async fn run_batch(
+    context: &TurnContext<'_>,
+    calls: Vec<ToolCall>,
+    batch_index: u32,
+    duplicates: &mut DuplicateTracker,
+) -> Result<Vec<CallResult>, CoreError> {
+    let shared = context.shared;
+    shared.store.append_message(
+        context.session_id,
+        &ModelMessage::assistant_with_calls(String::new(), calls.clone()),
+    )?;
+    let plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)> = calls
+        .into_iter()
+        .map(|call| {
+            let plan = prepare(shared, context.session_id, &call, duplicates);
+            (call, plan)
+        })
+        .collect();
+    let size = u32::try_from(plans.len()).unwrap_or(u32::MAX);
+    match parallel_decisions(shared, &plans) {
+        Some(decisions) => run_parallel(context, plans, decisions, batch_index, size).await,
+        None => run_serial(context, plans, batch_index, size).await,
+    }
+}
+
+/// The A6 conditions: at least two calls; every call passed the steps before hooks (known,
+/// active, valid JSON, valid arguments, not a duplicate); every tool concurrency-safe with
+/// effective risk `read`; no hooks and no approver configured; and the policy allows every call
+/// outright. Returns the decisions when the batch may run in parallel.
+fn parallel_decisions(
+    shared: &Shared,
+    plans: &[(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)],
+) -> Option<Vec<PermissionDecision>> {
+    if plans.len() < 2 || !shared.parallel_allowed() {
+        return None;
+    }
+    plans
+        .iter()
+        .map(|(_, plan)| {
+            let prepared = plan.as_ref().ok()?;
+            let entry = prepared.entry;
+            if !entry.tool().concurrency_safe() || entry.facts().effective_risk != Risk::Read {
+                return None;
+            }
+            let decision = shared.policy.decide(entry.facts(), &prepared.input);
+            (decision.verdict == Verdict::Allow).then_some(decision)
+        })
+        .collect()
+}
+
+async fn run_serial(
+    context: &TurnContext<'_>,
+    plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)>,
+    batch_index: u32,
+    size: u32,
+) -> Result<Vec<CallResult>, CoreError> {
+    let batch = BatchInfo {
+        index: batch_index,
+        size,
+        parallel: false,
+    };
+    let mut results = Vec::with_capacity(plans.len());
+    for (call, plan) in plans {
+        let (journaled, result) = match plan {
+            Err(failure) => (false, failure),
+            Ok(_) if context.cancellation.is_cancelled() => (false, cancelled_before_start(&call)),
+            Ok(prepared) => match authorize_call(context, &call, &prepared).await {
+                Err(refusal) => (false, refusal),
+                Ok(_) if context.cancellation.is_cancelled() => {
+                    (false, cancelled_before_start(&call))
+                }
+                Ok(decision) => match context_for(context, &call, &decision) {
+                    None => (false, not_authorized(&call)),
+                    Some(tool_context) => match start_call(context, &call, &prepared, batch)? {
+                        Err(failure) => (false, failure),
+                        Ok(journaled) => {
+                            let result = execute_tool(
+                                context.shared,
+                                prepared.entry,
+                                prepared.input,
+                                tool_context,
+                                context.cancellation,
+                            )
+                            .await;
+                            (journaled, result)
+                        }
+                    },
+                },
+            },
+        };
+        let result = close_call(context, &call, journaled, result)?;
+        results.push((call.id, result));
+    }
+    Ok(results)
+}
+
+async fn run_parallel(
+    context: &TurnContext<'_>,
+    plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)>,
+    decisions: Vec<PermissionDecision>,
+    batch_index: u32,
+    size: u32,
+) -> Result<Vec<CallResult>, CoreError> {
+    let batch = BatchInfo {
+        index: batch_index,
+        size,
+        parallel: true,
+    };
+    let semaphore = Arc::new(Semaphore::new(context.shared.max_parallel));
+    enum Slot {
+        Done(ToolExecutionResult),
+        Running(JoinHandle<ToolExecutionResult>),
+    }
+    let mut slots: Vec<(ToolCall, Slot)> = Vec::with_capacity(plans.len());
+    for ((call, plan), decision) in plans.into_iter().zip(decisions) {
+        let prepared = match plan {
+            Ok(prepared) => prepared,
+            Err(failure) => {
+                slots.push((call, Slot::Done(failure)));
+                continue;
+            }
+        };
+        if context.cancellation.is_cancelled() {
+            let result = cancelled_before_start(&call);
+            slots.push((call, Slot::Done(result)));
+            continue;
+        }
+        let Some(tool_context) = context_for(context, &call, &decision) else {
+            let result = not_authorized(&call);
+            slots.push((call, Slot::Done(result)));
+            continue;
+        };
+        if let Err(failure) = start_call(context, &call, &prepared, batch)? {
+            slots.push((call, Slot::Done(failure)));
+            continue;
+        }
+        // Each call runs in its own task, bounded by the semaphore. The task needs owned data:
+        // the shared state is reached again through the table by name.
+        let shared = Arc::clone(context.shared);
+        let semaphore = Arc::clone(&semaphore);
+        let cancellation = context.cancellation.clone();
+        let name = prepared.entry.name().to_owned();
+        let input = prepared.input;
+        let handle = tokio::spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            match shared.table.get(&name) {
+                Some(entry) => {
+                    execute_tool(&shared, entry, input, tool_context, &cancellation).await
+                }
+                None => ToolExecutionResult::tool_failed(format!("{name} vanished from the table")),
+            }
+        });
+        slots.push((call, Slot::Running(handle)));
+    }
+    let mut results = Vec::with_capacity(slots.len());
+    for (call, slot) in slots {
+        let result = match slot {
+            Slot::Done(result) => result,
+            Slot::Running(handle) => match handle.await {
+                Ok(result) => result,
+                Err(error) => ToolExecutionResult::tool_failed(format!(
+                    "{} failed in the core: {error}",
+                    call.name
+                )),
+            },
+        };
+        // Parallel calls are reads: nothing was journaled.
+        let result = close_call(context, &call, false, result)?;
+        results.push((call.id, result));
+    }
+    Ok(results)
+}

@@ -1,0 +1,348 @@
+//! Redaction of display data (A5): secrets never reach a UI or an event log through `display`.
+//!
+//! A small scanner, not a regex engine: it masks
+//! - values after a secret-looking key (`password=…`, `"api_key": "…"`, `TOKEN: …`),
+//! - `Bearer`/`Basic` credentials after an `Authorization` header,
+//! - well-known token shapes (`sk-…`, `ghp_…`, `github_pat_…`, `xox?-…`, `glpat-…`, `AKIA…`),
+//! - the password of a URL's user info (`https://user:secret@host`),
+//! - PEM private key blocks.
+//!
+//! It errs on the side of masking: a false positive costs a UI a few characters.
+
+use clawsmith_protocol::{Display, DisplayField};
+
+/// What replaces a secret.
+pub const REDACTED: &str = "[REDACTED]";
+
+const SECRET_KEY_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "api_key",
+    "apikey",
+    "api-key",
+    "access_key",
+    "accesskey",
+    "private_key",
+    "privatekey",
+    "credential",
+    "authorization",
+    "auth_",
+    "x-auth",
+    "session_key",
+    "cookie",
+];
+
+const TOKEN_PREFIXES: &[&str] = &[
+    "sk-",
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxs-",
+    "glpat-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "npm_",
+    "hf_",
+];
+
+/// Whether a label names a secret (field labels, JSON keys, env var names).
+pub fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECRET_KEY_WORDS.iter().any(|word| key.contains(word))
+}
+
+/// Masks secrets in `text`.
+pub fn redact_text(text: &str) -> String {
+    let text = redact_pem(text);
+    let text = redact_url_userinfo(&text);
+    let text = redact_key_values(&text);
+    redact_token_shapes(&text)
+}
+
+/// Redacts and re-bounds a display (title, body, field labels and values).
+pub fn redact_display(display: Display) -> Display {
+    let Display {
+        kind,
+        title,
+        body,
+        fields,
+    } = display;
+    Display {
+        kind,
+        title: title.map(|title| redact_text(&title)),
+        body: body.map(|body| redact_text(&body)),
+        fields: fields
+            .into_iter()
+            .map(|field| {
+                let value = if is_secret_key(&field.label) {
+                    REDACTED.to_owned()
+                } else {
+                    redact_text(&field.value)
+                };
+                DisplayField {
+                    label: redact_text(&field.label),
+                    value,
+                }
+            })
+            .collect(),
+    }
+    .bounded()
+}
+
+fn redact_pem(text: &str) -> String {
+    const BEGIN: &str = "-----BEGIN ";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(BEGIN) {
+        let header_end = rest[start..].find("-----\n").or_else(|| {
+            rest[start + BEGIN.len()..]
+                .find("-----")
+                .map(|p| p + BEGIN.len())
+        });
+        let Some(header_end) = header_end else { break };
+        let header = &rest[start..start + header_end];
+        if !header.contains("PRIVATE KEY") {
+            out.push_str(&rest[..start + header_end]);
+            rest = &rest[start + header_end..];
+            continue;
+        }
+        out.push_str(&rest[..start]);
+        out.push_str(REDACTED);
+        match rest[start..].find("-----END ") {
+            Some(end) => {
+                let after = &rest[start + end + "-----END ".len()..];
+                let close = after.find("-----").map_or(after.len(), |p| p + 5);
+                rest = &after[close..];
+            }
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn redact_url_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(position) = rest.find("://") {
+        let after = position + 3;
+        out.push_str(&rest[..after]);
+        rest = &rest[after..];
+        let authority_end = rest
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '"' || c == '\'')
+            .unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        if let Some(at) = authority.rfind('@')
+            && let Some(colon) = authority[..at].find(':')
+        {
+            out.push_str(&authority[..=colon]);
+            out.push_str(REDACTED);
+            out.push_str(&authority[at..]);
+            rest = &rest[authority_end..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `key=value`, `key: value`, `"key": "value"` with a secret-looking key.
+fn redact_key_values(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut index = 0;
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if byte != b'=' && byte != b':' {
+            index += 1;
+            continue;
+        }
+        // The key: identifier characters (and one closing quote) right before the separator.
+        let mut key_end = index;
+        if key_end > 0 && (bytes[key_end - 1] == b'"' || bytes[key_end - 1] == b'\'') {
+            key_end -= 1;
+        }
+        let mut key_start = key_end;
+        while key_start > 0 && is_key_byte(bytes[key_start - 1]) {
+            key_start -= 1;
+        }
+        let key = &text[key_start..key_end];
+        // Skip `://` (URLs) and `==`.
+        let is_url = byte == b':' && text[index..].starts_with("://");
+        if key.is_empty() || is_url || !is_secret_key(key) {
+            index += 1;
+            continue;
+        }
+        // The value: after optional spaces and an optional quote, up to the closing quote or
+        // whitespace / separator.
+        let mut value_start = index + 1;
+        while value_start < bytes.len() && bytes[value_start] == b' ' {
+            value_start += 1;
+        }
+        let quote = bytes
+            .get(value_start)
+            .copied()
+            .filter(|b| *b == b'"' || *b == b'\'');
+        if quote.is_some() {
+            value_start += 1;
+        }
+        // `Authorization: Bearer xyz`: keep the scheme word, mask the credential.
+        let scheme_end = ["Bearer ", "Basic ", "bearer ", "basic ", "Token ", "token "]
+            .iter()
+            .find(|scheme| text[value_start..].starts_with(**scheme))
+            .map(|scheme| value_start + scheme.len());
+        if let Some(end) = scheme_end {
+            value_start = end;
+        }
+        let mut value_end = value_start;
+        while value_end < bytes.len() {
+            let b = bytes[value_end];
+            let stop = match quote {
+                Some(q) => b == q || b == b'\n',
+                None => b.is_ascii_whitespace() || matches!(b, b',' | b';' | b'&' | b'\'' | b'"'),
+            };
+            if stop {
+                break;
+            }
+            value_end += 1;
+        }
+        if value_end > value_start {
+            out.push_str(&text[copied..value_start]);
+            out.push_str(REDACTED);
+            copied = value_end;
+        }
+        index = value_end.max(index + 1);
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+fn is_key_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || byte == b'.'
+}
+
+fn redact_token_shapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word_start = None;
+    let flush = |out: &mut String, word: &str| {
+        if looks_like_token(word) {
+            out.push_str(REDACTED);
+        } else {
+            out.push_str(word);
+        }
+    };
+    for (position, character) in text.char_indices() {
+        let token_char = character.is_ascii_alphanumeric()
+            || matches!(character, '_' | '-' | '.' | '/' | '+' | '=');
+        match (token_char, word_start) {
+            (true, None) => word_start = Some(position),
+            (false, Some(start)) => {
+                flush(&mut out, &text[start..position]);
+                out.push(character);
+                word_start = None;
+            }
+            (false, None) => out.push(character),
+            (true, Some(_)) => {}
+        }
+    }
+    if let Some(start) = word_start {
+        flush(&mut out, &text[start..]);
+    }
+    out
+}
+
+fn looks_like_token(word: &str) -> bool {
+    TOKEN_PREFIXES.iter().any(|prefix| {
+        word.starts_with(prefix)
+            && word.len() >= prefix.len() + 12
+            && word[prefix.len()..]
+                .bytes()
+                .filter(|b| b.is_ascii_alphanumeric())
+                .count()
+                >= 12
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clawsmith_protocol::DisplayKind;
+
+    #[test]
+    fn masks_secret_shapes() {
+        let cases = [
+            ("password=hunter2 next", "password=[REDACTED] next"),
+            ("DB_PASSWORD: s3cr3t", "DB_PASSWORD: [REDACTED]"),
+            (
+                r#"{"api_key": "abc123", "x": 1}"#,
+                r#"{"api_key": "[REDACTED]", "x": 1}"#,
+            ),
+            (
+                "Authorization: Bearer abc.def.ghi",
+                "Authorization: Bearer [REDACTED]",
+            ),
+            (
+                "GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+                "GITHUB_TOKEN=[REDACTED]",
+            ),
+            ("use sk-abcdefghijklmnopqrstuvwx now", "use [REDACTED] now"),
+            ("key AKIAABCDEFGHIJKLMNOP", "key [REDACTED]"),
+            (
+                "git clone https://bob:pa55@example.com/x",
+                "git clone https://bob:[REDACTED]@example.com/x",
+            ),
+            (
+                "a\n-----BEGIN RSA PRIVATE KEY-----\nMIIB\n-----END RSA PRIVATE KEY-----\nb",
+                "a\n[REDACTED]\nb",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(redact_text(input), expected, "input: {input}");
+        }
+    }
+
+    #[test]
+    fn leaves_ordinary_text_alone() {
+        let cases = [
+            "exit code: 0",
+            "src/main.rs:12: fn main() {}",
+            "https://example.com/path?q=1",
+            "ratio = 3",
+            "the sky-is-blue",
+            "-----BEGIN CERTIFICATE-----",
+        ];
+        for input in cases {
+            assert_eq!(redact_text(input), input);
+        }
+    }
+
+    #[test]
+    fn display_fields_with_secret_labels_are_masked() {
+        let display = Display::new(DisplayKind::Command)
+            .with_title("curl -H 'Authorization: Bearer xyz123'")
+            .with_field("api token", "plain-looking")
+            .with_field("exit code", 0);
+        let redacted = redact_display(display);
+        assert_eq!(
+            redacted.title.as_deref(),
+            Some("curl -H 'Authorization: Bearer [REDACTED]'")
+        );
+        assert_eq!(redacted.fields[0].value, REDACTED);
+        assert_eq!(redacted.fields[1].value, "0");
+    }
+}

@@ -1,0 +1,529 @@
+//! Sessions and turns: opening (with recovery, A8), batches, model requests (A9 evidence) and
+//! turn checkpoints (K1).
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use clawsmith_checkpoint::{CheckpointState, TurnManifest};
+use clawsmith_protocol::{
+    CancellationSignal, ErrorCode, Event, EventPayload, ModelMessage, ModelRequest,
+    RequestComposition, Role, ToolCall, ToolCompleted, ToolExecutionResult, ToolStatus,
+    TurnCompleted, TurnStarted,
+};
+use sha2::{Digest, Sha256};
+
+use crate::approval::{EventSink, NullSink};
+use crate::core::Shared;
+use crate::error::CoreError;
+use crate::pipeline::{CallResult, DuplicateTracker, TurnContext, emit, run_batch};
+use crate::table::{ShownTool, schema_list_sha256};
+
+/// What recovery did when the session was opened (A8).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Calls that had started without a trusted completion: closed `unknown` / `interrupted`.
+    pub interrupted: Vec<String>,
+    /// Calls of an assistant message that never started: closed `cancelled`.
+    pub never_ran: Vec<String>,
+    /// Turns whose checkpoint was still open and was finished.
+    pub finished_turns: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// Whether recovery changed anything.
+    pub fn is_empty(&self) -> bool {
+        self.interrupted.is_empty() && self.never_ran.is_empty() && self.finished_turns.is_empty()
+    }
+}
+
+/// What one model request showed (A9 evidence), also stored as a `model.request` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestEvidence {
+    /// Identifies the request.
+    pub request_id: String,
+    /// The turn, when the request belongs to one.
+    pub turn_id: Option<String>,
+    /// The tools shown, in order, with their schemas: what to send to the provider.
+    pub tools: Vec<ShownTool>,
+    /// Their names.
+    pub tool_names: Vec<String>,
+    /// SHA-256 of the canonical JSON of `tools`.
+    pub tool_schema_sha256: String,
+    /// Deferred tools shown because they were activated.
+    pub activated_tools: Vec<String>,
+}
+
+/// What [`SessionHandle::run_turn`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnOutcome {
+    /// The session.
+    pub session_id: String,
+    /// The turn.
+    pub turn_id: String,
+    /// One result per call, in call order: (toolCallId, result).
+    pub results: Vec<CallResult>,
+    /// The turn's checkpoint manifest (paths and stats of changed files).
+    pub manifest: TurnManifest,
+}
+
+/// An open session of a core.
+pub struct SessionHandle {
+    shared: Arc<Shared>,
+    id: String,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for SessionHandle {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SessionHandle")
+            .field("id", &self.id)
+            .field("recovery", &self.recovery)
+            .finish_non_exhaustive()
+    }
+}
+
+static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh id: `<prefix>_` + 16 hex digits of SHA-256(time, pid, counter).
+pub(crate) fn new_id(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    let counter = ID_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let digest = Sha256::digest(format!("{nanos}:{}:{counter}", std::process::id()));
+    format!("{prefix}_{}", &hex::encode(digest)[..16])
+}
+
+impl SessionHandle {
+    pub(crate) fn open(
+        shared: Arc<Shared>,
+        session_id: Option<String>,
+    ) -> Result<SessionHandle, CoreError> {
+        let id = session_id.unwrap_or_else(|| new_id("ses"));
+        match shared.store.get_session(&id)? {
+            Some(info) if info.workspace_root != shared.workspace_root_text => {
+                return Err(CoreError::WorkspaceMismatch {
+                    session_id: id,
+                    found: info.workspace_root,
+                    expected: shared.workspace_root_text.clone(),
+                });
+            }
+            Some(_) => {}
+            None => {
+                shared
+                    .store
+                    .create_session(&id, &shared.workspace_root_text)?;
+            }
+        }
+        let mut handle = SessionHandle {
+            shared,
+            id,
+            recovery: RecoveryReport::default(),
+        };
+        handle.recovery = handle.recover()?;
+        handle.restore_activations()?;
+        Ok(handle)
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// What recovery did when the session was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    /// The session's messages.
+    pub fn messages(&self) -> Result<Vec<ModelMessage>, CoreError> {
+        Ok(self.shared.store.messages(&self.id)?)
+    }
+
+    /// The session's events in sequence order.
+    pub fn events(&self) -> Result<Vec<Event>, CoreError> {
+        Ok(self.shared.store.events(&self.id)?)
+    }
+
+    /// Appends a message that is not a tool call or result (system, user, assistant text).
+    pub fn append_message(&self, message: &ModelMessage) -> Result<u64, CoreError> {
+        Ok(self.shared.store.append_message(&self.id, message)?)
+    }
+
+    /// The tools the next request would show (without promoting pending activations).
+    pub fn shown_tools(&self) -> Vec<ShownTool> {
+        self.shared
+            .table
+            .shown(&self.shared.activations.active(&self.id))
+    }
+
+    /// Records a model request outside a turn; see [`Turn::model_request`].
+    pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
+        model_request(&self.shared, &self.id, None, sink)
+    }
+
+    /// Begins a turn: opens its checkpoint (K1, K7) and stores `turn.started`.
+    pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
+        let turn_id = new_id("turn");
+        self.shared.store.begin_turn(&self.id, &turn_id)?;
+        emit(
+            &self.shared,
+            &self.id,
+            EventPayload::TurnStarted(TurnStarted {
+                turn_id: turn_id.clone(),
+            }),
+            sink,
+        )?;
+        Ok(Turn {
+            shared: Arc::clone(&self.shared),
+            session_id: self.id.clone(),
+            turn_id,
+            batches: 0,
+            duplicates: DuplicateTracker::default(),
+            cancellation: CancellationSignal::new(),
+            closed_calls: 0,
+        })
+    }
+
+    /// A whole turn with one batch: begin, run `calls`, finish.
+    pub async fn run_turn(
+        &self,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+    ) -> Result<TurnOutcome, CoreError> {
+        let mut turn = self.begin_turn(sink)?;
+        let results = turn.run_batch(calls, sink).await?;
+        let turn_id = turn.id().to_owned();
+        let manifest = turn.finish(sink)?;
+        Ok(TurnOutcome {
+            session_id: self.id.clone(),
+            turn_id,
+            results,
+            manifest,
+        })
+    }
+
+    fn restore_activations(&self) -> Result<(), CoreError> {
+        let events = self.shared.store.events(&self.id)?;
+        let last = events.iter().rev().find_map(|event| match &event.payload {
+            EventPayload::ModelRequest(request) => Some(request),
+            _ => None,
+        });
+        if let Some(request) = last {
+            let active: BTreeSet<String> = request
+                .composition
+                .activated_tools
+                .iter()
+                .filter(|name| {
+                    self.shared
+                        .table
+                        .get(name)
+                        .is_some_and(crate::table::ToolEntry::is_deferred)
+                })
+                .cloned()
+                .collect();
+            self.shared.activations.restore(&self.id, active);
+        }
+        Ok(())
+    }
+
+    /// A8: every assistant tool call without a result gets exactly one: `unknown` /
+    /// `interrupted` if it had started (a `tool.started` event or an open journal entry),
+    /// `cancelled` if it never started. Open journal entries are closed as `unknown`; nothing is
+    /// re-run. Turns whose checkpoint is still open are finished.
+    fn recover(&self) -> Result<RecoveryReport, CoreError> {
+        let store = &self.shared.store;
+        let mut report = RecoveryReport::default();
+        let open_entries = store.unfinished_calls(&self.id)?;
+        let messages = store.messages(&self.id)?;
+        let events = store.events(&self.id)?;
+        let mut started_turn: HashMap<&str, &str> = HashMap::new();
+        let mut completed: HashSet<&str> = HashSet::new();
+        for event in &events {
+            match &event.payload {
+                EventPayload::ToolStarted(started) => {
+                    started_turn.insert(&started.tool_call_id, &started.turn_id);
+                }
+                EventPayload::ToolCompleted(done) => {
+                    completed.insert(&done.tool_call_id);
+                }
+                _ => {}
+            }
+        }
+        let journal_turn: HashMap<&str, &str> = open_entries
+            .iter()
+            .map(|entry| (entry.call_id.as_str(), entry.turn_id.as_str()))
+            .collect();
+        // Results owed: per call id, calls minus results, in order of the calls.
+        let mut owed: HashMap<&str, i64> = HashMap::new();
+        let mut order: Vec<&ToolCall> = Vec::new();
+        for message in &messages {
+            match message.role {
+                Role::Assistant => {
+                    for call in &message.tool_calls {
+                        *owed.entry(&call.id).or_default() += 1;
+                        order.push(call);
+                    }
+                }
+                Role::Tool => {
+                    if let Some(id) = &message.tool_call_id {
+                        *owed.entry(id).or_default() -= 1;
+                    }
+                }
+                Role::System | Role::User => {}
+            }
+        }
+        // Only used when neither the journal nor the events name the call's turn.
+        let last_turn: String = store.checkpoints(&self.id)?.last().map_or_else(
+            || "recovered".to_owned(),
+            |checkpoint| checkpoint.turn_id.clone(),
+        );
+        let mut journal_closed: HashSet<&str> = HashSet::new();
+        for call in order {
+            let Some(count) = owed.get_mut(call.id.as_str()) else {
+                continue;
+            };
+            if *count <= 0 {
+                continue;
+            }
+            *count -= 1;
+            let turn_id = journal_turn
+                .get(call.id.as_str())
+                .or_else(|| started_turn.get(call.id.as_str()))
+                .copied()
+                .unwrap_or(last_turn.as_str());
+            let started = journal_turn.contains_key(call.id.as_str())
+                || started_turn.contains_key(call.id.as_str());
+            let result = if started {
+                report.interrupted.push(call.id.clone());
+                interrupted_result(&call.name)
+            } else {
+                report.never_ran.push(call.id.clone());
+                ToolExecutionResult::failure(
+                    ErrorCode::CANCELLED,
+                    format!(
+                        "{} did not run: the process ended before the call started.",
+                        call.name
+                    ),
+                )
+            };
+            if journal_turn.contains_key(call.id.as_str())
+                && journal_closed.insert(call.id.as_str())
+            {
+                store.journal_close(&self.id, &call.id, ToolStatus::Unknown)?;
+            }
+            self.close_recovered(
+                call,
+                turn_id,
+                &result,
+                !completed.contains(call.id.as_str()),
+            )?;
+        }
+        // Journal entries without an unanswered call (their result message exists): close them.
+        for entry in &open_entries {
+            if journal_closed.contains(entry.call_id.as_str()) {
+                continue;
+            }
+            store.journal_close(&self.id, &entry.call_id, ToolStatus::Unknown)?;
+            if !completed.contains(entry.call_id.as_str()) {
+                let result = interrupted_result(&entry.tool_name);
+                emit(
+                    &self.shared,
+                    &self.id,
+                    EventPayload::ToolCompleted(ToolCompleted::new(
+                        entry.call_id.clone(),
+                        entry.turn_id.clone(),
+                        entry.tool_name.clone(),
+                        &result,
+                    )),
+                    &NullSink,
+                )?;
+                report.interrupted.push(entry.call_id.clone());
+            }
+        }
+        for checkpoint in store.checkpoints(&self.id)? {
+            if checkpoint.state == CheckpointState::Open {
+                store.finish_turn(&self.id, &checkpoint.turn_id, &self.shared.workspace)?;
+                report.finished_turns.push(checkpoint.turn_id);
+            }
+        }
+        Ok(report)
+    }
+
+    fn close_recovered(
+        &self,
+        call: &ToolCall,
+        turn_id: &str,
+        result: &ToolExecutionResult,
+        emit_completed: bool,
+    ) -> Result<(), CoreError> {
+        if emit_completed {
+            emit(
+                &self.shared,
+                &self.id,
+                EventPayload::ToolCompleted(ToolCompleted::new(
+                    call.id.clone(),
+                    turn_id,
+                    call.name.clone(),
+                    result,
+                )),
+                &NullSink,
+            )?;
+        }
+        self.shared.store.append_message(
+            &self.id,
+            &ModelMessage::tool_result(
+                call.id.clone(),
+                call.name.clone(),
+                result.content.clone(),
+                result.summary(),
+            ),
+        )?;
+        Ok(())
+    }
+}
+
+fn interrupted_result(tool_name: &str) -> ToolExecutionResult {
+    ToolExecutionResult::failure(
+        ErrorCode::INTERRUPTED,
+        format!(
+            "{tool_name} was interrupted: the process ended while the call ran, so its effects are \
+             unknown. It was not re-run; check the current state before trying again."
+        ),
+    )
+}
+
+fn model_request(
+    shared: &Shared,
+    session_id: &str,
+    turn_id: Option<&str>,
+    sink: &dyn EventSink,
+) -> Result<RequestEvidence, CoreError> {
+    let active = shared.activations.promote(session_id);
+    let tools = shared.table.shown(&active);
+    let tool_names: Vec<String> = tools.iter().map(|tool| tool.name.clone()).collect();
+    let tool_schema_sha256 = schema_list_sha256(&tools);
+    let activated_tools: Vec<String> = tool_names
+        .iter()
+        .filter(|name| {
+            shared
+                .table
+                .get(name)
+                .is_some_and(crate::table::ToolEntry::is_deferred)
+        })
+        .cloned()
+        .collect();
+    let request_id = new_id("req");
+    emit(
+        shared,
+        session_id,
+        EventPayload::ModelRequest(ModelRequest {
+            request_id: request_id.clone(),
+            turn_id: turn_id.map(str::to_owned),
+            tool_names: tool_names.clone(),
+            tool_schema_sha256: tool_schema_sha256.clone(),
+            composition: RequestComposition {
+                activated_tools: activated_tools.clone(),
+            },
+        }),
+        sink,
+    )?;
+    Ok(RequestEvidence {
+        request_id,
+        turn_id: turn_id.map(str::to_owned),
+        tools,
+        tool_names,
+        tool_schema_sha256,
+        activated_tools,
+    })
+}
+
+/// A running turn. Dropping it without [`Turn::finish`] leaves its checkpoint open; the next
+/// open of the session finishes it.
+pub struct Turn {
+    shared: Arc<Shared>,
+    session_id: String,
+    turn_id: String,
+    batches: u32,
+    duplicates: DuplicateTracker,
+    cancellation: CancellationSignal,
+    closed_calls: u64,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Turn")
+            .field("session_id", &self.session_id)
+            .field("turn_id", &self.turn_id)
+            .field("batches", &self.batches)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Turn {
+    /// The turn id.
+    pub fn id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The session id.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The turn's cancellation: firing it cancels running calls (each gets `cancel_grace` to
+    /// stop) and every call not started yet.
+    pub fn cancellation(&self) -> CancellationSignal {
+        self.cancellation.clone()
+    }
+
+    /// Records a model request of this turn (A9 evidence): pending activations become active
+    /// now, and the returned list is exactly what the provider should be sent.
+    pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
+        model_request(&self.shared, &self.session_id, Some(&self.turn_id), sink)
+    }
+
+    /// Runs the calls of one assistant message: stores the assistant message, then exactly one
+    /// result per call in call order (A6, A7). `Err` only when the store fails.
+    pub async fn run_batch(
+        &mut self,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+    ) -> Result<Vec<CallResult>, CoreError> {
+        let context = TurnContext {
+            shared: &self.shared,
+            session_id: &self.session_id,
+            turn_id: &self.turn_id,
+            cancellation: &self.cancellation,
+            sink,
+        };
+        let index = self.batches;
+        self.batches += 1;
+        let results = run_batch(&context, calls, index, &mut self.duplicates).await?;
+        self.closed_calls += results.len() as u64;
+        Ok(results)
+    }
+
+    /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.
+    pub fn finish(self, sink: &dyn EventSink) -> Result<TurnManifest, CoreError> {
+        let manifest = self.shared.store.finish_turn(
+            &self.session_id,
+            &self.turn_id,
+            &self.shared.workspace,
+        )?;
+        emit(
+            &self.shared,
+            &self.session_id,
+            EventPayload::TurnCompleted(TurnCompleted {
+                turn_id: self.turn_id.clone(),
+                tool_calls: self.closed_calls,
+            }),
+            sink,
+        )?;
+        Ok(manifest)
+    }
+}

@@ -1,0 +1,338 @@
+//! The frozen tool table (A1) and what the model is shown (A9 evidence).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use clawsmith_protocol::{SearchMetadata, Tool};
+use clawsmith_security::ToolFacts;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::CoreError;
+
+/// A tool contributed by an extension (MCP server, LSP, plugin, host code).
+#[derive(Clone)]
+pub struct ExtensionTool {
+    /// Where it came from, for error messages and audit, e.g. `mcp:github`.
+    pub source: String,
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Whether it is hidden until `search_tools` activates it (A9). A tool whose
+    /// [`Tool::deferred`] returns metadata is deferred either way.
+    pub deferred: bool,
+}
+
+impl std::fmt::Debug for ExtensionTool {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ExtensionTool")
+            .field("source", &self.source)
+            .field("name", &self.tool.name())
+            .field("deferred", &self.deferred)
+            .finish()
+    }
+}
+
+/// One row of the table: the tool, where it came from, its normalized facts and its compiled
+/// schema validator.
+pub struct ToolEntry {
+    tool: Arc<dyn Tool>,
+    origin: String,
+    facts: ToolFacts,
+    schema: serde_json::Value,
+    validator: jsonschema::Validator,
+    search: Option<SearchMetadata>,
+}
+
+impl std::fmt::Debug for ToolEntry {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ToolEntry")
+            .field("name", &self.facts.name)
+            .field("origin", &self.origin)
+            .field("deferred", &self.search.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolEntry {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.facts.name
+    }
+
+    /// Where the tool came from (`builtin:fs`, `builtin:command`, `session`, `service:artifacts`,
+    /// `service:commands`, `extension:<source>`).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The tool itself.
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    /// Effective risk and normalized capabilities (S1, S2).
+    pub fn facts(&self) -> &ToolFacts {
+        &self.facts
+    }
+
+    /// The input schema, exactly as shown to the model and validated against.
+    pub fn input_schema(&self) -> &serde_json::Value {
+        &self.schema
+    }
+
+    /// Whether the tool is deferred (hidden until activated).
+    pub fn is_deferred(&self) -> bool {
+        self.search.is_some()
+    }
+
+    /// Search metadata of a deferred tool.
+    pub fn search_metadata(&self) -> Option<&SearchMetadata> {
+        self.search.as_ref()
+    }
+
+    /// Validates `input` against the schema; `Err` lists what is wrong, field by field.
+    pub(crate) fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
+        let problems: Vec<String> = self
+            .validator
+            .iter_errors(input)
+            .take(MAX_REPORTED_SCHEMA_ERRORS)
+            .map(|error| {
+                let pointer = error.instance_path().to_string();
+                if pointer.is_empty() {
+                    format!("arguments: {error}")
+                } else {
+                    format!("argument `{}`: {error}", pointer_to_field(&pointer))
+                }
+            })
+            .collect();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("; "))
+        }
+    }
+}
+
+const MAX_REPORTED_SCHEMA_ERRORS: usize = 5;
+
+/// `/todos/0/status` ⇒ `todos[0].status`: the way a model names a field.
+fn pointer_to_field(pointer: &str) -> String {
+    let mut field = String::new();
+    for segment in pointer.split('/').skip(1) {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            field.push('[');
+            field.push_str(&segment);
+            field.push(']');
+        } else {
+            if !field.is_empty() {
+                field.push('.');
+            }
+            field.push_str(&segment);
+        }
+    }
+    field
+}
+
+/// A tool as the model sees it: name, description and input schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownTool {
+    /// The tool's name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Its input schema.
+    pub input_schema: serde_json::Value,
+}
+
+/// The frozen table: built once at construction, never changed afterwards. Deferred tools are in
+/// the table (so a call to one is `inactive_tool`, not `unknown_tool`) but are shown to the model
+/// only once activated.
+#[derive(Debug)]
+pub struct ToolTable {
+    entries: Vec<ToolEntry>,
+    index: HashMap<String, usize>,
+}
+
+/// A tool offered to the table with its origin and deferral flag.
+pub(crate) struct Candidate {
+    pub origin: String,
+    pub tool: Arc<dyn Tool>,
+    pub deferred: bool,
+}
+
+impl ToolTable {
+    /// Builds the table in the order given. Fails on the first duplicate name (naming both
+    /// origins), an invalid name, or a schema that does not compile.
+    pub(crate) fn build(candidates: Vec<Candidate>) -> Result<ToolTable, CoreError> {
+        let mut table = ToolTable {
+            entries: Vec::with_capacity(candidates.len()),
+            index: HashMap::new(),
+        };
+        for candidate in candidates {
+            table.push(candidate)?;
+        }
+        Ok(table)
+    }
+
+    /// The table with one more tool at the end.
+    pub(crate) fn with(mut self, candidate: Candidate) -> Result<ToolTable, CoreError> {
+        self.push(candidate)?;
+        Ok(self)
+    }
+
+    fn push(&mut self, candidate: Candidate) -> Result<(), CoreError> {
+        let name = candidate.tool.name().to_owned();
+        if !valid_tool_name(&name) {
+            return Err(CoreError::InvalidToolName {
+                name,
+                origin: candidate.origin,
+            });
+        }
+        if let Some(&existing) = self.index.get(&name) {
+            return Err(CoreError::DuplicateTool {
+                name,
+                first: self.entries[existing].origin.clone(),
+                second: candidate.origin,
+            });
+        }
+        let schema = candidate.tool.input_schema();
+        let validator =
+            jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
+                name: name.clone(),
+                origin: candidate.origin.clone(),
+                message: error.to_string(),
+            })?;
+        let search = match candidate.tool.deferred() {
+            Some(metadata) => Some(metadata),
+            None => candidate.deferred.then(SearchMetadata::default),
+        };
+        let facts = ToolFacts::of(candidate.tool.as_ref());
+        self.index.insert(name, self.entries.len());
+        self.entries.push(ToolEntry {
+            tool: candidate.tool,
+            origin: candidate.origin,
+            facts,
+            schema,
+            validator,
+            search,
+        });
+        Ok(())
+    }
+
+    /// The entry named `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolEntry> {
+        self.index
+            .get(name)
+            .map(|&position| &self.entries[position])
+    }
+
+    /// Every entry in table order (deferred ones included).
+    pub fn entries(&self) -> &[ToolEntry] {
+        &self.entries
+    }
+
+    /// Every tool name in table order (deferred ones included).
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.iter().map(ToolEntry::name).collect()
+    }
+
+    /// The list the model is shown when `activated` deferred tools are active: every
+    /// non-deferred tool and the activated deferred ones, in table order.
+    pub fn shown(&self, activated: &BTreeSet<String>) -> Vec<ShownTool> {
+        self.entries
+            .iter()
+            .filter(|entry| !entry.is_deferred() || activated.contains(entry.name()))
+            .map(|entry| ShownTool {
+                name: entry.name().to_owned(),
+                description: entry.tool.description().to_owned(),
+                input_schema: entry.schema.clone(),
+            })
+            .collect()
+    }
+
+    /// `toolSchemaSha256` of the list shown with `activated` active.
+    pub fn tool_schema_sha256(&self, activated: &BTreeSet<String>) -> String {
+        schema_list_sha256(&self.shown(activated))
+    }
+}
+
+/// SHA-256 (lowercase hex) of the canonical JSON of a shown list: object keys sorted, no
+/// whitespace, so the hash does not depend on serde_json's map order or on formatting.
+pub fn schema_list_sha256(shown: &[ShownTool]) -> String {
+    let value = serde_json::to_value(shown).unwrap_or(serde_json::Value::Null);
+    hex::encode(Sha256::digest(canonical_json(&value).as_bytes()))
+}
+
+/// Canonical JSON text: keys sorted, no insignificant whitespace.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (position, key) in keys.into_iter().enumerate() {
+                if position > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                out.push(':');
+                if let Some(inner) = map.get(key) {
+                    write_canonical(inner, out);
+                }
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (position, item) in items.iter().enumerate() {
+                if position > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+/// Provider APIs accept `^[a-zA-Z0-9_-]{1,64}$` (OpenAI) or a superset; we also allow `.` and `:`
+/// for namespaced extension tools.
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_read_like_fields() {
+        assert_eq!(pointer_to_field("/path"), "path");
+        assert_eq!(pointer_to_field("/todos/0/status"), "todos[0].status");
+        assert_eq!(pointer_to_field("/a~1b"), "a/b");
+    }
+
+    #[test]
+    fn canonical_json_sorts_keys() {
+        let value = serde_json::json!({"b": 1, "a": {"d": [1, {"z": null, "y": "x"}], "c": true}});
+        assert_eq!(
+            canonical_json(&value),
+            r#"{"a":{"c":true,"d":[1,{"y":"x","z":null}]},"b":1}"#
+        );
+    }
+}
