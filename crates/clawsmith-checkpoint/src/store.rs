@@ -28,6 +28,45 @@ pub fn system_clock() -> Clock {
     })
 }
 
+/// How hard a commit works to survive a power loss.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous = FULL`: every commit is fsynced before it returns, so a journal row or a
+    /// prior state is on disk before the side effect it guards, even across a power loss.
+    #[default]
+    Full,
+    /// `synchronous = NORMAL`: commits survive a killed process but the last ones may roll back
+    /// on power loss. For throwaway stores, tests and benchmarks.
+    Normal,
+}
+
+/// Options of [`Store::open_with`].
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// The clock stamping rows (retention compares against it).
+    pub clock: Clock,
+    /// Commit durability.
+    pub durability: Durability,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            clock: system_clock(),
+            durability: Durability::Full,
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StoreOptions")
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The session store: one SQLite file shared by every process of one user.
 ///
 /// All methods are synchronous and take `&self`; the connection sits behind a mutex. Async callers
@@ -58,6 +97,18 @@ impl Store {
 
     /// [`Store::open`] with an injected clock.
     pub fn open_with_clock(path: impl AsRef<Path>, clock: Clock) -> Result<Store, StoreError> {
+        Store::open_with(
+            path,
+            StoreOptions {
+                clock,
+                ..StoreOptions::default()
+            },
+        )
+    }
+
+    /// [`Store::open`] with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let StoreOptions { clock, durability } = options;
         let path = path.as_ref();
         let shown = path.display().to_string();
         // This crate is the one place that speaks SQL (clippy.toml).
@@ -69,7 +120,7 @@ impl Store {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|error| classify(&shown, error))?;
-        let connection = prepare(connection, &shown, true)?;
+        let connection = prepare(connection, &shown, true, durability)?;
         Ok(Store {
             connection: Mutex::new(connection),
             path: Some(path.to_path_buf()),
@@ -86,7 +137,7 @@ impl Store {
     pub fn open_in_memory_with_clock(clock: Clock) -> Result<Store, StoreError> {
         let connection =
             Connection::open_in_memory().map_err(|error| classify(":memory:", error))?;
-        let connection = prepare(connection, ":memory:", false)?;
+        let connection = prepare(connection, ":memory:", false, Durability::Full)?;
         Ok(Store {
             connection: Mutex::new(connection),
             path: None,
@@ -159,7 +210,12 @@ impl Store {
 }
 
 /// Sets the pragmas, proves the file is a database, and migrates.
-fn prepare(mut connection: Connection, shown: &str, wal: bool) -> Result<Connection, StoreError> {
+fn prepare(
+    mut connection: Connection,
+    shown: &str,
+    wal: bool,
+    durability: Durability,
+) -> Result<Connection, StoreError> {
     connection
         .busy_timeout(BUSY_TIMEOUT)
         .map_err(|error| classify(shown, error))?;
@@ -179,7 +235,10 @@ fn prepare(mut connection: Connection, shown: &str, wal: bool) -> Result<Connect
         }
     }
     connection
-        .execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;")
+        .execute_batch(match durability {
+            Durability::Full => "PRAGMA foreign_keys = ON; PRAGMA synchronous = FULL;",
+            Durability::Normal => "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;",
+        })
         .map_err(|error| classify(shown, error))?;
     // Only take the write lock when there is something to migrate (it is re-checked inside).
     let version: i64 = connection

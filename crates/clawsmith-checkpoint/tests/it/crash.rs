@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use clawsmith_checkpoint::{JournalStart, Store, UndoOutcome, UndoScope};
+use clawsmith_checkpoint::{Durability, JournalStart, Store, StoreOptions, UndoOutcome, UndoScope};
 use clawsmith_fs::{PriorState, Workspace};
 
 const MODE_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_CHILD";
@@ -250,7 +250,12 @@ fn sigkill_after_journal_start_leaves_the_unfinished_call() {
 /// A finished turn "big" that edited `RESTORE_FILES / 2` files and created as many; returns the
 /// tree before it.
 fn big_turn(setup: &Setup, workspace: &Workspace) -> Vec<(String, Vec<u8>)> {
-    let store = Store::open(&setup.db).unwrap();
+    // Setting up needs no fsync per commit; the child under test uses the default (full).
+    let options = StoreOptions {
+        durability: Durability::Normal,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&setup.db, options).unwrap();
     let half = RESTORE_FILES / 2;
     for index in 0..half {
         std::fs::write(
