@@ -1,0 +1,1 @@
+//! A8 with real processes (filled in below).

@@ -1,0 +1,214 @@
+//! Hooks: external command hooks (JSON in, decision out; every failure denies with its reason)
+//! and the hook → permission → approver interplay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clawsmith_core::{
+    ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CommandHook, Hook, HookFuture,
+};
+use clawsmith_protocol::ToolStatus;
+use clawsmith_security::{HookDecision, HookInput, HookVerdict, PermissionMode, PermissionPolicy};
+
+use crate::support::*;
+
+fn sh(name: &str, script: &str) -> CommandHook {
+    CommandHook::new(name, "/bin/sh", vec!["-c".into(), script.into()])
+}
+
+/// (hook script, expected status, expected code, text the refusal must show)
+#[tokio::test]
+async fn command_hook_table() {
+    let cases: &[(&str, ToolStatus, Option<&str>, &str)] = &[
+        (
+            r#"cat >/dev/null; echo '{"decision":"allow"}'"#,
+            ToolStatus::Success,
+            None,
+            "",
+        ),
+        (
+            r#"cat >/dev/null; echo '{"decision":"deny","reason":"not on fridays"}'"#,
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "not on fridays",
+        ),
+        (
+            r#"cat >/dev/null; echo 'oops' >&2; exit 3"#,
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "exited with status 3: oops",
+        ),
+        (
+            r#"cat >/dev/null; echo 'not json'"#,
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "invalid output",
+        ),
+        (
+            r#"cat >/dev/null; echo '{"decision":"maybe"}'"#,
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "invalid output",
+        ),
+        (
+            r#"cat >/dev/null; echo '{"decision":"allow","extra":1}'"#,
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "invalid output",
+        ),
+        (
+            "sleep 5",
+            ToolStatus::Denied,
+            Some("hook_denied"),
+            "timed out",
+        ),
+        // ask without an approver: permission_denied.
+        (
+            r#"cat >/dev/null; echo '{"decision":"ask","reason":"check"}'"#,
+            ToolStatus::Denied,
+            Some("permission_denied"),
+            "hook `h` asks: check",
+        ),
+    ];
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "alpha\n");
+    for (script, status, code, shows) in cases {
+        let hook = sh("h", script).with_timeout(Duration::from_millis(300));
+        let session = fixture
+            .core(|config| config.hooks.push(Arc::new(hook)))
+            .open_session(None)
+            .unwrap();
+        let result = one(&session, "read_file", r#"{"path": "a.txt"}"#).await;
+        assert_status(&result, *status, *code);
+        assert!(
+            result.content.contains(shows),
+            "{script}: {}",
+            result.content
+        );
+    }
+    let missing = CommandHook::new("gone", "/nonexistent/hook", vec![]);
+    let session = fixture
+        .core(|config| config.hooks.push(Arc::new(missing)))
+        .open_session(None)
+        .unwrap();
+    let result = one(&session, "read_file", r#"{"path": "a.txt"}"#).await;
+    assert_status(&result, ToolStatus::Denied, Some("hook_denied"));
+    assert!(result.content.contains("could not be started"));
+}
+
+#[tokio::test]
+async fn command_hook_sees_normalized_facts() {
+    let fixture = Fixture::new();
+    let seen = fixture.dir.path().join("seen.json");
+    let script = format!(
+        r#"cat > '{}'; echo '{{"decision":"allow"}}'"#,
+        seen.display()
+    );
+    let session = fixture
+        .core(|config| {
+            config.policy = PermissionPolicy::new(PermissionMode::AcceptEdits);
+            config.hooks.push(Arc::new(sh("spy", &script)));
+        })
+        .open_session(None)
+        .unwrap();
+    let result = one(
+        &session,
+        "write_file",
+        r#"{"path": "n.txt", "content": "x"}"#,
+    )
+    .await;
+    assert_status(&result, ToolStatus::Success, None);
+    let input: serde_json::Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    assert_eq!(input["toolName"], "write_file");
+    assert_eq!(input["risk"], "workspace-write");
+    assert_eq!(input["sideEffect"], true);
+    assert_eq!(input["input"]["path"], "n.txt");
+    assert!(
+        input["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&"filesystem.write".into())
+    );
+    assert_eq!(input["sessionId"], session.id());
+}
+
+struct AskHook;
+
+impl Hook for AskHook {
+    fn name(&self) -> &str {
+        "careful"
+    }
+    fn check<'a>(&'a self, _input: &'a HookInput) -> HookFuture<'a> {
+        Box::pin(async {
+            HookDecision {
+                decision: HookVerdict::Ask,
+                reason: Some("double-check".into()),
+            }
+        })
+    }
+}
+
+struct Answer(ApprovalAnswer, std::sync::Mutex<Vec<ApprovalRequest>>);
+
+impl Approver for Answer {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        self.1.lock().unwrap().push(request.clone());
+        let answer = self.0.clone();
+        Box::pin(async move { answer })
+    }
+}
+
+#[tokio::test]
+async fn ask_goes_to_the_approver() {
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "alpha\n");
+    // A hook's ask escalates an allowed read to the approver, who approves.
+    let approver = Arc::new(Answer(ApprovalAnswer::Approve, Default::default()));
+    let session = fixture
+        .core(|config| {
+            config.hooks.push(Arc::new(AskHook));
+            config.approver = Some(approver.clone());
+        })
+        .open_session(None)
+        .unwrap();
+    assert_status(
+        &one(&session, "read_file", r#"{"path": "a.txt"}"#).await,
+        ToolStatus::Success,
+        None,
+    );
+    let asked = approver.1.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(asked[0].reason.contains("double-check"));
+    // The mode asks for a write; the approver declines.
+    let approver = Arc::new(Answer(
+        ApprovalAnswer::Decline("not now".into()),
+        Default::default(),
+    ));
+    let session = fixture
+        .core(|config| config.approver = Some(approver.clone()))
+        .open_session(None)
+        .unwrap();
+    let result = one(
+        &session,
+        "write_file",
+        r#"{"path": "n.txt", "content": "x"}"#,
+    )
+    .await;
+    assert_status(&result, ToolStatus::Denied, Some("permission_denied"));
+    assert!(result.content.contains("not now"));
+    assert!(!fixture.workspace.join("n.txt").exists());
+    // Approved writes run with an authorized context (S5) and reach the file.
+    let approver = Arc::new(Answer(ApprovalAnswer::Approve, Default::default()));
+    let session = fixture
+        .core(|config| config.approver = Some(approver.clone()))
+        .open_session(None)
+        .unwrap();
+    let result = one(
+        &session,
+        "write_file",
+        r#"{"path": "n.txt", "content": "x"}"#,
+    )
+    .await;
+    assert_status(&result, ToolStatus::Success, None);
+    assert_eq!(fixture.read("n.txt"), "x");
+}

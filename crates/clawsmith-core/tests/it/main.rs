@@ -1,0 +1,15 @@
+//! Integration tests of clawsmith-core: every call goes through the full pipeline with a real
+//! SQLite store in a temp dir.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod artifacts;
+mod codes;
+mod crash;
+mod hooks;
+mod normalize;
+mod parallel;
+mod search;
+mod table;
+mod todos;

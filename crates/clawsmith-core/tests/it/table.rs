@@ -1,0 +1,140 @@
+//! A1: the frozen table, duplicate names, what the model is shown.
+
+use clawsmith_core::{CoreError, ExtensionTool, canonical_json, schema_list_sha256};
+use clawsmith_protocol::ToolOutput;
+
+use crate::support::*;
+
+#[test]
+fn the_table_merges_every_source_in_order() {
+    let fixture = Fixture::new();
+    let core = fixture.core(|config| {
+        config.extension_tools.push(ExtensionTool {
+            source: "mcp:notes".into(),
+            tool: TestTool::answering("note_add", ToolOutput::Text("ok".into())).shared(),
+            deferred: false,
+        });
+    });
+    let names = core.tools().names();
+    assert_eq!(
+        names,
+        [
+            "read_file",
+            "search_files",
+            "glob_files",
+            "write_file",
+            "edit_file",
+            "rename_file",
+            "delete_file",
+            "todo_write",
+            "todo_list",
+            "read_artifact",
+            "note_add"
+        ]
+    );
+    let origins: Vec<&str> = core.tools().entries().iter().map(|e| e.origin()).collect();
+    assert_eq!(origins[0], "builtin:fs");
+    assert_eq!(origins[7], "session");
+    assert_eq!(origins[9], "service:artifacts");
+    assert_eq!(origins[10], "extension:mcp:notes");
+}
+
+#[test]
+fn a_duplicate_name_fails_naming_both_sources() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.extension_tools.push(ExtensionTool {
+        source: "mcp:evil".into(),
+        tool: TestTool::answering("read_file", ToolOutput::Text("x".into())).shared(),
+        deferred: false,
+    });
+    let error = clawsmith_core::AgentCore::new(config).unwrap_err();
+    assert!(matches!(error, CoreError::DuplicateTool { .. }));
+    assert_eq!(
+        error.to_string(),
+        "tool `read_file` is defined twice: by builtin:fs and by extension:mcp:evil"
+    );
+    // Two extensions colliding.
+    let mut config = fixture.config();
+    for source in ["one", "two"] {
+        config.extension_tools.push(ExtensionTool {
+            source: source.into(),
+            tool: TestTool::answering("same", ToolOutput::Text("x".into())).shared(),
+            deferred: true,
+        });
+    }
+    let error = clawsmith_core::AgentCore::new(config).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("extension:one and by extension:two"),
+        "{error}"
+    );
+}
+
+#[test]
+fn invalid_schemas_and_names_fail_construction() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    let mut tool = TestTool::answering("bad_schema", ToolOutput::Text("x".into()));
+    tool.schema = serde_json::json!({"type": "no-such-type"});
+    config.extension_tools.push(ExtensionTool {
+        source: "p".into(),
+        tool: tool.shared(),
+        deferred: false,
+    });
+    assert!(matches!(
+        clawsmith_core::AgentCore::new(config),
+        Err(CoreError::InvalidSchema { .. })
+    ));
+    let mut config = fixture.config();
+    config.extension_tools.push(ExtensionTool {
+        source: "p".into(),
+        tool: TestTool::answering("bad name", ToolOutput::Text("x".into())).shared(),
+        deferred: false,
+    });
+    assert!(matches!(
+        clawsmith_core::AgentCore::new(config),
+        Err(CoreError::InvalidToolName { .. })
+    ));
+}
+
+#[test]
+fn the_schema_hash_covers_exactly_the_shown_list() {
+    let fixture = Fixture::new();
+    let core = fixture.core(|_| {});
+    let shown = core.tools().shown(&Default::default());
+    let expected = {
+        use sha2::Digest;
+        let value = serde_json::to_value(&shown).unwrap();
+        hex::encode(sha2::Sha256::digest(canonical_json(&value).as_bytes()))
+    };
+    assert_eq!(schema_list_sha256(&shown), expected);
+    assert_eq!(core.initial_tool_schema_sha256(), expected);
+    // Each shown tool carries the schema the pipeline validates against.
+    for tool in &shown {
+        assert_eq!(
+            &tool.input_schema,
+            core.tools().get(&tool.name).unwrap().input_schema()
+        );
+    }
+    // Same configuration, same hash (no map-order or formatting dependence).
+    let again = fixture.core(|_| {});
+    assert_eq!(again.initial_tool_schema_sha256(), expected);
+}
+
+#[test]
+fn a_session_of_another_workspace_is_refused() {
+    let fixture = Fixture::new();
+    let core = fixture.core(|_| {});
+    core.open_session(Some("s".into())).unwrap();
+    let other = fixture.dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    let mut config = fixture.config();
+    config.workspace_root = other;
+    let core = clawsmith_core::AgentCore::new(config).unwrap();
+    assert!(matches!(
+        core.open_session(Some("s".into())),
+        Err(CoreError::WorkspaceMismatch { .. })
+    ));
+}
