@@ -10,5 +10,6 @@ mod property;
 mod retention;
 mod session;
 mod support;
+mod tools;
 mod turn;
 mod undo;
