@@ -25,8 +25,9 @@
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
 //!
 //! ## Decisions
-//! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = FULL`
-//!   (a journal row or prior state is on disk before the side effect it guards), a
+//! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = FULL` by
+//!   default (a journal row or prior state is on disk before the side effect it guards; tests and
+//!   benchmark setup may choose [`Durability::Normal`] through [`StoreOptions`]), a
 //!   [`BUSY_TIMEOUT`] of 15 s, and every write in a `BEGIN IMMEDIATE` transaction: a writer takes
 //!   the lock up front and waits for it, instead of starting as a reader and failing with
 //!   "database is locked" when it upgrades. An MCP server and a CLI undo can share the file.
