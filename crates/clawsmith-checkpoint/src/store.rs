@@ -219,6 +219,39 @@ fn prepare(
     connection
         .busy_timeout(BUSY_TIMEOUT)
         .map_err(|error| classify(shown, error))?;
+    // Switching a brand-new file to WAL needs an exclusive lock, and SQLite does not call the
+    // busy handler when waiting could deadlock; several processes opening a fresh file at once
+    // then see SQLITE_BUSY right away. Every step below is idempotent, so retry the whole
+    // sequence until the busy timeout.
+    let started = std::time::Instant::now();
+    let mut attempt: u64 = 0;
+    loop {
+        match prepare_once(&mut connection, shown, wal, durability) {
+            Err(StoreError::Sqlite { source, .. })
+                if is_busy(&source) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(2 + (attempt * 7) % 23));
+            }
+            Err(error) => return Err(error),
+            Ok(()) => return Ok(connection),
+        }
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
+fn prepare_once(
+    connection: &mut Connection,
+    shown: &str,
+    wal: bool,
+    durability: Durability,
+) -> Result<(), StoreError> {
     // Reading the schema is the first access to the file: garbage fails here with NOTADB.
     let _schema_version: i64 = connection
         .pragma_query_value(None, "schema_version", |row| row.get(0))
@@ -245,7 +278,7 @@ fn prepare(
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(|error| classify(shown, error))?;
     if version != SCHEMA_VERSION {
-        migrate(&mut connection, shown, SCHEMA_VERSION)?;
+        migrate(connection, shown, SCHEMA_VERSION)?;
     }
     // Touch every table once so a file whose schema pages are damaged fails now, not later.
     connection
@@ -255,7 +288,7 @@ fn prepare(
             |row| row.get::<_, i64>(0),
         )
         .map_err(|error| classify(shown, error))?;
-    Ok(connection)
+    Ok(())
 }
 
 /// Applies the migrations from the file's version up to `target`, in one immediate transaction.

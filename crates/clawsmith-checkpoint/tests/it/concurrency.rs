@@ -143,3 +143,31 @@ fn recording_and_undoing_at_once_from_two_stores() {
         "every cli turn was undone"
     );
 }
+
+/// Several processes starting at once on a file that does not exist yet: one creates and
+/// migrates it, the others wait and find it ready.
+#[test]
+fn concurrent_first_opens_of_a_new_file() {
+    for _round in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fresh.db");
+        let barrier = Arc::new(Barrier::new(4));
+        let handles: Vec<_> = (0..4)
+            .map(|index| {
+                let (path, barrier) = (path.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let store = Store::open(&path).unwrap();
+                    store.create_session(&format!("s{index}"), "/w").unwrap();
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().unwrap();
+        }
+        assert_eq!(
+            Store::open(&path).unwrap().list_sessions().unwrap().len(),
+            4
+        );
+    }
+}
