@@ -17,6 +17,7 @@ const WS_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_WS";
 const MARKER_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_MARKER";
 
 const TURN_FILES: usize = 8;
+const PROCESS_EVENTS: u64 = 40;
 const RESTORE_FILES: usize = 300;
 
 /// The child's body. Does nothing in a normal test run.
@@ -34,6 +35,16 @@ fn crash_child_entry() {
             store.undo("s", "big", UndoScope::All, &workspace).unwrap();
             // Stay alive so the parent decides when we die.
             std::thread::sleep(Duration::from_secs(600));
+        }
+        "events" => {
+            for index in 0..PROCESS_EVENTS {
+                let payload = clawsmith_protocol::EventPayload::TurnStarted(
+                    clawsmith_protocol::TurnStarted {
+                        turn_id: format!("child-{index}"),
+                    },
+                );
+                store.append_event("s", payload, index).unwrap();
+            }
         }
         other => panic!("unknown child mode {other}"),
     }
@@ -409,4 +420,30 @@ fn recovery_leaves_alone_a_file_changed_after_the_crash() {
         break;
     }
     assert!(caught, "no attempt interrupted the restore mid-way");
+}
+
+/// Real processes (not threads) appending to one session at once: no "database is locked", and
+/// the sequence stays gap-free.
+#[test]
+fn three_processes_append_events_at_once() {
+    let setup = setup();
+    let children: Vec<Child> = (0..2).map(|_| spawn_child(&setup, "events")).collect();
+    let store = Store::open(&setup.db).unwrap();
+    for index in 0..PROCESS_EVENTS {
+        let payload =
+            clawsmith_protocol::EventPayload::TurnStarted(clawsmith_protocol::TurnStarted {
+                turn_id: format!("parent-{index}"),
+            });
+        store.append_event("s", payload, index).unwrap();
+    }
+    for mut child in children {
+        assert!(child.wait().unwrap().success(), "a child failed to write");
+    }
+    let sequences: Vec<u64> = store
+        .events("s")
+        .unwrap()
+        .iter()
+        .map(|event| event.sequence)
+        .collect();
+    assert_eq!(sequences, (1..=3 * PROCESS_EVENTS).collect::<Vec<_>>());
 }
