@@ -8,6 +8,7 @@ use std::time::Duration;
 use clawsmith_checkpoint::{CheckpointRecorder, Store};
 use clawsmith_fs::{ChangeRecorder, Workspace};
 use clawsmith_protocol::Tool;
+use clawsmith_sandbox::{CommandExecutionService, RunCommandTool, SandboxConfig, command_tools};
 use clawsmith_security::PermissionPolicy;
 
 use crate::approval::Approver;
@@ -36,12 +37,12 @@ pub struct CoreConfig {
     pub approver: Option<Arc<dyn Approver>>,
     /// Hooks consulted before the permission check, in order.
     pub hooks: Vec<Arc<dyn Hook>>,
-    /// Built-in command tools (`run_command` and, with a background command service, its
-    /// tools), in table order. Built by the host from `clawsmith-sandbox`; see
-    /// [`CoreConfig::with_command_tools`].
-    pub command_tools: Vec<Arc<dyn Tool>>,
-    /// Background command service tools (C4), listed under origin `service:commands`.
-    pub command_service_tools: Vec<Arc<dyn Tool>>,
+    /// How `run_command` runs commands (C1–C3). Its `workspace_root` is replaced by the core's
+    /// canonical root, and the store's database file is added to its protected paths.
+    pub sandbox: SandboxConfig,
+    /// A background command service: when set, its eight tools (C4) join the table under
+    /// origin `service:commands`.
+    pub command_service: Option<Arc<CommandExecutionService>>,
     /// Whether large outputs go to artifacts and `read_artifact` exists (A2, A4).
     pub artifacts_enabled: bool,
     /// Extension tools (MCP, LSP, plugins), possibly deferred.
@@ -58,17 +59,19 @@ pub struct CoreConfig {
 }
 
 impl CoreConfig {
-    /// A configuration with the defaults: `ask` mode, no approver, no hooks, no command tools,
-    /// artifacts on, no extensions, [`DEFAULT_MAX_PARALLEL`], no call timeout.
+    /// A configuration with the defaults: `ask` mode, no approver, no hooks, the default
+    /// sandbox, no background command service, artifacts on, no extensions,
+    /// [`DEFAULT_MAX_PARALLEL`], no call timeout.
     pub fn new(workspace_root: impl Into<PathBuf>, store: Arc<Store>) -> CoreConfig {
+        let workspace_root = workspace_root.into();
         CoreConfig {
-            workspace_root: workspace_root.into(),
+            sandbox: SandboxConfig::new(&workspace_root),
+            workspace_root,
             store,
             policy: PermissionPolicy::default(),
             approver: None,
             hooks: Vec::new(),
-            command_tools: Vec::new(),
-            command_service_tools: Vec::new(),
+            command_service: None,
             artifacts_enabled: true,
             extension_tools: Vec::new(),
             max_parallel: DEFAULT_MAX_PARALLEL,
@@ -119,8 +122,8 @@ impl std::fmt::Debug for AgentCore {
 }
 
 impl AgentCore {
-    /// Builds the frozen table (A1) in this order: built-in file tools (`builtin:fs`), command
-    /// tools (`builtin:command`), session tools `todo_write`/`todo_list` (`session`),
+    /// Builds the frozen table (A1) in this order: built-in file tools (`builtin:fs`),
+    /// `run_command` (`builtin:command`), session tools `todo_write`/`todo_list` (`session`),
     /// `read_artifact` when artifacts are enabled (`service:artifacts`), background command tools
     /// (`service:commands`), extension tools (`extension:<source>`), and `search_tools`
     /// (`session`) when at least one tool is deferred. A duplicate name fails with both origins.
@@ -131,8 +134,8 @@ impl AgentCore {
             mut policy,
             approver,
             hooks,
-            command_tools,
-            command_service_tools,
+            mut sandbox,
+            command_service,
             artifacts_enabled,
             extension_tools,
             max_parallel,
@@ -165,9 +168,21 @@ impl AgentCore {
         for tool in clawsmith_fs::builtin_tools(workspace.clone(), recorder) {
             push("builtin:fs", tool, false);
         }
-        for tool in command_tools {
-            push("builtin:command", tool, false);
+        sandbox.workspace_root = workspace.root().to_path_buf();
+        if let Some(database) = store.path() {
+            // Commands must not rewrite the audit trail, even when the database sits inside the
+            // workspace.
+            for suffix in ["", "-wal", "-shm"] {
+                let mut path = database.as_os_str().to_owned();
+                path.push(suffix);
+                sandbox.protected_paths.push(PathBuf::from(path));
+            }
         }
+        push(
+            "builtin:command",
+            Arc::new(RunCommandTool::new(sandbox)),
+            false,
+        );
         push(
             "session",
             Arc::new(TodoWriteTool::new(store.clone())),
@@ -181,8 +196,10 @@ impl AgentCore {
                 false,
             );
         }
-        for tool in command_service_tools {
-            push("service:commands", tool, false);
+        if let Some(service) = command_service {
+            for tool in command_tools(service) {
+                push("service:commands", tool, false);
+            }
         }
         for extension in extension_tools {
             let origin = format!("extension:{}", extension.source);

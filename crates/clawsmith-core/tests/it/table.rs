@@ -26,6 +26,7 @@ fn the_table_merges_every_source_in_order() {
             "edit_file",
             "rename_file",
             "delete_file",
+            "run_command",
             "todo_write",
             "todo_list",
             "read_artifact",
@@ -34,9 +35,10 @@ fn the_table_merges_every_source_in_order() {
     );
     let origins: Vec<&str> = core.tools().entries().iter().map(|e| e.origin()).collect();
     assert_eq!(origins[0], "builtin:fs");
-    assert_eq!(origins[7], "session");
-    assert_eq!(origins[9], "service:artifacts");
-    assert_eq!(origins[10], "extension:mcp:notes");
+    assert_eq!(origins[7], "builtin:command");
+    assert_eq!(origins[8], "session");
+    assert_eq!(origins[10], "service:artifacts");
+    assert_eq!(origins[11], "extension:mcp:notes");
 }
 
 #[test]
@@ -137,4 +139,35 @@ fn a_session_of_another_workspace_is_refused() {
         core.open_session(Some("s".into())),
         Err(CoreError::WorkspaceMismatch { .. })
     ));
+}
+
+#[test]
+fn a_command_service_adds_its_eight_tools() {
+    let fixture = Fixture::new();
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let service = clawsmith_sandbox::CommandExecutionService::new(
+        clawsmith_sandbox::ServiceConfig::new(sandbox, fixture.dir.path().join("logs")),
+    )
+    .unwrap();
+    let core = fixture.core(|config| config.command_service = Some(std::sync::Arc::new(service)));
+    let service_tools: Vec<&str> = core
+        .tools()
+        .entries()
+        .iter()
+        .filter(|entry| entry.origin() == "service:commands")
+        .map(|entry| entry.name())
+        .collect();
+    assert_eq!(service_tools.len(), 8, "{service_tools:?}");
+    for name in [
+        "start_command",
+        "list_commands",
+        "command_status",
+        "command_output",
+        "cancel_command",
+    ] {
+        assert!(
+            service_tools.contains(&name),
+            "{name} missing from {service_tools:?}"
+        );
+    }
 }
