@@ -550,3 +550,33 @@ async fn success_with_events_in_order() {
         clawsmith_checkpoint::CheckpointState::Finished
     );
 }
+
+#[tokio::test]
+async fn run_command_through_the_pipeline() {
+    let fixture = Fixture::new();
+    let session = fixture
+        .core(|config| {
+            config.policy = PermissionPolicy::new(PermissionMode::Full);
+            config.sandbox.policy = clawsmith_sandbox::SandboxPolicy::BestEffort;
+        })
+        .open_session(None)
+        .unwrap();
+    let (results, events) = turn(
+        &session,
+        vec![
+            call("c1", "run_command", r#"{"command": "echo hello; exit 3"}"#),
+            call("c2", "run_command", r#"{"command": "sudo rm -rf /"}"#),
+        ],
+    )
+    .await;
+    // A non-zero exit is still a successful observation (P7).
+    assert_status(&results[0].1, ToolStatus::Success, None);
+    assert!(results[0].1.content.contains("hello"));
+    // The disaster check refuses even in full mode.
+    assert_status(&results[1].1, ToolStatus::Denied, Some("command_blocked"));
+    // Both were started (they passed hooks and permission) and journaled as side effects.
+    assert_eq!(started_ids(&events), ["c1", "c2"]);
+    let journal = fixture.store.journal(session.id()).unwrap();
+    assert_eq!(journal.len(), 2);
+    assert!(journal.iter().all(|entry| entry.closed_at_ms.is_some()));
+}
