@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use clawsmith_checkpoint::JournalStart;
+use clawsmith_checkpoint::{JournalStart, PendingApproval};
 use clawsmith_protocol::{
     BatchInfo, CancellationSignal, Display, DisplayKind, ErrorCode, Event, EventPayload,
     ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted, ToolExecutionContext,
@@ -30,6 +30,7 @@ use crate::normalize::{
     ARTIFACT_THRESHOLD_BYTES, artifact_preview, normalize_output, truncate_without_artifact,
 };
 use crate::redact::{redact_display, redact_text};
+use crate::session::new_id;
 use crate::table::{ToolEntry, canonical_json};
 
 /// What one batch call ended with: the call id and its result.
@@ -171,7 +172,7 @@ async fn authorize_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
-) -> Result<PermissionDecision, ToolExecutionResult> {
+) -> Result<Result<PermissionDecision, ToolExecutionResult>, CoreError> {
     let shared = context.shared;
     let entry = prepared.entry;
     let facts = entry.facts();
@@ -193,14 +194,14 @@ async fn authorize_call(
                 .unwrap_or_else(|| "no reason given".to_owned());
             match decision.decision {
                 HookVerdict::Deny => {
-                    return Err(ToolExecutionResult::failure(
+                    return Ok(Err(ToolExecutionResult::failure(
                         ErrorCode::HOOK_DENIED,
                         format!(
                             "{} was refused by hook `{}`: {reason}",
                             entry.name(),
                             hook.name()
                         ),
-                    ));
+                    )));
                 }
                 HookVerdict::Ask => {
                     hook_asks
@@ -220,22 +221,24 @@ async fn authorize_call(
             rule: None,
         };
     }
-    match decision.verdict {
-        Verdict::Allow => Ok(decision),
-        Verdict::Deny => Err(ToolExecutionResult::failure(
-            ErrorCode::PERMISSION_DENIED,
-            format!("{} is not allowed: {}", entry.name(), decision.reason),
-        )),
+    let answer = match decision.verdict {
+        Verdict::Allow => return Ok(Ok(decision)),
+        Verdict::Deny => {
+            return Ok(Err(ToolExecutionResult::failure(
+                ErrorCode::PERMISSION_DENIED,
+                format!("{} is not allowed: {}", entry.name(), decision.reason),
+            )));
+        }
         Verdict::Ask => {
             let Some(approver) = &shared.approver else {
-                return Err(ToolExecutionResult::failure(
+                return Ok(Err(ToolExecutionResult::failure(
                     ErrorCode::PERMISSION_DENIED,
                     format!(
                         "{} needs approval ({}) and no one can approve it here.",
                         entry.name(),
                         decision.reason
                     ),
-                ));
+                )));
             };
             let request = ApprovalRequest {
                 session_id: context.session_id.to_owned(),
@@ -247,19 +250,39 @@ async fn authorize_call(
                 capabilities: facts.capabilities.to_vec(),
                 reason: decision.reason.clone(),
             };
-            match approver.approve(&request).await {
-                ApprovalAnswer::Approve => Ok(PermissionDecision {
-                    verdict: Verdict::Allow,
-                    reason: format!("approved ({})", decision.reason),
-                    rule: decision.rule,
-                }),
-                ApprovalAnswer::Decline(reason) => Err(ToolExecutionResult::failure(
-                    ErrorCode::PERMISSION_DENIED,
-                    format!("{} was declined: {}", entry.name(), redact_text(&reason)),
-                )),
-            }
+            // The open question is stored while a person thinks, so a `session` undo or a
+            // recovery can clear it (K7).
+            let pending = PendingApproval {
+                approval_id: new_id("apr"),
+                turn_id: context.turn_id.to_owned(),
+                call_id: call.id.clone(),
+                request: serde_json::to_value(&request).unwrap_or(serde_json::Value::Null),
+            };
+            shared
+                .store
+                .add_pending_approval(context.session_id, &pending)?;
+            let answer = tokio::select! {
+                answer = approver.approve(&request) => Some(answer),
+                () = context.cancellation.cancelled() => None,
+            };
+            shared
+                .store
+                .resolve_pending_approval(context.session_id, &pending.approval_id)?;
+            answer
         }
-    }
+    };
+    Ok(match answer {
+        None => Err(cancelled_before_start(call)),
+        Some(ApprovalAnswer::Approve) => Ok(PermissionDecision {
+            verdict: Verdict::Allow,
+            reason: format!("approved ({})", decision.reason),
+            rule: decision.rule,
+        }),
+        Some(ApprovalAnswer::Decline(reason)) => Err(ToolExecutionResult::failure(
+            ErrorCode::PERMISSION_DENIED,
+            format!("{} was declined: {}", entry.name(), redact_text(&reason)),
+        )),
+    })
 }
 
 fn cancelled_before_start(call: &ToolCall) -> ToolExecutionResult {
@@ -548,7 +571,7 @@ async fn run_serial(
         let (journaled, result) = match plan {
             Err(failure) => (false, failure),
             Ok(_) if context.cancellation.is_cancelled() => (false, cancelled_before_start(&call)),
-            Ok(prepared) => match authorize_call(context, &call, &prepared).await {
+            Ok(prepared) => match authorize_call(context, &call, &prepared).await? {
                 Err(refusal) => (false, refusal),
                 Ok(_) if context.cancellation.is_cancelled() => {
                     (false, cancelled_before_start(&call))

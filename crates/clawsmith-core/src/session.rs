@@ -28,12 +28,17 @@ pub struct RecoveryReport {
     pub never_ran: Vec<String>,
     /// Turns whose checkpoint was still open and was finished.
     pub finished_turns: Vec<String>,
+    /// Approval requests left unanswered by the previous process, now dropped.
+    pub dropped_approvals: Vec<String>,
 }
 
 impl RecoveryReport {
     /// Whether recovery changed anything.
     pub fn is_empty(&self) -> bool {
-        self.interrupted.is_empty() && self.never_ran.is_empty() && self.finished_turns.is_empty()
+        self.interrupted.is_empty()
+            && self.never_ran.is_empty()
+            && self.finished_turns.is_empty()
+            && self.dropped_approvals.is_empty()
     }
 }
 
@@ -343,6 +348,11 @@ impl SessionHandle {
                 )?;
                 report.interrupted.push(entry.call_id.clone());
             }
+        }
+        // Questions asked by a process that is gone can no longer be answered.
+        for approval in store.pending_approvals(&self.id)? {
+            store.resolve_pending_approval(&self.id, &approval.approval_id)?;
+            report.dropped_approvals.push(approval.approval_id);
         }
         for checkpoint in store.checkpoints(&self.id)? {
             if checkpoint.state == CheckpointState::Open {

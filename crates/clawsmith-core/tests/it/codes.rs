@@ -463,10 +463,23 @@ async fn interrupted_on_recovery() {
             args_json: "{}".into(),
         })
         .unwrap();
+    store
+        .add_pending_approval(
+            "s1",
+            &clawsmith_checkpoint::PendingApproval {
+                approval_id: "a1".into(),
+                turn_id: "t1".into(),
+                call_id: "w1".into(),
+                request: serde_json::json!({}),
+            },
+        )
+        .unwrap();
     let session = core.open_session(Some("s1".into())).unwrap();
     assert_eq!(session.recovery().interrupted, ["w1"]);
     assert_eq!(session.recovery().never_ran, ["r2"]);
     assert_eq!(session.recovery().finished_turns, ["t1"]);
+    assert_eq!(session.recovery().dropped_approvals, ["a1"]);
+    assert!(store.pending_approvals("s1").unwrap().is_empty());
     let messages = session.messages().unwrap();
     assert_history_paired(&messages);
     let results: Vec<&ModelMessage> = messages.iter().filter(|m| m.role == Role::Tool).collect();

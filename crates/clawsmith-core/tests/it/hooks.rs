@@ -212,3 +212,61 @@ async fn ask_goes_to_the_approver() {
     assert_status(&result, ToolStatus::Success, None);
     assert_eq!(fixture.read("n.txt"), "x");
 }
+
+struct Slow;
+
+impl Approver for Slow {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        let _ = request;
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test]
+async fn a_pending_approval_is_stored_and_cancelling_the_turn_stops_waiting() {
+    let fixture = Fixture::new();
+    let core = fixture.core(|config| config.approver = Some(Arc::new(Slow)));
+    let session = core.open_session(None).unwrap();
+    let sink = clawsmith_core::CollectingSink::new();
+    let mut running = session.begin_turn(&sink).unwrap();
+    let signal = running.cancellation();
+    let store = fixture.store.clone();
+    let id = session.id().to_owned();
+    let watcher = tokio::spawn(async move {
+        // Wait until the question is stored, then cancel.
+        loop {
+            if !store.pending_approvals(&id).unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let pending = store.pending_approvals(&id).unwrap();
+        signal.cancel();
+        pending
+    });
+    let results = running
+        .run_batch(
+            vec![call(
+                "c1",
+                "write_file",
+                r#"{"path": "n.txt", "content": "x"}"#,
+            )],
+            &sink,
+        )
+        .await
+        .unwrap();
+    let pending = watcher.await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].call_id, "c1");
+    assert_eq!(pending[0].request["toolName"], "write_file");
+    assert_status(&results[0].1, ToolStatus::Cancelled, Some("cancelled"));
+    assert!(
+        fixture
+            .store
+            .pending_approvals(session.id())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(!fixture.workspace.join("n.txt").exists());
+    running.finish(&sink).unwrap();
+}
