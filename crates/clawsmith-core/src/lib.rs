@@ -1,6 +1,106 @@
 //! # clawsmith-core
 //!
-//! (essay: see the end of the work)
+//! The agent core: it owns the one frozen tool table and runs every tool call through the same
+//! pipeline, so that a call from a model, from the CLI or from an MCP client gets the same
+//! validation, the same permission and hook decisions, the same journal, events and artifacts,
+//! and always exactly one result. Front ends stay thin: they build a [`CoreConfig`], call
+//! [`AgentCore::new`], [`AgentCore::open_session`], and then [`SessionHandle::run_turn`] (or
+//! [`SessionHandle::begin_turn`] → [`Turn::model_request`] / [`Turn::run_batch`] →
+//! [`Turn::finish`] for a multi-request agent loop).
+//!
+//! ## Main types
+//! - [`CoreConfig`] / [`AgentCore`]: workspace, [`clawsmith_checkpoint::Store`], permission
+//!   policy, optional [`Approver`], [`Hook`]s, sandbox configuration, optional background
+//!   command service, artifacts on/off, [`ExtensionTool`]s, bounded parallelism.
+//! - [`ToolTable`] (A1): built once, in a fixed order — file tools (`builtin:fs`),
+//!   `run_command` (`builtin:command`), `todo_write` / `todo_list` (`session`), `read_artifact`
+//!   (`service:artifacts`), the eight background-command tools (`service:commands`), extension
+//!   tools (`extension:<source>`), and `search_tools` when anything is deferred. A duplicate
+//!   name fails construction with both origins in the message. Each entry carries its
+//!   normalized facts (effective risk, capabilities) and its compiled JSON Schema validator;
+//!   [`ToolTable::shown`] and [`schema_list_sha256`] say exactly what a model request shows.
+//! - [`SessionHandle`] (open = create or continue, then recovery) and [`Turn`] (one checkpoint,
+//!   any number of model requests and batches). Results come back as
+//!   `(toolCallId, ToolExecutionResult)` in call order; [`TurnOutcome`] adds the turn's manifest.
+//! - [`EventSink`]: every event is first stored with the session's next `sequence`, then handed
+//!   to the sink, so what a UI shows is what the store holds.
+//!
+//! ## The pipeline (A7), in order
+//! unknown tool (`unknown_tool`) → deferred tool not active (`inactive_tool`) → JSON parse
+//! (`invalid_json`; empty arguments mean `{}`) → JSON Schema validation with the tool's own
+//! schema (`invalid_arguments`, naming fields as `todos[0].status`) → duplicate in the turn,
+//! by `toolCallId` or by tool + canonical arguments (`duplicate_call`) → hooks (`hook_denied`) →
+//! permission on *effective* risk and normalized capabilities (`permission_denied`; `ask` goes
+//! to the approver, and without one it is a denial) → journal start, committed before anything
+//! runs, for side-effecting calls (effective risk above `read`) → `tool.started` (with `batch`)
+//! → execute in its own task with an authorized context → normalize (A3) → artifact (A4) →
+//! redact and bound the display (A5) → journal close → `tool.completed` → the tool message with
+//! `toolResult`. A refusal at any step still produces `tool.completed` and the message; the
+//! assistant message carrying the calls is stored first, so history is always sendable.
+//!
+//! ## Decisions and why
+//! - **Failures are data.** Every refusal is a `ToolExecutionResult` built with
+//!   `ToolExecutionResult::failure(ErrorCode::…)`, so status and `retryable` come from the
+//!   protocol's table (P6, P8). `Err(CoreError)` means the runtime broke (bad configuration, the
+//!   store failed).
+//! - **Panics and hangs.** Each execution runs in a tokio task: a panic becomes `tool_failed`
+//!   (from the `JoinError`), a call timeout becomes `tool_failed`, and turn cancellation is passed
+//!   to the tool through its context; a tool that ignores it is abandoned after `cancel_grace`
+//!   (its task aborted) and the call ends `cancelled`. The core keeps serving.
+//! - **Parallel batches (A6), precisely.** A batch (the calls of one assistant message) runs in
+//!   parallel only if it has ≥ 2 calls, every call passed the steps before hooks (known, active,
+//!   valid JSON and arguments, no duplicate), every tool is `concurrency_safe` with effective
+//!   risk `read`, *no hooks and no approver are configured* (the "permission service" of the
+//!   spec: with either, each call needs its own decision and audit record in order), and the
+//!   policy allows every call outright (a deny/ask rule on one read makes the batch serial).
+//!   Otherwise the whole batch is serial. Parallel calls are bounded by `max_parallel`;
+//!   `tool.started` events are stored in call order before execution and `tool.completed` events
+//!   and messages in call order afterwards.
+//! - **A3 normalization is strict about the protocol shape.** Only an object with `version: 1`,
+//!   a known status and a *string* `content` keeps its own status; anything else with
+//!   `version`/`status` is serialized as text with status `success`, so a tool cannot forge a
+//!   refusal by accident. A tool claiming `unknown` (recovery's status) is turned into `error`.
+//! - **Artifacts (A4).** Content above 50 KiB goes to the session's artifact store; the message
+//!   keeps an 8 KiB head and 4 KiB tail with a pointer to `read_artifact`; the same
+//!   `ArtifactRef` is put on the result, so it appears in `tool.completed.artifact`,
+//!   `tool.completed.result.artifact` and the message's `toolResult.artifact`. The display body
+//!   is dropped rather than copied. `read_artifact` takes an id (never a path), reads only the
+//!   current session's artifacts, and returns at most 32 KiB per call (so reading never makes
+//!   another artifact).
+//! - **Redaction (A5)** is a small scanner (secret-named keys, `Authorization` credentials,
+//!   well-known token prefixes, URL passwords, PEM private keys) applied to display title, body,
+//!   field labels and values, followed by the protocol's bounds. The model's `content` is not
+//!   redacted: the model must see what the tool returned.
+//! - **Deferred tools (A9).** Activation is per session and takes effect at the *next* model
+//!   request: `search_tools` marks hits pending, [`Turn::model_request`] promotes them and stores
+//!   the `model.request` evidence (`requestId`, `toolNames`, `toolSchemaSha256`,
+//!   `composition.activatedTools`). Until then a call is `inactive_tool` (retryable). Reopening a
+//!   session restores the activations of its last request. The hash is SHA-256 over canonical
+//!   JSON (sorted keys, no whitespace) of the shown list.
+//! - **Recovery (A8)** runs on every open: each assistant tool call without a result gets one —
+//!   `unknown`/`interrupted` if it had started (open journal entry or `tool.started`),
+//!   `cancelled` if it never started; open journal entries are closed `unknown`, unanswered
+//!   approvals are dropped, open turn checkpoints are finished. Nothing is ever re-run.
+//! - **Checkpoints (K1, K7).** A turn begins its checkpoint before `turn.started`, the file
+//!   tools get the store's `CheckpointRecorder` (replaceable through
+//!   [`CoreConfig::change_recorder`]), and [`Turn::finish`] closes it and returns the manifest.
+//! - **Hooks.** [`Hook`] is in-process; [`CommandHook`] runs a program with the `HookInput` JSON
+//!   on stdin and reads a `HookDecision` from stdout; a non-zero exit, invalid output, a failure
+//!   to start or the timeout deny, and the refusal says which. clawsmith-sandbox offers no plain
+//!   spawn helper (its runner is for the model's commands, with the disaster check and Landlock),
+//!   so hooks — programs the *host* configured — are spawned here with `tokio::process`, with a
+//!   minimal environment (`PATH`, `HOME`, `LANG`, `TMPDIR`) and `kill_on_drop`.
+//! - **Store calls are synchronous** on the pipeline's task: each is one short SQLite
+//!   transaction, and keeping them in order is what makes sequences and history ordering simple.
+//!
+//! ## What this crate does not do
+//! It does not talk to model providers (a front end sends [`RequestEvidence::tools`] and feeds
+//! the assistant's calls back), does not decide permissions itself (clawsmith-security), does
+//! not touch workspace files except through clawsmith-fs tools and the workspace handle, does not
+//! spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
+//! not replay interrupted calls, ever. Two processes running turns in the *same* session at the
+//! same time are not coordinated beyond what the store's transactions guarantee (recovery in one
+//! would close the other's running calls).
 
 mod approval;
 mod core;
