@@ -157,9 +157,8 @@ fn check_script(text: &str, depth: usize) -> Check {
             format!("shell strings nested more than {MAX_NESTING} levels deep"),
         ));
     }
-    if let Some(found) = textual_fork_bomb(text) {
-        return Some(found);
-    }
+    let sanitized = parser_safe(text);
+    let text = sanitized.as_ref();
     let mut parser = Parser::new();
     let parsed = parser
         .set_language(&tree_sitter_bash::LANGUAGE.into())
@@ -177,9 +176,25 @@ fn check_script(text: &str, depth: usize) -> Check {
         return Some(found);
     }
     if root.has_error() {
-        return fail_closed(text);
+        return textual_fork_bomb(text).or_else(|| fail_closed(text));
     }
     None
+}
+
+/// Characters from U+30000 up (unassigned planes, tags, variation selectors, private use) are
+/// replaced by `x` before parsing: tree-sitter-bash 0.25 reads out of bounds on some of them
+/// (`{` followed by U+E01D1 crashes the process). No shell treats them specially, and any
+/// single non-blank character keeps word boundaries where bash sees them, so verdicts do not
+/// change: a word containing one is not a blocked name either way.
+fn parser_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().all(|c| (c as u32) < 0x30000) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if (c as u32) < 0x30000 { c } else { 'x' })
+            .collect(),
+    )
 }
 
 fn fail_closed(text: &str) -> Check {
@@ -193,7 +208,8 @@ fn fail_closed(text: &str) -> Check {
     ))
 }
 
-/// The classic `:(){ :|:& };:` in any spacing, even when the parser chokes on it.
+/// The classic `:(){ :|:& };:` in any spacing, for text the parser chokes on (parsed text is
+/// judged by its function definitions, so `echo ':(){ :|:& };:'` stays harmless).
 fn textual_fork_bomb(text: &str) -> Check {
     let squeezed: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     (squeezed.contains(":(){:|:&};:") || squeezed.contains(":(){:|:&}"))
@@ -1221,6 +1237,14 @@ mod tests {
         check("git commit -m \"fix shutdown\"", None);
         check("cat /dev/null", None);
         check(":(){ :|:& };:", Some(rule::FORK_BOMB));
+    }
+
+    #[test]
+    fn parser_crashers_are_defused() {
+        // tree-sitter-bash 0.25 segfaults on these when given them raw.
+        check("''{\u{E01D1}", None);
+        check("echo {\u{E0100}", None);
+        check("{\u{F0000}; sudo id", Some(rule::PRIVILEGE_ESCALATION));
     }
 
     #[test]

@@ -54,3 +54,81 @@ fn corpus_verdicts_match() {
         mismatches.join("\n")
     );
 }
+
+mod properties {
+    use clawsmith_sandbox::classify::check_command;
+    use proptest::prelude::*;
+    use proptest::sample::select;
+
+    const WRAPPERS: &[&str] = &[
+        "env",
+        "env A=1",
+        "nohup",
+        "nice",
+        "nice -n 5",
+        "timeout 5",
+        "timeout -s KILL 5",
+        "command",
+        "exec",
+        "time",
+        "stdbuf -oL",
+        "setsid",
+        "xargs",
+        "xargs -0",
+        "busybox",
+    ];
+    const DISASTERS: &[&str] = &[
+        "rm -rf /",
+        "rm -r -f ~",
+        "sudo id",
+        "mkfs.ext4 /dev/sda",
+        "shutdown now",
+        "dd if=/dev/zero of=/dev/sda",
+        "chmod -R 777 /",
+        "kill -9 -1",
+        "reboot",
+    ];
+    const FRAMES: &[&str] = &[
+        "{}",
+        "true && {}",
+        "false || {}",
+        "echo a; {}",
+        "ls | {}",
+        "( {} )",
+        "{ {}; }",
+        "echo $({})",
+        "echo `{}`",
+        "bash -c '{}'",
+        "sh -c \"{}\"",
+        "if true; then {}; fi",
+        "for i in 1; do {}; done",
+        "eval '{}'",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn never_panics(text in "\\PC{0,200}") {
+            let _ = check_command(&text);
+        }
+
+        #[test]
+        fn quoted_text_is_data(word in "[a-z0-9 /~*.:-]{0,40}") {
+            for command in [format!("echo '{word}'"), format!("grep -rn '{word}' docs")] {
+                prop_assert!(!check_command(&command).is_blocked(), "{}", command);
+            }
+        }
+
+        #[test]
+        fn disasters_stay_blocked_in_any_frame(
+            wrapper in select(WRAPPERS),
+            disaster in select(DISASTERS),
+            frame in select(FRAMES),
+        ) {
+            let command = frame.replacen("{}", &format!("{wrapper} {disaster}"), 1);
+            let verdict = check_command(&command);
+            prop_assert!(verdict.is_blocked(), "{}: {:?}", command, verdict);
+        }
+    }
+}

@@ -436,3 +436,76 @@ async fn required_policy_refuses_without_landlock() {
         outcome.sandbox.summary()
     );
 }
+
+#[tokio::test]
+async fn extra_roots_and_protected_paths() {
+    if !landlock_or_skip("extra_roots_and_protected_paths") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let cache = fixture.outside.join("cache");
+    let state = fixture.workspace.join(".clawsmith-state");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    let mut config = fixture.config();
+    config.extra_writable_roots = vec![cache.clone()];
+    config.protected_paths = vec![state.clone()];
+    let cases = [
+        (
+            format!("touch {}/ok", cache.display()),
+            cache.join("ok"),
+            true,
+        ),
+        (
+            format!("touch {}/no", fixture.outside.display()),
+            fixture.outside.join("no"),
+            false,
+        ),
+        (
+            "touch .clawsmith-state/db".to_owned(),
+            state.join("db"),
+            false,
+        ),
+        (
+            "touch elsewhere".to_owned(),
+            fixture.workspace.join("elsewhere"),
+            true,
+        ),
+    ];
+    for (command, path, should_exist) in cases {
+        let outcome = run(&config, &command).await.unwrap();
+        assert_eq!(path.exists(), should_exist, "{command}: {}", outcome.output);
+    }
+    let outcome = run(&config, "true").await.unwrap();
+    assert!(
+        outcome.sandbox.protected.contains(".clawsmith-state"),
+        "{:?}",
+        outcome.sandbox
+    );
+    assert!(
+        outcome.sandbox.filesystem.contains("1 extra roots"),
+        "{:?}",
+        outcome.sandbox
+    );
+}
+
+#[tokio::test]
+async fn udp_and_ipv6_sockets_are_refused_too() {
+    if !landlock_or_skip("udp_and_ipv6_sockets_are_refused_too") {
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/python3").exists() {
+        eprintln!("SKIP udp_and_ipv6_sockets_are_refused_too: needs python3 to open sockets");
+        return;
+    }
+    let fixture = Fixture::new();
+    let config = fixture.config();
+    let script = "python3 -c 'import socket\n\
+        for family, kind in [(socket.AF_INET, socket.SOCK_DGRAM), (socket.AF_INET6, socket.SOCK_STREAM)]:\n\
+        \x20   try:\n\
+        \x20       socket.socket(family, kind); print(\"opened\")\n\
+        \x20   except PermissionError: print(\"refused\")\n\
+        socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); print(\"unix ok\")'";
+    let outcome = run(&config, script).await.unwrap();
+    assert_eq!(outcome.output, "refused\nrefused\nunix ok\n");
+}
