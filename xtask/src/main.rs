@@ -11,12 +11,15 @@
 //!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
 //! - `cargo xtask codegen [--check]` — writes the protocol's JSON Schema to
 //!   `docs/protocol.schema.json`; `--check` fails when the file is stale.
+//! - `cargo xtask bench [--quick] [NAME…]` — side-by-side benchmarks (see `bench.rs`); writes
+//!   `docs/benchmarks.md`. Not part of `ci`, which only compiles the benches.
 //!
 //! It is a binary, so it uses `anyhow` with context at each I/O, and it spawns processes (cargo,
 //! the tools CI runs), which the workspace's `clippy.toml` reserves for clawsmith-sandbox: the
 //! `#[allow]` below is that documented exception.
 #![allow(clippy::disallowed_methods)]
 
+mod bench;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +34,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::run(&root),
         Some("codegen") => codegen(&root, args.iter().any(|a| a == "--check")),
+        Some("bench") => bench::run(&root, &args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -42,7 +46,8 @@ fn main() -> Result<()> {
 const USAGE: &str = "usage: cargo xtask <command>
   ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny
   tidy               layering, crate essays, lints, forbidden markers
-  codegen [--check]  write (or check) docs/protocol.schema.json";
+  codegen [--check]  write (or check) docs/protocol.schema.json
+  bench [--quick] [NAME...]  side-by-side benchmarks; writes docs/benchmarks.md";
 
 fn workspace_root() -> PathBuf {
     // xtask lives at <root>/xtask.

@@ -1,0 +1,403 @@
+//! `session` and `undo` and `prune`: commands over the store alone.
+
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use clawsmith_checkpoint::{
+    CheckpointInfo, DiffSide, RetentionPolicy, Store, UndoOutcome, UndoReport, UndoScope,
+};
+use clawsmith_fs::Workspace;
+use serde_json::json;
+
+use crate::Output;
+
+/// Exit status of an undo refused because of conflicts (nothing changed).
+pub const EXIT_CONFLICT: i32 = 2;
+
+pub fn session_list(store: &Store, out: &Output) -> Result<i32> {
+    let sessions = store.list_sessions()?;
+    if out.json {
+        let list: Vec<_> = sessions
+            .iter()
+            .map(|s| {
+                json!({"id": s.id, "parentId": s.parent_id, "createdAtMs": s.created_at_ms,
+                       "workspaceRoot": s.workspace_root})
+            })
+            .collect();
+        out.json_line(&json!({ "sessions": list }))?;
+    } else if sessions.is_empty() {
+        out.line("no sessions")?;
+    } else {
+        for session in sessions {
+            let parent = session
+                .parent_id
+                .map(|p| format!(" (fork of {p})"))
+                .unwrap_or_default();
+            out.line(&format!(
+                "{}  {}  {}{parent}",
+                session.id,
+                format_time(session.created_at_ms),
+                session.workspace_root
+            ))?;
+        }
+    }
+    Ok(0)
+}
+
+pub fn session_show(store: &Store, id: &str, out: &Output) -> Result<i32> {
+    let session = store
+        .get_session(id)?
+        .with_context(|| format!("no session {id:?}"))?;
+    let messages = store.messages(id)?;
+    let events = store.events(id)?;
+    let todos = store.todos(id)?;
+    if out.json {
+        out.json_line(&json!({
+            "id": session.id, "parentId": session.parent_id, "createdAtMs": session.created_at_ms,
+            "workspaceRoot": session.workspace_root, "messages": messages, "events": events,
+            "todos": todos,
+        }))?;
+        return Ok(0);
+    }
+    out.line(&format!(
+        "session {}  workspace {}",
+        session.id, session.workspace_root
+    ))?;
+    if let Some(parent) = &session.parent_id {
+        out.line(&format!("forked from {parent}"))?;
+    }
+    out.line(&format!(
+        "{} messages, {} events, {} todos",
+        messages.len(),
+        events.len(),
+        todos.len()
+    ))?;
+    for message in &messages {
+        let status = message
+            .tool_status()
+            .map(|s| format!(" [{}]", s.as_str()))
+            .unwrap_or_default();
+        let name = message
+            .tool_name
+            .as_deref()
+            .map(|n| format!(" {n}"))
+            .unwrap_or_default();
+        let first = message.content.lines().next().unwrap_or_default();
+        out.line(&format!(
+            "  {:?}{name}{status}: {}",
+            message.role,
+            clip(first, 100)
+        ))?;
+    }
+    for event in &events {
+        out.line(&format!("  #{} {}", event.sequence, event.payload.kind()))?;
+    }
+    Ok(0)
+}
+
+pub fn session_fork(
+    store: &Store,
+    parent: &str,
+    new_id: Option<String>,
+    out: &Output,
+) -> Result<i32> {
+    let id = new_id.unwrap_or_else(crate::new_id);
+    let child = store.fork_session(parent, &id)?;
+    if out.json {
+        out.json_line(&json!({"id": child.id, "parentId": child.parent_id}))?;
+    } else {
+        out.line(&format!("forked {parent} into {}", child.id))?;
+    }
+    Ok(0)
+}
+
+/// Every checkpoint of `session` (or of all sessions), newest first.
+fn checkpoints(store: &Store, session: Option<&str>) -> Result<Vec<CheckpointInfo>> {
+    let sessions = match session {
+        Some(id) => {
+            store
+                .get_session(id)?
+                .with_context(|| format!("no session {id:?}"))?;
+            vec![id.to_owned()]
+        }
+        None => store.list_sessions()?.into_iter().map(|s| s.id).collect(),
+    };
+    let mut all = Vec::new();
+    for id in sessions {
+        all.extend(store.checkpoints(&id)?);
+    }
+    all.sort_by(|a, b| {
+        b.created_at_ms
+            .cmp(&a.created_at_ms)
+            .then(b.turn_id.cmp(&a.turn_id))
+    });
+    Ok(all)
+}
+
+pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i32> {
+    let list = checkpoints(store, session)?;
+    if out.json {
+        let mut items = Vec::new();
+        for checkpoint in &list {
+            let files = store.change_list(&checkpoint.session_id, &checkpoint.turn_id)?;
+            items.push(json!({
+                "sessionId": checkpoint.session_id, "turnId": checkpoint.turn_id,
+                "createdAtMs": checkpoint.created_at_ms, "state": checkpoint.state.as_str(),
+                "filesUndone": checkpoint.files_undone, "sessionUndone": checkpoint.session_undone,
+                "files": files,
+            }));
+        }
+        out.json_line(&json!({ "checkpoints": items }))?;
+        return Ok(0);
+    }
+    if list.is_empty() {
+        out.line("no checkpoints")?;
+    }
+    for checkpoint in &list {
+        out.line(&format!(
+            "{}  session {}  {}  {}  {} file(s){}{}",
+            checkpoint.turn_id,
+            checkpoint.session_id,
+            format_time(checkpoint.created_at_ms),
+            checkpoint.state.as_str(),
+            checkpoint.file_count,
+            if checkpoint.files_undone {
+                "  files undone"
+            } else {
+                ""
+            },
+            if checkpoint.session_undone {
+                "  session undone"
+            } else {
+                ""
+            },
+        ))?;
+        for change in store.change_list(&checkpoint.session_id, &checkpoint.turn_id)? {
+            let lines = match (change.lines_added, change.lines_removed) {
+                (Some(added), Some(removed)) => format!(" +{added} -{removed}"),
+                _ => String::new(),
+            };
+            out.line(&format!("    {:?} {}{lines}", change.kind, change.path))?;
+        }
+    }
+    Ok(0)
+}
+
+/// The session a turn belongs to: `session` when given, else the one session holding the turn.
+fn session_of(store: &Store, turn: &str, session: Option<&str>) -> Result<String> {
+    if let Some(id) = session {
+        return Ok(id.to_owned());
+    }
+    let owners: Vec<String> = checkpoints(store, None)?
+        .into_iter()
+        .filter(|c| c.turn_id == turn)
+        .map(|c| c.session_id)
+        .collect();
+    match owners.as_slice() {
+        [] => bail!("no checkpoint for turn {turn:?}; `clawsmith undo list` shows the turns"),
+        [only] => Ok(only.clone()),
+        many => bail!(
+            "turn {turn:?} is in {} sessions (forks share history): {}; pass --session",
+            many.len(),
+            many.join(", ")
+        ),
+    }
+}
+
+pub fn undo_diff(
+    store: &Store,
+    turn: &str,
+    path: &str,
+    session: Option<&str>,
+    out: &Output,
+) -> Result<i32> {
+    let session = session_of(store, turn, session)?;
+    let diff = store
+        .diff(&session, turn, path)?
+        .with_context(|| format!("turn {turn} did not change {path:?}"))?;
+    if out.json {
+        out.json_line(&diff)?;
+        return Ok(0);
+    }
+    out.line(&format!("{} ({:?}) in turn {turn}", diff.path, diff.kind))?;
+    for (label, side) in [("before", &diff.before), ("after", &diff.after)] {
+        match side {
+            DiffSide::Absent => out.line(&format!("{label}: absent"))?,
+            DiffSide::Binary { total_bytes } => {
+                out.line(&format!("{label}: binary, {total_bytes} bytes"))?
+            }
+            DiffSide::Unavailable { reason } => {
+                out.line(&format!("{label}: unavailable ({reason})"))?
+            }
+            DiffSide::Text {
+                truncated,
+                total_bytes,
+                ..
+            } => out.line(&format!(
+                "{label}: {total_bytes} bytes of text{}",
+                if *truncated {
+                    " (shown truncated to 64 KiB)"
+                } else {
+                    ""
+                }
+            ))?,
+        }
+    }
+    out.raw(&diff.unified)?;
+    if diff.unified_truncated {
+        out.line("[diff truncated]")?;
+    }
+    Ok(0)
+}
+
+pub fn undo(
+    store: &Store,
+    turn: &str,
+    scope: UndoScope,
+    session: Option<&str>,
+    out: &Output,
+) -> Result<i32> {
+    let session_id = session_of(store, turn, session)?;
+    let info = store
+        .get_session(&session_id)?
+        .with_context(|| format!("no session {session_id:?}"))?;
+    let workspace = Workspace::open(Path::new(&info.workspace_root))
+        .with_context(|| format!("opening the session's workspace {}", info.workspace_root))?;
+    let report = store.undo(&session_id, turn, scope, &workspace)?;
+    print_undo(&report, out)
+}
+
+fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
+    let scope = match report.scope {
+        UndoScope::Files => "files",
+        UndoScope::Session => "session",
+        UndoScope::All => "all",
+    };
+    let (outcome, conflicts) = match &report.outcome {
+        UndoOutcome::Undone => ("undone", Vec::new()),
+        UndoOutcome::AlreadyUndone => ("already_undone", Vec::new()),
+        UndoOutcome::Conflicts(list) => ("conflicts", list.clone()),
+    };
+    if out.json {
+        let conflicts: Vec<_> = conflicts
+            .iter()
+            .map(|c| {
+                json!({"path": c.path, "turnId": c.turn_id, "expectedSha256": c.expected_sha256,
+                       "foundSha256": c.found_sha256, "reason": c.reason})
+            })
+            .collect();
+        out.json_line(&json!({
+            "sessionId": report.session_id, "turnId": report.turn_id, "scope": scope,
+            "outcome": outcome, "turns": report.turns, "restored": report.restored,
+            "removed": report.removed, "conflicts": conflicts,
+        }))?;
+    } else {
+        match &report.outcome {
+            UndoOutcome::Undone => {
+                out.line(&format!(
+                    "undid {scope} of {} turn(s): {}",
+                    report.turns.len(),
+                    report.turns.join(", ")
+                ))?;
+                for path in &report.restored {
+                    out.line(&format!("  restored {path}"))?;
+                }
+                for path in &report.removed {
+                    out.line(&format!("  removed {path}"))?;
+                }
+            }
+            UndoOutcome::AlreadyUndone => out.line(&format!(
+                "turn {} is already undone ({scope}); nothing changed",
+                report.turn_id
+            ))?,
+            UndoOutcome::Conflicts(list) => {
+                out.line(&format!(
+                    "refused: {} file(s) changed since the agent wrote them; nothing was changed",
+                    list.len()
+                ))?;
+                for conflict in list {
+                    out.line(&format!("  {}: {}", conflict.path, conflict.reason))?;
+                }
+            }
+        }
+    }
+    Ok(if matches!(report.outcome, UndoOutcome::Conflicts(_)) {
+        EXIT_CONFLICT
+    } else {
+        0
+    })
+}
+
+pub fn prune(store: &Store, dry_run: bool, out: &Output) -> Result<i32> {
+    let report = store.prune(&RetentionPolicy::default(), store.now_ms(), dry_run)?;
+    if out.json {
+        out.json_line(&report)?;
+    } else {
+        out.line(&format!(
+            "{}{} checkpoint(s), {} journal entr(ies), {} blob(s); {} freed",
+            if dry_run { "would remove " } else { "removed " },
+            report.checkpoints_removed,
+            report.journal_entries_removed,
+            report.blobs_removed,
+            format_bytes(report.bytes_freed)
+        ))?;
+    }
+    Ok(0)
+}
+
+fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn format_time(ms: u64) -> String {
+    // Seconds since the epoch, UTC, as YYYY-MM-DD HH:MM:SS (civil-from-days, no time crate).
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_owned()
+    } else {
+        let cut: String = text.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_and_sizes() {
+        assert_eq!(super::format_time(0), "1970-01-01 00:00:00");
+        assert_eq!(super::format_time(1_700_000_000_000), "2023-11-14 22:13:20");
+        assert_eq!(super::format_bytes(10), "10 B");
+        assert_eq!(super::format_bytes(1536), "1.5 KiB");
+    }
+}

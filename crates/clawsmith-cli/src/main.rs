@@ -1,0 +1,267 @@
+//! # clawsmith (the binary)
+//!
+//! The front end people and other programs meet: it lists the frozen tool table, runs calls and
+//! whole turns through the core, undoes turns, prunes old checkpoints, checks command text against
+//! the disaster classifier, and serves the tools over the Model Context Protocol.
+//!
+//! ## Decisions
+//! - **Embedded state.** Everything lives in one SQLite database in the state directory
+//!   (`--state-dir`, `CLAWSMITH_STATE_DIR`, `$XDG_STATE_HOME/clawsmith` or
+//!   `~/.local/state/clawsmith`); no server is needed. The state directory is refused when it lies
+//!   inside the workspace being served, because the tools could then read or rewrite their own
+//!   audit trail and undo data.
+//! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
+//!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
+//!   commands print for people unless `--json` is given.
+//! - **Exit codes.** 0 when a command did its job (for `call`, whenever a result was produced,
+//!   whatever its status); 2 when an undo was refused because of conflicts (nothing changed);
+//!   1 when clawsmith itself failed (bad flags, unreadable state).
+//!
+//! ## What it does not do
+//! It holds no policy of its own: permissions, limits and checkpoints are the core's, so a call
+//! made here and the same call made over MCP behave identically.
+
+mod history;
+mod run;
+mod state;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use clawsmith_checkpoint::UndoScope;
+
+/// clawsmith: a runtime for the tools of an LLM coding agent.
+#[derive(Debug, Parser)]
+#[command(name = "clawsmith", version, about)]
+struct Cli {
+    /// Where the state database lives (never inside a workspace it serves).
+    #[arg(long, global = true, env = "CLAWSMITH_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Print JSON instead of text for people.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+// `check-command` is the contract's name; the variant follows it.
+#[allow(clippy::enum_variant_names)]
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The frozen tool table: name, effective risk, capabilities, concurrency, deferral, schema.
+    Tools {
+        #[command(flatten)]
+        core: run::CoreOptions,
+    },
+    /// Run one call as a one-call turn through the whole core; prints the result as JSON.
+    Call {
+        #[command(flatten)]
+        core: run::CoreOptions,
+        /// The tool's name.
+        tool: String,
+        /// The arguments as a JSON string (as a provider sends them).
+        arguments: String,
+    },
+    /// Run one assistant message's tool calls (JSON array on stdin); prints events as JSON lines.
+    Turn {
+        #[command(flatten)]
+        core: run::CoreOptions,
+        #[command(flatten)]
+        turn: run::TurnOptions,
+    },
+    /// Run the disaster classifier on command text (never executes it).
+    CheckCommand {
+        /// The shell text to classify.
+        text: String,
+    },
+    /// Inspect and fork sessions.
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+    /// List, inspect and undo turns (hash-checked; conflicts change nothing).
+    Undo {
+        #[command(subcommand)]
+        command: UndoCommand,
+    },
+    /// Delete expired or over-quota checkpoints and collect unreferenced blobs.
+    Prune {
+        /// Report what would be removed without removing it.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SessionCommand {
+    /// Every session, newest first.
+    List,
+    /// A session's messages, events and todos.
+    Show {
+        /// The session id.
+        id: String,
+    },
+    /// Fork a session: the child shares history and blobs; undo in one never touches the other.
+    Fork {
+        /// The parent session id.
+        id: String,
+        /// The child's id (generated when omitted).
+        #[arg(long = "as", value_name = "NEW_ID")]
+        new_id: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UndoCommand {
+    /// Turns with their changed files, newest first.
+    List {
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Before/after text (≤ 64 KiB each) and a unified diff of one path in one turn.
+    Diff {
+        /// The turn id.
+        turn: String,
+        /// The workspace-relative path.
+        path: String,
+        /// The session, when the turn is in several (forks).
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Roll back the files of this turn and every later turn (hash-checked).
+    Files {
+        /// The turn id.
+        turn: String,
+        /// The session, when the turn is in several (forks).
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Rewind messages, events, approvals and todos to the start of this turn.
+    Session {
+        /// The turn id.
+        turn: String,
+        /// The session, when the turn is in several (forks).
+        #[arg(long)]
+        session: Option<String>,
+    },
+    /// Precheck the files, then roll back files and session.
+    All {
+        /// The turn id.
+        turn: String,
+        /// The session, when the turn is in several (forks).
+        #[arg(long)]
+        session: Option<String>,
+    },
+}
+
+/// Where and how a command prints.
+pub struct Output {
+    /// `--json` was given.
+    pub json: bool,
+}
+
+impl Output {
+    /// One line of text.
+    pub fn line(&self, text: &str) -> Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "{text}")?;
+        Ok(())
+    }
+
+    /// Text as is.
+    pub fn raw(&self, text: &str) -> Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        write!(stdout, "{text}")?;
+        stdout.flush()?;
+        Ok(())
+    }
+
+    /// One JSON value on one line.
+    pub fn json_line(&self, value: &impl serde::Serialize) -> Result<()> {
+        let mut stdout = std::io::stdout().lock();
+        serde_json::to_writer(&mut stdout, value)?;
+        writeln!(stdout)?;
+        stdout.flush()?;
+        Ok(())
+    }
+}
+
+/// A fresh id: time-ordered and unique enough for sessions and turns made by one machine.
+pub fn new_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}{:04x}{:x}", nanos, std::process::id() & 0xffff, count)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => std::process::exit(code),
+        Err(error) => {
+            eprintln!("clawsmith: {error:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let out = Output { json: cli.json };
+    let state_dir = || state::state_dir(cli.state_dir.as_deref());
+    match cli.command {
+        Command::Tools { core } => run::tools(&state_dir()?, &core, &out),
+        Command::Call {
+            core,
+            tool,
+            arguments,
+        } => run::call(&state_dir()?, &core, &tool, &arguments, &out),
+        Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
+        Command::CheckCommand { text } => {
+            out.json_line(&clawsmith_sandbox::classify::check_command(&text))?;
+            Ok(0)
+        }
+        Command::Session { command } => {
+            let store = state::open_existing_store(&state_dir()?)?;
+            match command {
+                SessionCommand::List => history::session_list(&store, &out),
+                SessionCommand::Show { id } => history::session_show(&store, &id, &out),
+                SessionCommand::Fork { id, new_id } => {
+                    history::session_fork(&store, &id, new_id, &out)
+                }
+            }
+        }
+        Command::Undo { command } => {
+            let store = state::open_existing_store(&state_dir()?)?;
+            match command {
+                UndoCommand::List { session } => {
+                    history::undo_list(&store, session.as_deref(), &out)
+                }
+                UndoCommand::Diff {
+                    turn,
+                    path,
+                    session,
+                } => history::undo_diff(&store, &turn, &path, session.as_deref(), &out),
+                UndoCommand::Files { turn, session } => {
+                    history::undo(&store, &turn, UndoScope::Files, session.as_deref(), &out)
+                }
+                UndoCommand::Session { turn, session } => {
+                    history::undo(&store, &turn, UndoScope::Session, session.as_deref(), &out)
+                }
+                UndoCommand::All { turn, session } => {
+                    history::undo(&store, &turn, UndoScope::All, session.as_deref(), &out)
+                }
+            }
+        }
+        Command::Prune { dry_run } => {
+            let store = state::open_existing_store(&state_dir()?)?;
+            history::prune(&store, dry_run, &out)
+        }
+    }
+}

@@ -1,0 +1,407 @@
+//! `tools`, `call`, `turn`: the commands that go through the core.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use clawsmith_core::{
+    AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CoreConfig, EventSink,
+};
+use clawsmith_protocol::{Event, ToolCall};
+use clawsmith_sandbox::{
+    CommandExecutionService, RunCommandTool, SandboxConfig, SandboxPolicy, ServiceConfig,
+    command_tools,
+};
+use clawsmith_security::{PermissionMode, PermissionPolicy};
+use serde_json::json;
+
+use crate::{Output, state};
+
+/// The options every command that builds a core shares.
+#[derive(Debug, Clone, Args)]
+pub struct CoreOptions {
+    /// The workspace the tools work in.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Permission mode: the default decision per effective risk.
+    #[arg(long, value_enum, default_value_t = ModeArg::Ask)]
+    pub mode: ModeArg,
+    /// Approve every `ask` decision (without it, `ask` becomes `permission_denied`).
+    #[arg(long)]
+    pub yes: bool,
+    /// Continue this session (created under this id when new); a new session otherwise.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// What to do when the kernel cannot sandbox commands.
+    #[arg(long, value_enum, default_value_t = SandboxArg::Required)]
+    pub sandbox: SandboxArg,
+    /// Let commands use the network.
+    #[arg(long)]
+    pub allow_network: bool,
+}
+
+/// `turn`'s own options.
+#[derive(Debug, Clone, Args)]
+pub struct TurnOptions {
+    /// Print events readably instead of JSON lines (the final line stays JSON).
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Deny everything above read.
+    ReadOnly,
+    /// Ask before workspace writes and commands.
+    Ask,
+    /// Allow workspace writes, ask before commands.
+    AcceptEdits,
+    /// Allow everything (hard command limits still apply).
+    Full,
+}
+
+impl From<ModeArg> for PermissionMode {
+    fn from(mode: ModeArg) -> PermissionMode {
+        match mode {
+            ModeArg::ReadOnly => PermissionMode::ReadOnly,
+            ModeArg::Ask => PermissionMode::Ask,
+            ModeArg::AcceptEdits => PermissionMode::AcceptEdits,
+            ModeArg::Full => PermissionMode::Full,
+        }
+    }
+}
+
+/// `--sandbox`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    /// Refuse to run commands the kernel cannot confine.
+    Required,
+    /// Run unconfined when the kernel cannot confine, and say so.
+    BestEffort,
+    /// Do not confine commands (limits and the disaster check still apply).
+    Off,
+}
+
+impl From<SandboxArg> for SandboxPolicy {
+    fn from(policy: SandboxArg) -> SandboxPolicy {
+        match policy {
+            SandboxArg::Required => SandboxPolicy::Required,
+            SandboxArg::BestEffort => SandboxPolicy::BestEffort,
+            SandboxArg::Off => SandboxPolicy::Off,
+        }
+    }
+}
+
+/// Approves every request: `--yes`.
+struct ApproveAll;
+
+impl Approver for ApproveAll {
+    fn approve<'a>(&'a self, _request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        Box::pin(async { ApprovalAnswer::Approve })
+    }
+}
+
+/// What a front end builds besides the flags: long-lived hosts (the MCP server) own a background
+/// command service; one-shot commands (`call`, `turn`) do not, since their process ends with the
+/// turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lifetime {
+    /// One process per turn.
+    OneShot,
+    /// A server that outlives turns.
+    LongLived,
+}
+
+/// Builds the core for `options` with state in `state_dir`.
+pub fn build_core(
+    state_dir: &Path,
+    options: &CoreOptions,
+    lifetime: Lifetime,
+) -> Result<AgentCore> {
+    let workspace = options
+        .workspace
+        .canonicalize()
+        .with_context(|| format!("workspace {} does not exist", options.workspace.display()))?;
+    if !workspace.is_dir() {
+        bail!("workspace {} is not a directory", workspace.display());
+    }
+    state::ensure_outside(state_dir, &workspace)?;
+    let store = state::open_store(state_dir)?;
+    let mut sandbox = SandboxConfig::new(&workspace);
+    sandbox.policy = options.sandbox.into();
+    sandbox.network_allowed = options.allow_network;
+    sandbox
+        .protected_paths
+        .push(state::canonical_even_if_missing(state_dir)?);
+    let mut config = CoreConfig::new(&workspace, store);
+    config.policy = PermissionPolicy::new(options.mode.into());
+    if options.yes {
+        config.approver = Some(Arc::new(ApproveAll));
+    }
+    config.command_tools = vec![Arc::new(RunCommandTool::new(sandbox.clone()))];
+    if lifetime == Lifetime::LongLived {
+        let log_dir = state_dir
+            .join("commands")
+            .join(format!("{}", std::process::id()));
+        let service = CommandExecutionService::new(ServiceConfig::new(sandbox, &log_dir))
+            .with_context(|| {
+                format!(
+                    "starting the background command service in {}",
+                    log_dir.display()
+                )
+            })?;
+        config.command_service_tools = command_tools(Arc::new(service));
+    }
+    AgentCore::new(config).context("building the tool table")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i32> {
+    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let table = core.tools();
+    let rows: Vec<_> = table
+        .entries()
+        .iter()
+        .map(|entry| {
+            let facts = entry.facts();
+            json!({
+                "name": entry.name(),
+                "origin": entry.origin(),
+                "risk": facts.effective_risk,
+                "declaredRisk": facts.declared_risk,
+                "capabilities": facts.capabilities.to_vec(),
+                "concurrencySafe": entry.tool().concurrency_safe(),
+                "deferred": entry.is_deferred(),
+                "description": entry.tool().description(),
+                "inputSchema": entry.input_schema(),
+            })
+        })
+        .collect();
+    if out.json {
+        out.json_line(&json!({
+            "tools": rows,
+            "toolSchemaSha256": core.initial_tool_schema_sha256(),
+        }))?;
+        return Ok(0);
+    }
+    out.line(&format!(
+        "{:<30} {:<16} {:<6} {:<9} capabilities",
+        "tool", "risk", "safe", "deferred"
+    ))?;
+    for row in &rows {
+        let capabilities: Vec<&str> = row["capabilities"]
+            .as_array()
+            .map(|list| list.iter().filter_map(|c| c.as_str()).collect())
+            .unwrap_or_default();
+        out.line(&format!(
+            "{:<30} {:<16} {:<6} {:<9} {}",
+            row["name"].as_str().unwrap_or_default(),
+            row["risk"].as_str().unwrap_or_default(),
+            if row["concurrencySafe"] == true {
+                "yes"
+            } else {
+                "no"
+            },
+            if row["deferred"] == true { "yes" } else { "no" },
+            capabilities.join(", ")
+        ))?;
+    }
+    Ok(0)
+}
+
+pub fn call(
+    state_dir: &Path,
+    options: &CoreOptions,
+    tool: &str,
+    arguments: &str,
+    out: &Output,
+) -> Result<i32> {
+    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let session = core.open_session(options.session.clone())?;
+    let call = ToolCall {
+        id: "call-1".to_owned(),
+        name: tool.to_owned(),
+        arguments: arguments.to_owned(),
+    };
+    let outcome = runtime()?.block_on(session.run_turn(vec![call], &clawsmith_core::NullSink))?;
+    let Some(first) = outcome.results.into_iter().next() else {
+        bail!("the core produced no result for the call");
+    };
+    out.json_line(&first.1)?;
+    Ok(0)
+}
+
+/// Prints every event as it happens: one JSON line each, or a readable line with `--pretty`.
+struct PrintingSink {
+    lock: Mutex<()>,
+    pretty: bool,
+}
+
+impl EventSink for PrintingSink {
+    fn event(&self, event: &Event) {
+        let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout must not take the turn down: the events are in the store anyway.
+        if self.pretty {
+            let _ = writeln!(stdout, "{}", pretty_event(event));
+        } else if serde_json::to_writer(&mut stdout, event).is_ok() {
+            let _ = writeln!(stdout);
+        }
+        let _ = stdout.flush();
+    }
+}
+
+/// One readable line per event, for `turn --pretty`.
+pub fn pretty_event(event: &Event) -> String {
+    use clawsmith_protocol::EventPayload;
+    match &event.payload {
+        EventPayload::TurnStarted(started) => {
+            format!(
+                "turn {} started (session {})",
+                started.turn_id, event.session_id
+            )
+        }
+        EventPayload::ModelRequest(request) => {
+            format!(
+                "model request {}: {} tools shown",
+                request.request_id,
+                request.tool_names.len()
+            )
+        }
+        EventPayload::ToolStarted(started) => {
+            let batch = started
+                .batch
+                .map(|b| {
+                    format!(
+                        "  [batch {}: {} call(s), {}]",
+                        b.index,
+                        b.size,
+                        if b.parallel { "parallel" } else { "serial" }
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "  -> {} ({}) {}{batch}",
+                started.tool_name,
+                started.risk,
+                started.summary.as_deref().unwrap_or_default()
+            )
+        }
+        EventPayload::ToolCompleted(completed) => {
+            let code = completed
+                .result
+                .code
+                .as_ref()
+                .map(|c| format!(" {c}"))
+                .unwrap_or_default();
+            let mut line = format!(
+                "  <- {} {}{code}",
+                completed.tool_name,
+                completed.status.as_str()
+            );
+            if let Some(display) = &completed.result.display {
+                for field in &display.fields {
+                    if matches!(field.label.as_str(), "exit" | "sandbox" | "network") {
+                        line.push_str(&format!("; {}: {}", field.label, field.value));
+                    }
+                }
+            }
+            let output: Vec<&str> = completed.output.lines().take(6).collect();
+            for text in output {
+                let clipped: String = text.chars().take(110).collect();
+                line.push_str(&format!("\n       | {clipped}"));
+            }
+            if completed.output.lines().count() > 6 {
+                line.push_str("\n       | …");
+            }
+            line
+        }
+        EventPayload::TurnCompleted(completed) => {
+            format!(
+                "turn {} finished: {} call(s) closed",
+                completed.turn_id, completed.tool_calls
+            )
+        }
+    }
+}
+
+/// `turn`'s stdin: one assistant message's calls, or several messages (batches) of one turn.
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum TurnInput {
+    Batch(Vec<ToolCall>),
+    Batches(Vec<Vec<ToolCall>>),
+}
+
+/// The final line of `turn`, fields in contract order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TurnResult<'a> {
+    r#type: &'static str,
+    session_id: &'a str,
+    turn_id: &'a str,
+    results: Vec<CallLine<'a>>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallLine<'a> {
+    tool_call_id: &'a str,
+    result: &'a clawsmith_protocol::ToolExecutionResult,
+}
+
+pub fn turn(
+    state_dir: &Path,
+    options: &CoreOptions,
+    turn_options: &TurnOptions,
+    out: &Output,
+) -> Result<i32> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("reading the tool calls from stdin")?;
+    let batches = match serde_json::from_str::<TurnInput>(&input).context(
+        "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
+         or an array of such arrays (one per assistant message of the turn)",
+    )? {
+        TurnInput::Batch(calls) => vec![calls],
+        TurnInput::Batches(batches) => batches,
+    };
+    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let session = core.open_session(options.session.clone())?;
+    let sink = PrintingSink {
+        lock: Mutex::new(()),
+        pretty: turn_options.pretty,
+    };
+    let runtime = runtime()?;
+    let mut turn = session.begin_turn(&sink)?;
+    let mut results = Vec::new();
+    for calls in batches {
+        results.extend(runtime.block_on(turn.run_batch(calls, &sink))?);
+    }
+    let session_id = turn.session_id().to_owned();
+    let turn_id = turn.id().to_owned();
+    turn.finish(&sink)?;
+    out.json_line(&TurnResult {
+        r#type: "turn.result",
+        session_id: &session_id,
+        turn_id: &turn_id,
+        results: results
+            .iter()
+            .map(|(id, result)| CallLine {
+                tool_call_id: id,
+                result,
+            })
+            .collect(),
+    })?;
+    Ok(0)
+}

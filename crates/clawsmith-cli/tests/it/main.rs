@@ -1,0 +1,105 @@
+//! End-to-end tests: the built `clawsmith` binary against temp workspaces and state dirs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+mod commands;
+mod undo;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// A workspace and a state dir side by side in one temp dir.
+pub struct Fixture {
+    pub dir: tempfile::TempDir,
+}
+
+impl Default for Fixture {
+    fn default() -> Fixture {
+        Fixture::new()
+    }
+}
+
+impl Fixture {
+    pub fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        std::fs::write(dir.path().join("ws/a.txt"), "alpha\nbeta\n").unwrap();
+        std::fs::write(dir.path().join("ws/b.txt"), "gamma\n").unwrap();
+        Fixture { dir }
+    }
+
+    pub fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Runs `clawsmith --state-dir <state> ARGS` with `stdin`.
+    pub fn run(&self, args: &[&str], stdin: &str) -> Run {
+        let state = self.state();
+        let mut full = vec!["--state-dir", state.to_str().unwrap()];
+        full.extend_from_slice(args);
+        run_binary(&full, stdin)
+    }
+
+    /// `clawsmith call --workspace <ws> EXTRA... TOOL ARGS` parsed as the result JSON.
+    pub fn call(&self, extra: &[&str], tool: &str, arguments: &str) -> Value {
+        let ws = self.ws();
+        let mut args = vec!["call", "--workspace", ws.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[tool, arguments]);
+        let run = self.run(&args, "");
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        serde_json::from_str(run.stdout.trim()).unwrap()
+    }
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+
+    pub fn lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+pub fn run_binary(args: &[&str], stdin: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .args(args)
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap()
+}

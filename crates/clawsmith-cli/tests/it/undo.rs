@@ -1,0 +1,116 @@
+use serde_json::json;
+
+use crate::{Fixture, read};
+
+fn turn_with_changes(f: &Fixture) -> String {
+    let ws = f.ws();
+    let calls = json!([
+        {"id": "e1", "name": "edit_file", "arguments": "{\"path\":\"a.txt\",\"oldText\":\"beta\",\"newText\":\"BETA\"}"},
+        {"id": "e2", "name": "write_file", "arguments": "{\"path\":\"new.txt\",\"content\":\"fresh\\n\"}"},
+        {"id": "e3", "name": "rename_file", "arguments": "{\"from\":\"b.txt\",\"to\":\"moved.txt\"}"},
+        {"id": "e4", "name": "todo_write", "arguments": "{\"todos\":[{\"id\":\"1\",\"content\":\"x\",\"status\":\"pending\"}]}"}
+    ]);
+    let run = f.run(
+        &[
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mode",
+            "full",
+            "--session",
+            "s",
+        ],
+        &calls.to_string(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let last = run.lines().pop().unwrap();
+    for result in last["results"].as_array().unwrap() {
+        assert_eq!(result["result"]["status"], "success", "{result}");
+    }
+    last["turnId"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn list_diff_and_undo_all_restore_the_tree() {
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    let list = f.run(&["--json", "undo", "list"], "").json();
+    let checkpoint = &list["checkpoints"][0];
+    assert_eq!(checkpoint["turnId"], turn.as_str());
+    let paths: Vec<&str> = checkpoint["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    for path in ["a.txt", "new.txt", "b.txt", "moved.txt"] {
+        assert!(paths.contains(&path), "{path} not in {paths:?}");
+    }
+    let diff = f.run(&["undo", "diff", &turn, "a.txt"], "");
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    assert!(
+        diff.stdout.contains("-beta") && diff.stdout.contains("+BETA"),
+        "{}",
+        diff.stdout
+    );
+    let undo = f.run(&["--json", "undo", "all", &turn], "").json();
+    assert_eq!(undo["outcome"], "undone");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    assert_eq!(read(&f.ws().join("b.txt")), "gamma\n");
+    assert!(!f.ws().join("new.txt").exists() && !f.ws().join("moved.txt").exists());
+    let show = f.run(&["--json", "session", "show", "s"], "").json();
+    assert_eq!(show["messages"].as_array().unwrap().len(), 0);
+    assert_eq!(show["todos"].as_array().unwrap().len(), 0);
+    let again = f.run(&["undo", "all", &turn], "");
+    assert_eq!(again.code, 0);
+    assert!(again.stdout.contains("already undone"), "{}", again.stdout);
+}
+
+#[test]
+fn a_conflicting_undo_changes_nothing() {
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
+    let before: Vec<(String, String)> = ["a.txt", "new.txt", "moved.txt"]
+        .iter()
+        .map(|p| (p.to_string(), read(&f.ws().join(p))))
+        .collect();
+    let run = f.run(&["--json", "undo", "files", &turn], "");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let report = run.json();
+    assert_eq!(report["outcome"], "conflicts");
+    assert_eq!(report["conflicts"][0]["path"], "a.txt");
+    for (path, content) in before {
+        assert_eq!(read(&f.ws().join(&path)), content, "{path} changed");
+    }
+    assert!(!f.ws().join("b.txt").exists());
+    let people = f.run(&["undo", "all", &turn], "");
+    assert_eq!(people.code, 2);
+    assert!(
+        people.stdout.contains("a.txt") && people.stdout.contains("nothing was changed"),
+        "{}",
+        people.stdout
+    );
+    let unknown = f.run(&["undo", "files", "turn_nope"], "");
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown.stderr.contains("no checkpoint for turn"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn session_undo_keeps_files_and_prune_reports() {
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    let undo = f.run(&["--json", "undo", "session", &turn], "").json();
+    assert_eq!(undo["outcome"], "undone");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nBETA\n");
+    let prune = f.run(&["--json", "prune", "--dry-run"], "").json();
+    assert_eq!(prune["dryRun"], true);
+    assert_eq!(prune["checkpointsRemoved"], 0);
+    let prune = f.run(&["prune"], "");
+    assert_eq!(prune.code, 0);
+    assert!(prune.stdout.contains("freed"), "{}", prune.stdout);
+}

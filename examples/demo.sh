@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# clawsmith's main job on its embedded defaults: one real turn against a copy of the example
+# workspace (parallel reads and a search, an edit, a sandboxed command), then an undo of the turn.
+# State goes to a throwaway SQLite database; nothing outside a temp dir is touched.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --quiet --release -p clawsmith-cli
+clawsmith="$PWD/target/release/clawsmith"
+
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+cp -R examples/demo-workspace "$scratch/workspace"
+export CLAWSMITH_STATE_DIR="$scratch/state"
+
+echo "== clawsmith turn (mode full, sandbox required)"
+"$clawsmith" turn --workspace "$scratch/workspace" --mode full --pretty \
+  < examples/demo-turn.json > "$scratch/turn.out"
+grep -v '^{"type":"turn.result"' "$scratch/turn.out"
+turn_id="$(tail -n 1 "$scratch/turn.out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["turnId"])')"
+
+echo
+echo "== clawsmith undo list"
+"$clawsmith" undo list
+echo
+echo "== clawsmith undo diff $turn_id greet.py"
+"$clawsmith" undo diff "$turn_id" greet.py
+echo
+echo "== clawsmith undo all $turn_id"
+"$clawsmith" undo all "$turn_id"
+if diff -r examples/demo-workspace "$scratch/workspace" > /dev/null; then
+  echo "workspace is back to its original state"
+else
+  echo "workspace differs from the original after undo" >&2
+  exit 1
+fi

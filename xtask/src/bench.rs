@@ -1,0 +1,829 @@
+//! `cargo xtask bench`: side-by-side performance figures.
+//!
+//! Every figure is a *pair* measured alternately in one run (A B A B …, after a warm-up), so
+//! that the noise of a shared machine hits both sides alike; the ratio ours/theirs is the figure,
+//! absolute times are context. Pairs come from two places:
+//! - process-level pairs run here: the `clawsmith` release binary against `rg`, against
+//!   `@modelcontextprotocol/server-filesystem` (same hand-written JSON-RPC client for both), and
+//!   against itself on a small and a huge tree; plus peak and idle memory;
+//! - in-process pairs from the crates' `benches/pairs.rs` (harness = false), which print
+//!   `CLAWSMITH-BENCH {json}` lines that this harness collects.
+//!
+//! The table goes to stdout and to `docs/benchmarks.md` with the machine and the date.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+/// What a figure is compared with.
+#[derive(Debug, Clone, Copy)]
+pub enum Target {
+    /// ours/theirs must be at most this.
+    RatioAtMost(f64),
+    /// ours/theirs must be at least this (throughput pairs).
+    RatioAtLeast(f64),
+    /// ours alone, seconds, at most.
+    SecondsAtMost(f64),
+    /// ours alone, bytes, at most.
+    BytesAtMost(u64),
+}
+
+/// One row of the report.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub name: String,
+    pub ours_label: String,
+    pub theirs_label: String,
+    /// Seconds per sample (or bytes for memory rows).
+    pub ours: Vec<f64>,
+    pub theirs: Vec<f64>,
+    pub target: Target,
+    pub unit: Unit,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Bytes,
+    /// Operations per second (higher is better).
+    PerSecond,
+}
+
+pub struct Options {
+    pub quick: bool,
+    pub names: Vec<String>,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Options {
+        Options {
+            quick: args.iter().any(|a| a == "--quick"),
+            names: args
+                .iter()
+                .filter(|a| !a.starts_with("--"))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    fn wants(&self, name: &str) -> bool {
+        self.names.is_empty() || self.names.iter().any(|n| name.contains(n.as_str()))
+    }
+
+    fn rounds(&self) -> usize {
+        if self.quick { 3 } else { 7 }
+    }
+}
+
+pub fn median(samples: &[f64]) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    if sorted.len().is_multiple_of(2) {
+        (sorted[mid - 1] + sorted[mid]) / 2.0
+    } else {
+        sorted[mid]
+    }
+}
+
+/// Runs `ours` and `theirs` alternately: one warm-up each, then `rounds` pairs.
+pub fn alternate(
+    rounds: usize,
+    mut ours: impl FnMut() -> Result<f64>,
+    mut theirs: impl FnMut() -> Result<f64>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
+    ours().context("warm-up (ours)")?;
+    theirs().context("warm-up (theirs)")?;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a.push(ours()?);
+        b.push(theirs()?);
+    }
+    Ok((a, b))
+}
+
+impl Row {
+    fn ratio(&self) -> Option<f64> {
+        if self.theirs.is_empty() {
+            return None;
+        }
+        Some(median(&self.ours) / median(&self.theirs))
+    }
+
+    fn met(&self) -> bool {
+        match self.target {
+            Target::RatioAtMost(max) => self.ratio().is_some_and(|r| r <= max),
+            Target::RatioAtLeast(min) => self.ratio().is_some_and(|r| r >= min),
+            Target::SecondsAtMost(max) => median(&self.ours) <= max,
+            Target::BytesAtMost(max) => median(&self.ours) <= max as f64,
+        }
+    }
+
+    fn target_text(&self) -> String {
+        match self.target {
+            Target::RatioAtMost(max) => format!("≤ {max}×"),
+            Target::RatioAtLeast(min) => format!("≥ {min}×"),
+            Target::SecondsAtMost(max) => format!("≤ {max} s"),
+            Target::BytesAtMost(max) => format!("≤ {}", format_value(max as f64, Unit::Bytes)),
+        }
+    }
+}
+
+fn format_value(value: f64, unit: Unit) -> String {
+    match unit {
+        Unit::Seconds if value < 1e-3 => format!("{:.1} µs", value * 1e6),
+        Unit::Seconds if value < 1.0 => format!("{:.2} ms", value * 1e3),
+        Unit::Seconds => format!("{value:.2} s"),
+        Unit::Bytes => format!("{:.1} MiB", value / (1024.0 * 1024.0)),
+        Unit::PerSecond => format!("{value:.0}/s"),
+    }
+}
+
+fn spread(samples: &[f64], unit: Unit) -> String {
+    if samples.is_empty() {
+        return "—".into();
+    }
+    let min = samples.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "{} ({}–{})",
+        format_value(median(samples), unit),
+        format_value(min, unit),
+        format_value(max, unit)
+    )
+}
+
+pub fn render(rows: &[Row], machine: &str) -> String {
+    let mut text = String::new();
+    text.push_str("# Benchmarks\n\n");
+    text.push_str("Generated by `cargo xtask bench`; pairs run alternately in one run. ");
+    text.push_str("The ratio ours/theirs is the figure; absolute times are context.\n\n");
+    text.push_str(machine);
+    text.push_str(
+        "\n\n| pair | ours: median (min–max) | theirs: median (min–max) | ratio | target | met |\n",
+    );
+    text.push_str("|---|---|---|---|---|---|\n");
+    for row in rows {
+        let ratio = row
+            .ratio()
+            .map(|r| format!("{r:.2}×"))
+            .unwrap_or_else(|| "—".into());
+        text.push_str(&format!(
+            "| {} | {}: {} | {}: {} | {} | {} | {} |\n",
+            row.name,
+            row.ours_label,
+            spread(&row.ours, row.unit),
+            if row.theirs_label.is_empty() {
+                "—"
+            } else {
+                &row.theirs_label
+            },
+            spread(&row.theirs, row.unit),
+            ratio,
+            row.target_text(),
+            if row.met() { "yes" } else { "**no**" },
+        ));
+    }
+    let notes: Vec<&Row> = rows.iter().filter(|r| !r.note.is_empty()).collect();
+    if !notes.is_empty() {
+        text.push_str("\nNotes:\n");
+        for row in notes {
+            text.push_str(&format!("- {}: {}\n", row.name, row.note));
+        }
+    }
+    text
+}
+
+fn machine_description() -> String {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    format!(
+        "Machine: {cores} cores, Linux {}; run {date}.",
+        kernel.trim()
+    )
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let options = Options::parse(args);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    println!("==> building release binaries");
+    let status = Command::new(&cargo)
+        .args(["build", "--release", "-p", "clawsmith-cli"])
+        .current_dir(root)
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("release build failed");
+    }
+    let bin = root.join("target/release/clawsmith");
+    let data = root.join("target/bench-data");
+    std::fs::create_dir_all(&data).context("creating target/bench-data")?;
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let mut attempt = |name: &str, rows: &mut Vec<Row>, f: &mut dyn FnMut() -> Result<Vec<Row>>| {
+        if !options.wants(name) {
+            return;
+        }
+        println!("==> {name}");
+        match f() {
+            Ok(new) => {
+                for row in &new {
+                    println!(
+                        "    {}",
+                        render(std::slice::from_ref(row), "")
+                            .lines()
+                            .last()
+                            .unwrap_or_default()
+                    );
+                }
+                rows.extend(new);
+            }
+            Err(error) => {
+                eprintln!("    {name} failed: {error:#}");
+                failures.push(format!("{name}: {error:#}"));
+            }
+        }
+    };
+    attempt("mcp-read-file", &mut rows, &mut || {
+        mcp_read_pair(root, &bin, &data, &options)
+    });
+    attempt("search-vs-rg", &mut rows, &mut || {
+        search_vs_rg(&bin, &data, &options)
+    });
+    attempt("search-scale", &mut rows, &mut || {
+        search_scale(&bin, &data, &options)
+    });
+    attempt("memory", &mut rows, &mut || memory_rows(&bin, &data));
+    attempt("crate-pairs", &mut rows, &mut || {
+        crate_pairs(root, &cargo, &options)
+    });
+    let machine = machine_description();
+    let report = render(&rows, &machine);
+    println!("\n{report}");
+    if options.names.is_empty() && !options.quick {
+        std::fs::write(root.join("docs/benchmarks.md"), &report)
+            .context("writing docs/benchmarks.md")?;
+        println!("wrote docs/benchmarks.md");
+    }
+    if !failures.is_empty() {
+        bail!(
+            "{} benchmark group(s) failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peers and data.
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs a Debian package providing `program` when it is missing (CI and these machines run as
+/// root with apt available).
+fn ensure_debian(program: &str, package: &str) -> Result<()> {
+    if have(program) {
+        return Ok(());
+    }
+    println!("    installing {package} from Debian's packages");
+    let status = Command::new("sh")
+        .args(["-c", &format!("(apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq {package}")])
+        .status()
+        .context("running apt-get")?;
+    if !status.success() || !have(program) {
+        bail!("could not install {package}");
+    }
+    Ok(())
+}
+
+fn ensure_server_filesystem(root: &Path) -> Result<PathBuf> {
+    let peers = root.join("target/peers");
+    let entry = peers.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if !entry.exists() {
+        std::fs::create_dir_all(&peers)?;
+        println!("    installing @modelcontextprotocol/server-filesystem into target/peers");
+        let status = Command::new("npm")
+            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&peers)
+            .arg("@modelcontextprotocol/server-filesystem")
+            .status()
+            .context("running npm")?;
+        if !status.success() || !entry.exists() {
+            bail!("npm could not install @modelcontextprotocol/server-filesystem");
+        }
+    }
+    Ok(entry)
+}
+
+/// A deterministic tree of `files` text files with `bytes_per_file` each, in directories of 100,
+/// with the word `needle` in every 50th file. Reused when it already exists.
+fn generate_tree(dir: &Path, files: usize, bytes_per_file: usize) -> Result<()> {
+    let marker = dir.join(".complete");
+    if marker.exists() {
+        return Ok(());
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    let line = "the quick brown fox jumps over the lazy dog while tokens flow\n";
+    for index in 0..files {
+        let sub = dir.join(format!("d{:04}", index / 100));
+        if index.is_multiple_of(100) {
+            std::fs::create_dir_all(&sub)?;
+        }
+        let mut body = String::with_capacity(bytes_per_file + 64);
+        if index.is_multiple_of(50) {
+            body.push_str("fn needle() {}\n");
+        }
+        while body.len() < bytes_per_file {
+            body.push_str(line);
+        }
+        body.truncate(bytes_per_file);
+        std::fs::write(sub.join(format!("f{index}.rs")), body)?;
+    }
+    std::fs::write(marker, b"")?;
+    Ok(())
+}
+
+fn time_process(mut command: Command) -> Result<f64> {
+    let started = Instant::now();
+    let output = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()?;
+    let elapsed = started.elapsed().as_secs_f64();
+    if !output.status.success() && output.status.code() != Some(1) {
+        bail!(
+            "{:?} failed: {}",
+            command,
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(elapsed)
+}
+
+fn clawsmith_call(bin: &Path, state: &Path, workspace: &Path, tool: &str, args: &Value) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .arg("--state-dir")
+        .arg(state)
+        .args(["call", "--workspace"])
+        .arg(workspace)
+        .args(["--mode", "full", tool, &args.to_string()]);
+    command
+}
+
+fn search_vs_rg(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    ensure_debian("rg", "ripgrep")?;
+    let tree = data.join("search-1500");
+    generate_tree(&tree, 1500, 1000)?;
+    let state = tempdir("search-state")?;
+    let (ours, theirs) = alternate(
+        options.rounds() * 3,
+        || {
+            time_process(clawsmith_call(
+                bin,
+                &state,
+                &tree,
+                "search_files",
+                &json!({"query": "needle"}),
+            ))
+        },
+        || {
+            let mut rg = Command::new("rg");
+            rg.args(["-n", "-i", "-F", "--sort", "path", "needle"])
+                .arg(&tree);
+            time_process(rg)
+        },
+    )?;
+    Ok(vec![Row {
+        name: "search_files vs rg (1,500 files, 1.5 MB, literal)".into(),
+        ours_label: "clawsmith call".into(),
+        theirs_label: "rg".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(2.0),
+        unit: Unit::Seconds,
+        note: "whole processes: ours includes opening the state database, journaling and events"
+            .into(),
+    }])
+}
+
+fn search_scale(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    let small = data.join("search-2k");
+    let huge = data.join("search-200k");
+    generate_tree(&small, 2_000, 200)?;
+    println!("    generating 200,000 files (once; reused from target/bench-data)");
+    generate_tree(&huge, 200_000, 200)?;
+    let state = tempdir("scale-state")?;
+    let query = json!({"query": "absent-word-xyz"});
+    let (ours, theirs) = alternate(
+        options.rounds(),
+        || time_process(clawsmith_call(bin, &state, &huge, "search_files", &query)),
+        || time_process(clawsmith_call(bin, &state, &small, "search_files", &query)),
+    )?;
+    Ok(vec![Row {
+        name: "search_files on 200,000 vs 2,000 files".into(),
+        ours_label: "200k tree".into(),
+        theirs_label: "2k tree".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(1.5),
+        unit: Unit::Seconds,
+        note: "the visited-files budget (2,000) bounds the cost, not the repository".into(),
+    }])
+}
+
+fn tempdir(name: &str) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("clawsmith-bench-{name}-{}", std::process::id()));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal MCP client over stdio: newline-delimited JSON-RPC, one request at a time. The same
+// client talks to both servers, so the comparison is about the servers.
+
+struct McpClient {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl McpClient {
+    fn spawn(mut command: Command) -> Result<McpClient> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting the MCP server")?;
+        let stdin = child.stdin.take().context("no stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("no stdout")?);
+        let mut client = McpClient {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        client.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "clawsmith-bench", "version": "0"}}),
+        )?;
+        client.notify("notifications/initialized")?;
+        Ok(client)
+    }
+
+    fn notify(&mut self, method: &str) -> Result<()> {
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": method})
+        )?;
+        self.stdin.flush()?;
+        Ok(())
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )?;
+        self.stdin.flush()?;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.stdout.read_line(&mut line)? == 0 {
+                bail!("the MCP server closed its output during {method}");
+            }
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if message.get("id").and_then(Value::as_u64) == Some(id) {
+                if let Some(error) = message.get("error") {
+                    bail!("{method} failed: {error}");
+                }
+                return Ok(message["result"].clone());
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn mcp_read_pair(root: &Path, bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    let entry = ensure_server_filesystem(root)?;
+    let dir = data.join("mcp-read");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("ten-kb.txt");
+    std::fs::write(&file, "0123456789abcdef\n".repeat(10 * 1024 / 17))?;
+    let state = tempdir("mcp-state")?;
+    let mut ours_command = Command::new(bin);
+    ours_command
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["mcp", "--workspace"])
+        .arg(&dir);
+    let mut ours = McpClient::spawn(ours_command)?;
+    let mut theirs_command = Command::new("node");
+    theirs_command.arg(&entry).arg(&dir);
+    let mut theirs = McpClient::spawn(theirs_command)?;
+    let their_tools = theirs.request("tools/list", json!({}))?;
+    let their_tool = if their_tools.to_string().contains("\"read_text_file\"") {
+        "read_text_file"
+    } else {
+        "read_file"
+    };
+    let calls = if options.quick { 100 } else { 1000 };
+    let absolute = file.canonicalize()?.display().to_string();
+    let (a, b) = alternate(
+        options.rounds(),
+        || {
+            let started = Instant::now();
+            for _ in 0..calls {
+                ours.request(
+                    "tools/call",
+                    json!({"name": "read_file", "arguments": {"path": "ten-kb.txt"}}),
+                )?;
+            }
+            Ok(started.elapsed().as_secs_f64())
+        },
+        || {
+            let started = Instant::now();
+            for _ in 0..calls {
+                theirs.request(
+                    "tools/call",
+                    json!({"name": their_tool, "arguments": {"path": absolute}}),
+                )?;
+            }
+            Ok(started.elapsed().as_secs_f64())
+        },
+    )?;
+    Ok(vec![Row {
+        name: format!("MCP read_file round trips (10 KB, {calls} calls)"),
+        ours_label: "clawsmith mcp".into(),
+        theirs_label: format!("server-filesystem {their_tool}"),
+        ours: a,
+        theirs: b,
+        target: Target::RatioAtMost(0.5),
+        unit: Unit::Seconds,
+        note: "journaling, events and checkpoints on for clawsmith".into(),
+    }])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory.
+
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn memory_rows(bin: &Path, data: &Path) -> Result<Vec<Row>> {
+    let workspace = data.join("memory-ws");
+    std::fs::create_dir_all(&workspace)?;
+    let state = tempdir("memory-state")?;
+    // Peak memory of clawsmith while a command prints 1 GB into a 1 MB cap.
+    let mut command = clawsmith_call(
+        bin,
+        &state,
+        &workspace,
+        "run_command",
+        &json!({"command": "yes | head -c 1000000000", "timeoutMs": 600000}),
+    );
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pid = child.id();
+    let mut peak_kib = 0;
+    loop {
+        if let Some(hwm) = status_kib(pid, "VmHWM:") {
+            peak_kib = peak_kib.max(hwm);
+        }
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Idle resident memory of `clawsmith mcp` after the handshake.
+    let mut mcp = Command::new(bin);
+    mcp.arg("--state-dir")
+        .arg(&state)
+        .args(["mcp", "--workspace"])
+        .arg(&workspace);
+    let client = McpClient::spawn(mcp)?;
+    std::thread::sleep(Duration::from_millis(500));
+    let idle_kib = status_kib(client.pid(), "VmRSS:").context("reading the server's VmRSS")?;
+    Ok(vec![
+        Row {
+            name: "peak memory, command printing 1 GB into a 1 MB cap".into(),
+            ours_label: "clawsmith call (VmHWM)".into(),
+            theirs_label: String::new(),
+            ours: vec![(peak_kib * 1024) as f64],
+            theirs: Vec::new(),
+            target: Target::BytesAtMost(50 * 1024 * 1024),
+            unit: Unit::Bytes,
+            note: String::new(),
+        },
+        Row {
+            name: "`clawsmith mcp` idle resident memory".into(),
+            ours_label: "VmRSS".into(),
+            theirs_label: String::new(),
+            ours: vec![(idle_kib * 1024) as f64],
+            theirs: Vec::new(),
+            target: Target::BytesAtMost(20 * 1024 * 1024),
+            unit: Unit::Bytes,
+            note: String::new(),
+        },
+    ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process pairs from the crates.
+
+/// The crates with a `benches/pairs.rs`.
+const PAIR_CRATES: &[&str] = &[
+    "clawsmith-sandbox",
+    "clawsmith-checkpoint",
+    "clawsmith-core",
+];
+
+fn crate_pairs(root: &Path, cargo: &str, options: &Options) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for krate in PAIR_CRATES {
+        if !root
+            .join("crates")
+            .join(krate)
+            .join("benches/pairs.rs")
+            .exists()
+        {
+            continue;
+        }
+        let mut command = Command::new(cargo);
+        command
+            .args(["bench", "-q", "-p", krate, "--bench", "pairs", "--"])
+            .current_dir(root);
+        if options.quick {
+            command.arg("--quick");
+        }
+        let output = command
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("benching {krate}"))?;
+        if !output.status.success() {
+            bail!("{krate} pairs failed");
+        }
+        rows.extend(parse_pair_lines(&String::from_utf8_lossy(&output.stdout))?);
+    }
+    Ok(rows)
+}
+
+/// Parses `CLAWSMITH-BENCH {json}` lines:
+/// `{"name", "ours", "theirs", "oursSamples": [..], "theirsSamples": [..], "unit": "seconds"|"bytes"|"per-second",
+///   "target": {"ratioAtMost"|"ratioAtLeast"|"secondsAtMost"|"bytesAtMost": n}, "note"?}`.
+pub fn parse_pair_lines(text: &str) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let Some(body) = line.strip_prefix("CLAWSMITH-BENCH ") else {
+            continue;
+        };
+        let value: Value =
+            serde_json::from_str(body).with_context(|| format!("bad bench line {body}"))?;
+        let samples = |key: &str| -> Vec<f64> {
+            value[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default()
+        };
+        let target: BTreeMap<String, Value> = serde_json::from_value(value["target"].clone())
+            .context("bench line without a target")?;
+        let (kind, number) = target.into_iter().next().context("empty target")?;
+        let number = number.as_f64().context("target is not a number")?;
+        let target = match kind.as_str() {
+            "ratioAtMost" => Target::RatioAtMost(number),
+            "ratioAtLeast" => Target::RatioAtLeast(number),
+            "secondsAtMost" => Target::SecondsAtMost(number),
+            "bytesAtMost" => Target::BytesAtMost(number as u64),
+            other => bail!("unknown target kind {other}"),
+        };
+        let unit = match value["unit"].as_str().unwrap_or("seconds") {
+            "bytes" => Unit::Bytes,
+            "per-second" => Unit::PerSecond,
+            _ => Unit::Seconds,
+        };
+        rows.push(Row {
+            name: value["name"].as_str().unwrap_or("?").to_owned(),
+            ours_label: value["ours"].as_str().unwrap_or("ours").to_owned(),
+            theirs_label: value["theirs"].as_str().unwrap_or_default().to_owned(),
+            ours: samples("oursSamples"),
+            theirs: samples("theirsSamples"),
+            target,
+            unit,
+            note: value["note"].as_str().unwrap_or_default().to_owned(),
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_and_targets() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        let row = |ours: f64, theirs: f64, target| Row {
+            name: "x".into(),
+            ours_label: "a".into(),
+            theirs_label: "b".into(),
+            ours: vec![ours],
+            theirs: vec![theirs],
+            target,
+            unit: Unit::Seconds,
+            note: String::new(),
+        };
+        assert!(row(1.0, 2.0, Target::RatioAtMost(0.5)).met());
+        assert!(!row(1.1, 2.0, Target::RatioAtMost(0.5)).met());
+        assert!(row(1.0, 4.0, Target::RatioAtLeast(0.2)).met());
+        assert!(!row(0.5, 4.0, Target::RatioAtLeast(0.2)).met());
+        assert!(
+            render(&[row(1.0, 2.0, Target::RatioAtMost(1.5))], "m")
+                .contains("| 0.50× | ≤ 1.5× | yes |")
+        );
+    }
+
+    #[test]
+    fn alternation_interleaves() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let (a, b) = alternate(
+            2,
+            || {
+                log.borrow_mut().push('a');
+                Ok(1.0)
+            },
+            || {
+                log.borrow_mut().push('b');
+                Ok(2.0)
+            },
+        )
+        .unwrap();
+        assert_eq!(log.into_inner(), vec!['a', 'b', 'a', 'b', 'a', 'b']);
+        assert_eq!((a.len(), b.len()), (2, 2));
+    }
+
+    #[test]
+    fn pair_lines() {
+        let rows = parse_pair_lines(
+            "noise\nCLAWSMITH-BENCH {\"name\":\"n\",\"ours\":\"o\",\"theirs\":\"t\",\"oursSamples\":[1,2],\"theirsSamples\":[2],\"target\":{\"ratioAtMost\":1.5}}\n",
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert!(rows[0].met());
+        assert!(parse_pair_lines("CLAWSMITH-BENCH {\"target\":{\"nope\":1}}").is_err());
+    }
+}
