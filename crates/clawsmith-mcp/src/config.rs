@@ -1,0 +1,135 @@
+//! The `[[mcp_servers]]` part of `clawsmith.toml`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use clawsmith_protocol::Risk;
+use serde::Deserialize;
+
+use crate::error::McpError;
+
+/// The external MCP servers whose tools become deferred extension tools.
+///
+/// Other top-level tables of the file (permission rules, …) belong to other readers and are
+/// ignored here; inside `[[mcp_servers]]` unknown keys are errors, because a misspelled
+/// `capabilities` would otherwise silently fall back to `execute`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct McpConfig {
+    /// The servers, in file order.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+/// One external MCP server, spawned over stdio.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Short name: `[A-Za-z0-9-]` and single `_`, at most 32 bytes. Tools are named
+    /// `mcp__<name>__<tool>`.
+    pub name: String,
+    /// The program to run (absolute, or found on the `PATH` *passed to it*, see `env`).
+    pub command: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Names of the parent's environment variables passed to the server; nothing else is
+    /// inherited (not even `PATH` or `HOME` unless listed).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The capabilities the *user* declares for every tool of this server (`network`,
+    /// `filesystem.read`, …). Absent ⇒ the declaration is missing and the effective risk fails
+    /// closed to `execute`. The server's own annotations are never consulted.
+    #[serde(default)]
+    pub capabilities: Option<Vec<String>>,
+    /// Declared risk of the tools; the capability floor can only raise it. Absent ⇒ `execute`.
+    #[serde(default)]
+    pub risk: Option<Risk>,
+}
+
+/// Longest server name.
+pub const MAX_SERVER_NAME_BYTES: usize = 32;
+
+impl McpConfig {
+    /// Parses the TOML text of `clawsmith.toml` and validates the server entries.
+    pub fn from_toml_str(text: &str) -> Result<McpConfig, McpError> {
+        McpConfig::parse(text, None)
+    }
+
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<McpConfig, McpError> {
+        let text = std::fs::read_to_string(path).map_err(|source| McpError::ReadConfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        McpConfig::parse(&text, Some(path.to_path_buf()))
+    }
+
+    fn parse(text: &str, path: Option<PathBuf>) -> Result<McpConfig, McpError> {
+        let config: McpConfig = toml::from_str(text).map_err(|error| McpError::InvalidConfig {
+            path: path.clone(),
+            message: error.to_string(),
+        })?;
+        config
+            .validate()
+            .map_err(|message| McpError::InvalidConfig { path, message })?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        let mut names = BTreeSet::new();
+        for server in &self.mcp_servers {
+            if !valid_server_name(&server.name) {
+                return Err(format!(
+                    "MCP server name {:?} must be 1–{MAX_SERVER_NAME_BYTES} bytes of letters, \
+                     digits, `-` and single `_`",
+                    server.name
+                ));
+            }
+            if !names.insert(server.name.as_str()) {
+                return Err(format!("MCP server `{}` is configured twice", server.name));
+            }
+            if server.command.trim().is_empty() {
+                return Err(format!("MCP server `{}` has an empty command", server.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `mcp__<server>__<tool>` must split back unambiguously, so no `__` inside the server name.
+fn valid_server_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME_BYTES
+        && !name.contains("__")
+        && !name.starts_with('_')
+        && !name.ends_with('_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_names() {
+        // (name, valid)
+        let table = [
+            ("github", true),
+            ("my-server_2", true),
+            ("", false),
+            ("a__b", false),
+            ("_a", false),
+            ("a_", false),
+            ("a b", false),
+            ("a.b", false),
+            ("ü", false),
+            ("abcdefghijabcdefghijabcdefghijab", true),
+            ("abcdefghijabcdefghijabcdefghijabc", false),
+        ];
+        for (name, valid) in table {
+            assert_eq!(valid_server_name(name), valid, "{name:?}");
+        }
+    }
+}

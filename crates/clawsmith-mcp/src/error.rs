@@ -1,0 +1,54 @@
+//! The crate's one error type: the MCP plumbing itself broke (a session could not be opened, a
+//! transport failed, a configured server could not be started). A tool failure the model should
+//! read is never an `Err`; it is a `ToolExecutionResult` (and, on the wire, `isError: true`).
+
+use std::path::PathBuf;
+
+/// Why serving, loading the configuration or connecting to an MCP server failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The core could not open the connection's session.
+    #[error("cannot open the MCP session: {0}")]
+    Session(#[from] clawsmith_core::CoreError),
+    /// The MCP handshake with the client failed.
+    #[error("MCP handshake with the client failed: {0}")]
+    Handshake(String),
+    /// The server task ended abnormally.
+    #[error("MCP server task failed: {0}")]
+    Serve(String),
+    /// The configuration file could not be read.
+    #[error("cannot read the configuration {path}: {source}")]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration is not valid TOML of the expected shape.
+    #[error("invalid configuration{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    InvalidConfig {
+        /// The file, when it came from one.
+        path: Option<PathBuf>,
+        /// What is wrong, as the parser or validator says it.
+        message: String,
+    },
+    /// A configured MCP server could not be started.
+    #[error("cannot start MCP server `{server}` ({command}): {source}")]
+    Spawn {
+        /// The configured server name.
+        server: String,
+        /// The command as configured.
+        command: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A configured MCP server started but the handshake or `tools/list` failed.
+    #[error("MCP server `{server}` did not answer: {message}")]
+    Connect {
+        /// The configured server name.
+        server: String,
+        /// What failed.
+        message: String,
+    },
+}

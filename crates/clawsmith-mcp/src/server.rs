@@ -1,0 +1,337 @@
+//! The MCP server (X1): the core's frozen table over `tools/list`, the whole core pipeline behind
+//! `tools/call`, one long-lived session per connection.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
+use clawsmith_protocol::{Risk, ToolCall, ToolExecutionResult, ToolStatus};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::IntoTransport;
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+
+use crate::approval::ElicitingApprover;
+use crate::error::McpError;
+
+/// The name the server gives in `serverInfo`.
+pub const SERVER_NAME: &str = "clawsmith";
+/// The version the server gives in `serverInfo`: this crate's version.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The name of the core's deferred-tool search, after which the server announces
+/// `notifications/tools/list_changed`.
+pub const SEARCH_TOOLS: &str = "search_tools";
+
+const INSTRUCTIONS: &str = "clawsmith exposes workspace file tools, commands, todos and artifacts \
+     with the same permission mode, limits, checkpoints and audit events as its command line. \
+     Every tools/call is one turn of one long-lived session; `clawsmith undo` reverts it. A result \
+     with isError carries its status and code in structuredContent. Tools hidden behind \
+     `search_tools` appear in tools/list once a search finds them.";
+
+/// How [`serve`] runs. The permission mode, rules, sandbox and table come from the core itself.
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    /// Continue this session (created under this id when new); `None` starts a fresh session.
+    pub session_id: Option<String>,
+    /// The approver the core was built with (`CoreConfig::approver`), so that `ask` decisions can
+    /// be put to the client through MCP elicitation. `None`: nobody is asked, and the core's mode
+    /// decides alone (`ask` becomes `permission_denied`).
+    pub approver: Option<Arc<ElicitingApprover>>,
+    /// Receives every stored event (e.g. a log on stderr); `None` drops them.
+    pub event_sink: Option<Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for ServerOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ServerOptions")
+            .field("session_id", &self.session_id)
+            .field("approver", &self.approver.is_some())
+            .field("event_sink", &self.event_sink.is_some())
+            .finish()
+    }
+}
+
+/// The MCP server over one core and one session. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct ClawsmithServer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<AgentCore>,
+    session: SessionHandle,
+    /// Turns of one session run one at a time: each has its own checkpoint, and undo reverts
+    /// whole turns, so two interleaved turns would each claim the other's edits.
+    turn_lock: tokio::sync::Mutex<()>,
+    approver: Option<Arc<ElicitingApprover>>,
+    sink: Arc<dyn EventSink>,
+    calls: AtomicU64,
+}
+
+impl std::fmt::Debug for ClawsmithServer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ClawsmithServer")
+            .field("session", &self.inner.session.id())
+            .field("core", &self.inner.core)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves `core` over `transport` until the client disconnects: opens the connection's session,
+/// answers the handshake, then `tools/list` and `tools/call`.
+pub async fn serve<T, E, A>(
+    core: Arc<AgentCore>,
+    options: ServerOptions,
+    transport: T,
+) -> Result<(), McpError>
+where
+    T: IntoTransport<RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    ClawsmithServer::new(core, options)?
+        .serve_transport(transport)
+        .await
+}
+
+/// [`serve`] over this process's stdin and stdout (what `clawsmith mcp` runs). Nothing else may
+/// write to stdout meanwhile.
+pub async fn serve_stdio(core: Arc<AgentCore>, options: ServerOptions) -> Result<(), McpError> {
+    serve(core, options, rmcp::transport::stdio()).await
+}
+
+impl ClawsmithServer {
+    /// Opens the session (continuing `options.session_id` when it exists; recovery runs first).
+    pub fn new(core: Arc<AgentCore>, options: ServerOptions) -> Result<ClawsmithServer, McpError> {
+        let session = core.open_session(options.session_id)?;
+        Ok(ClawsmithServer {
+            inner: Arc::new(Inner {
+                core,
+                session,
+                turn_lock: tokio::sync::Mutex::new(()),
+                approver: options.approver,
+                sink: options.event_sink.unwrap_or_else(|| Arc::new(NullSink)),
+                calls: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The connection's session id (what `clawsmith undo list --session` takes).
+    pub fn session_id(&self) -> &str {
+        self.inner.session.id()
+    }
+
+    /// Serves over `transport` until the client disconnects.
+    pub async fn serve_transport<T, E, A>(self, transport: T) -> Result<(), McpError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = ServiceExt::serve(self, transport)
+            .await
+            .map_err(|error| McpError::Handshake(error.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|error| McpError::Serve(error.to_string()))?;
+        Ok(())
+    }
+
+    /// What `tools/list` answers: the tools shown to the next request (pending `search_tools`
+    /// activations become active now, recorded as a `model.request` event).
+    pub fn list(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
+        let evidence = self.inner.session.model_request(self.inner.sink.as_ref())?;
+        Ok(evidence
+            .tools
+            .iter()
+            .map(|shown| self.mcp_tool(shown))
+            .collect())
+    }
+
+    fn mcp_tool(&self, shown: &ShownTool) -> rmcp::model::Tool {
+        let effective_risk = self
+            .inner
+            .core
+            .tools()
+            .get(&shown.name)
+            .map_or(Risk::Execute, |entry| entry.facts().effective_risk);
+        let schema = match &shown.input_schema {
+            serde_json::Value::Object(map) => map.clone(),
+            // MCP requires an object schema; a tool accepting anything is shown as "any object".
+            _ => {
+                let mut map = JsonObject::new();
+                map.insert("type".to_owned(), serde_json::json!("object"));
+                map
+            }
+        };
+        rmcp::model::Tool::new(
+            shown.name.clone(),
+            shown.description.clone(),
+            Arc::new(schema),
+        )
+        .annotate(annotations(effective_risk))
+    }
+
+    /// Runs one call as its own turn and maps the result to MCP.
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        let call = ToolCall {
+            id: self.next_call_id(),
+            name: request.name.into_owned(),
+            arguments: arguments.to_string(),
+        };
+        let name = call.name.clone();
+        let outcome = {
+            let _turn = self.inner.turn_lock.lock().await;
+            if let Some(approver) = &self.inner.approver {
+                approver.bind(context.peer.clone());
+            }
+            self.run_turn(call, context).await?
+        };
+        let Some((tool_call_id, result)) = outcome.results.first() else {
+            return Err(McpError::Serve(format!(
+                "the core closed the turn of `{name}` without a result"
+            )));
+        };
+        if name == SEARCH_TOOLS && result.status() == ToolStatus::Success {
+            // The hits become visible from the next request; tell the client to list again.
+            // A client that ignores it still gets them on its next call's turn.
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(mcp_result(result, &outcome, tool_call_id))
+    }
+
+    async fn run_turn(
+        &self,
+        call: ToolCall,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<TurnOutcome, McpError> {
+        let sink = self.inner.sink.as_ref();
+        let mut turn = self.inner.session.begin_turn(sink)?;
+        turn.model_request(sink)?;
+        let cancellation = turn.cancellation();
+        let results = {
+            let batch = turn.run_batch(vec![call], sink);
+            tokio::pin!(batch);
+            tokio::select! {
+                results = &mut batch => results,
+                () = context.ct.cancelled() => {
+                    // `notifications/cancelled`: the pipeline closes the call as `cancelled`.
+                    cancellation.cancel();
+                    batch.await
+                }
+            }
+        }?;
+        let turn_id = turn.id().to_owned();
+        let manifest = turn.finish(sink)?;
+        Ok(TurnOutcome {
+            session_id: self.session_id().to_owned(),
+            turn_id,
+            results,
+            manifest,
+        })
+    }
+
+    fn next_call_id(&self) -> String {
+        let counter = self.inner.calls.fetch_add(1, Ordering::Relaxed);
+        // Unique within the session even when a later `clawsmith mcp --session` continues it.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|elapsed| elapsed.as_nanos())
+            .unwrap_or(0);
+        format!("mcp_{nanos:x}_{counter}")
+    }
+}
+
+/// `readOnlyHint` for `read`, `destructiveHint` for writes and commands, from *effective* risk.
+fn annotations(effective_risk: Risk) -> ToolAnnotations {
+    match effective_risk {
+        Risk::Read => ToolAnnotations::new().read_only(true).destructive(false),
+        Risk::WorkspaceWrite => ToolAnnotations::new().read_only(false).destructive(true),
+        Risk::Execute => ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .open_world(true),
+    }
+}
+
+/// `content` = the model text; `isError` = status other than success; `structuredContent` =
+/// the result metadata (`version`, `status`, `code`, `retryable`, `artifact`) plus the ids that
+/// locate the call (`sessionId`, `turnId`, `toolCallId`).
+fn mcp_result(
+    result: &ToolExecutionResult,
+    outcome: &TurnOutcome,
+    tool_call_id: &str,
+) -> CallToolResult {
+    let content = vec![ContentBlock::text(result.content.clone())];
+    let mut mcp = if result.status() == ToolStatus::Success {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    let mut structured = serde_json::to_value(result.summary())
+        .ok()
+        .and_then(|value| match value {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        })
+        .unwrap_or_default();
+    structured.insert("sessionId".to_owned(), outcome.session_id.clone().into());
+    structured.insert("turnId".to_owned(), outcome.turn_id.clone().into());
+    structured.insert("toolCallId".to_owned(), tool_call_id.to_owned().into());
+    mcp.structured_content = Some(serde_json::Value::Object(structured));
+    mcp
+}
+
+fn internal(error: McpError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+impl ServerHandler for ClawsmithServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new(SERVER_NAME, SERVER_VERSION)
+                .with_title("clawsmith tool runtime")
+                .with_description("Workspace file tools, sandboxed commands, checkpoints and undo"),
+        )
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tools = self.list().map_err(internal)?;
+        Ok(ListToolsResult {
+            tools,
+            ..ListToolsResult::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, &context)
+            .await
+            .map(CallToolResponse::Complete)
+            .map_err(internal)
+    }
+}

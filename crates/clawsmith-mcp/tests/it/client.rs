@@ -1,0 +1,301 @@
+//! The MCP client against a real external MCP server process (`clawsmith-mcp-fixture`).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clawsmith_core::{ExtensionTool, NullSink};
+use clawsmith_mcp::{McpConfig, McpError, McpServerConfig, connect_servers, tool_name};
+use clawsmith_protocol::{Risk, ToolCall, ToolStatus};
+use clawsmith_security::PermissionMode;
+use serde_json::json;
+
+use crate::support::{CoreSpec, TestClient, assert_outcome, connect, setup, text};
+
+/// (configured capabilities, configured risk, expected effective risk)
+type RiskCase = (Option<&'static [&'static str]>, Option<Risk>, Risk);
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_clawsmith-mcp-fixture");
+
+fn fixture(capabilities: Option<&[&str]>, risk: Option<Risk>) -> McpServerConfig {
+    let mut config = McpConfig::from_toml_str(&format!(
+        "[[mcp_servers]]\nname = \"fixture\"\ncommand = {FIXTURE:?}\nenv = [\"CARGO_PKG_NAME\"]\n"
+    ))
+    .unwrap()
+    .mcp_servers
+    .remove(0);
+    config.capabilities = capabilities.map(|list| list.iter().map(|c| (*c).to_owned()).collect());
+    config.risk = risk;
+    config
+}
+
+async fn connect_fixture(capabilities: Option<&[&str]>, risk: Option<Risk>) -> Vec<ExtensionTool> {
+    let config = McpConfig {
+        mcp_servers: vec![fixture(capabilities, risk)],
+    };
+    connect_servers(&config).await.unwrap()
+}
+
+#[tokio::test]
+async fn server_tools_become_deferred_tools_named_by_server() {
+    let tools = connect_fixture(None, None).await;
+    let names: Vec<&str> = tools.iter().map(|tool| tool.tool.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "mcp__fixture__echo",
+            "mcp__fixture__getenv",
+            "mcp__fixture__fail"
+        ]
+    );
+    for tool in &tools {
+        assert!(tool.deferred);
+        assert_eq!(tool.source, "mcp:fixture");
+        assert!(tool.tool.deferred().is_some());
+    }
+    let echo = tool_metadata(&tools, "mcp__fixture__echo");
+    assert!(echo.aliases.contains(&"echo".to_owned()), "{echo:?}");
+    assert!(echo.search_hint.unwrap().contains("Echo text"));
+}
+
+fn tool_metadata(tools: &[ExtensionTool], name: &str) -> clawsmith_protocol::SearchMetadata {
+    tools
+        .iter()
+        .find(|tool| tool.tool.name() == name)
+        .unwrap()
+        .tool
+        .deferred()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn effective_risk_comes_from_the_users_declaration_never_from_the_server() {
+    // (configured capabilities, configured risk, effective risk). The fixture's `echo` claims
+    // `readOnlyHint: true`; that never lowers anything.
+    let table: [RiskCase; 5] = [
+        (None, None, Risk::Execute),
+        (None, Some(Risk::Read), Risk::Execute),
+        (Some(&["filesystem.read"]), Some(Risk::Read), Risk::Read),
+        (Some(&["network"]), Some(Risk::Read), Risk::Execute),
+        (
+            Some(&["no.such.capability"]),
+            Some(Risk::Read),
+            Risk::Execute,
+        ),
+    ];
+    for (capabilities, risk, effective) in table {
+        let tools = connect_fixture(capabilities, risk).await;
+        let setup = setup(CoreSpec {
+            extensions: tools,
+            ..CoreSpec::mode(PermissionMode::Full)
+        });
+        let entry = setup.core.tools().get("mcp__fixture__echo").unwrap();
+        assert_eq!(
+            entry.facts().effective_risk,
+            effective,
+            "{capabilities:?} {risk:?}"
+        );
+        assert!(entry.is_deferred());
+    }
+}
+
+#[tokio::test]
+async fn deferred_until_search_tools_finds_it_then_callable_over_mcp() {
+    let tools = connect_fixture(None, None).await;
+    let setup = setup(CoreSpec {
+        extensions: tools,
+        ..CoreSpec::mode(PermissionMode::Full)
+    });
+    let connection = connect(&setup, TestClient::default()).await;
+
+    let before = connection.tool_names().await;
+    assert!(before.contains(&"search_tools".to_owned()), "{before:?}");
+    assert!(
+        !before.iter().any(|name| name.starts_with("mcp__")),
+        "{before:?}"
+    );
+
+    let inactive = connection
+        .call("mcp__fixture__echo", json!({"text": "too early"}))
+        .await;
+    assert_outcome(&inactive, true, "error", Some("inactive_tool"));
+    assert_eq!(
+        crate::support::structured(&inactive, "retryable"),
+        &json!(true)
+    );
+
+    let search = connection
+        .call("search_tools", json!({"query": "echo"}))
+        .await;
+    assert_outcome(&search, false, "success", None);
+    assert!(
+        text(&search).contains("mcp__fixture__echo"),
+        "{}",
+        text(&search)
+    );
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        connection.handler.list_changed_notify.notified(),
+    )
+    .await
+    .expect("notifications/tools/list_changed after the search");
+    assert!(connection.handler.list_changed.load(Ordering::SeqCst) >= 1);
+
+    let after = connection.tool_names().await;
+    assert!(
+        after.contains(&"mcp__fixture__echo".to_owned()),
+        "{after:?}"
+    );
+    assert!(
+        !after.contains(&"mcp__fixture__fail".to_owned()),
+        "only the hits are activated: {after:?}"
+    );
+
+    let echo = connection
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "hello through two servers"}),
+        )
+        .await;
+    assert_outcome(&echo, false, "success", None);
+    assert_eq!(text(&echo), "hello through two servers");
+
+    // Arguments are validated against the server's schema before anything is forwarded.
+    let invalid = connection
+        .call("mcp__fixture__echo", json!({"text": 3}))
+        .await;
+    assert_outcome(&invalid, true, "error", Some("invalid_arguments"));
+}
+
+#[tokio::test]
+async fn calls_through_the_core_pipeline_map_results_and_the_environment_allow_list() {
+    let tools = connect_fixture(None, None).await;
+    let setup = setup(CoreSpec {
+        extensions: tools,
+        ..CoreSpec::mode(PermissionMode::Full)
+    });
+    let session = setup.core.open_session(None).unwrap();
+    let call = |id: &str, name: &str, arguments: serde_json::Value| ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: arguments.to_string(),
+    };
+    let outcome = session
+        .run_turn(
+            vec![call(
+                "c1",
+                "search_tools",
+                json!({"query": "fixture", "limit": 10}),
+            )],
+            &NullSink,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.results[0].1.status(), ToolStatus::Success);
+    session.model_request(&NullSink).unwrap();
+
+    // (call, status, code, content); CARGO_PKG_NAME is allow-listed, CARGO_MANIFEST_DIR is not.
+    let table = [
+        (
+            call(
+                "c2",
+                "mcp__fixture__getenv",
+                json!({"name": "CARGO_PKG_NAME"}),
+            ),
+            ToolStatus::Success,
+            None,
+            "clawsmith-mcp",
+        ),
+        (
+            call(
+                "c3",
+                "mcp__fixture__getenv",
+                json!({"name": "CARGO_MANIFEST_DIR"}),
+            ),
+            ToolStatus::Success,
+            None,
+            "(unset)",
+        ),
+        (
+            call("c4", "mcp__fixture__fail", json!({})),
+            ToolStatus::Error,
+            Some("tool_failed"),
+            "Error: it failed on purpose",
+        ),
+    ];
+    assert_eq!(
+        std::env::var("CARGO_PKG_NAME").as_deref(),
+        Ok("clawsmith-mcp")
+    );
+    for (call, status, code, content) in table {
+        let name = call.name.clone();
+        let outcome = session.run_turn(vec![call], &NullSink).await.unwrap();
+        let result = &outcome.results[0].1;
+        assert_eq!(result.status(), status, "{name}: {result:?}");
+        assert_eq!(result.code().map(|c| c.as_str()), code, "{name}");
+        assert_eq!(result.content, content, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn execute_floor_means_read_only_and_accept_edits_refuse_without_asking() {
+    for mode in [PermissionMode::ReadOnly, PermissionMode::AcceptEdits] {
+        let tools = connect_fixture(None, None).await;
+        let setup = setup(CoreSpec {
+            extensions: tools,
+            ..CoreSpec::mode(mode)
+        });
+        let session = setup.core.open_session(None).unwrap();
+        let search = ToolCall {
+            id: "s".to_owned(),
+            name: "search_tools".to_owned(),
+            arguments: json!({"query": "echo"}).to_string(),
+        };
+        session.run_turn(vec![search], &NullSink).await.unwrap();
+        session.model_request(&NullSink).unwrap();
+        let echo = ToolCall {
+            id: "e".to_owned(),
+            name: "mcp__fixture__echo".to_owned(),
+            arguments: json!({"text": "x"}).to_string(),
+        };
+        let outcome = session.run_turn(vec![echo], &NullSink).await.unwrap();
+        let result = &outcome.results[0].1;
+        assert_eq!(result.status(), ToolStatus::Denied, "{mode:?}: {result:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_start_is_an_error_naming_it() {
+    let mut server = fixture(None, None);
+    server.command = "/nonexistent/clawsmith-no-such-server".to_owned();
+    let error = connect_servers(&McpConfig {
+        mcp_servers: vec![server],
+    })
+    .await
+    .unwrap_err();
+    assert!(matches!(error, McpError::Spawn { .. }), "{error:?}");
+    assert!(error.to_string().contains("fixture"), "{error}");
+
+    // A program that is not an MCP server: the handshake fails.
+    let mut server = fixture(None, None);
+    server.command = "/bin/true".to_owned();
+    let error = connect_servers(&McpConfig {
+        mcp_servers: vec![server],
+    })
+    .await
+    .unwrap_err();
+    assert!(matches!(error, McpError::Connect { .. }), "{error:?}");
+}
+
+#[test]
+fn tool_names_are_namespaced_and_sanitized() {
+    // (server, remote tool, table name)
+    let table = [
+        ("github", "create_issue", "mcp__github__create_issue"),
+        ("fs", "read.file", "mcp__fs__read_file"),
+        ("fs", "with space/é", "mcp__fs__with_space__"),
+    ];
+    for (server, remote, name) in table {
+        assert_eq!(tool_name(server, remote), name);
+    }
+    assert_eq!(tool_name("s", &"x".repeat(300)).len(), 128);
+}

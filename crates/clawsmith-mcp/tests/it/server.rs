@@ -1,0 +1,325 @@
+//! The MCP server against a real rmcp client.
+
+use std::sync::atomic::Ordering;
+
+use clawsmith_mcp::{NO_ELICITATION, SERVER_NAME, SERVER_VERSION};
+use clawsmith_security::PermissionMode;
+use rmcp::model::ElicitationAction;
+use serde_json::json;
+
+use crate::support::{CoreSpec, TestClient, assert_outcome, connect, setup, structured, text};
+
+#[tokio::test]
+async fn server_info_names_clawsmith_and_its_version() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let connection = connect(&setup, TestClient::default()).await;
+    let info = connection.client.peer().peer_info().unwrap();
+    assert_eq!(info.server_info.as_ref().unwrap().name, SERVER_NAME);
+    assert_eq!(info.server_info.as_ref().unwrap().version, SERVER_VERSION);
+    assert_eq!(SERVER_VERSION, env!("CARGO_PKG_VERSION"));
+    let tools = info.capabilities.tools.as_ref().unwrap();
+    assert_eq!(tools.list_changed, Some(true));
+}
+
+#[tokio::test]
+async fn tools_list_is_the_frozen_table_with_annotations_from_effective_risk() {
+    let setup = setup(CoreSpec::mode(PermissionMode::Full));
+    let connection = connect(&setup, TestClient::default()).await;
+    let tools = connection.client.peer().list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    let expected: Vec<&str> = setup.core.tools().names();
+    assert_eq!(names, expected, "every shown tool, in table order");
+    // No deferred tools, so no search_tools.
+    assert!(!names.contains(&"search_tools"));
+    // (tool, readOnlyHint, destructiveHint)
+    let table = [
+        ("read_file", true, false),
+        ("search_files", true, false),
+        ("glob_files", true, false),
+        ("write_file", false, true),
+        ("edit_file", false, true),
+        ("rename_file", false, true),
+        ("delete_file", false, true),
+        ("run_command", false, true),
+        ("todo_list", true, false),
+        ("read_artifact", true, false),
+    ];
+    for (name, read_only, destructive) in table {
+        let tool = tools
+            .iter()
+            .find(|tool| tool.name == name)
+            .unwrap_or_else(|| panic!("{name} is listed"));
+        let annotations = tool.annotations.as_ref().unwrap();
+        assert_eq!(annotations.read_only_hint, Some(read_only), "{name}");
+        assert_eq!(annotations.destructive_hint, Some(destructive), "{name}");
+        let entry = setup.core.tools().get(name).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(tool.input_schema.as_ref().clone()),
+            *entry.input_schema(),
+            "{name}: inputSchema is the table's schema"
+        );
+        assert_eq!(
+            tool.description.as_deref(),
+            Some(entry.tool().description())
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_file_tool_runs_through_the_core_in_one_session() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let connection = connect(&setup, TestClient::default()).await;
+    let root = setup.workspace.path();
+
+    let read = connection.call("read_file", json!({"path": "a.txt"})).await;
+    assert_outcome(&read, false, "success", None);
+    assert!(text(&read).contains("beta"), "{}", text(&read));
+
+    let search = connection
+        .call("search_files", json!({"query": "beta"}))
+        .await;
+    assert_outcome(&search, false, "success", None);
+    assert!(text(&search).contains("a.txt"), "{}", text(&search));
+
+    let glob = connection
+        .call("glob_files", json!({"pattern": "**/*.rs"}))
+        .await;
+    assert_outcome(&glob, false, "success", None);
+    assert!(text(&glob).contains("lib.rs"), "{}", text(&glob));
+
+    let write = connection
+        .call("write_file", json!({"path": "new.txt", "content": "one\n"}))
+        .await;
+    assert_outcome(&write, false, "success", None);
+    assert_eq!(
+        std::fs::read_to_string(root.join("new.txt")).unwrap(),
+        "one\n"
+    );
+
+    let edit = connection
+        .call(
+            "edit_file",
+            json!({"path": "new.txt", "oldText": "one", "newText": "two"}),
+        )
+        .await;
+    assert_outcome(&edit, false, "success", None);
+    assert_eq!(
+        std::fs::read_to_string(root.join("new.txt")).unwrap(),
+        "two\n"
+    );
+
+    let rename = connection
+        .call("rename_file", json!({"from": "new.txt", "to": "moved.txt"}))
+        .await;
+    assert_outcome(&rename, false, "success", None);
+    assert!(root.join("moved.txt").exists() && !root.join("new.txt").exists());
+
+    let delete = connection
+        .call("delete_file", json!({"path": "moved.txt"}))
+        .await;
+    assert_outcome(&delete, false, "success", None);
+    assert!(!root.join("moved.txt").exists());
+
+    // One session for the whole connection, one turn per request, each with a checkpoint.
+    let results = [&read, &search, &glob, &write, &edit, &rename, &delete];
+    let mut turns = Vec::new();
+    for result in results {
+        assert_eq!(
+            structured(result, "sessionId"),
+            connection.session_id.as_str()
+        );
+        turns.push(structured(result, "turnId").as_str().unwrap().to_owned());
+    }
+    let mut distinct = turns.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), turns.len(), "each request is its own turn");
+    let checkpoints = setup
+        .core
+        .store()
+        .checkpoints(&connection.session_id)
+        .unwrap();
+    let write_turn = structured(&write, "turnId").as_str().unwrap();
+    assert!(
+        checkpoints
+            .iter()
+            .any(|checkpoint| checkpoint.turn_id == write_turn),
+        "the write's turn has a checkpoint that undo can revert: {checkpoints:?}"
+    );
+}
+
+#[tokio::test]
+async fn session_state_survives_across_calls() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let connection = connect(&setup, TestClient::default()).await;
+    let todos =
+        json!({"todos": [{"id": "1", "content": "ship the MCP server", "status": "in_progress"}]});
+    let write = connection.call("todo_write", todos).await;
+    assert_outcome(&write, false, "success", None);
+    let list = connection.call("todo_list", json!({})).await;
+    assert_outcome(&list, false, "success", None);
+    assert!(
+        text(&list).contains("ship the MCP server"),
+        "{}",
+        text(&list)
+    );
+}
+
+#[tokio::test]
+async fn run_command_in_full_mode_and_its_artifact_read_back() {
+    let setup = setup(CoreSpec::mode(PermissionMode::Full));
+    let connection = connect(&setup, TestClient::default()).await;
+    let echo = connection
+        .call("run_command", json!({"command": "echo hello-from-mcp"}))
+        .await;
+    assert_outcome(&echo, false, "success", None);
+    assert!(text(&echo).contains("hello-from-mcp"), "{}", text(&echo));
+
+    // Over 50 KB of output: the message keeps a preview, the full text goes to an artifact.
+    let big = connection
+        .call("run_command", json!({"command": "seq 1 20000"}))
+        .await;
+    assert_outcome(&big, false, "success", None);
+    let artifact = structured(&big, "artifact");
+    let artifact_id = artifact["artifactId"]
+        .as_str()
+        .expect("an artifact reference");
+    assert!(
+        artifact["bytes"].as_u64().unwrap() > 50 * 1024,
+        "{artifact}"
+    );
+    assert!(
+        !text(&big).contains("\n12345\n"),
+        "the middle is not in the preview"
+    );
+
+    let read = connection
+        .call(
+            "read_artifact",
+            json!({"artifactId": artifact_id, "query": "12345"}),
+        )
+        .await;
+    assert_outcome(&read, false, "success", None);
+    assert!(text(&read).contains("12345"), "{}", text(&read));
+}
+
+/// One row per error kind: (mode, tool, arguments, status, code).
+#[tokio::test]
+async fn every_error_kind_sets_is_error_with_its_code() {
+    let table: [(PermissionMode, &str, serde_json::Value, &str, &str); 6] = [
+        (
+            PermissionMode::Full,
+            "no_such_tool",
+            json!({}),
+            "error",
+            "unknown_tool",
+        ),
+        (
+            PermissionMode::Full,
+            "read_file",
+            json!({}),
+            "error",
+            "invalid_arguments",
+        ),
+        (
+            PermissionMode::Full,
+            "read_file",
+            json!({"path": 7}),
+            "error",
+            "invalid_arguments",
+        ),
+        (
+            PermissionMode::ReadOnly,
+            "write_file",
+            json!({"path": "x.txt", "content": "x"}),
+            "denied",
+            "permission_denied",
+        ),
+        (
+            PermissionMode::Full,
+            "run_command",
+            json!({"command": "rm -rf /"}),
+            "denied",
+            "command_blocked",
+        ),
+        (
+            PermissionMode::Full,
+            "read_file",
+            json!({"path": "../outside.txt"}),
+            "error",
+            "tool_failed",
+        ),
+    ];
+    for (mode, tool, arguments, status, code) in table {
+        let setup = setup(CoreSpec::mode(mode));
+        let connection = connect(&setup, TestClient::default()).await;
+        let result = connection.call(tool, arguments.clone()).await;
+        assert_outcome(&result, true, status, Some(code));
+        assert!(
+            !text(&result).is_empty(),
+            "{tool} {arguments}: the model reads why"
+        );
+        assert!(!setup.workspace.path().join("x.txt").exists());
+    }
+}
+
+#[tokio::test]
+async fn ask_uses_elicitation_when_the_client_declares_it() {
+    // (client answer, expected isError, expected content of the file)
+    let table = [
+        (ElicitationAction::Accept, false, Some("approved\n")),
+        (ElicitationAction::Decline, true, None),
+        (ElicitationAction::Cancel, true, None),
+    ];
+    for (answer, is_error, content) in table {
+        let setup = setup(CoreSpec {
+            approver: true,
+            ..CoreSpec::mode(PermissionMode::Ask)
+        });
+        let handler = TestClient {
+            elicitation: Some(answer.clone()),
+            ..TestClient::default()
+        };
+        let connection = connect(&setup, handler).await;
+        let result = connection
+            .call(
+                "write_file",
+                json!({"path": "x.txt", "content": "approved\n"}),
+            )
+            .await;
+        assert_eq!(result.is_error, Some(is_error), "{answer:?}: {result:?}");
+        if is_error {
+            assert_eq!(structured(&result, "code"), "permission_denied");
+        }
+        assert_eq!(connection.handler.elicitations.load(Ordering::SeqCst), 1);
+        let written = std::fs::read_to_string(setup.workspace.path().join("x.txt")).ok();
+        assert_eq!(written.as_deref(), content, "{answer:?}");
+        // A read never asks.
+        connection.call("read_file", json!({"path": "a.txt"})).await;
+        assert_eq!(connection.handler.elicitations.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[tokio::test]
+async fn without_elicitation_the_mode_decides() {
+    let setup = setup(CoreSpec {
+        approver: true,
+        ..CoreSpec::mode(PermissionMode::AcceptEdits)
+    });
+    let connection = connect(&setup, TestClient::default()).await;
+    // accept-edits: edits run, commands need approval nobody can give.
+    let write = connection
+        .call("write_file", json!({"path": "x.txt", "content": "x"}))
+        .await;
+    assert_outcome(&write, false, "success", None);
+    let command = connection
+        .call("run_command", json!({"command": "echo hi"}))
+        .await;
+    assert_outcome(&command, true, "denied", Some("permission_denied"));
+    assert!(
+        text(&command).contains(NO_ELICITATION),
+        "{}",
+        text(&command)
+    );
+    assert_eq!(connection.handler.elicitations.load(Ordering::SeqCst), 0);
+}
