@@ -372,10 +372,12 @@ impl Walker<'_> {
 
     fn check_argv(&self, argv: &[Word]) -> Check {
         let first = argv.first()?;
-        if first.dynamic {
-            return None;
-        }
-        let name = command_base_name(&first.text);
+        let looked_up = looked_up_name(&first.text);
+        let name = match &looked_up {
+            Some(name) => command_base_name(name),
+            None if first.dynamic => return None,
+            None => command_base_name(&first.text),
+        };
         let args = &argv[1..];
         let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
         if let Some(found) = check_simple(name, &texts) {
@@ -399,6 +401,20 @@ impl Walker<'_> {
         }
         let skip = match name {
             "eval" => return Unwrapped::Script(texts.join(" ")),
+            // `alias x='rm -rf /'` and `trap 'rm -rf /' EXIT` store scripts that run later.
+            "alias" => {
+                let bodies: Vec<&str> = texts
+                    .iter()
+                    .filter_map(|t| t.split_once('=').map(|(_, body)| body))
+                    .collect();
+                return Unwrapped::Script(bodies.join("\n"));
+            }
+            "trap" => {
+                return match texts.iter().find(|t| !t.starts_with('-')) {
+                    Some(script) => Unwrapped::Script((*script).to_owned()),
+                    None => Unwrapped::Nothing,
+                };
+            }
             "env" => {
                 // `env -S 'cmd args'` / `--split-string=…` hand a string to be split.
                 let mut i = 0;
@@ -1089,6 +1105,18 @@ const SYSTEM_DIRECTORIES: &[&str] = &[
 /// `/`, `/*`, `~`, `~/`, `~/*`, `$HOME`, `${HOME}/*`, `/usr`, `/etc/*`, `/home/../`, …
 fn is_protected_target(target: &str) -> bool {
     let trimmed = target.trim();
+    // `${HOME:?}`, `${HOME:-/root}`, `${HOME%/}` still name the home directory.
+    let normalized;
+    let trimmed = match trimmed
+        .strip_prefix("${HOME")
+        .and_then(|r| r.split_once('}'))
+    {
+        Some((_, rest)) => {
+            normalized = format!("$HOME{rest}");
+            normalized.as_str()
+        }
+        None => trimmed,
+    };
     for home in ["~", "$HOME", "${HOME}"] {
         if let Some(rest) = trimmed.strip_prefix(home)
             && is_only_glob_or_slashes(rest)
@@ -1145,6 +1173,20 @@ fn is_block_device(target: &str) -> bool {
             device.starts_with(p) && device.len() > p.len()
                 || (p.ends_with('/') && device.starts_with(p))
         })
+}
+
+/// `$(which rm)`, `` `command -v rm` ``, `$(type -P rm)`: the name looked up.
+fn looked_up_name(text: &str) -> Option<String> {
+    let inner = text
+        .strip_prefix("$(")
+        .and_then(|t| t.strip_suffix(')'))
+        .or_else(|| text.strip_prefix('`').and_then(|t| t.strip_suffix('`')))?;
+    let words: Vec<&str> = inner.split_whitespace().collect();
+    match words.as_slice() {
+        ["which" | "whereis", name] | ["command", "-v" | "-V", name] => Some(unescape_word(name)),
+        ["type", "-P" | "-p" | "-fP" | "-Pf", name] => Some(unescape_word(name)),
+        _ => None,
+    }
 }
 
 /// `/usr/bin/rm` → `rm`, `\rm` → `rm` (the backslash is gone after unescaping). A relative path
