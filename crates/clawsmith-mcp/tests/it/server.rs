@@ -323,3 +323,151 @@ async fn without_elicitation_the_mode_decides() {
     );
     assert_eq!(connection.handler.elicitations.load(Ordering::SeqCst), 0);
 }
+
+/// Waits (without a deadline of its own: the test harness has one) until `predicate` holds for
+/// the session's stored events.
+async fn wait_for_events(
+    setup: &crate::support::Setup,
+    session_id: &str,
+    predicate: impl Fn(&[clawsmith_protocol::Event]) -> bool,
+) -> Vec<clawsmith_protocol::Event> {
+    loop {
+        let events = setup.core.store().events(session_id).unwrap();
+        if predicate(&events) {
+            return events;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_request_cancels_the_running_call() {
+    use clawsmith_protocol::{EventPayload, ToolStatus};
+    let setup = setup(CoreSpec::mode(PermissionMode::Full));
+    let connection = std::sync::Arc::new(connect(&setup, TestClient::default()).await);
+    let caller = connection.clone();
+    let running = tokio::spawn(async move {
+        caller
+            .call("run_command", json!({"command": "sleep 30"}))
+            .await
+    });
+    wait_for_events(&setup, &connection.session_id, |events| {
+        events
+            .iter()
+            .any(|event| matches!(event.payload, EventPayload::ToolStarted(_)))
+    })
+    .await;
+    // Dropping the request future sends `notifications/cancelled`.
+    running.abort();
+    let events = wait_for_events(&setup, &connection.session_id, |events| {
+        events
+            .iter()
+            .any(|event| matches!(event.payload, EventPayload::TurnCompleted(_)))
+    })
+    .await;
+    let completed = events
+        .iter()
+        .find_map(|event| match &event.payload {
+            EventPayload::ToolCompleted(done) => Some(done),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(completed.status, ToolStatus::Cancelled, "{completed:?}");
+    // The connection still serves.
+    let read = connection.call("read_file", json!({"path": "a.txt"})).await;
+    assert_outcome(&read, false, "success", None);
+}
+
+#[tokio::test]
+async fn concurrent_requests_become_separate_serial_turns() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let connection = connect(&setup, TestClient::default()).await;
+    let calls = (0..6).map(|index| {
+        connection.call(
+            "write_file",
+            json!({"path": format!("f{index}.txt"), "content": format!("{index}\n")}),
+        )
+    });
+    let results = futures_join_all(calls).await;
+    let mut turns: Vec<String> = results
+        .iter()
+        .map(|result| {
+            assert_outcome(result, false, "success", None);
+            structured(result, "turnId").as_str().unwrap().to_owned()
+        })
+        .collect();
+    turns.sort();
+    turns.dedup();
+    assert_eq!(turns.len(), 6);
+    // Each turn's checkpoint holds exactly its own file: undo of one never touches another.
+    for checkpoint in setup
+        .core
+        .store()
+        .checkpoints(&connection.session_id)
+        .unwrap()
+    {
+        let changes = setup
+            .core
+            .store()
+            .change_list(&connection.session_id, &checkpoint.turn_id)
+            .unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+    }
+}
+
+/// Runs the futures concurrently on this task and returns their outputs in order.
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for future in futures {
+        set.push(Box::pin(future));
+    }
+    let mut outputs: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (index, future) in set.iter_mut().enumerate() {
+            if outputs[index].is_none() {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(output) => outputs[index] = Some(output),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().map(Option::unwrap).collect()
+}
+
+#[tokio::test]
+async fn a_session_can_be_continued_by_a_later_server() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let first = connect(&setup, TestClient::default()).await;
+    let todos = json!({"todos": [{"id": "1", "content": "remember me", "status": "pending"}]});
+    assert_outcome(
+        &first.call("todo_write", todos).await,
+        false,
+        "success",
+        None,
+    );
+    let session_id = first.session_id.clone();
+    drop(first);
+
+    let second = crate::support::connect_with(
+        &setup,
+        TestClient::default(),
+        clawsmith_mcp::ServerOptions {
+            session_id: Some(session_id.clone()),
+            ..clawsmith_mcp::ServerOptions::default()
+        },
+    )
+    .await;
+    assert_eq!(second.session_id, session_id);
+    let list = second.call("todo_list", json!({})).await;
+    assert!(text(&list).contains("remember me"), "{}", text(&list));
+}

@@ -111,11 +111,17 @@ pub struct Connection {
 
 /// Starts the server for `setup` on a duplex pipe and connects `handler` to it.
 pub async fn connect(setup: &Setup, handler: TestClient) -> Connection {
+    connect_with(setup, handler, ServerOptions::default()).await
+}
+
+/// [`connect`] with options (the setup's approver is filled in).
+pub async fn connect_with(
+    setup: &Setup,
+    handler: TestClient,
+    mut options: ServerOptions,
+) -> Connection {
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
-    let options = ServerOptions {
-        approver: setup.approver.clone(),
-        ..ServerOptions::default()
-    };
+    options.approver = setup.approver.clone();
     let server = ClawsmithServer::new(setup.core.clone(), options).unwrap();
     let session_id = server.session_id().to_owned();
     tokio::spawn(server.serve_transport(server_io));
