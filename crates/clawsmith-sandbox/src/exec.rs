@@ -273,7 +273,13 @@ pub(crate) fn spawn_checked(
             plan.setup.install(&mut process);
             (process.spawn().map_err(RunError::Spawn)?, plan.report)
         }
-        Err(error) if report_is_confined(config) => {
+        Err(error)
+            if report_is_confined(config)
+                && !matches!(
+                    error.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+        {
             return Err(RunError::SandboxUnavailable(format!(
                 "setting up the sandbox in the child failed: {error}"
             )));

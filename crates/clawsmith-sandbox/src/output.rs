@@ -80,6 +80,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn memory_stays_at_the_cap() {
+        let cap = 64 * 1024;
+        let mut out = BoundedOutput::new(cap);
+        let chunk = vec![b'y'; 64 * 1024 + 7];
+        for _ in 0..800 {
+            out.push(&chunk);
+        }
+        assert_eq!(out.total_bytes(), 800 * chunk.len() as u64);
+        assert!(
+            out.head.capacity() + out.tail.capacity() <= 2 * cap,
+            "retained capacity"
+        );
+        let (text, truncated) = out.finish();
+        assert!(truncated);
+        assert!(text.len() < cap + 100);
+    }
+
+    #[test]
     fn keeps_head_and_tail() {
         let cases: &[(usize, &[&str], &str, bool)] = &[
             (10, &["hello"], "hello", false),

@@ -397,12 +397,7 @@ impl CommandExecutionService {
                 None,
             )
         };
-        let spawned = spawn_checked(
-            &self.config.sandbox,
-            &request.command,
-            request.cwd.as_deref(),
-            io,
-        )?;
+        // Everything that can fail comes before the spawn, so a failure leaves no process.
         let number = self.next_id.fetch_add(1, Ordering::SeqCst);
         let id = format!("cmd-{number}");
         let token = if request.pty {
@@ -412,6 +407,18 @@ impl CommandExecutionService {
         };
         let log_path = self.config.log_dir.join(format!("{id}.log"));
         let log = File::create(&log_path)?;
+        let spawned = match spawn_checked(
+            &self.config.sandbox,
+            &request.command,
+            request.cwd.as_deref(),
+            io,
+        ) {
+            Ok(spawned) => spawned,
+            Err(error) => {
+                let _ = std::fs::remove_file(&log_path);
+                return Err(error.into());
+            }
+        };
         let entry = Arc::new(CommandEntry {
             id: id.clone(),
             command: request.command.clone(),
@@ -432,7 +439,13 @@ impl CommandExecutionService {
             cancel: CancellationSignal::new(),
         });
         let report = spawned.report.clone();
-        let output = crate::child::async_file(File::from(output))?;
+        let output = match crate::child::async_file(File::from(output)) {
+            Ok(output) => output,
+            Err(error) => {
+                kill_group(spawned.process_group, Signal::SIGKILL);
+                return Err(error.into());
+            }
+        };
         tokio::spawn(watch(
             Arc::clone(&entry),
             spawned,
