@@ -209,7 +209,14 @@ fn confine(
     setup.landlock = Some(fd);
 
     if !config.network_allowed {
-        setup.seccomp = Some(network_filter().map_err(Unavailable)?);
+        // The filter is the same for every command: compile it once.
+        static NETWORK_FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, String>> =
+            std::sync::OnceLock::new();
+        let program = NETWORK_FILTER
+            .get_or_init(network_filter)
+            .clone()
+            .map_err(Unavailable)?;
+        setup.seccomp = Some(program);
     }
 
     let protected = protected_inside(config, workspace, &writable);
