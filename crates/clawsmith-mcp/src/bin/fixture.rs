@@ -2,7 +2,8 @@
 //! protocol through rmcp. Tools:
 //! - `echo {text}`: answers the text (and claims `readOnlyHint`, which clawsmith must ignore);
 //! - `getenv {name}`: answers the variable's value or `(unset)`, to check the env allow-list;
-//! - `fail`: answers `isError: true`.
+//! - `fail`: answers `isError: true`;
+//! - `exit`: ends the process without answering (a server that died).
 
 use std::sync::Arc;
 
@@ -68,6 +69,11 @@ impl ServerHandler for Fixture {
                 "Always fails.",
                 object_schema(serde_json::json!({}), &[]),
             ),
+            Tool::new(
+                "exit",
+                "Ends the server process without answering.",
+                object_schema(serde_json::json!({}), &[]),
+            ),
         ];
         Ok(ListToolsResult {
             tools,
@@ -88,6 +94,7 @@ impl ServerHandler for Fixture {
                 CallToolResult::success(vec![ContentBlock::text(value)])
             }
             "fail" => CallToolResult::error(vec![ContentBlock::text("it failed on purpose")]),
+            "exit" => std::process::exit(0),
             other => {
                 return Err(ErrorData::invalid_params(format!("no tool {other}"), None));
             }

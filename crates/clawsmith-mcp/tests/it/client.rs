@@ -44,7 +44,8 @@ async fn server_tools_become_deferred_tools_named_by_server() {
         [
             "mcp__fixture__echo",
             "mcp__fixture__getenv",
-            "mcp__fixture__fail"
+            "mcp__fixture__fail",
+            "mcp__fixture__exit",
         ]
     );
     for tool in &tools {
@@ -298,4 +299,92 @@ fn tool_names_are_namespaced_and_sanitized() {
         assert_eq!(tool_name(server, remote), name);
     }
     assert_eq!(tool_name("s", &"x".repeat(300)).len(), 128);
+}
+
+#[test]
+fn tools_dropped_after_their_runtime_do_not_panic() {
+    // A host may drop the core (and with it the connections) after its runtime is gone.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let tools = runtime.block_on(connect_fixture(None, None));
+    drop(runtime);
+    drop(tools);
+}
+
+fn tool(tools: &[ExtensionTool], name: &str) -> std::sync::Arc<dyn clawsmith_protocol::Tool> {
+    tools
+        .iter()
+        .find(|tool| tool.tool.name() == name)
+        .unwrap()
+        .tool
+        .clone()
+}
+
+fn authorized() -> clawsmith_protocol::ToolExecutionContext {
+    let decision = clawsmith_protocol::PermissionDecision {
+        verdict: clawsmith_protocol::Verdict::Allow,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    clawsmith_protocol::ToolExecutionContext::new("s", "t", "c")
+        .with_authorization(clawsmith_protocol::Authorization::from_decision(&decision).unwrap())
+}
+
+async fn run(
+    tool: &dyn clawsmith_protocol::Tool,
+    input: serde_json::Value,
+    context: clawsmith_protocol::ToolExecutionContext,
+) -> clawsmith_protocol::ToolExecutionResult {
+    match tool.execute(input, context).await {
+        clawsmith_protocol::ToolOutput::Result(result) => result,
+        other => panic!("a typed result, not {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_died_answers_tool_failed() {
+    let tools = connect_fixture(None, None).await;
+    let echo = tool(&tools, "mcp__fixture__echo");
+    let exit = tool(&tools, "mcp__fixture__exit");
+    drop(tools);
+    let result = run(echo.as_ref(), json!({"text": "alive"}), authorized()).await;
+    assert_eq!(
+        result.content, "alive",
+        "the connection outlives the dropped tools"
+    );
+    let result = run(exit.as_ref(), json!({}), authorized()).await;
+    assert_eq!(
+        result.code().map(|c| c.as_str()),
+        Some("tool_failed"),
+        "{result:?}"
+    );
+    let result = run(echo.as_ref(), json!({"text": "dead"}), authorized()).await;
+    assert_eq!(
+        result.code().map(|c| c.as_str()),
+        Some("tool_failed"),
+        "{result:?}"
+    );
+    assert!(result.content.contains("fixture"), "{}", result.content);
+}
+
+#[tokio::test]
+async fn unauthorized_calls_are_refused_before_forwarding() {
+    let tools = connect_fixture(None, None).await;
+    let echo = tools
+        .iter()
+        .find(|tool| tool.tool.name() == "mcp__fixture__echo")
+        .unwrap()
+        .tool
+        .clone();
+    // Dropping the other tools keeps the connection: it lives as long as any tool.
+    drop(tools);
+    let context = clawsmith_protocol::ToolExecutionContext::new("s", "t", "c");
+    // Unauthorized: refused before anything is sent.
+    let output = echo.execute(json!({"text": "x"}), context).await;
+    let clawsmith_protocol::ToolOutput::Result(result) = output else {
+        panic!("a typed result")
+    };
+    assert_eq!(result.code().map(|c| c.as_str()), Some("permission_denied"));
 }
