@@ -53,6 +53,9 @@ pub struct CoreConfig {
     pub call_timeout: Option<Duration>,
     /// Grace period for a cancelled or timed-out tool.
     pub cancel_grace: Duration,
+    /// Whether `tool.started` events carry the tool's (redacted) input schema (P9). Off by
+    /// default: the schema is the same for every call and `model.request` already hashes it.
+    pub record_tool_schemas: bool,
     /// Replaces the checkpoint recorder handed to the file tools. `None` (the default) records
     /// into `store`; hosts and tests that wrap the recorder set it.
     pub change_recorder: Option<Arc<dyn ChangeRecorder>>,
@@ -77,6 +80,7 @@ impl CoreConfig {
             max_parallel: DEFAULT_MAX_PARALLEL,
             call_timeout: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            record_tool_schemas: false,
             change_recorder: None,
         }
     }
@@ -96,6 +100,7 @@ pub(crate) struct Shared {
     pub call_timeout: Option<Duration>,
     pub cancel_grace: Duration,
     pub activations: Arc<Activations>,
+    pub record_tool_schemas: bool,
 }
 
 impl Shared {
@@ -106,7 +111,9 @@ impl Shared {
     }
 }
 
-/// The agent core: a frozen tool table plus the pipeline every call goes through.
+/// The agent core: a frozen tool table plus the pipeline every call goes through. Cloning is
+/// cheap and shares everything (table, store, activations).
+#[derive(Clone)]
 pub struct AgentCore {
     shared: Arc<Shared>,
 }
@@ -141,6 +148,7 @@ impl AgentCore {
             max_parallel,
             call_timeout,
             cancel_grace,
+            record_tool_schemas,
             change_recorder,
         } = config;
         let workspace =
@@ -235,6 +243,7 @@ impl AgentCore {
                 call_timeout,
                 cancel_grace,
                 activations,
+                record_tool_schemas,
             }),
         })
     }

@@ -125,7 +125,7 @@ pub use crate::normalize::{
     normalize_output,
 };
 pub use crate::pipeline::CallResult;
-pub use crate::redact::{REDACTED, redact_display, redact_text};
+pub use crate::redact::{REDACTED, redact_display, redact_json, redact_text};
 pub use crate::search::{SearchDocument, SearchHit, rank};
 pub use crate::session::{RecoveryReport, RequestEvidence, SessionHandle, Turn, TurnOutcome};
 pub use crate::session_tools::{ARTIFACT_NOT_FOUND, READ_ARTIFACT_MAX_BYTES};

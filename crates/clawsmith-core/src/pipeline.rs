@@ -29,7 +29,7 @@ use crate::error::CoreError;
 use crate::normalize::{
     ARTIFACT_THRESHOLD_BYTES, artifact_preview, normalize_output, truncate_without_artifact,
 };
-use crate::redact::{redact_display, redact_text};
+use crate::redact::{redact_display, redact_json, redact_text};
 use crate::session::new_id;
 use crate::table::{ToolEntry, canonical_json};
 
@@ -330,7 +330,10 @@ fn start_call(
         capabilities: facts.capabilities.to_vec(),
         side_effect,
         summary: Some(redact_text(&entry.tool().summarize(&prepared.input))),
-        tool_schema: None,
+        tool_schema: context
+            .shared
+            .record_tool_schemas
+            .then(|| redact_json(entry.input_schema())),
         batch: Some(batch),
     }))?;
     Ok(Ok(side_effect))
@@ -512,6 +515,9 @@ pub(crate) async fn run_batch(
     duplicates: &mut DuplicateTracker,
 ) -> Result<Vec<CallResult>, CoreError> {
     let shared = context.shared;
+    if calls.is_empty() {
+        return Ok(Vec::new());
+    }
     shared.store.append_message(
         context.session_id,
         &ModelMessage::assistant_with_calls(String::new(), calls.clone()),

@@ -72,6 +72,29 @@ pub fn redact_text(text: &str) -> String {
     redact_token_shapes(&text)
 }
 
+/// Masks secrets in every string of a JSON value, and every value under a secret-named key.
+pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(text) => serde_json::Value::String(redact_text(text)),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(redact_json).collect())
+        }
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(key, inner)| {
+                    let inner = if is_secret_key(key) && inner.is_string() {
+                        serde_json::Value::String(REDACTED.to_owned())
+                    } else {
+                        redact_json(inner)
+                    };
+                    (key.clone(), inner)
+                })
+                .collect(),
+        ),
+        scalar => scalar.clone(),
+    }
+}
+
 /// Redacts and re-bounds a display (title, body, field labels and values).
 pub fn redact_display(display: Display) -> Display {
     let Display {

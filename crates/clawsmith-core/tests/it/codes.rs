@@ -593,3 +593,47 @@ async fn run_command_through_the_pipeline() {
     assert_eq!(journal.len(), 2);
     assert!(journal.iter().all(|entry| entry.closed_at_ms.is_some()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_core_is_shareable_across_tasks() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "alpha\n");
+    let core = fixture.core(|config| config.record_tool_schemas = true);
+    send_sync(&core);
+    let session = std::sync::Arc::new(core.open_session(None).unwrap());
+    send_sync(&*session);
+    // run_turn's future is Send: it can be spawned.
+    let spawned = {
+        let session = session.clone();
+        tokio::spawn(async move {
+            let sink = CollectingSink::new();
+            let outcome = session
+                .run_turn(vec![call("c1", "read_file", r#"{"path": "a.txt"}"#)], &sink)
+                .await
+                .unwrap();
+            (outcome, sink.events())
+        })
+    };
+    let (outcome, events) = spawned.await.unwrap();
+    assert_status(&outcome.results[0].1, ToolStatus::Success, None);
+    let schema = events
+        .iter()
+        .find_map(|event| match &event.payload {
+            EventPayload::ToolStarted(started) => started.tool_schema.clone(),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        &schema,
+        core.tools().get("read_file").unwrap().input_schema()
+    );
+    // An empty batch stores nothing.
+    let before = session.messages().unwrap().len();
+    let outcome = session
+        .run_turn(Vec::new(), &CollectingSink::new())
+        .await
+        .unwrap();
+    assert!(outcome.results.is_empty());
+    assert_eq!(session.messages().unwrap().len(), before);
+}
