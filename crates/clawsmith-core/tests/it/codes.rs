@@ -637,3 +637,54 @@ async fn the_core_is_shareable_across_tasks() {
     assert!(outcome.results.is_empty());
     assert_eq!(session.messages().unwrap().len(), before);
 }
+
+#[tokio::test]
+async fn the_journal_entry_is_durable_before_a_side_effect_runs() {
+    let fixture = Fixture::new();
+    let store = fixture.store.clone();
+    let mut tool = TestTool::read(
+        "deploy",
+        Arc::new(move |_, context| {
+            let store = store.clone();
+            Box::pin(async move {
+                // Read back through a second connection to the same file: committed, not cached.
+                let other = clawsmith_checkpoint::Store::open(store.path().unwrap()).unwrap();
+                let open: Vec<String> = other
+                    .unfinished_calls(&context.session_id)
+                    .unwrap()
+                    .into_iter()
+                    .map(|entry| entry.call_id)
+                    .collect();
+                assert!(
+                    context.authorized(),
+                    "side-effecting tools get an authorized context"
+                );
+                ToolOutput::Text(format!("open: {open:?}"))
+            })
+        }),
+    );
+    tool.capabilities = clawsmith_protocol::CapabilityDeclaration::Declared(vec![
+        clawsmith_protocol::Capability::ExternalSideEffect,
+    ]);
+    let session = fixture
+        .core(|config| {
+            config.policy = PermissionPolicy::new(PermissionMode::Full);
+            config.extension_tools.push(ExtensionTool {
+                source: "test".into(),
+                tool: tool.shared(),
+                deferred: false,
+            });
+        })
+        .open_session(None)
+        .unwrap();
+    let result = one(&session, "deploy", "{}").await;
+    assert_status(&result, ToolStatus::Success, None);
+    assert_eq!(result.content, r#"open: ["c1"]"#);
+    assert!(
+        fixture
+            .store
+            .unfinished_calls(session.id())
+            .unwrap()
+            .is_empty()
+    );
+}
