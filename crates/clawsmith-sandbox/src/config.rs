@@ -76,6 +76,9 @@ pub struct KernelSupport {
     pub landlock_abi: Option<u32>,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
+    /// Whether a private mount namespace can be made (to keep protected paths inside the
+    /// workspace read-only). The probe assumes yes; a failure at spawn time is handled then.
+    pub mount_namespace: bool,
 }
 
 impl KernelSupport {
@@ -83,6 +86,7 @@ impl KernelSupport {
     pub const NONE: KernelSupport = KernelSupport {
         landlock_abi: None,
         seccomp: false,
+        mount_namespace: false,
     };
 
     /// Asks the running kernel.
@@ -90,6 +94,7 @@ impl KernelSupport {
         KernelSupport {
             landlock_abi: crate::child::landlock_abi(),
             seccomp: crate::child::seccomp_available(),
+            mount_namespace: true,
         }
     }
 }

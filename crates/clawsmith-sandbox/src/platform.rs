@@ -220,6 +220,14 @@ fn confine(
     }
 
     let protected = protected_inside(config, workspace, &writable);
+    let with_mounts = with_mounts && kernel.mount_namespace;
+    if !protected.is_empty() && !with_mounts && config.policy == SandboxPolicy::Required {
+        return Err(Unavailable(
+            "a private mount namespace is needed to keep .git/hooks and the protected paths \
+             read-only, and this system cannot make one"
+                .to_owned(),
+        ));
+    }
     let protected_text = if protected.is_empty() {
         "nothing inside the writable roots".to_owned()
     } else if with_mounts {
@@ -230,11 +238,7 @@ fn confine(
             .collect();
         format!("read-only: {}", names.join(", "))
     } else {
-        return Err(Unavailable(
-            "a private mount namespace is needed to keep .git/hooks read-only and could not be \
-             created"
-                .to_owned(),
-        ));
+        "not enforced (no private mount namespace)".to_owned()
     };
 
     Ok(SandboxReport {

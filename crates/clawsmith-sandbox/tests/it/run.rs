@@ -509,3 +509,37 @@ async fn udp_and_ipv6_sockets_are_refused_too() {
     let outcome = run(&config, script).await.unwrap();
     assert_eq!(outcome.output, "refused\nrefused\nunix ok\n");
 }
+
+#[tokio::test]
+async fn protected_paths_need_a_mount_namespace() {
+    if !landlock_or_skip("protected_paths_need_a_mount_namespace") {
+        return;
+    }
+    let fixture = Fixture::new();
+    std::fs::create_dir_all(fixture.workspace.join(".git/hooks")).unwrap();
+    let mut config = fixture.config();
+    config.kernel_support = Some(KernelSupport {
+        mount_namespace: false,
+        ..KernelSupport::probe()
+    });
+    let error = run(&config, "true").await.unwrap_err();
+    assert!(matches!(error, RunError::SandboxUnavailable(_)), "{error}");
+    assert!(error.to_string().contains(".git/hooks"), "{error}");
+
+    config.policy = SandboxPolicy::BestEffort;
+    let command = format!("touch {}/x; touch .git/hooks/y", fixture.outside.display());
+    let outcome = run(&config, &command).await.unwrap();
+    assert!(outcome.sandbox.confined, "{:?}", outcome.sandbox);
+    assert_eq!(
+        outcome.sandbox.protected,
+        "not enforced (no private mount namespace)"
+    );
+    assert!(
+        !fixture.outside.join("x").exists(),
+        "Landlock still confines writes"
+    );
+    assert!(
+        fixture.workspace.join(".git/hooks/y").exists(),
+        "hooks are writable, as reported"
+    );
+}
