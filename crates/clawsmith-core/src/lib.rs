@@ -22,6 +22,8 @@
 //! - [`SessionHandle`] (open = create or continue, then recovery) and [`Turn`] (one checkpoint,
 //!   any number of model requests and batches). Results come back as
 //!   `(toolCallId, ToolExecutionResult)` in call order; [`TurnOutcome`] adds the turn's manifest.
+//! - The lower layers are re-exported as [`checkpoint`], [`security`], [`sandbox`] and [`fs`], so
+//!   a front end that depends on this crate alone can build a [`CoreConfig`].
 //! - [`EventSink`]: every event is first stored with the session's next `sequence`, then handed
 //!   to the sink, so what a UI shows is what the store holds.
 //!
@@ -113,6 +115,14 @@ mod search;
 mod session;
 mod session_tools;
 mod table;
+
+// The layers a front end needs to configure the core, so that `clawsmith-mcp` (which depends on
+// protocol and core only) stays thin: `clawsmith_core::checkpoint::Store`,
+// `clawsmith_core::security::PermissionPolicy`, `clawsmith_core::sandbox::SandboxConfig`.
+pub use clawsmith_checkpoint as checkpoint;
+pub use clawsmith_fs as fs;
+pub use clawsmith_sandbox as sandbox;
+pub use clawsmith_security as security;
 
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
