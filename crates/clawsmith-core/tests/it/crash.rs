@@ -93,7 +93,7 @@ async fn child_process_entry() {
         "run_command" => {
             // `runs.txt` (inside the workspace, where commands may write) is also the marker.
             let arguments =
-                serde_json::json!({"command": "echo ran >> runs.txt; exec sleep 30"}).to_string();
+                serde_json::json!({"command": "echo ran >> runs.txt; exec sleep 10"}).to_string();
             (
                 core_for(&layout, store, None),
                 vec![call("cmd-1", "run_command", &arguments)],
