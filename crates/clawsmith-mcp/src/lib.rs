@@ -38,12 +38,15 @@
 //!   `tools/call` turn also starts with a model request, so a client that ignores the
 //!   notification still reaches an activated tool on its next call.
 //! - **Elicitation for `ask`.** With an [`ElicitingApprover`] configured and a client that
-//!   declared the elicitation capability (protocol revisions up to 2025-11-25, which allow
-//!   server-to-client requests), an `ask` becomes a form with no fields: accept approves,
-//!   decline or cancel refuse. Otherwise the mode decides alone and `ask` is
-//!   `permission_denied` with a message saying how to allow it. Revision 2026-07-28 forbids
-//!   server-to-client requests (its MRTR input requests are not implemented here), so such a
-//!   client is never asked.
+//!   declared the elicitation capability, an `ask` becomes a form with no fields: accept
+//!   approves, decline or cancel refuse. Revisions with an `initialize` handshake (up to
+//!   2025-11-25) are asked with an `elicitation/create` request while the call waits. The
+//!   stateless revision 2026-07-28 forbids server-to-client requests, so there the question
+//!   travels as a multi-round-trip `input_required` result: the first round's call is closed
+//!   `permission_denied` ([`APPROVAL_REQUESTED`]; the audit keeps it), and the retried request,
+//!   carrying the answer and the one-time `requestState` issued for that exact call (same name
+//!   and arguments), runs as a new turn. Without elicitation the mode decides alone and `ask`
+//!   is `permission_denied` with a message saying how to allow it.
 //! - **MCP tools are deferred and fail closed.** Their risk comes from the capabilities the
 //!   *user* writes in the config (`CapabilityDeclaration::Raw`, normalized by
 //!   `clawsmith-security`), `Missing` when absent, so the effective risk is `execute` until the
@@ -67,7 +70,7 @@ mod config;
 mod error;
 mod server;
 
-pub use crate::approval::{ElicitingApprover, NO_ELICITATION};
+pub use crate::approval::{APPROVAL_REQUESTED, ElicitingApprover, NO_ELICITATION};
 pub use crate::client::{
     MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX, McpConnection, McpTool, connect_server, connect_servers,
     tool_name,
@@ -75,5 +78,6 @@ pub use crate::client::{
 pub use crate::config::{MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig};
 pub use crate::error::McpError;
 pub use crate::server::{
-    ClawsmithServer, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION, ServerOptions, serve, serve_stdio,
+    APPROVAL_INPUT, ClawsmithServer, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION, ServerOptions,
+    serve, serve_stdio,
 };

@@ -1,21 +1,23 @@
 //! The MCP server (X1): the core's frozen table over `tools/list`, the whole core pipeline behind
 //! `tools/call`, one long-lived session per connection.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
 use clawsmith_protocol::{Risk, ToolCall, ToolExecutionResult, ToolStatus};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
+    ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
-use crate::approval::ElicitingApprover;
+use crate::approval::{ElicitingApprover, approval_form};
 use crate::error::McpError;
 
 /// The name the server gives in `serverInfo`.
@@ -25,6 +27,13 @@ pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The name of the core's deferred-tool search, after which the server announces
 /// `notifications/tools/list_changed`.
 pub const SEARCH_TOOLS: &str = "search_tools";
+
+/// The key of the approval question in an `input_required` result (and of its answer in the
+/// retried request's `inputResponses`).
+pub const APPROVAL_INPUT: &str = "clawsmith_approval";
+/// Approval questions waiting for their retry; beyond this many, the oldest are forgotten (their
+/// retry is simply asked again).
+const MAX_PENDING_APPROVALS: usize = 64;
 
 const INSTRUCTIONS: &str = "clawsmith exposes workspace file tools, commands, todos and artifacts \
      with the same permission mode, limits, checkpoints and audit events as its command line. \
@@ -71,6 +80,8 @@ struct Inner {
     approver: Option<Arc<ElicitingApprover>>,
     sink: Arc<dyn EventSink>,
     calls: AtomicU64,
+    /// `requestState` token ⇒ the call (name and arguments) its approval question was about.
+    pending_approvals: Mutex<HashMap<String, (u64, String)>>,
 }
 
 impl std::fmt::Debug for ClawsmithServer {
@@ -117,6 +128,7 @@ impl ClawsmithServer {
                 approver: options.approver,
                 sink: options.event_sink.unwrap_or_else(|| Arc::new(NullSink)),
                 calls: AtomicU64::new(0),
+                pending_approvals: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -177,26 +189,58 @@ impl ClawsmithServer {
         .annotate(annotations(effective_risk))
     }
 
-    /// Runs one call as its own turn and maps the result to MCP.
+    /// Runs one call as its own turn and maps the result to MCP (or, when a stateless client
+    /// must be asked first, to an `input_required` result carrying the question).
     async fn call(
         &self,
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
+        let name = request.name.to_string();
+        let fingerprint = format!("{name}\n{arguments}");
+        let round_trip = asks_by_round_trip(context);
+        let answer = if round_trip {
+            self.take_answer(&request, &fingerprint)
+        } else {
+            None
+        };
         let call = ToolCall {
             id: self.next_call_id(),
-            name: request.name.into_owned(),
+            name: name.clone(),
             arguments: arguments.to_string(),
         };
-        let name = call.name.clone();
-        let outcome = {
+        let (outcome, question) = {
             let _turn = self.inner.turn_lock.lock().await;
             if let Some(approver) = &self.inner.approver {
-                approver.bind(context.peer.clone());
+                if round_trip {
+                    approver.bind_round_trip(answer);
+                } else if has_handshake(context) {
+                    approver.bind_peer(context.peer.clone());
+                } else {
+                    approver.unbind();
+                }
             }
-            self.run_turn(call, context).await?
+            let outcome = self.run_turn(call, context).await?;
+            let question = self
+                .inner
+                .approver
+                .as_ref()
+                .and_then(|approver| approver.take_question());
+            (outcome, question)
         };
+        if let Some(question) = question {
+            let token = self.remember_question(fingerprint);
+            let mut requests = InputRequests::new();
+            requests.insert(
+                APPROVAL_INPUT.to_owned(),
+                InputRequest::Elicitation(ElicitRequest::new(approval_form(question))),
+            );
+            return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                Some(requests),
+                Some(token),
+            )));
+        }
         let Some((tool_call_id, result)) = outcome.results.first() else {
             return Err(McpError::Serve(format!(
                 "the core closed the turn of `{name}` without a result"
@@ -207,7 +251,50 @@ impl ClawsmithServer {
             // A client that ignores it still gets them on its next call's turn.
             let _ = context.peer.notify_tool_list_changed().await;
         }
-        Ok(mcp_result(result, &outcome, tool_call_id))
+        Ok(CallToolResponse::Complete(mcp_result(
+            result,
+            &outcome,
+            tool_call_id,
+        )))
+    }
+
+    /// The person's answer carried by a retried request: only for a `requestState` this server
+    /// issued for the very same call (name and arguments), and only once.
+    fn take_answer(&self, request: &CallToolRequestParams, fingerprint: &str) -> Option<bool> {
+        let token = request.request_state.as_deref()?;
+        let (_, asked_about) = self
+            .inner
+            .pending_approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(token)?;
+        if asked_about != fingerprint {
+            return None;
+        }
+        let answer = request.input_responses.as_ref()?.get(APPROVAL_INPUT)?;
+        let accepted = serde_json::from_value::<ElicitResult>(answer.clone())
+            .is_ok_and(|answer| answer.action == ElicitationAction::Accept);
+        Some(accepted)
+    }
+
+    fn remember_question(&self, fingerprint: String) -> String {
+        let number = self.inner.calls.fetch_add(1, Ordering::Relaxed);
+        let token = format!("{}-approval-{number}", self.session_id());
+        let mut pending = self
+            .inner
+            .pending_approvals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if pending.len() >= MAX_PENDING_APPROVALS
+            && let Some(oldest) = pending
+                .iter()
+                .min_by_key(|(_, (number, _))| *number)
+                .map(|(token, _)| token.clone())
+        {
+            pending.remove(&oldest);
+        }
+        pending.insert(token.clone(), (number, fingerprint));
+        token
     }
 
     async fn run_turn(
@@ -250,6 +337,23 @@ impl ClawsmithServer {
             .unwrap_or(0);
         format!("mcp_{nanos:x}_{counter}")
     }
+}
+
+/// Whether the request came over a revision with an `initialize` handshake, where the server
+/// may send requests to the client.
+fn has_handshake(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_none_or(|version| version.has_initialize())
+}
+
+/// A stateless revision (no server-to-client requests) whose request declares elicitation:
+/// questions travel in `input_required` results.
+fn asks_by_round_trip(context: &RequestContext<RoleServer>) -> bool {
+    !has_handshake(context)
+        && context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some())
 }
 
 /// `readOnlyHint` for `read`, `destructiveHint` for writes and commands, from *effective* risk.
@@ -329,9 +433,6 @@ impl ServerHandler for ClawsmithServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, &context)
-            .await
-            .map(CallToolResponse::Complete)
-            .map_err(internal)
+        self.call(request, &context).await.map_err(internal)
     }
 }

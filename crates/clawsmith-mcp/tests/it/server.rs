@@ -471,3 +471,163 @@ async fn a_session_can_be_continued_by_a_later_server() {
     let list = second.call("todo_list", json!({})).await;
     assert!(text(&list).contains("remember me"), "{}", text(&list));
 }
+
+/// A client on the stateless 2026-07-28 revision (`server/discover`, per-request metadata).
+async fn connect_stateless(
+    setup: &crate::support::Setup,
+    handler: TestClient,
+) -> rmcp::service::RunningService<rmcp::RoleClient, TestClient> {
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let (server_io, client_io) = tokio::io::duplex(1 << 20);
+    let options = clawsmith_mcp::ServerOptions {
+        approver: setup.approver.clone(),
+        ..clawsmith_mcp::ServerOptions::default()
+    };
+    let server = clawsmith_mcp::ClawsmithServer::new(setup.core.clone(), options).unwrap();
+    tokio::spawn(server.serve_transport(server_io));
+    handler
+        .serve_with_lifecycle(
+            client_io,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn write_params(content: &str) -> rmcp::model::CallToolRequestParams {
+    let serde_json::Value::Object(arguments) = json!({"path": "x.txt", "content": content}) else {
+        unreachable!()
+    };
+    rmcp::model::CallToolRequestParams::new("write_file").with_arguments(arguments)
+}
+
+#[tokio::test]
+async fn stateless_clients_are_asked_through_input_required_rounds() {
+    // (declares elicitation, answer, expected isError, expected file, expected message part)
+    let table = [
+        (
+            true,
+            ElicitationAction::Accept,
+            false,
+            Some("round trip\n"),
+            "",
+        ),
+        (true, ElicitationAction::Decline, true, None, "declined"),
+        (false, ElicitationAction::Accept, true, None, NO_ELICITATION),
+    ];
+    for (declares, answer, is_error, content, message) in table {
+        let setup = setup(CoreSpec {
+            approver: true,
+            ..CoreSpec::mode(PermissionMode::Ask)
+        });
+        let handler = TestClient {
+            elicitation: declares.then(|| answer.clone()),
+            ..TestClient::default()
+        };
+        let client = connect_stateless(&setup, handler.clone()).await;
+        // The high-level helper drives the rounds through the handler.
+        let result = client
+            .call_tool(write_params("round trip\n"))
+            .await
+            .unwrap();
+        assert_eq!(result.is_error, Some(is_error), "{answer:?}: {result:?}");
+        assert!(text(&result).contains(message), "{}", text(&result));
+        assert_eq!(
+            handler.elicitations.load(Ordering::SeqCst),
+            usize::from(declares)
+        );
+        let written = std::fs::read_to_string(setup.workspace.path().join("x.txt")).ok();
+        assert_eq!(written.as_deref(), content, "{answer:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_round_trip_answer_only_counts_for_the_call_it_was_asked_about() {
+    use rmcp::model::CallToolResponse;
+    let setup = setup(CoreSpec {
+        approver: true,
+        ..CoreSpec::mode(PermissionMode::Ask)
+    });
+    let handler = TestClient {
+        elicitation: Some(ElicitationAction::Accept),
+        ..TestClient::default()
+    };
+    let client = connect_stateless(&setup, handler).await;
+    let accept = || {
+        let mut responses = rmcp::model::InputResponses::new();
+        responses.insert(
+            clawsmith_mcp::APPROVAL_INPUT.to_owned(),
+            json!({"action": "accept"}),
+        );
+        responses
+    };
+    let CallToolResponse::InputRequired(first) =
+        client.call_tool_once(write_params("asked")).await.unwrap()
+    else {
+        panic!("the first round asks")
+    };
+    let token = first.request_state.clone().unwrap();
+    assert!(
+        first
+            .input_requests
+            .as_ref()
+            .unwrap()
+            .contains_key(clawsmith_mcp::APPROVAL_INPUT)
+    );
+
+    // (arguments of the retry, requestState, answered?) — a forged token or different
+    // arguments only get asked again; nothing is written.
+    let forged = client
+        .call_tool_once(
+            write_params("asked")
+                .with_input_responses(accept())
+                .with_request_state("forged"),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(forged, CallToolResponse::InputRequired(_)));
+    let other_arguments = client
+        .call_tool_once(
+            write_params("something else")
+                .with_input_responses(accept())
+                .with_request_state(token.clone()),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        other_arguments,
+        CallToolResponse::InputRequired(_)
+    ));
+    assert!(!setup.workspace.path().join("x.txt").exists());
+
+    // The token was spent by the mismatched retry: even the right call is asked again.
+    let spent = client
+        .call_tool_once(
+            write_params("asked")
+                .with_input_responses(accept())
+                .with_request_state(token),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::InputRequired(again) = spent else {
+        panic!("a spent token asks again")
+    };
+    let answered = client
+        .call_tool_once(
+            write_params("asked")
+                .with_input_responses(accept())
+                .with_request_state(again.request_state.unwrap()),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = answered else {
+        panic!("answered")
+    };
+    assert_outcome(&result, false, "success", None);
+    assert_eq!(
+        std::fs::read_to_string(setup.workspace.path().join("x.txt")).unwrap(),
+        "asked"
+    );
+}
