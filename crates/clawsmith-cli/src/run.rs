@@ -10,10 +10,7 @@ use clawsmith_core::{
     AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CoreConfig, EventSink,
 };
 use clawsmith_protocol::{Event, ToolCall};
-use clawsmith_sandbox::{
-    CommandExecutionService, RunCommandTool, SandboxConfig, SandboxPolicy, ServiceConfig,
-    command_tools,
-};
+use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig};
 use clawsmith_security::{PermissionMode, PermissionPolicy};
 use serde_json::json;
 
@@ -141,20 +138,20 @@ pub fn build_core(
     if options.yes {
         config.approver = Some(Arc::new(ApproveAll));
     }
-    config.command_tools = vec![Arc::new(RunCommandTool::new(sandbox.clone()))];
     if lifetime == Lifetime::LongLived {
         let log_dir = state_dir
             .join("commands")
             .join(format!("{}", std::process::id()));
-        let service = CommandExecutionService::new(ServiceConfig::new(sandbox, &log_dir))
+        let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))
             .with_context(|| {
-                format!(
-                    "starting the background command service in {}",
-                    log_dir.display()
-                )
-            })?;
-        config.command_service_tools = command_tools(Arc::new(service));
+            format!(
+                "starting the background command service in {}",
+                log_dir.display()
+            )
+        })?;
+        config.command_service = Some(Arc::new(service));
     }
+    config.sandbox = sandbox;
     AgentCore::new(config).context("building the tool table")
 }
 
