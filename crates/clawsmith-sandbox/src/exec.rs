@@ -198,11 +198,58 @@ pub(crate) struct Spawned {
     pub(crate) temp_dir: tempfile::TempDir,
 }
 
-/// Kills a whole process group; errors (the group is already gone) are ignored.
-pub(crate) fn kill_group(process_group: i32, signal: Signal) {
-    if process_group > 0 {
-        let _ = killpg(Pid::from_raw(process_group), signal);
+/// Signals everything in a command's session: its own process group (the child calls `setsid`,
+/// so group id = session id = its pid) and every group job control made inside the session
+/// (`set -m; sleep 100 &`). Errors (already gone) are ignored. A process that left the session
+/// with `setsid` is out of reach (see the crate docs).
+pub(crate) fn kill_tree(session: i32, signal: Signal) {
+    if session <= 0 {
+        return;
     }
+    let _ = killpg(Pid::from_raw(session), signal);
+    let mut groups: Vec<i32> = live_session_members(session)
+        .into_iter()
+        .map(|(_, group)| group)
+        .filter(|group| *group != session)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    for group in groups {
+        let _ = killpg(Pid::from_raw(group), signal);
+    }
+}
+
+/// `(pid, process group)` of the live (non-zombie) processes of `session`, from `/proc`.
+fn live_session_members(session: i32) -> Vec<(i32, i32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp session …`; comm may contain spaces and parentheses.
+        let Some((pid, rest)) = stat.split_once(" (").and_then(|(pid, _)| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| (pid.to_owned(), rest.to_owned()))
+        }) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(group), Some(member_session)) =
+            (fields.first(), fields.get(2), fields.get(3))
+        else {
+            continue;
+        };
+        if *state == "Z" || member_session.parse::<i32>().ok() != Some(session) {
+            continue;
+        }
+        if let (Ok(pid), Ok(group)) = (pid.parse(), group.parse()) {
+            members.push((pid, group));
+        }
+    }
+    members
 }
 
 /// Checks a requested timeout against the configuration.
@@ -390,47 +437,23 @@ pub(crate) struct GroupGuard(pub(crate) i32);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        kill_group(self.0, Signal::SIGKILL);
+        kill_tree(self.0, Signal::SIGKILL);
     }
 }
 
-/// Signals are delivered asynchronously: after the final KILL, waits (a bounded while) until
-/// no process of the group is left, so callers can rely on "nothing survives the call".
-pub(crate) async fn wait_group_gone(process_group: i32) {
-    if process_group <= 0 {
+/// Signals are delivered asynchronously: kills the session and waits (a bounded while) until no
+/// live process of it is left, so callers can rely on "nothing survives the call".
+pub(crate) async fn wait_tree_gone(session: i32) {
+    if session <= 0 {
         return;
     }
     for _ in 0..200 {
-        // Signal 0 only checks existence; ESRCH means the group is empty.
-        if killpg(Pid::from_raw(process_group), None).is_err()
-            || !group_has_live_process(process_group)
-        {
+        kill_tree(session, Signal::SIGKILL);
+        if live_session_members(session).is_empty() {
             return;
         }
-        kill_group(process_group, Signal::SIGKILL);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-/// Whether a process of the group is alive (zombies waiting for their reaper do not count).
-fn group_has_live_process(process_group: i32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    let group = process_group.to_string();
-    entries.flatten().any(|entry| {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // `pid (comm) state ppid pgrp …`; comm may contain spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            return false;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1);
-        state != Some("Z") && pgrp == Some(group.as_str())
-    })
 }
 
 pub(crate) async fn maybe_sleep(sleep: &mut Option<Pin<Box<Sleep>>>) {
@@ -484,7 +507,7 @@ pub async fn run_command(
                     capture.push(&buffer[..n]);
                     if stopped.is_none() && capture.total_bytes() > config.output_kill_after_bytes {
                         stopped = Some(StopReason::OutputLimit(config.output_kill_after_bytes));
-                        kill_group(process_group, Signal::SIGKILL);
+                        kill_tree(process_group, Signal::SIGKILL);
                     }
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -493,28 +516,27 @@ pub async fn run_command(
             waited = child.wait(), if status.is_none() => {
                 status = Some(waited.map_err(RunError::Io)?);
                 // The shell is gone: whatever it left in its group (background jobs) goes too.
-                kill_group(process_group, Signal::SIGKILL);
+                kill_tree(process_group, Signal::SIGKILL);
                 drain_until = Some(Box::pin(tokio::time::sleep(DRAIN_AFTER_EXIT)));
             },
             () = &mut deadline, if stopped.is_none() && status.is_none() => {
                 stopped = Some(StopReason::TimedOut(timeout));
-                kill_group(process_group, Signal::SIGTERM);
+                kill_tree(process_group, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(config.kill_grace)));
             },
             () = cancellation.cancelled(), if stopped.is_none() && status.is_none() => {
                 stopped = Some(StopReason::Cancelled);
-                kill_group(process_group, Signal::SIGTERM);
+                kill_tree(process_group, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(config.kill_grace)));
             },
             () = maybe_sleep(&mut kill_at) => {
-                kill_group(process_group, Signal::SIGKILL);
+                kill_tree(process_group, Signal::SIGKILL);
                 kill_at = None;
             },
             () = maybe_sleep(&mut drain_until) => break,
         }
     }
-    kill_group(process_group, Signal::SIGKILL);
-    wait_group_gone(process_group).await;
+    wait_tree_gone(process_group).await;
     drop(guard);
     drop(temp_dir);
     let status = status.ok_or_else(|| RunError::Io(io::Error::other("no exit status")))?;

@@ -29,9 +29,10 @@
 //!   (`$(printf 'r%s' m) -rf /`). What holds is the kernel: Landlock for writes and TCP,
 //!   seccomp for other sockets, rlimits, a process group. The check errs towards *data* for
 //!   quoted text (`echo "rm -rf /"` passes) and towards *blocking* for text it cannot parse.
-//! - **One process group per command, killed whole.** The child calls `setsid`; a timeout,
-//!   a cancellation or the end of the shell kills the group (TERM, then KILL after
-//!   `kill_grace`), and the runner waits until no live member is left. Background jobs of a
+//! - **One session per command, killed whole.** The child calls `setsid`; a timeout, a
+//!   cancellation or the end of the shell signals its process group and every group job
+//!   control made inside the session (TERM, then KILL after `kill_grace`), and the runner waits
+//!   until no live member is left. Background jobs of a
 //!   finished `run_command` die with it; long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps
 //!   the first and last halves of the cap with an explicit marker between, reads and discards
@@ -62,8 +63,9 @@
 //! file changes are not recorded for undo), does not store artifacts (a command log is referred to
 //! as `command-log/<id>` and read through `command_output`), and does not confine reads: like
 //! its peers it keeps reads open so that toolchains work. Outside Linux it has no platform
-//! sandbox. A process that leaves its session with `setsid` escapes the group kill (a cgroup
-//! would be needed); rlimits are per process, not per command tree.
+//! sandbox. A process that leaves its session with `setsid` escapes the kill (a cgroup would be
+//! needed; denying `setsid` would break `detached` spawns in Node and Python); rlimits are per
+//! process, not per command tree.
 pub mod classify;
 
 mod child;

@@ -22,7 +22,7 @@ use tokio::time::Sleep;
 
 use crate::config::SandboxConfig;
 use crate::exec::{
-    ChildIo, ExitKind, RunError, Spawned, kill_group, maybe_sleep, spawn_checked, wait_group_gone,
+    ChildIo, ExitKind, RunError, Spawned, kill_tree, maybe_sleep, spawn_checked, wait_tree_gone,
 };
 use crate::platform::SandboxReport;
 
@@ -442,7 +442,7 @@ impl CommandExecutionService {
         let output = match crate::child::async_file(File::from(output)) {
             Ok(output) => output,
             Err(error) => {
-                kill_group(spawned.process_group, Signal::SIGKILL);
+                kill_tree(spawned.process_group, Signal::SIGKILL);
                 return Err(error.into());
             }
         };
@@ -616,7 +616,7 @@ impl Drop for CommandExecutionService {
     fn drop(&mut self) {
         for entry in self.entries().values() {
             if entry.state().0 == CommandState::Running {
-                kill_group(entry.process_group, Signal::SIGKILL);
+                kill_tree(entry.process_group, Signal::SIGKILL);
             }
         }
     }
@@ -668,7 +668,7 @@ async fn watch(
                     append_bounded(&entry, &mut log, &buffer[..n], config.max_log_bytes);
                     if stopped.is_none() && total > config.sandbox.output_kill_after_bytes {
                         stopped = Some(CommandState::Killed);
-                        kill_group(process_group, Signal::SIGKILL);
+                        kill_tree(process_group, Signal::SIGKILL);
                     }
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -677,28 +677,27 @@ async fn watch(
             },
             waited = child.wait(), if status.is_none() => {
                 status = Some(waited);
-                kill_group(process_group, Signal::SIGKILL);
+                kill_tree(process_group, Signal::SIGKILL);
                 drain_until = Some(Box::pin(tokio::time::sleep(Duration::from_secs(2))));
             },
             () = &mut deadline, if stopped.is_none() && status.is_none() => {
                 stopped = Some(CommandState::TimedOut);
-                kill_group(process_group, Signal::SIGTERM);
+                kill_tree(process_group, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(grace)));
             },
             () = entry.cancel.cancelled(), if stopped.is_none() && status.is_none() => {
                 stopped = Some(CommandState::Cancelled);
-                kill_group(process_group, Signal::SIGTERM);
+                kill_tree(process_group, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(grace)));
             },
             () = maybe_sleep(&mut kill_at) => {
-                kill_group(process_group, Signal::SIGKILL);
+                kill_tree(process_group, Signal::SIGKILL);
                 kill_at = None;
             },
             () = maybe_sleep(&mut drain_until) => break,
         }
     }
-    kill_group(process_group, Signal::SIGKILL);
-    wait_group_gone(process_group).await;
+    wait_tree_gone(process_group).await;
     drop(temp_dir);
     *entry.input.lock().unwrap_or_else(PoisonError::into_inner) = None;
     let exit = match status {

@@ -282,6 +282,16 @@ async fn parent_secrets_are_not_inherited() {
 
 /// Live (non-zombie) processes whose process group is `group`.
 pub fn processes_in_group(group: i32) -> Vec<String> {
+    processes_where(2, group)
+}
+
+/// Live (non-zombie) processes whose session is `session`.
+pub fn processes_in_session(session: i32) -> Vec<String> {
+    processes_where(3, session)
+}
+
+/// Live processes whose `/proc/<pid>/stat` field `index` (counted from the state) is `value`.
+fn processes_where(index: usize, value: i32) -> Vec<String> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -292,7 +302,7 @@ pub fn processes_in_group(group: i32) -> Vec<String> {
             continue;
         };
         let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.len() > 2 && fields[2] == group.to_string() && fields[0] != "Z" {
+        if fields.len() > index && fields[index] == value.to_string() && fields[0] != "Z" {
             found.push(stat);
         }
     }
@@ -319,11 +329,27 @@ async fn timeout_kills_the_whole_group() {
         Vec::<String>::new()
     );
 
-    // A background job left behind by a shell that exits normally is killed too.
-    let outcome = run(&config, "sleep 100 & echo started").await.unwrap();
-    assert_eq!(outcome.output, "started\n");
+    // A background job left behind by a shell that exits normally is killed too, also when
+    // job control put it in a process group of its own (same session).
+    for command in [
+        "sleep 100 & echo started",
+        "set -m; sleep 100 & echo started",
+    ] {
+        let outcome = run(&config, command).await.unwrap();
+        assert_eq!(outcome.output, "started\n", "{command}");
+        assert_eq!(
+            processes_in_session(outcome.process_group),
+            Vec::<String>::new(),
+            "{command}"
+        );
+    }
+    let mut request = CommandRequest::new("set -m; sleep 100 & sleep 100");
+    request.timeout = Some(Duration::from_millis(300));
+    let outcome = run_command(&config, &request, &CancellationSignal::new())
+        .await
+        .unwrap();
     assert_eq!(
-        processes_in_group(outcome.process_group),
+        processes_in_session(outcome.process_group),
         Vec::<String>::new()
     );
 }
