@@ -5,7 +5,7 @@ use std::sync::Arc;
 use clawsmith_core::ExtensionTool;
 use clawsmith_protocol::{
     CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
-    ToolExecutionResult, ToolFuture, ToolOutput,
+    ToolExecutionResult, ToolFuture, ToolOutput, truncate_to_boundary,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ResourceContents};
 use rmcp::service::{RoleClient, RunningService};
@@ -19,6 +19,9 @@ use crate::error::McpError;
 pub const MCP_TOOL_PREFIX: &str = "mcp__";
 /// Longest tool name the core accepts.
 const MAX_TOOL_NAME_BYTES: usize = 128;
+/// Longest description (and search hint) taken from a server: they are untrusted text that
+/// lands in every model request once the tool is active.
+pub const MAX_DESCRIPTION_BYTES: usize = 2048;
 /// The `source` of the extension tools: `mcp:<server>` (table origin `extension:mcp:<server>`).
 pub const MCP_SOURCE_PREFIX: &str = "mcp:";
 
@@ -170,16 +173,20 @@ impl McpTool {
         } else {
             remote_description.clone()
         };
+        let description = truncate_to_boundary(description, MAX_DESCRIPTION_BYTES);
         let search = SearchMetadata {
             aliases: std::iter::once(remote_name.clone())
                 .chain(title.clone())
                 .collect(),
             tags: vec!["mcp".to_owned(), connection.server.clone()],
-            search_hint: Some(match (&title, remote_description.is_empty()) {
-                (Some(title), false) => format!("{title}: {remote_description}"),
-                (Some(title), true) => title.clone(),
-                (None, _) => description.clone(),
-            }),
+            search_hint: Some(truncate_to_boundary(
+                match (&title, remote_description.is_empty()) {
+                    (Some(title), false) => format!("{title}: {remote_description}"),
+                    (Some(title), true) => title.clone(),
+                    (None, _) => description.clone(),
+                },
+                MAX_DESCRIPTION_BYTES,
+            )),
         };
         McpTool {
             name,
@@ -325,7 +332,7 @@ impl Tool for McpTool {
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
-        let arguments = clawsmith_protocol::truncate_to_boundary(input.to_string(), 160);
+        let arguments = truncate_to_boundary(input.to_string(), 160);
         format!(
             "MCP {}/{} {arguments}",
             self.connection.server, self.remote_name

@@ -72,8 +72,8 @@ mod server;
 
 pub use crate::approval::{APPROVAL_REQUESTED, ElicitingApprover, NO_ELICITATION};
 pub use crate::client::{
-    MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX, McpConnection, McpTool, connect_server, connect_servers,
-    tool_name,
+    MAX_DESCRIPTION_BYTES, MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX, McpConnection, McpTool,
+    connect_server, connect_servers, tool_name,
 };
 pub use crate::config::{MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig};
 pub use crate::error::McpError;

@@ -631,3 +631,35 @@ async fn a_round_trip_answer_only_counts_for_the_call_it_was_asked_about() {
         "asked"
     );
 }
+
+#[tokio::test]
+async fn the_event_sink_sees_each_turn_as_it_happens() {
+    let setup = setup(CoreSpec::mode(PermissionMode::AcceptEdits));
+    let sink = std::sync::Arc::new(clawsmith_core::CollectingSink::new());
+    let connection = crate::support::connect_with(
+        &setup,
+        TestClient::default(),
+        clawsmith_mcp::ServerOptions {
+            event_sink: Some(sink.clone()),
+            ..clawsmith_mcp::ServerOptions::default()
+        },
+    )
+    .await;
+    connection.call("read_file", json!({"path": "a.txt"})).await;
+    let kinds: Vec<&str> = sink
+        .events()
+        .iter()
+        .map(|event| event.payload.kind())
+        .skip_while(|kind| *kind != "turn.started")
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "model.request",
+            "tool.started",
+            "tool.completed",
+            "turn.completed"
+        ]
+    );
+}
