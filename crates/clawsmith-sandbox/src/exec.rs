@@ -298,8 +298,16 @@ pub(crate) fn spawn_checked(
         .path()
         .canonicalize()
         .unwrap_or_else(|_| temp_dir.path().to_path_buf());
-    let env = command_environment(std::env::vars_os(), &config.env_allow, &temp_path);
+    let mut env = command_environment(std::env::vars_os(), &config.env_allow, &temp_path);
     let pty = matches!(io, ChildIo::Pty { .. });
+    if pty {
+        // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
+        for (name, value) in &mut env {
+            if name == "TERM" {
+                *value = "xterm-256color".into();
+            }
+        }
+    }
 
     let plan = platform::plan(config, &workspace, &temp_path, pty, true)
         .map_err(|Unavailable(reason)| RunError::SandboxUnavailable(reason))?;

@@ -256,6 +256,19 @@ async fn pty_program_answers_input_with_the_token_only() {
     assert!(!text.contains("mallory"), "{text}");
     let status = harness.wait_done(&id).await;
     assert_eq!(status["exitCode"], 0);
+    let started = harness
+        .ok(
+            "start_command",
+            json!({"command": "echo \"term=$TERM tty=$(tty)\"", "pty": true}),
+        )
+        .await;
+    let text = harness
+        .wait_for(
+            started["commandId"].as_str().unwrap(),
+            "term=xterm-256color tty=/dev/pts/",
+        )
+        .await;
+    assert!(text.contains("term=xterm-256color"), "{text}");
     let capabilities = harness
         .ok("command_terminal_capabilities", json!({"commandId": id}))
         .await;
