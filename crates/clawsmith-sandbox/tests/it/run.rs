@@ -246,15 +246,28 @@ async fn network_is_off_unless_allowed() {
     assert_eq!(outcome.sandbox.network, "allowed");
 }
 
+/// The secrets must be in *this* process's environment. Setting variables in a running,
+/// multi-threaded test binary is unsafe, so the test re-runs itself with them set.
 #[tokio::test]
-#[allow(unsafe_code)]
+#[allow(clippy::disallowed_methods)]
 async fn parent_secrets_are_not_inherited() {
-    // SAFETY: the variables are unique to this test and set before the command is spawned; no
-    // other test reads them.
-    unsafe {
-        std::env::set_var("CLAWSMITH_TEST_API_TOKEN", "hunter2-token");
-        std::env::set_var("CLAWSMITH_TEST_DB_PASSWORD", "hunter2-password");
-        std::env::set_var("CLAWSMITH_TEST_PLAIN", "plain-value");
+    if std::env::var_os("CLAWSMITH_TEST_API_TOKEN").is_none() {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "run::parent_secrets_are_not_inherited",
+                "--test-threads=1",
+            ])
+            .env("CLAWSMITH_TEST_API_TOKEN", "hunter2-token")
+            .env("CLAWSMITH_TEST_DB_PASSWORD", "hunter2-password")
+            .env("CLAWSMITH_TEST_PLAIN", "plain-value")
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "the re-run with secrets in the environment failed"
+        );
+        return;
     }
     let fixture = Fixture::new();
     let mut config = fixture.config();
