@@ -252,7 +252,7 @@ async fn network_is_off_unless_allowed() {
 #[allow(clippy::disallowed_methods)]
 async fn parent_secrets_are_not_inherited() {
     if std::env::var_os("CLAWSMITH_TEST_API_TOKEN").is_none() {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
+        let rerun = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
                 "run::parent_secrets_are_not_inherited",
@@ -261,11 +261,13 @@ async fn parent_secrets_are_not_inherited() {
             .env("CLAWSMITH_TEST_API_TOKEN", "hunter2-token")
             .env("CLAWSMITH_TEST_DB_PASSWORD", "hunter2-password")
             .env("CLAWSMITH_TEST_PLAIN", "plain-value")
-            .status()
+            .output()
             .unwrap();
         assert!(
-            status.success(),
-            "the re-run with secrets in the environment failed"
+            rerun.status.success(),
+            "the re-run with secrets in the environment failed:\n{}{}",
+            String::from_utf8_lossy(&rerun.stdout),
+            String::from_utf8_lossy(&rerun.stderr)
         );
         return;
     }
