@@ -27,13 +27,22 @@ pub(crate) fn put_blob(tx: &Transaction<'_>, content: &[u8]) -> Result<String, S
     Ok(hash)
 }
 
-/// A blob's content, `None` if absent.
+/// A blob's content, `None` if absent. The content is hashed again on every read: a blob that no
+/// longer matches its name (a damaged or hand-edited file) is [`StoreError::CorruptBlob`], so no
+/// caller can write it into a workspace or show it as a diff side.
 pub(crate) fn get_blob(tx: &Transaction<'_>, hash: &str) -> Result<Option<Vec<u8>>, StoreError> {
-    tx.query_row("SELECT content FROM blobs WHERE hash = ?1", [hash], |row| {
-        row.get(0)
-    })
-    .optional()
-    .ctx("reading a blob")
+    let content: Option<Vec<u8>> = tx
+        .query_row("SELECT content FROM blobs WHERE hash = ?1", [hash], |row| {
+            row.get(0)
+        })
+        .optional()
+        .ctx("reading a blob")?;
+    match content {
+        Some(content) if hash_hex(&sha256(&content)) != hash => {
+            Err(StoreError::CorruptBlob(hash.to_string()))
+        }
+        content => Ok(content),
+    }
 }
 
 /// A blob's content, [`StoreError::MissingBlob`] if absent.

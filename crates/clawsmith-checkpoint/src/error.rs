@@ -104,6 +104,12 @@ pub enum StoreError {
     /// A blob a checkpoint refers to is gone (the database was edited by hand).
     #[error("blob {0} is missing from the store")]
     MissingBlob(String),
+    /// A stored blob's content no longer hashes to its name (the database file is damaged or was
+    /// edited by hand). Nothing is written from it.
+    #[error(
+        "blob {0} no longer matches its SHA-256: the database is damaged; nothing was restored from it"
+    )]
+    CorruptBlob(String),
 }
 
 /// Attaches a context to SQLite errors.

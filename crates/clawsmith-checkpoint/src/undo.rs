@@ -241,6 +241,14 @@ impl Store {
             } else {
                 Vec::new()
             };
+            // Every content the plan will write must be present and intact *before* the plan is
+            // committed: a damaged blob refuses the undo with nothing changed, instead of failing
+            // halfway through the restore.
+            for action in &actions {
+                if let Some(target) = &action.target {
+                    require_blob(tx, &target.sha256)?;
+                }
+            }
             let session_target = if session_pending {
                 Some(tx
                     .query_row(
@@ -325,6 +333,29 @@ impl Store {
                 skipped: Vec::new(),
             };
             for action in &plan.actions {
+                // A plan row is data from the file, not a promise: a path that does not resolve
+                // inside this workspace, or a target whose blob is gone or damaged, is never acted
+                // on. It is reported and skipped like a path someone else changed.
+                let unusable = match workspace.resolve(&action.path) {
+                    Err(error) => Some(error.to_string()),
+                    Ok(_) => match &action.target {
+                        Some(target) => self
+                            .read("reading a blob", |tx| require_blob(tx, &target.sha256))
+                            .err()
+                            .map(|error| error.to_string()),
+                        None => None,
+                    },
+                };
+                if let Some(reason) = unusable {
+                    result.skipped.push(UndoConflict {
+                        path: action.path.clone(),
+                        turn_id: plan.turn_id.clone(),
+                        expected_sha256: action.current.clone(),
+                        found_sha256: None,
+                        reason,
+                    });
+                    continue;
+                }
                 let path = resolve(workspace, &action.path)?;
                 let found = workspace
                     .hash_file(&path)

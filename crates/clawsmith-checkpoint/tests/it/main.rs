@@ -5,6 +5,7 @@ mod concurrency;
 mod crash;
 mod diff;
 mod fork;
+mod hostile;
 mod open;
 mod property;
 mod retention;
