@@ -1,0 +1,114 @@
+//! In-process pair for `cargo xtask bench` (issue 8): `read_file` calls per second through the
+//! full pipeline (validation, permission, journal, events, messages — persistence on, SQLite
+//! `synchronous = FULL`, one call per `run_batch`) against the same reads called directly on the
+//! tool. Each sample is the throughput of a batch of calls; the two sides alternate per round.
+//! Prints one `CLAWSMITH-BENCH {json}` line.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use clawsmith_checkpoint::{Durability, Store, StoreOptions, system_clock};
+use clawsmith_core::{AgentCore, CoreConfig, NullSink};
+use clawsmith_protocol::{ToolCall, ToolExecutionContext, ToolOutput, ToolStatus};
+use serde_json::json;
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (rounds, batch) = if quick { (3, 100) } else { (9, 500) };
+
+    let temp = tempfile::tempdir().unwrap();
+    let workspace = temp.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    let line = "fn example(value: usize) -> usize { value.wrapping_mul(31).rotate_left(7) }\n";
+    std::fs::write(workspace.join("file.rs"), line.repeat(50)).unwrap();
+    let options = StoreOptions {
+        clock: system_clock(),
+        durability: Durability::Full,
+    };
+    let store = Arc::new(Store::open_with(temp.path().join("state.db"), options).unwrap());
+    let core = AgentCore::new(CoreConfig::new(&workspace, store)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let session = core.open_session(None).unwrap();
+    let mut turn = session.begin_turn(&NullSink).unwrap();
+    let tool = core.tools().get("read_file").unwrap().tool().clone();
+    let mut pipeline_counter = 0u64;
+    let mut direct_counter = 0u64;
+
+    let pipeline = || {
+        let started = Instant::now();
+        for _ in 0..batch {
+            pipeline_counter += 1;
+            // Distinct ids and arguments: the turn's duplicate check must not refuse the call.
+            let call = ToolCall {
+                id: format!("c{pipeline_counter}"),
+                name: "read_file".into(),
+                arguments: format!(
+                    r#"{{"path": "file.rs", "limit": {}}}"#,
+                    100 + pipeline_counter
+                ),
+            };
+            let results = runtime
+                .block_on(turn.run_batch(vec![call], &NullSink))
+                .unwrap();
+            assert_eq!(results[0].1.status(), ToolStatus::Success);
+        }
+        f64::from(batch) / started.elapsed().as_secs_f64()
+    };
+    let direct = || {
+        let started = Instant::now();
+        for _ in 0..batch {
+            direct_counter += 1;
+            let input = json!({"path": "file.rs", "limit": 100 + direct_counter});
+            let context = ToolExecutionContext::new("s", "t", format!("c{direct_counter}"));
+            match runtime.block_on(tool.execute(input, context)) {
+                ToolOutput::Result(result) => assert_eq!(result.status(), ToolStatus::Success),
+                _ => panic!("read_file returns a result"),
+            }
+        }
+        f64::from(batch) / started.elapsed().as_secs_f64()
+    };
+    let (ours, theirs) = alternate(rounds, pipeline, direct);
+
+    let mut sorted = ours.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let note = format!(
+        "one read_file per run_batch, each batch's messages and events committed with synchronous = FULL; \
+         absolute median {median:.0} calls/s through the pipeline (target ≥ 5,000 calls/s: {})",
+        if median >= 5_000.0 { "met" } else { "not met" }
+    );
+    println!(
+        "CLAWSMITH-BENCH {}",
+        json!({
+            "name": format!("read_file calls/s, full pipeline with persistence vs direct ({batch} calls per sample)"),
+            "ours": "AgentCore pipeline",
+            "theirs": "tool.execute",
+            "oursSamples": ours,
+            "theirsSamples": theirs,
+            "unit": "per-second",
+            "target": {"ratioAtLeast": 0.2},
+            "note": note,
+        })
+    );
+}
+
+fn alternate(
+    rounds: usize,
+    mut ours: impl FnMut() -> f64,
+    mut theirs: impl FnMut() -> f64,
+) -> (Vec<f64>, Vec<f64>) {
+    ours();
+    theirs();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a.push(ours());
+        b.push(theirs());
+    }
+    (a, b)
+}
