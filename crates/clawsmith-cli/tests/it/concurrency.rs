@@ -1,0 +1,256 @@
+//! Several `clawsmith` processes on one state dir at once (issue 9): turns, single calls, undo,
+//! prune and history reads race for about three seconds. No caller may see `database is locked`
+//! (or any other store failure), every call gets exactly one result, and every session's event
+//! sequence stays gap-free with each `tool.started` closed by a `tool.completed`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Fixture, Run};
+
+/// How long the processes race (a loop bound, not an assertion).
+const RACE: Duration = Duration::from_secs(3);
+
+/// Fails on any sign of a store failure surfacing to a caller.
+fn assert_clean(what: &str, run: &Run) {
+    let text = format!("{}\n{}", run.stdout, run.stderr).to_lowercase();
+    for needle in [
+        "database is locked",
+        "database busy",
+        "database error",
+        "sqlite",
+    ] {
+        assert!(
+            !text.contains(needle),
+            "{what}: {needle:?} surfaced:\n{text}"
+        );
+    }
+}
+
+fn call_arguments(value: Value) -> String {
+    value.to_string()
+}
+
+/// One turn of a writer: a new file, an edit of its own file, a read and a search in a batch.
+fn writer_turn(f: &Fixture, session: &str, index: usize) -> Vec<Value> {
+    let own = format!("{session}.txt");
+    let calls = json!([
+        {"id": format!("w{index}"), "name": "write_file", "arguments": call_arguments(json!({"path": format!("{session}/{index}.txt"), "content": format!("{session} {index}\n")}))},
+        {"id": format!("e{index}"), "name": "edit_file", "arguments": call_arguments(json!({"path": own, "oldText": format!("v{index}\n"), "newText": format!("v{}\n", index + 1)}))},
+        {"id": format!("r{index}"), "name": "read_file", "arguments": call_arguments(json!({"path": "a.txt"}))},
+        {"id": format!("s{index}"), "name": "search_files", "arguments": call_arguments(json!({"query": "alpha"}))},
+    ]);
+    let ws = f.ws();
+    let run = f.run(
+        &[
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mode",
+            "full",
+            "--session",
+            session,
+        ],
+        &calls.to_string(),
+    );
+    assert_clean(&format!("turn {session}#{index}"), &run);
+    assert_eq!(run.code, 0, "turn {session}#{index}: {}", run.stderr);
+    let last = run.lines().pop().unwrap();
+    let results = last["results"].as_array().unwrap().clone();
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|result| {
+            result["toolCallId"]
+                .as_str()
+                .or(result["id"].as_str())
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(results.len(), 4, "every call gets one result: {last}");
+    for result in &results {
+        assert_eq!(
+            result["result"]["status"], "success",
+            "{session}#{index} {ids:?}: {result}"
+        );
+    }
+    results
+}
+
+#[test]
+fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
+    let f = Arc::new(Fixture::new());
+    let deadline = Instant::now() + RACE;
+    let writers = ["w1", "w2"];
+    for session in writers {
+        std::fs::write(f.ws().join(format!("{session}.txt")), "v0\n").unwrap();
+    }
+    std::fs::write(f.ws().join("undo-me.txt"), "start\n").unwrap();
+    // `write_file` does not create parent directories.
+    for directory in ["w1", "w2", "calls"] {
+        std::fs::create_dir(f.ws().join(directory)).unwrap();
+    }
+    // Create the state dir and the database before the race, so every process opens one file.
+    assert_clean(
+        "seed",
+        &f.run(
+            &["--json", "tools", "--workspace", f.ws().to_str().unwrap()],
+            "",
+        ),
+    );
+    let counts = Arc::new(Mutex::new(BTreeMap::<&'static str, usize>::new()));
+    let count = |counts: &Arc<Mutex<BTreeMap<&'static str, usize>>>, what: &'static str| {
+        *counts.lock().unwrap().entry(what).or_default() += 1;
+    };
+    std::thread::scope(|scope| {
+        for session in writers {
+            let (f, counts) = (f.clone(), counts.clone());
+            scope.spawn(move || {
+                let mut index = 0;
+                while Instant::now() < deadline {
+                    writer_turn(&f, session, index);
+                    count(&counts, "turns");
+                    index += 1;
+                }
+            });
+        }
+        // Single calls in one session, read and write.
+        let (caller, counts_caller) = (f.clone(), counts.clone());
+        scope.spawn(move || {
+            let mut index = 0;
+            while Instant::now() < deadline {
+                let ws = caller.ws();
+                let (tool, arguments) = if index % 2 == 0 {
+                    ("read_file", json!({"path": "b.txt"}))
+                } else {
+                    (
+                        "write_file",
+                        json!({"path": format!("calls/{index}.txt"), "content": "c\n"}),
+                    )
+                };
+                let run = caller.run(
+                    &[
+                        "call",
+                        "--workspace",
+                        ws.to_str().unwrap(),
+                        "--mode",
+                        "full",
+                        "--session",
+                        "calls",
+                        tool,
+                        &arguments.to_string(),
+                    ],
+                    "",
+                );
+                assert_clean(&format!("call {index}"), &run);
+                assert_eq!(run.code, 0, "call {index}: {}", run.stderr);
+                assert_eq!(
+                    run.json()["status"],
+                    "success",
+                    "call {index}: {}",
+                    run.stdout
+                );
+                count(&counts_caller, "calls");
+                index += 1;
+            }
+        });
+        // A turn that edits, then an undo of it, over and over in its own session.
+        let (undoer, counts_undo) = (f.clone(), counts.clone());
+        scope.spawn(move || {
+            let mut index = 0;
+            while Instant::now() < deadline {
+                let ws = undoer.ws();
+                let calls = json!([{"id": format!("u{index}"), "name": "edit_file", "arguments": call_arguments(json!({"path": "undo-me.txt", "oldText": "start\n", "newText": format!("edit {index}\n")}))}]);
+                let run = undoer.run(
+                    &["turn", "--workspace", ws.to_str().unwrap(), "--mode", "full", "--session", "undo"],
+                    &calls.to_string(),
+                );
+                assert_clean(&format!("undo turn {index}"), &run);
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                let last = run.lines().pop().unwrap();
+                assert_eq!(last["results"][0]["result"]["status"], "success", "{last}");
+                let turn = last["turnId"].as_str().unwrap().to_owned();
+                let undo = undoer.run(&["--json", "undo", "all", &turn, "--session", "undo"], "");
+                assert_clean(&format!("undo {turn}"), &undo);
+                assert_eq!(undo.code, 0, "{}", undo.stderr);
+                assert_eq!(undo.json()["outcome"], "undone", "{}", undo.stdout);
+                assert_eq!(std::fs::read_to_string(ws.join("undo-me.txt")).unwrap(), "start\n");
+                count(&counts_undo, "undos");
+                index += 1;
+            }
+        });
+        // Retention and history readers.
+        let (reader, counts_reader) = (f.clone(), counts.clone());
+        scope.spawn(move || {
+            let mut index = 0;
+            while Instant::now() < deadline {
+                let args: &[&str] = match index % 4 {
+                    0 => &["--json", "prune"],
+                    1 => &["--json", "session", "list"],
+                    2 => &["--json", "undo", "list"],
+                    _ => &["--json", "prune", "--dry-run"],
+                };
+                let run = reader.run(args, "");
+                assert_clean(&format!("{args:?}"), &run);
+                assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+                count(&counts_reader, "readers");
+                index += 1;
+            }
+        });
+    });
+    let counts = counts.lock().unwrap().clone();
+    eprintln!("processes run: {counts:?}");
+    for what in ["turns", "calls", "undos", "readers"] {
+        assert!(
+            counts.get(what).copied().unwrap_or(0) > 0,
+            "no {what} ran: {counts:?}"
+        );
+    }
+    // Every session: events numbered 1..n without a gap, every started call completed once.
+    for session in ["w1", "w2", "calls", "undo"] {
+        let show = f.run(&["--json", "session", "show", session], "");
+        assert_clean(&format!("session show {session}"), &show);
+        assert_eq!(show.code, 0, "{}", show.stderr);
+        let shown = show.json();
+        let events = shown["events"].as_array().unwrap();
+        // `undo all` rewinds the "undo" session to before its only turn each time.
+        assert!(
+            !events.is_empty() || session == "undo",
+            "{session} has no events"
+        );
+        let mut started = HashSet::new();
+        let mut completed = HashSet::new();
+        for (index, event) in events.iter().enumerate() {
+            assert_eq!(
+                event["sequence"],
+                index as u64 + 1,
+                "{session}: gap at {index}"
+            );
+            let key = (
+                event["turnId"].clone().to_string(),
+                event["toolCallId"].clone().to_string(),
+            );
+            match event["type"].as_str().unwrap() {
+                "tool.started" => assert!(started.insert(key), "{session}: started twice {event}"),
+                "tool.completed" => {
+                    assert!(completed.insert(key), "{session}: completed twice {event}")
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            started, completed,
+            "{session}: a started call was not closed"
+        );
+    }
+    // The writers' files hold their last edit: nothing was lost or torn.
+    for session in writers {
+        let text = std::fs::read_to_string(f.ws().join(format!("{session}.txt"))).unwrap();
+        assert!(
+            text.starts_with('v') && text.ends_with('\n'),
+            "{session}: {text:?}"
+        );
+    }
+}
