@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod escape;
+mod property;
 mod race;
 mod search;
 mod support;
