@@ -13,6 +13,8 @@
 //!   `docs/protocol.schema.json`; `--check` fails when the file is stale.
 //! - `cargo xtask bench [--quick] [NAME…]` — side-by-side benchmarks (see `bench.rs`); writes
 //!   `docs/benchmarks.md`. Not part of `ci`, which only compiles the benches.
+//! - `cargo xtask soak [--minutes N]` — the kill -9 soak of the release binary (see `soak.rs`).
+//! - `cargo xtask fuzz [--seconds N]` — the cargo-fuzz targets in `fuzz/` (see `fuzz.rs`).
 //!
 //! It is a binary, so it uses `anyhow` with context at each I/O, and it spawns processes (cargo,
 //! the tools CI runs), which the workspace's `clippy.toml` reserves for clawsmith-sandbox: the
@@ -20,6 +22,8 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod fuzz;
+mod soak;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +39,8 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("codegen") => codegen(&root, args.iter().any(|a| a == "--check")),
         Some("bench") => bench::run(&root, &args[1..]),
+        Some("soak") => soak::run(&root, &args[1..]),
+        Some("fuzz") => fuzz::run(&root, &args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -47,7 +53,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny
   tidy               layering, crate essays, lints, forbidden markers
   codegen [--check]  write (or check) docs/protocol.schema.json
-  bench [--quick] [NAME...]  side-by-side benchmarks; writes docs/benchmarks.md";
+  bench [--quick] [NAME...]  side-by-side benchmarks; writes docs/benchmarks.md
+  soak [--minutes N] [--seed S] [--binary PATH] [--keep]  kill -9 soak of the release binary
+  fuzz [--seconds N] [--sanitizer S] [TARGET...]  run the cargo-fuzz targets in fuzz/ (nightly)";
 
 fn workspace_root() -> PathBuf {
     // xtask lives at <root>/xtask.
