@@ -71,6 +71,11 @@ enum Command {
         #[command(flatten)]
         turn: run::TurnOptions,
     },
+    /// Serve the frozen tool table over the Model Context Protocol on stdio.
+    Mcp {
+        #[command(flatten)]
+        core: run::CoreOptions,
+    },
     /// Run the disaster classifier on command text (never executes it).
     CheckCommand {
         /// The shell text to classify.
@@ -222,6 +227,7 @@ fn run(cli: Cli) -> Result<i32> {
             tool,
             arguments,
         } => run::call(&state_dir()?, &core, &tool, &arguments, &out),
+        Command::Mcp { core } => run::mcp(&state_dir()?, &core),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::CheckCommand { text } => {
             out.json_line(&clawsmith_sandbox::classify::check_command(&text))?;

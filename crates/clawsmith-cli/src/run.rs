@@ -22,9 +22,10 @@ pub struct CoreOptions {
     /// The workspace the tools work in.
     #[arg(long, value_name = "DIR")]
     pub workspace: PathBuf,
-    /// Permission mode: the default decision per effective risk.
-    #[arg(long, value_enum, default_value_t = ModeArg::Ask)]
-    pub mode: ModeArg,
+    /// Permission mode: the default decision per effective risk (default `ask`; `accept-edits`
+    /// for `mcp`).
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
     /// Approve every `ask` decision (without it, `ask` becomes `permission_denied`).
     #[arg(long)]
     pub yes: bool,
@@ -37,6 +38,10 @@ pub struct CoreOptions {
     /// Let commands use the network.
     #[arg(long)]
     pub allow_network: bool,
+    /// External MCP servers to offer as deferred tools (TOML; default: `clawsmith.toml` in the
+    /// state directory when it exists).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `turn`'s own options.
@@ -112,11 +117,31 @@ pub enum Lifetime {
     LongLived,
 }
 
-/// Builds the core for `options` with state in `state_dir`.
+/// The MCP client configuration: `--config`, else `clawsmith.toml` in the state directory.
+fn mcp_config(state_dir: &Path, options: &CoreOptions) -> Result<Option<clawsmith_mcp::McpConfig>> {
+    let path = match &options.config {
+        Some(path) => path.clone(),
+        None => {
+            let default = state_dir.join("clawsmith.toml");
+            if !default.exists() {
+                return Ok(None);
+            }
+            default
+        }
+    };
+    let config = clawsmith_mcp::McpConfig::load(&path)
+        .with_context(|| format!("reading the MCP server configuration {}", path.display()))?;
+    Ok(Some(config))
+}
+
+/// Builds the core for `options` with state in `state_dir`: connects the configured MCP servers
+/// (their tools enter as deferred tools), then freezes the table.
 pub fn build_core(
+    runtime: &tokio::runtime::Runtime,
     state_dir: &Path,
     options: &CoreOptions,
     lifetime: Lifetime,
+    approver: Option<Arc<dyn Approver>>,
 ) -> Result<AgentCore> {
     let workspace = options
         .workspace
@@ -133,10 +158,21 @@ pub fn build_core(
     sandbox
         .protected_paths
         .push(state::canonical_even_if_missing(state_dir)?);
+    let default_mode = match lifetime {
+        Lifetime::OneShot => ModeArg::Ask,
+        Lifetime::LongLived => ModeArg::AcceptEdits,
+    };
     let mut config = CoreConfig::new(&workspace, store);
-    config.policy = PermissionPolicy::new(options.mode.into());
-    if options.yes {
-        config.approver = Some(Arc::new(ApproveAll));
+    config.policy = PermissionPolicy::new(options.mode.unwrap_or(default_mode).into());
+    config.approver = if options.yes {
+        Some(Arc::new(ApproveAll))
+    } else {
+        approver
+    };
+    if let Some(mcp) = mcp_config(state_dir, options)? {
+        config.extension_tools = runtime
+            .block_on(clawsmith_mcp::connect_servers(&mcp))
+            .context("connecting the configured MCP servers")?;
     }
     if lifetime == Lifetime::LongLived {
         let log_dir = state_dir
@@ -155,7 +191,7 @@ pub fn build_core(
     AgentCore::new(config).context("building the tool table")
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -163,7 +199,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i32> {
-    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let runtime = runtime()?;
+    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let table = core.tools();
     let rows: Vec<_> = table
         .entries()
@@ -222,15 +259,15 @@ pub fn call(
     arguments: &str,
     out: &Output,
 ) -> Result<i32> {
-    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let runtime = runtime()?;
+    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;
     let call = ToolCall {
-        // Unique per process: a continued session refuses a call id it has journaled before.
-        id: format!("call-{}", crate::new_id()),
+        id: "call-1".to_owned(),
         name: tool.to_owned(),
         arguments: arguments.to_owned(),
     };
-    let outcome = runtime()?.block_on(session.run_turn(vec![call], &clawsmith_core::NullSink))?;
+    let outcome = runtime.block_on(session.run_turn(vec![call], &clawsmith_core::NullSink))?;
     let Some(first) = outcome.results.into_iter().next() else {
         bail!("the core produced no result for the call");
     };
@@ -374,13 +411,13 @@ pub fn turn(
         TurnInput::Batch(calls) => vec![calls],
         TurnInput::Batches(batches) => batches,
     };
-    let core = build_core(state_dir, options, Lifetime::OneShot)?;
+    let runtime = runtime()?;
+    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;
     let sink = PrintingSink {
         lock: Mutex::new(()),
         pretty: turn_options.pretty,
     };
-    let runtime = runtime()?;
     let mut turn = session.begin_turn(&sink)?;
     let mut results = Vec::new();
     for calls in batches {
@@ -401,5 +438,28 @@ pub fn turn(
             })
             .collect(),
     })?;
+    Ok(0)
+}
+
+/// `mcp`: the frozen table over the Model Context Protocol on stdio, one long-lived session.
+pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
+    let runtime = runtime()?;
+    let eliciting = clawsmith_mcp::ElicitingApprover::new();
+    let approver: Arc<dyn Approver> = eliciting.clone();
+    let core = build_core(
+        &runtime,
+        state_dir,
+        options,
+        Lifetime::LongLived,
+        Some(approver),
+    )?;
+    let server_options = clawsmith_mcp::ServerOptions {
+        session_id: options.session.clone(),
+        approver: (!options.yes).then_some(eliciting),
+        ..Default::default()
+    };
+    runtime
+        .block_on(clawsmith_mcp::serve_stdio(Arc::new(core), server_options))
+        .context("serving MCP on stdio")?;
     Ok(0)
 }

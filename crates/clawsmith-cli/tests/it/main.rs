@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod commands;
+mod mcp;
 mod undo;
 
 use std::io::Write;

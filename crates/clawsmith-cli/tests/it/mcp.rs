@@ -1,0 +1,171 @@
+//! `clawsmith mcp` as a real process, spoken to over stdio with newline-delimited JSON-RPC, and
+//! undone through the CLI against the same state dir while the server keeps running.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::{Fixture, read};
+
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: u64,
+}
+
+impl Server {
+    fn start(f: &Fixture, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+            .arg("--state-dir")
+            .arg(f.state())
+            .args(["mcp", "--workspace"])
+            .arg(f.ws())
+            .args(extra)
+            .env_remove("CLAWSMITH_STATE_DIR")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = Server {
+            child,
+            stdin,
+            stdout,
+            next_id: 1,
+        };
+        let init = server.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "clawsmith-cli-test", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "clawsmith", "{init}");
+        writeln!(
+            server.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )
+        .unwrap();
+        server
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed stdout"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn call(&mut self, name: &str, arguments: Value) -> Value {
+        let response = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        response["result"].clone()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_server_lists_calls_and_its_turns_undo_from_the_cli() {
+    let f = Fixture::new();
+    let mut server = Server::start(&f, &[]);
+    let list = server.request("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let read_file = tools.iter().find(|t| t["name"] == "read_file").unwrap();
+    assert_eq!(read_file["annotations"]["readOnlyHint"], true);
+    assert_eq!(read_file["inputSchema"]["type"], "object");
+    let edit = tools.iter().find(|t| t["name"] == "edit_file").unwrap();
+    assert_eq!(edit["annotations"]["destructiveHint"], true);
+    assert!(
+        tools.iter().any(|t| t["name"] == "start_command"),
+        "background commands in a long-lived server"
+    );
+
+    let first = server.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(first["isError"], false, "{first}");
+    assert!(
+        first["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("alpha")
+    );
+    assert_eq!(first["structuredContent"]["status"], "success");
+
+    // Errors carry isError and the structured code.
+    let unknown = server.call("no_such_tool", json!({}));
+    assert_eq!(unknown["isError"], true);
+    assert_eq!(unknown["structuredContent"]["code"], "unknown_tool");
+    let outside = server.call("read_file", json!({"path": "../x"}));
+    assert_eq!(outside["isError"], true);
+    // `mcp` defaults to accept-edits: commands need --mode full (or a rule).
+    let command = server.call("run_command", json!({"command": "true"}));
+    assert_eq!(
+        command["structuredContent"]["code"], "permission_denied",
+        "{command}"
+    );
+
+    // An MCP-made edit is undone by the CLI while the server keeps running.
+    let edit = server.call(
+        "edit_file",
+        json!({"path": "a.txt", "oldText": "beta", "newText": "BETA"}),
+    );
+    assert_eq!(edit["isError"], false, "{edit}");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nBETA\n");
+    let turn = edit["structuredContent"]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let undo = f.run(&["--json", "undo", "files", &turn], "");
+    assert_eq!(undo.code, 0, "{} {}", undo.stdout, undo.stderr);
+    assert_eq!(undo.json()["outcome"], "undone");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    let again = server.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(again["isError"], false);
+    assert!(
+        again["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("beta")
+    );
+}
+
+#[test]
+fn mcp_server_in_full_mode_runs_sandboxed_commands() {
+    let f = Fixture::new();
+    let mut server = Server::start(&f, &["--mode", "full"]);
+    let result = server.call("run_command", json!({"command": "echo hello-from-mcp"}));
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello-from-mcp")
+    );
+    let blocked = server.call("run_command", json!({"command": "sudo true"}));
+    assert_eq!(blocked["isError"], true);
+    assert_eq!(blocked["structuredContent"]["code"], "command_blocked");
+}
