@@ -263,6 +263,18 @@ pub fn undo(
         .with_context(|| format!("no session {session_id:?}"))?;
     let workspace = Workspace::open(Path::new(&info.workspace_root))
         .with_context(|| format!("opening the session's workspace {}", info.workspace_root))?;
+    // An undo killed mid-restore left its plan behind; finish it first (it only touches paths
+    // still in the state it recorded), or every later undo of the session is refused.
+    for recovered in store.recover_restores(&workspace)? {
+        eprintln!(
+            "clawsmith: finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
+            recovered.turn_id,
+            recovered.session_id,
+            recovered.completed.len(),
+            recovered.already_done.len(),
+            recovered.skipped.len()
+        );
+    }
     let report = store.undo(&session_id, turn, scope, &workspace)?;
     print_undo(&report, out)
 }
