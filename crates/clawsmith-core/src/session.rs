@@ -30,6 +30,8 @@ pub struct RecoveryReport {
     pub finished_turns: Vec<String>,
     /// Approval requests left unanswered by the previous process, now dropped.
     pub dropped_approvals: Vec<String>,
+    /// Undos of this workspace that a crash interrupted mid-restore, rolled forward (turn ids).
+    pub finished_restores: Vec<String>,
 }
 
 impl RecoveryReport {
@@ -39,6 +41,7 @@ impl RecoveryReport {
             && self.never_ran.is_empty()
             && self.finished_turns.is_empty()
             && self.dropped_approvals.is_empty()
+            && self.finished_restores.is_empty()
     }
 }
 
@@ -242,6 +245,11 @@ impl SessionHandle {
     fn recover(&self) -> Result<RecoveryReport, CoreError> {
         let store = &self.shared.store;
         let mut report = RecoveryReport::default();
+        // An undo killed mid-restore left its plan; finish it before any new turn touches the
+        // workspace (it only rewrites paths still in the state the plan recorded).
+        for restore in store.recover_restores(&self.shared.workspace)? {
+            report.finished_restores.push(restore.turn_id);
+        }
         let open_entries = store.unfinished_calls(&self.id)?;
         let messages = store.messages(&self.id)?;
         let events = store.events(&self.id)?;
