@@ -263,7 +263,8 @@ pub fn call(
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;
     let call = ToolCall {
-        id: "call-1".to_owned(),
+        // Unique per process: a continued session refuses a call id it has journaled before.
+        id: format!("call-{}", crate::new_id()),
         name: tool.to_owned(),
         arguments: arguments.to_owned(),
     };

@@ -1,9 +1,11 @@
-//! Several `clawsmith` processes on one state dir at once (issue 9): turns, single calls, undo,
-//! prune and history reads race for about three seconds. No caller may see `database is locked`
+//! Several `clawsmith` processes on one state dir at once (issue 9): an MCP server, turns, single
+//! calls, undo, prune and history reads race for about three seconds. No caller may see `database is locked`
 //! (or any other store failure), every call gets exactly one result, and every session's event
 //! sequence stays gap-free with each `tool.started` closed by a `tool.completed`.
 
 use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +81,85 @@ fn writer_turn(f: &Fixture, session: &str, index: usize) -> Vec<Value> {
     results
 }
 
+/// A `clawsmith mcp` process that writes and reads until `deadline`, one request at a time.
+fn mcp_server_loop(f: &Fixture, deadline: Instant) -> usize {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(f.state())
+        .args(["mcp", "--workspace"])
+        .arg(f.ws())
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut request = |id: u64, method: &str, params: Value| -> Value {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "the MCP server closed stdout"
+            );
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    let init = request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "clawsmith-concurrency-test", "version": "0"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "clawsmith", "{init}");
+    let mut calls = 0;
+    let mut id = 2;
+    while Instant::now() < deadline {
+        let (name, arguments) = if id % 2 == 0 {
+            (
+                "write_file",
+                json!({"path": format!("mcp/{id}.txt"), "content": "m\n"}),
+            )
+        } else {
+            ("read_file", json!({"path": "a.txt"}))
+        };
+        let response = request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        );
+        let text = response.to_string().to_lowercase();
+        assert!(!text.contains("database is locked"), "mcp {name}: {text}");
+        assert_eq!(
+            response["result"]["isError"], false,
+            "mcp {name}: {response}"
+        );
+        calls += 1;
+        id += 1;
+    }
+    drop(request);
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_lowercase();
+    assert!(
+        !stderr.contains("database is locked"),
+        "mcp stderr: {stderr}"
+    );
+    calls
+}
+
 #[test]
 fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
     let f = Arc::new(Fixture::new());
@@ -89,7 +170,7 @@ fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
     }
     std::fs::write(f.ws().join("undo-me.txt"), "start\n").unwrap();
     // `write_file` does not create parent directories.
-    for directory in ["w1", "w2", "calls"] {
+    for directory in ["w1", "w2", "calls", "mcp"] {
         std::fs::create_dir(f.ws().join(directory)).unwrap();
     }
     // Create the state dir and the database before the race, so every process opens one file.
@@ -116,6 +197,16 @@ fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
                 }
             });
         }
+        // An MCP server: a long-lived process holding the database open the whole time.
+        let (server, counts_server) = (f.clone(), counts.clone());
+        scope.spawn(move || {
+            let calls = mcp_server_loop(&server, deadline);
+            *counts_server
+                .lock()
+                .unwrap()
+                .entry("mcp calls")
+                .or_default() += calls;
+        });
         // Single calls in one session, read and write.
         let (caller, counts_caller) = (f.clone(), counts.clone());
         scope.spawn(move || {
@@ -202,14 +293,31 @@ fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
     });
     let counts = counts.lock().unwrap().clone();
     eprintln!("processes run: {counts:?}");
-    for what in ["turns", "calls", "undos", "readers"] {
+    for what in ["turns", "calls", "undos", "readers", "mcp calls"] {
         assert!(
             counts.get(what).copied().unwrap_or(0) > 0,
             "no {what} ran: {counts:?}"
         );
     }
     // Every session: events numbered 1..n without a gap, every started call completed once.
-    for session in ["w1", "w2", "calls", "undo"] {
+    let listed = f.run(&["--json", "session", "list"], "").json();
+    let sessions: Vec<String> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    for expected in ["w1", "w2", "calls", "undo"] {
+        assert!(
+            sessions.iter().any(|s| s == expected),
+            "{expected} missing: {sessions:?}"
+        );
+    }
+    assert!(
+        sessions.len() >= 5,
+        "the MCP server's session is missing: {sessions:?}"
+    );
+    for session in sessions.iter().map(String::as_str) {
         let show = f.run(&["--json", "session", "show", session], "");
         assert_clean(&format!("session show {session}"), &show);
         assert_eq!(show.code, 0, "{}", show.stderr);
