@@ -341,7 +341,14 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
 }
 
 pub fn prune(store: &Store, dry_run: bool, out: &Output) -> Result<i32> {
-    let report = store.prune(&RetentionPolicy::default(), store.now_ms(), dry_run)?;
+    let indicator = Progress::start(if dry_run {
+        "pruning (dry run)"
+    } else {
+        "pruning"
+    });
+    let report = store.prune(&RetentionPolicy::default(), store.now_ms(), dry_run);
+    indicator.finish();
+    let report = report?;
     if out.json {
         out.json_line(&report)?;
     } else {
@@ -355,6 +362,54 @@ pub fn prune(store: &Store, dry_run: bool, out: &Output) -> Result<i32> {
         ))?;
     }
     Ok(0)
+}
+
+/// A live "still working" line on stderr for long operations, shown only on a terminal and only
+/// after a short delay (quick runs print nothing extra). Prune is one transaction with no
+/// intermediate milestones, so the line shows the elapsed time rather than a percentage.
+struct Progress {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(label: &'static str) -> Progress {
+        use std::io::IsTerminal;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = std::io::stderr().is_terminal().then(|| {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let started = std::time::Instant::now();
+                let frames = ["|", "/", "-", "\\"];
+                let mut shown = false;
+                let mut frame = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    if started.elapsed() < std::time::Duration::from_millis(500) {
+                        continue;
+                    }
+                    shown = true;
+                    frame = (frame + 1) % frames.len();
+                    eprint!(
+                        "\r{} {label}… {:.1} s ",
+                        frames[frame],
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                if shown {
+                    eprint!("\r\x1b[2K");
+                }
+            })
+        });
+        Progress { done, thread }
+    }
+
+    fn finish(mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn format_bytes(bytes: u64) -> String {
