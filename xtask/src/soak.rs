@@ -297,6 +297,7 @@ impl Soak {
         let mut snapshots = vec![tree.clone()];
         let mut current = tree.clone();
         let mut calls = Vec::new();
+        let mut seen = HashSet::new();
         let count = 1 + self.rng.below(5);
         for index in 0..count {
             let id = format!("c{}-{index}", self.counts.turns);
@@ -361,6 +362,13 @@ impl Soak {
                     touched: Vec::new(),
                 }
             };
+            // The pipeline refuses a call identical to an earlier one of the same turn (name and
+            // arguments); plan only calls it will run.
+            let key = planned.call.to_string().replacen(&id, "", 1);
+            if !seen.insert(key) {
+                current = snapshots[snapshots.len() - 1].clone();
+                continue;
+            }
             calls.push(planned);
             snapshots.push(current.clone());
         }

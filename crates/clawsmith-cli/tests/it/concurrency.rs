@@ -149,7 +149,6 @@ fn mcp_server_loop(f: &Fixture, deadline: Instant) -> usize {
         calls += 1;
         id += 1;
     }
-    drop(request);
     let _ = child.kill();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).to_lowercase();
