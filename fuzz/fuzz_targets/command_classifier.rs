@@ -9,5 +9,8 @@ fuzz_target!(|data: &[u8]| {
     };
     let first = clawsmith_sandbox::classify::check_command(text);
     let second = clawsmith_sandbox::classify::check_command(text);
-    assert_eq!(first, second, "the classifier is not deterministic for {text:?}");
+    assert_eq!(
+        first, second,
+        "the classifier is not deterministic for {text:?}"
+    );
 });

@@ -53,11 +53,23 @@ fn harness() -> &'static Harness {
             let session = core.open_session(Some("s".to_owned())).expect("session");
             let turns = [
                 vec![
-                    call("c1", "edit_file", r#"{"path":"a.txt","oldText":"beta","newText":"BETA"}"#),
-                    call("c2", "write_file", r#"{"path":"new.txt","content":"fresh\n"}"#),
+                    call(
+                        "c1",
+                        "edit_file",
+                        r#"{"path":"a.txt","oldText":"beta","newText":"BETA"}"#,
+                    ),
+                    call(
+                        "c2",
+                        "write_file",
+                        r#"{"path":"new.txt","content":"fresh\n"}"#,
+                    ),
                 ],
                 vec![
-                    call("c3", "rename_file", r#"{"from":"new.txt","to":"moved.txt"}"#),
+                    call(
+                        "c3",
+                        "rename_file",
+                        r#"{"from":"new.txt","to":"moved.txt"}"#,
+                    ),
                     call("c4", "read_file", r#"{"path":"a.txt"}"#),
                 ],
                 vec![call("c5", "delete_file", r#"{"path":"moved.txt"}"#)],
@@ -81,7 +93,9 @@ fuzz_target!(|data: &[u8]| {
     let harness = harness();
     let mut bytes = harness.seed.clone();
     // Each 3-byte chunk overwrites one byte: a 16-bit position scaled to the file, then a value.
-    let (cut, edits) = data.split_first().map_or((0, &[][..]), |(c, rest)| (*c, rest));
+    let (cut, edits) = data
+        .split_first()
+        .map_or((0, &[][..]), |(c, rest)| (*c, rest));
     for chunk in edits.chunks_exact(3) {
         let position = usize::from(u16::from_le_bytes([chunk[0], chunk[1]]));
         let index = position * bytes.len() / 65_536;

@@ -98,5 +98,10 @@ fuzz_target!(|data: &[u8]| {
         std::fs::read(harness.outside.join("secret")).expect("the outside file"),
         b"OUTSIDE"
     );
-    assert_eq!(std::fs::read_dir(&harness.outside).expect("outside").count(), 1);
+    assert_eq!(
+        std::fs::read_dir(&harness.outside)
+            .expect("outside")
+            .count(),
+        1
+    );
 });
