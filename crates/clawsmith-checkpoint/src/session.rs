@@ -122,13 +122,7 @@ impl Store {
         let json = serde_json::to_string(message).json_ctx("storing a message")?;
         self.write("appending a message", |tx| {
             require_session(tx, session_id)?;
-            let index: u64 = tx
-                .query_row(
-                    "SELECT count(*) FROM messages WHERE session_id = ?1",
-                    [session_id],
-                    |row| row.get(0),
-                )
-                .ctx("appending a message")?;
+            let index = message_count(tx, session_id)?;
             tx.execute(
                 "INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)",
                 params![session_id, index, json],
@@ -395,10 +389,13 @@ pub(crate) fn last_event_sequence(
     .ctx("reading the event sequence")
 }
 
-/// The number of messages of the session.
+/// The number of messages of the session. Indices are gap-free from 0 (appends take the count,
+/// rewinds cut a tail, forks copy all), so this is `MAX(idx) + 1`: one primary-key lookup, where
+/// `count(*)` walked every row of the session (the rows hold whole tool results, so a long
+/// session made each append slower).
 pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u64, StoreError> {
     tx.query_row(
-        "SELECT count(*) FROM messages WHERE session_id = ?1",
+        "SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1",
         [session_id],
         |row| row.get(0),
     )

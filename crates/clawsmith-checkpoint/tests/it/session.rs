@@ -85,6 +85,28 @@ fn messages_keep_order_and_tool_result_metadata() {
 }
 
 #[test]
+fn message_indices_are_gap_free_per_session_and_continue_after_a_fork() {
+    let store = memory_store();
+    store.create_session("a", "/w").unwrap();
+    store.create_session("b", "/w").unwrap();
+    let big = user(&"x".repeat(20_000));
+    for expected in 0..50 {
+        assert_eq!(store.append_message("a", &big).unwrap(), expected);
+        if expected % 10 == 0 {
+            assert_eq!(
+                store.append_message("b", &user("b")).unwrap(),
+                expected / 10
+            );
+        }
+    }
+    store.fork_session("a", "child").unwrap();
+    assert_eq!(store.append_message("child", &user("next")).unwrap(), 50);
+    assert_eq!(store.append_message("a", &user("next")).unwrap(), 50);
+    assert_eq!(store.messages("child").unwrap().len(), 51);
+    assert_eq!(store.messages("b").unwrap().len(), 5);
+}
+
+#[test]
 fn events_get_gap_free_sequences_per_session() {
     let store = memory_store();
     store.create_session("a", "/w").unwrap();
