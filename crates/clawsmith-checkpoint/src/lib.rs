@@ -25,9 +25,10 @@
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
 //!
 //! ## Decisions
-//! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = FULL` by
-//!   default (a journal row or prior state is on disk before the side effect it guards; tests and
-//!   benchmark setup may choose [`Durability::Normal`] through [`StoreOptions`]), a
+//! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = NORMAL` by
+//!   default (a journal row or prior state is in the operating system's hands before the side
+//!   effect it guards, so it survives a killed process; hosts that need it to survive a power
+//!   loss choose [`Durability::Full`] through [`StoreOptions`], at about 10× the cost per call), a
 //!   [`BUSY_TIMEOUT`] of 15 s, and every write in a `BEGIN IMMEDIATE` transaction: a writer takes
 //!   the lock up front and waits for it, instead of starting as a reader and failing with
 //!   "database is locked" when it upgrades. An MCP server and a CLI undo can share the file.

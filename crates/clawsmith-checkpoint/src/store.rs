@@ -29,14 +29,21 @@ pub fn system_clock() -> Clock {
 }
 
 /// How hard a commit works to survive a power loss.
+///
+/// The default is [`Durability::Normal`]: in WAL mode every commit is in the operating system's
+/// hands before it returns, so a journal row or a prior state is there before the side effect it
+/// guards even when the process is killed (`kill -9`: the soak test proves it). A power loss may
+/// roll back the last commits — exactly as it may the workspace files, which `clawsmith-fs`
+/// writes atomically but without `fsync`. Fsyncing every commit cost about 10× per tool call on
+/// the machines measured (`docs/benchmarks.md`), so it is the host's choice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Durability {
     /// `synchronous = FULL`: every commit is fsynced before it returns, so a journal row or a
     /// prior state is on disk before the side effect it guards, even across a power loss.
-    #[default]
     Full,
-    /// `synchronous = NORMAL`: commits survive a killed process but the last ones may roll back
-    /// on power loss. For throwaway stores, tests and benchmarks.
+    /// `synchronous = NORMAL`: commits survive a killed process; the last ones may roll back on
+    /// power loss.
+    #[default]
     Normal,
 }
 
@@ -53,7 +60,7 @@ impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             clock: system_clock(),
-            durability: Durability::Full,
+            durability: Durability::default(),
         }
     }
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use clawsmith_checkpoint::Store;
+use clawsmith_checkpoint::{Durability, Store, StoreOptions};
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "clawsmith.db";
@@ -74,12 +74,25 @@ pub fn ensure_outside(state: &Path, workspace: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether every commit of the state database is fsynced (`--fsync`); set once at startup.
+pub static FSYNC_EVERY_COMMIT: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Opens (creating if needed) the store in `state`.
 pub fn open_store(state: &Path) -> Result<Arc<Store>> {
     std::fs::create_dir_all(state)
         .with_context(|| format!("creating the state directory {}", state.display()))?;
     let path = state.join(DATABASE_FILE);
-    let store = Store::open(&path)
+    let durability = if FSYNC_EVERY_COMMIT.load(std::sync::atomic::Ordering::Relaxed) {
+        Durability::Full
+    } else {
+        Durability::Normal
+    };
+    let options = StoreOptions {
+        durability,
+        ..StoreOptions::default()
+    };
+    let store = Store::open_with(&path, options)
         .with_context(|| format!("opening the state database {}", path.display()))?;
     Ok(Arc::new(store))
 }

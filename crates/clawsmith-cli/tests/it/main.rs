@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 mod commands;
+mod concurrency;
+mod hostile_state;
 mod mcp;
 mod undo;
 
