@@ -91,6 +91,21 @@ impl Store {
         })
     }
 
+    /// Whether the session's journal already holds `call_id` (open or closed): a provider's call
+    /// id names one call for the life of a session.
+    pub fn journal_has_call(&self, session_id: &str, call_id: &str) -> Result<bool, StoreError> {
+        self.read("looking up a journaled call", |tx| {
+            let found: i64 = tx
+                .query_row(
+                    "SELECT COUNT(*) FROM journal WHERE session_id = ?1 AND call_id = ?2",
+                    params![session_id, call_id],
+                    |row| row.get(0),
+                )
+                .ctx("looking up a journaled call")?;
+            Ok(found > 0)
+        })
+    }
+
     /// Calls of the session that were started and never closed, oldest first.
     pub fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
         self.journal_query(session_id, "AND closed_at IS NULL")

@@ -148,6 +148,28 @@ fn prepare<'s>(
             ),
         ));
     }
+    // A side-effecting call is journaled under its id for the life of the session; an id reused
+    // from an earlier turn would otherwise collide with that record.
+    if entry.facts().side_effect() {
+        let used = shared
+            .store
+            .journal_has_call(session_id, &call.id)
+            .map_err(|error| {
+                ToolExecutionResult::tool_failed(format!(
+                    "Could not check the session journal for call id {}: {error}",
+                    truncated_name(&call.id)
+                ))
+            })?;
+        if used {
+            return Err(ToolExecutionResult::failure(
+                ErrorCode::DUPLICATE_CALL,
+                format!(
+                    "Tool call id {} was already used earlier in this session; the call was not run.",
+                    truncated_name(&call.id)
+                ),
+            ));
+        }
+    }
     if !duplicates
         .calls
         .insert((entry.name().to_owned(), canonical_json(&input)))

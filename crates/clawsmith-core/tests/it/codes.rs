@@ -168,6 +168,49 @@ async fn duplicate_call_by_arguments_and_by_id() {
     assert_history_paired(&session.messages().unwrap());
 }
 
+#[tokio::test]
+async fn a_side_effecting_call_id_reused_in_a_later_turn_is_a_duplicate() {
+    let fixture = Fixture::new();
+    let session = fixture
+        .core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full))
+        .open_session(None)
+        .unwrap();
+    let (results, _) = turn(
+        &session,
+        vec![call(
+            "w1",
+            "write_file",
+            r#"{"path":"one.txt","content":"1"}"#,
+        )],
+    )
+    .await;
+    assert_status(&results[0].1, ToolStatus::Success, None);
+    let (results, events) = turn(
+        &session,
+        vec![call(
+            "w1",
+            "write_file",
+            r#"{"path":"two.txt","content":"2"}"#,
+        )],
+    )
+    .await;
+    assert_status(&results[0].1, ToolStatus::Error, Some("duplicate_call"));
+    assert!(
+        results[0]
+            .1
+            .content
+            .contains("already used earlier in this session"),
+        "{}",
+        results[0].1.content
+    );
+    assert!(
+        started_ids(&events).is_empty(),
+        "the reused id never started"
+    );
+    assert!(!fixture.workspace.join("two.txt").exists());
+    assert_history_paired(&session.messages().unwrap());
+}
+
 struct DenyAll;
 
 impl Hook for DenyAll {
