@@ -32,6 +32,8 @@ pub struct RecoveryReport {
     pub dropped_approvals: Vec<String>,
     /// Undos of this workspace that a crash interrupted mid-restore, rolled forward (turn ids).
     pub finished_restores: Vec<String>,
+    /// Temp files that an interrupted write left beside its target, removed (relative paths).
+    pub swept_temp_files: Vec<String>,
 }
 
 impl RecoveryReport {
@@ -42,6 +44,7 @@ impl RecoveryReport {
             && self.finished_turns.is_empty()
             && self.dropped_approvals.is_empty()
             && self.finished_restores.is_empty()
+            && self.swept_temp_files.is_empty()
     }
 }
 
@@ -251,6 +254,27 @@ impl SessionHandle {
             report.finished_restores.push(restore.turn_id);
         }
         let open_entries = store.unfinished_calls(&self.id)?;
+        // A write killed between its temp file and its rename leaves the temp file beside its
+        // target; the target itself is whole. Sweep beside every path an open call named (paths
+        // that do not resolve inside the workspace are skipped, never followed).
+        for entry in &open_entries {
+            let Ok(arguments) = serde_json::from_str::<serde_json::Value>(&entry.args_json) else {
+                continue;
+            };
+            for key in ["path", "from", "to"] {
+                let Some(requested) = arguments.get(key).and_then(serde_json::Value::as_str) else {
+                    continue;
+                };
+                let Ok(path) = self.shared.workspace.resolve(requested) else {
+                    continue;
+                };
+                // Best effort: a directory that cannot be listed keeps its leftovers, which never
+                // replace a real file.
+                if let Ok(removed) = self.shared.workspace.sweep_stale_temp_files(&path) {
+                    report.swept_temp_files.extend(removed);
+                }
+            }
+        }
         let messages = store.messages(&self.id)?;
         let events = store.events(&self.id)?;
         let mut started_turn: HashMap<&str, &str> = HashMap::new();

@@ -491,6 +491,64 @@ impl Workspace {
         }
     }
 
+    /// Removes temp files that a killed writer left next to `path` (`.clawsmith-tmp-<pid>-…`,
+    /// regular files only, and only when process `<pid>` no longer exists, so a live writer's
+    /// temp file is never touched). Returns the removed paths, workspace-relative. A missing
+    /// parent directory is not an error: there is nothing to sweep.
+    pub fn sweep_stale_temp_files(&self, path: &WorkspacePath) -> Result<Vec<String>, FsError> {
+        let Some(parent) = path.parent_str() else {
+            return Ok(Vec::new());
+        };
+        let shown_parent = parent.to_owned();
+        let parent = if parent.is_empty() { "." } else { parent };
+        let dir = match openat_beneath(
+            self.root_fd.as_fd(),
+            parent,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) | Err(Errno::NOTDIR) => return Ok(Vec::new()),
+            Err(errno) => return Err(io_error("list the directory of", path, errno.into())),
+        };
+        let mut stale = Vec::new();
+        let entries = rustix::fs::Dir::read_from(&dir)
+            .map_err(|errno| io_error("list the directory of", path, errno.into()))?;
+        for entry in entries {
+            let entry =
+                entry.map_err(|errno| io_error("list the directory of", path, errno.into()))?;
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            let Some(pid) = temp_file_owner(name) else {
+                continue;
+            };
+            if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            stale.push(name.to_owned());
+        }
+        let mut removed = Vec::new();
+        for name in stale {
+            let Ok(stat) = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            else {
+                continue;
+            };
+            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+                continue;
+            }
+            if rustix::fs::unlinkat(&dir, name.as_str(), AtFlags::empty()).is_ok() {
+                removed.push(if shown_parent.is_empty() {
+                    name
+                } else {
+                    format!("{shown_parent}/{name}")
+                });
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     /// Opens the parent directory of `path` beneath the root.
     fn open_parent(&self, path: &WorkspacePath) -> Result<OwnedFd, FsError> {
         self.open_parent_if_exists(path)?
@@ -557,6 +615,16 @@ impl Workspace {
 
 /// A temp file in the directory of its target. Dropping it unlinks its name, so no failure path
 /// can leave it behind (F9); a successful rename disarms it.
+/// The pid in a temp file name of ours (`.clawsmith-tmp-<pid>-<nanos>-<counter>`).
+fn temp_file_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(".clawsmith-tmp-")?;
+    let mut parts = rest.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let nanos_ok = parts.next()?.parse::<u64>().is_ok();
+    let counter_ok = parts.next()?.parse::<u64>().is_ok();
+    (nanos_ok && counter_ok && parts.next().is_none()).then_some(pid)
+}
+
 struct TempFile<'dir> {
     dir: BorrowedFd<'dir>,
     name: String,

@@ -503,9 +503,12 @@ async fn interrupted_on_recovery() {
             turn_id: "t1".into(),
             call_id: "w1".into(),
             tool_name: "write_file".into(),
-            args_json: "{}".into(),
+            args_json: r#"{"path":"sub/x","content":"y"}"#.into(),
         })
         .unwrap();
+    // What the killed write left beside its target (a pid above the kernel's maximum is dead).
+    fixture.write("sub/.clawsmith-tmp-999999999-7-0", "torn");
+    fixture.write("sub/keep.txt", "kept");
     store
         .add_pending_approval(
             "s1",
@@ -522,6 +525,17 @@ async fn interrupted_on_recovery() {
     assert_eq!(session.recovery().never_ran, ["r2"]);
     assert_eq!(session.recovery().finished_turns, ["t1"]);
     assert_eq!(session.recovery().dropped_approvals, ["a1"]);
+    assert_eq!(
+        session.recovery().swept_temp_files,
+        ["sub/.clawsmith-tmp-999999999-7-0"]
+    );
+    assert!(
+        !fixture
+            .workspace
+            .join("sub/.clawsmith-tmp-999999999-7-0")
+            .exists()
+    );
+    assert_eq!(fixture.read("sub/keep.txt"), "kept");
     assert!(store.pending_approvals("s1").unwrap().is_empty());
     let messages = session.messages().unwrap();
     assert_history_paired(&messages);

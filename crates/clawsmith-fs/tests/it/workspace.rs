@@ -292,3 +292,58 @@ fn rename_no_replace_rules() {
     assert_eq!(fixture.read("b.txt"), b"B");
     assert!(!fixture.ws.join("a.txt").exists());
 }
+
+#[test]
+fn stale_temp_files_of_dead_writers_are_swept() {
+    let fixture = Fixture::new();
+    let live = std::process::id();
+    // A pid above the kernel's maximum (4,194,304) never exists.
+    let dead = 999_999_999u32;
+    fixture.write(&format!("sub/.clawsmith-tmp-{dead}-1-2"), "torn");
+    fixture.write(&format!("sub/.clawsmith-tmp-{live}-1-2"), "a live writer's");
+    fixture.write(&format!("sub/.clawsmith-tmp-{dead}-x-2"), "not our name");
+    fixture.write("sub/.clawsmith-tmp-notes", "not ours");
+    fixture.write("sub/kept.txt", "kept");
+    std::fs::create_dir(fixture.ws.join(format!("sub/.clawsmith-tmp-{dead}-3-4"))).unwrap();
+    fixture.symlink(
+        fixture.base.join("outside"),
+        &format!("sub/.clawsmith-tmp-{dead}-5-6"),
+    );
+    let outside = fixture.outside_snapshot();
+    let workspace = fixture.workspace();
+    let removed = workspace
+        .sweep_stale_temp_files(&workspace.resolve("sub/kept.txt").unwrap())
+        .unwrap();
+    assert_eq!(removed, [format!("sub/.clawsmith-tmp-{dead}-1-2")]);
+    assert!(
+        !fixture
+            .ws
+            .join(format!("sub/.clawsmith-tmp-{dead}-1-2"))
+            .exists()
+    );
+    for left in [
+        format!("sub/.clawsmith-tmp-{live}-1-2"),
+        format!("sub/.clawsmith-tmp-{dead}-x-2"),
+        "sub/.clawsmith-tmp-notes".to_owned(),
+        "sub/kept.txt".to_owned(),
+        format!("sub/.clawsmith-tmp-{dead}-3-4"),
+    ] {
+        assert!(fixture.ws.join(&left).exists(), "{left} must stay");
+    }
+    assert!(
+        fixture
+            .ws
+            .join(format!("sub/.clawsmith-tmp-{dead}-5-6"))
+            .symlink_metadata()
+            .is_ok()
+    );
+    assert_eq!(fixture.outside_snapshot(), outside);
+    // Nothing to sweep beside a path whose directory does not exist; outside paths never resolve.
+    assert!(
+        workspace
+            .sweep_stale_temp_files(&workspace.resolve("nope/x").unwrap())
+            .unwrap()
+            .is_empty()
+    );
+    assert!(workspace.resolve("../x").is_err());
+}
