@@ -2,11 +2,11 @@
 //! after it, so a process killed in between leaves evidence that recovery turns into
 //! `unknown` / `interrupted`.
 
-use clawsmith_protocol::ToolStatus;
+use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
 use rusqlite::params;
 
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::session::require_session;
+use crate::session::{insert_event, insert_message, require_session};
 use crate::store::Store;
 
 /// What [`Store::journal_start`] records.
@@ -88,6 +88,34 @@ impl Store {
                 )
                 .ctx("closing a journaled call")?;
             Ok(changed > 0)
+        })
+    }
+
+    /// Closes a call in one transaction: its journal entry (when `journaled`), its
+    /// `tool.completed` event (with the session's next sequence) and its tool message. One commit
+    /// instead of three, and no crash can leave a completion event without its message.
+    pub fn close_call(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<Event, StoreError> {
+        let json = serde_json::to_string(message).json_ctx("storing a message")?;
+        self.write("closing a call", |tx| {
+            require_session(tx, session_id)?;
+            if let Some((call_id, status)) = journaled {
+                tx.execute(
+                    "UPDATE journal SET closed_at = ?3, status = ?4
+                     WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
+                    params![session_id, call_id, timestamp_ms, status.as_str()],
+                )
+                .ctx("closing a journaled call")?;
+            }
+            let event = insert_event(tx, session_id, completed, timestamp_ms)?;
+            insert_message(tx, session_id, &json)?;
+            Ok(event)
         })
     }
 

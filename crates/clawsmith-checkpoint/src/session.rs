@@ -122,13 +122,7 @@ impl Store {
         let json = serde_json::to_string(message).json_ctx("storing a message")?;
         self.write("appending a message", |tx| {
             require_session(tx, session_id)?;
-            let index = message_count(tx, session_id)?;
-            tx.execute(
-                "INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)",
-                params![session_id, index, json],
-            )
-            .ctx("appending a message")?;
-            Ok(index)
+            insert_message(tx, session_id, &json)
         })
     }
 
@@ -161,27 +155,7 @@ impl Store {
     ) -> Result<Event, StoreError> {
         self.write("appending an event", |tx| {
             require_session(tx, session_id)?;
-            let sequence = last_event_sequence(tx, session_id)? + 1;
-            let event = Event {
-                session_id: session_id.to_string(),
-                sequence,
-                timestamp_ms,
-                payload,
-            };
-            let json = serde_json::to_string(&event).json_ctx("storing an event")?;
-            tx.execute(
-                "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    session_id,
-                    sequence,
-                    event.payload.kind(),
-                    timestamp_ms,
-                    json
-                ],
-            )
-            .ctx("appending an event")?;
-            Ok(event)
+            insert_event(tx, session_id, payload, timestamp_ms)
         })
     }
 
@@ -349,6 +323,51 @@ impl Store {
             })
         })
     }
+}
+
+/// Inserts `message` (already JSON) as the session's next message; returns its index.
+pub(crate) fn insert_message(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    json: &str,
+) -> Result<u64, StoreError> {
+    let index = message_count(tx, session_id)?;
+    tx.execute(
+        "INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)",
+        params![session_id, index, json],
+    )
+    .ctx("appending a message")?;
+    Ok(index)
+}
+
+/// Inserts an event with the session's next sequence.
+pub(crate) fn insert_event(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    payload: EventPayload,
+    timestamp_ms: u64,
+) -> Result<Event, StoreError> {
+    let sequence = last_event_sequence(tx, session_id)? + 1;
+    let event = Event {
+        session_id: session_id.to_string(),
+        sequence,
+        timestamp_ms,
+        payload,
+    };
+    let json = serde_json::to_string(&event).json_ctx("storing an event")?;
+    tx.execute(
+        "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![
+            session_id,
+            sequence,
+            event.payload.kind(),
+            timestamp_ms,
+            json
+        ],
+    )
+    .ctx("appending an event")?;
+    Ok(event)
 }
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {

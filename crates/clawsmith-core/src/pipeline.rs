@@ -486,26 +486,27 @@ fn close_call(
         }
     }
     result.metadata.display = result.metadata.display.take().map(redact_display);
-    if journaled {
-        shared
-            .store
-            .journal_close(context.session_id, &call.id, result.status())?;
-    }
-    context.emit(EventPayload::ToolCompleted(ToolCompleted::new(
+    // Journal close, `tool.completed` and the tool message commit together (one fsync when the
+    // store syncs, and never a completion without its message).
+    let message = ModelMessage::tool_result(
         call.id.clone(),
-        context.turn_id,
         call.name.clone(),
-        &result,
-    )))?;
-    shared.store.append_message(
+        result.content.clone(),
+        result.summary(),
+    );
+    let event = shared.store.close_call(
         context.session_id,
-        &ModelMessage::tool_result(
+        journaled.then(|| (call.id.as_str(), result.status())),
+        EventPayload::ToolCompleted(ToolCompleted::new(
             call.id.clone(),
+            context.turn_id,
             call.name.clone(),
-            result.content.clone(),
-            result.summary(),
-        ),
+            &result,
+        )),
+        shared.store.now_ms(),
+        &message,
     )?;
+    context.sink.event(&event);
     Ok(result)
 }
 

@@ -234,6 +234,59 @@ fn the_journal_records_start_before_close() {
 }
 
 #[test]
+fn close_call_closes_the_journal_stores_the_event_and_the_message_together() {
+    use clawsmith_protocol::{EventPayload, ModelMessage, ToolCompleted, ToolExecutionResult};
+    let store = memory_store();
+    store.create_session("s", "/w").unwrap();
+    store
+        .journal_start(&JournalStart {
+            session_id: "s".into(),
+            turn_id: "t1".into(),
+            call_id: "w1".into(),
+            tool_name: "write_file".into(),
+            args_json: "{}".into(),
+        })
+        .unwrap();
+    store.append_event("s", turn_started("t1"), 1).unwrap();
+    let result = ToolExecutionResult::success("written");
+    let close = |call: &str, journaled: Option<(&str, ToolStatus)>| {
+        store.close_call(
+            "s",
+            journaled,
+            EventPayload::ToolCompleted(ToolCompleted::new(call, "t1", "write_file", &result)),
+            7,
+            &ModelMessage::tool_result(call, "write_file", "written", result.summary()),
+        )
+    };
+    let event = close("w1", Some(("w1", ToolStatus::Success))).unwrap();
+    assert_eq!(event.sequence, 2);
+    assert!(store.unfinished_calls("s").unwrap().is_empty());
+    assert_eq!(store.journal("s").unwrap()[0].closed_at_ms, Some(7));
+    // A read call has no journal entry.
+    assert_eq!(close("r1", None).unwrap().sequence, 3);
+    let messages = store.messages("s").unwrap();
+    let ids: Vec<_> = messages
+        .iter()
+        .map(|m| m.tool_call_id.clone().unwrap())
+        .collect();
+    assert_eq!(ids, ["w1", "r1"]);
+    assert_eq!(store.events("s").unwrap().len(), 3);
+    // An unknown session changes nothing.
+    assert!(
+        store
+            .close_call(
+                "nope",
+                None,
+                EventPayload::ToolCompleted(ToolCompleted::new("x", "t1", "write_file", &result)),
+                7,
+                &ModelMessage::tool_result("x", "write_file", "", result.summary()),
+            )
+            .is_err()
+    );
+    assert_eq!(store.messages("s").unwrap().len(), 2);
+}
+
+#[test]
 fn artifacts_are_session_scoped() {
     let store = memory_store();
     store.create_session("a", "/w").unwrap();
