@@ -80,14 +80,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = self.now_ms();
         self.write("closing a journaled call", |tx| {
-            let changed = tx
-                .execute(
-                    "UPDATE journal SET closed_at = ?3, status = ?4
-                     WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
-                    params![session_id, call_id, now, status.as_str()],
-                )
-                .ctx("closing a journaled call")?;
-            Ok(changed > 0)
+            close_entry(tx, session_id, call_id, status, now)
         })
     }
 
@@ -106,12 +99,7 @@ impl Store {
         self.write("closing a call", |tx| {
             require_session(tx, session_id)?;
             if let Some((call_id, status)) = journaled {
-                tx.execute(
-                    "UPDATE journal SET closed_at = ?3, status = ?4
-                     WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
-                    params![session_id, call_id, timestamp_ms, status.as_str()],
-                )
-                .ctx("closing a journaled call")?;
+                close_entry(tx, session_id, call_id, status, timestamp_ms)?;
             }
             let event = insert_event(tx, session_id, completed, timestamp_ms)?;
             insert_message(tx, session_id, &json)?;
@@ -187,4 +175,22 @@ impl Store {
             Ok(entries)
         })
     }
+}
+
+/// Closes an open journal entry; `false` when there was none (unknown or already closed).
+fn close_entry(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    call_id: &str,
+    status: ToolStatus,
+    closed_at_ms: u64,
+) -> Result<bool, StoreError> {
+    let changed = tx
+        .execute(
+            "UPDATE journal SET closed_at = ?3, status = ?4
+             WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
+            params![session_id, call_id, closed_at_ms, status.as_str()],
+        )
+        .ctx("closing a journaled call")?;
+    Ok(changed > 0)
 }
