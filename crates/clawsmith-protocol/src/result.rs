@@ -79,6 +79,9 @@ impl ErrorCode {
     pub const COMMAND_BLOCKED: ErrorCode = ErrorCode::from_static("command_blocked");
     /// [+] The platform sandbox is required but the kernel cannot provide it.
     pub const SANDBOX_UNAVAILABLE: ErrorCode = ErrorCode::from_static("sandbox_unavailable");
+    /// The call ran past its time limit and was stopped (a command's timeout, an external
+    /// tool's deadline); status `error`.
+    pub const TIMEOUT: ErrorCode = ErrorCode::from_static("timeout");
 
     /// A code known at compile time.
     pub const fn from_static(code: &'static str) -> ErrorCode {
