@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -406,7 +407,13 @@ impl CommandExecutionService {
             None
         };
         let log_path = self.config.log_dir.join(format!("{id}.log"));
-        let log = File::create(&log_path)?;
+        // Private (0600 whatever the umask) and never through a symlink planted at the path.
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&log_path)?;
         let spawned = match spawn_checked(
             &self.config.sandbox,
             &request.command,
