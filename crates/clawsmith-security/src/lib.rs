@@ -27,6 +27,12 @@
 //!   operators — otherwise `allow run_command(git status*)` would allow `git status; curl … | sh`.
 //!   Paths are normalized lexically; a path that leaves the workspace is never allowed by a rule.
 //! - *`read-only` is a ceiling.* No allow or ask rule lifts a call above `read` in that mode.
+//! - *`.git` is code.* Git runs hooks and config from `.git` outside any sandbox, so a tool that
+//!   can write files and names a path in any `.git` (or a configured [`ProtectedPaths`] entry)
+//!   is asked about like a command in every mode below `full`; `full` refuses the places git
+//!   executes from (hooks, config, `commondir`, worktrees, module hooks and config, a `.git`
+//!   entry itself). Only an allow rule whose pattern names the protected place lifts either —
+//!   `edit_file(.git/config)`, never `edit_file(**)`. The check is lexical like the rules.
 //!
 //! ## What this crate does not do
 //! It runs no hooks and prompts no one (the core does), and it never inspects files or command
@@ -36,6 +42,7 @@
 mod capability;
 mod hook;
 mod permission;
+mod protected;
 
 pub use capability::{
     NormalizedCapabilities, ToolFacts, capability_floor, effective_risk, normalize_capabilities,
@@ -46,3 +53,4 @@ pub use permission::{
     CallSubjects, PermissionMode, PermissionPolicy, Rule, RuleConfig, RuleEffect, RuleError,
     RuleSet, authorize,
 };
+pub use protected::{ProtectedPaths, Protection};

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::ToolFacts;
+use crate::protected::{ProtectedPaths, Protection};
 
 /// The default per effective risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
@@ -128,6 +129,8 @@ enum RuleTarget {
 
 #[derive(Debug, Clone)]
 struct ArgumentPattern {
+    /// The pattern as written.
+    text: String,
     /// `*` crosses `/` (for commands and free text).
     loose: GlobMatcher,
     /// `*` stops at `/`, `**` crosses it (for paths).
@@ -151,15 +154,7 @@ impl Rule {
             None => (trimmed, None),
         };
         let glob = |pattern: &str, literal_separator: bool| {
-            GlobBuilder::new(pattern)
-                .literal_separator(literal_separator)
-                .backslash_escape(true)
-                .build()
-                .map(|g| g.compile_matcher())
-                .map_err(|e| RuleError::BadPattern {
-                    rule: trimmed.to_owned(),
-                    message: e.to_string(),
-                })
+            compile_glob(trimmed, pattern, literal_separator)
         };
         let target = match head.trim().strip_prefix('@') {
             Some(name) => RuleTarget::Capability(
@@ -170,6 +165,7 @@ impl Rule {
         };
         let argument = match argument {
             Some(pattern) => Some(ArgumentPattern {
+                text: pattern.to_owned(),
                 loose: glob(pattern, false)?,
                 path: glob(pattern, true)?,
             }),
@@ -227,6 +223,24 @@ impl Rule {
             }
         }
     }
+}
+
+/// Compiles `pattern` of the rule (or protected path) `rule`; with `literal_separator`, `*`
+/// stops at `/` and `**` crosses it.
+pub(crate) fn compile_glob(
+    rule: &str,
+    pattern: &str,
+    literal_separator: bool,
+) -> Result<GlobMatcher, RuleError> {
+    GlobBuilder::new(pattern)
+        .literal_separator(literal_separator)
+        .backslash_escape(true)
+        .build()
+        .map(|glob| glob.compile_matcher())
+        .map_err(|error| RuleError::BadPattern {
+            rule: rule.to_owned(),
+            message: error.to_string(),
+        })
 }
 
 fn pattern_matches(pattern: &ArgumentPattern, kind: SubjectKind, text: &str) -> bool {
@@ -294,12 +308,24 @@ impl RuleSet {
 
     /// The first matching rule in deny → ask → allow order.
     pub fn first_match(&self, tool: &ToolFacts, subjects: &CallSubjects) -> Option<&Rule> {
+        self.first_match_where(tool, subjects, |_| true)
+    }
+
+    /// [`RuleSet::first_match`] where an allow rule also has to pass `allow_counts`.
+    fn first_match_where(
+        &self,
+        tool: &ToolFacts,
+        subjects: &CallSubjects,
+        allow_counts: impl Fn(&Rule) -> bool,
+    ) -> Option<&Rule> {
         [RuleEffect::Deny, RuleEffect::Ask, RuleEffect::Allow]
             .into_iter()
             .find_map(|effect| {
-                self.rules
-                    .iter()
-                    .find(|rule| rule.effect == effect && rule.matches(tool, subjects))
+                self.rules.iter().find(|rule| {
+                    rule.effect == effect
+                        && rule.matches(tool, subjects)
+                        && (effect != RuleEffect::Allow || allow_counts(rule))
+                })
             })
     }
 }
@@ -313,6 +339,9 @@ pub struct PermissionPolicy {
     pub rules: RuleSet,
     /// Lets rules match absolute paths inside the workspace by their relative form.
     pub workspace_root: Option<PathBuf>,
+    /// Paths a file write may not reach on the mode's say-so alone (every `.git`, plus the
+    /// configured ones): see [`ProtectedPaths`].
+    pub protected_paths: ProtectedPaths,
 }
 
 impl PermissionPolicy {
@@ -327,10 +356,25 @@ impl PermissionPolicy {
     /// Decides a call (S4): the first matching rule in deny → ask → allow order, else the mode's
     /// default for the tool's *effective* risk. In `read-only` mode no rule can allow anything
     /// above `read`.
+    ///
+    /// A tool that can write files and names a protected path (see [`ProtectedPaths`]) is asked
+    /// about in every mode below `full`, and refused in `full` when the path is where git
+    /// executes from; only an allow rule whose pattern names the protected place lifts either.
     pub fn decide(&self, tool: &ToolFacts, input: &serde_json::Value) -> PermissionDecision {
         let subjects = CallSubjects::from_input(input, self.workspace_root.as_deref());
         let risk = tool.effective_risk;
-        if let Some(rule) = self.rules.first_match(tool, &subjects) {
+        let protected = self.protected_subjects(tool, &subjects);
+        let names_every_protected_path = |rule: &Rule| {
+            protected.iter().all(|(path, _)| {
+                rule.argument
+                    .as_ref()
+                    .is_some_and(|pattern| self.protected_paths.named_by(&pattern.text, path))
+            })
+        };
+        if let Some(rule) =
+            self.rules
+                .first_match_where(tool, &subjects, names_every_protected_path)
+        {
             let verdict = match rule.effect {
                 RuleEffect::Deny => Verdict::Deny,
                 RuleEffect::Ask => Verdict::Ask,
@@ -352,6 +396,9 @@ impl PermissionPolicy {
                 };
             }
         }
+        if let Some(decision) = self.protected_decision(tool, &protected) {
+            return decision;
+        }
         let verdict = self.mode.default_verdict(risk);
         let reason = match verdict {
             Verdict::Allow => format!("{} mode allows {risk} tools", self.mode.as_str()),
@@ -367,6 +414,74 @@ impl PermissionPolicy {
             reason,
             rule: None,
         }
+    }
+}
+
+impl PermissionPolicy {
+    /// The path subjects of a file-writing call that are protected, strongest first.
+    fn protected_subjects<'s>(
+        &self,
+        tool: &ToolFacts,
+        subjects: &'s CallSubjects,
+    ) -> Vec<(&'s str, Protection)> {
+        if !tool.capabilities.contains(Capability::FilesystemWrite) {
+            return Vec::new();
+        }
+        let mut protected: Vec<(&str, Protection)> = subjects
+            .items
+            .iter()
+            .filter(|subject| subject.kind == SubjectKind::Path)
+            .filter_map(|subject| {
+                let level = self.protected_paths.classify(&subject.text)?;
+                Some((subject.text.as_str(), level))
+            })
+            .collect();
+        protected.sort_by_key(|(_, level)| std::cmp::Reverse(*level));
+        protected
+    }
+
+    /// What the mode does with a protected write no rule decided: `read-only` and `full` with
+    /// [`Protection::Approval`] keep the mode's verdict; `full` refuses
+    /// [`Protection::Explicit`]; every other mode asks.
+    fn protected_decision(
+        &self,
+        tool: &ToolFacts,
+        protected: &[(&str, Protection)],
+    ) -> Option<PermissionDecision> {
+        let &(path, level) = protected.first()?;
+        let why = if path.split('/').any(|component| component == ".git") {
+            "git runs hooks and config from `.git` outside any sandbox"
+        } else {
+            "it is listed in protected_paths"
+        };
+        let mode = self.mode.as_str();
+        let example = format!("allow {}({path})", tool.name);
+        let (verdict, reason) = match (self.mode, level) {
+            (PermissionMode::ReadOnly, _) | (PermissionMode::Full, Protection::Approval) => {
+                return None;
+            }
+            (PermissionMode::Full, Protection::Explicit) => (
+                Verdict::Deny,
+                format!(
+                    "{} would write `{path}`, a protected path ({why}); {mode} mode never writes \
+                     it without an allow rule naming it, e.g. `{example}`",
+                    tool.name
+                ),
+            ),
+            (PermissionMode::Ask | PermissionMode::AcceptEdits, _) => (
+                Verdict::Ask,
+                format!(
+                    "{} would write `{path}`, a protected path ({why}); {mode} mode asks before it \
+                     as before a command (an allow rule naming it, e.g. `{example}`, allows it)",
+                    tool.name
+                ),
+            ),
+        };
+        Some(PermissionDecision {
+            verdict,
+            reason,
+            rule: None,
+        })
     }
 }
 

@@ -3,4 +3,5 @@
 
 mod capabilities;
 mod properties;
+mod protected;
 mod rules;

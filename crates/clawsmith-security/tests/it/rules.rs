@@ -35,6 +35,7 @@ fn policy(mode: PermissionMode, rules: &[(RuleEffect, &str)]) -> PermissionPolic
         mode,
         rules: set,
         workspace_root: Some("/ws".into()),
+        protected_paths: ProtectedPaths::new(),
     }
 }
 
