@@ -104,10 +104,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Whether the parallel path is possible at all (A6): with hooks or an approver configured,
-    /// each call must get its own hook/ask decision and audit record in order, so no.
+    /// Whether the parallel path is possible at all (A6): with hooks configured, each call must
+    /// get its own hook decision and audit record in order, so no. An approver does not count:
+    /// a parallel batch needs every call allowed outright, so it is never consulted there.
     pub fn parallel_allowed(&self) -> bool {
-        self.hooks.is_empty() && self.approver.is_none()
+        self.hooks.is_empty()
     }
 }
 

@@ -52,9 +52,10 @@
 //! - **Parallel batches (A6), precisely.** A batch (the calls of one assistant message) runs in
 //!   parallel only if it has ≥ 2 calls, every call passed the steps before hooks (known, active,
 //!   valid JSON and arguments, no duplicate), every tool is `concurrency_safe` with effective
-//!   risk `read`, *no hooks and no approver are configured* (the "permission service" of the
-//!   spec: with either, each call needs its own decision and audit record in order), and the
-//!   policy allows every call outright (a deny/ask rule on one read makes the batch serial).
+//!   risk `read`, *no hooks are configured* (with hooks, each call needs its own decision and
+//!   audit record in order), and the policy allows every call outright (a deny/ask rule on one
+//!   read makes the batch serial). A configured approver (`--yes`, MCP elicitation) does not
+//!   make a batch serial: it is only consulted for an `ask`, and such a batch is serial anyway.
 //!   Otherwise the whole batch is serial. Parallel calls are bounded by `max_parallel`;
 //!   `tool.started` events are stored in call order before execution and `tool.completed` events
 //!   and messages in call order afterwards.

@@ -198,18 +198,65 @@ impl Hook for AllowAll {
     }
 }
 
-struct Yes;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_make_every_batch_serial() {
+    assert_serial(None, |config| config.hooks.push(Arc::new(AllowAll))).await;
+}
 
-impl Approver for Yes {
+/// Counts the questions it is asked (and approves them), like `--yes`.
+#[derive(Default)]
+struct CountingYes {
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl Approver for CountingYes {
     fn approve<'a>(&'a self, _request: &'a ApprovalRequest) -> ApprovalFuture<'a> {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Box::pin(async { ApprovalAnswer::Approve })
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hooks_or_an_approver_make_every_batch_serial() {
-    assert_serial(None, |config| config.hooks.push(Arc::new(AllowAll))).await;
-    assert_serial(None, |config| config.approver = Some(Arc::new(Yes))).await;
+async fn an_approver_that_is_never_consulted_keeps_the_batch_parallel() {
+    // (ask rule, parallel, questions asked): an approver only matters when a call of the batch
+    // asks; then the batch is serial so each question and its audit record come in order.
+    let table = [(None, true, 0), (Some("slow_c"), false, 1)];
+    for (ask_rule, parallel, questions) in table {
+        let fixture = Fixture::new();
+        let timeline = Timeline::default();
+        let approver = Arc::new(CountingYes::default());
+        let core = fixture.core(|config| {
+            with_slow_reads(config, &timeline, &["slow_a", "slow_b", "slow_c", "slow_d"]);
+            config.approver = Some(approver.clone());
+            if let Some(rule) = ask_rule {
+                config.policy.rules = clawsmith_security::RuleSet::new()
+                    .with(clawsmith_security::RuleEffect::Ask, rule)
+                    .unwrap();
+            }
+        });
+        let session = core.open_session(None).unwrap();
+        let (results, events) = turn(&session, four_calls()).await;
+        for (_, result) in &results {
+            assert_status(result, ToolStatus::Success, None);
+        }
+        assert!(
+            batches(&events).iter().all(|b| b.parallel == parallel),
+            "{ask_rule:?}: {:?}",
+            batches(&events)
+        );
+        assert_eq!(
+            approver.asked.load(std::sync::atomic::Ordering::SeqCst),
+            questions
+        );
+        if parallel {
+            assert!(
+                timeline.all_overlap(),
+                "the four reads ran at the same time"
+            );
+        } else {
+            assert!(timeline.none_overlap(), "serial batch overlapped");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
