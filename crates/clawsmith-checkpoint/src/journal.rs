@@ -16,7 +16,7 @@ pub struct JournalStart {
     pub session_id: String,
     /// The turn.
     pub turn_id: String,
-    /// The call id (unique within the session).
+    /// The call id (unique within the turn).
     pub call_id: String,
     /// The tool's name.
     pub tool_name: String,
@@ -107,14 +107,20 @@ impl Store {
         })
     }
 
-    /// Whether the session's journal already holds `call_id` (open or closed): a provider's call
-    /// id names one call for the life of a session.
-    pub fn journal_has_call(&self, session_id: &str, call_id: &str) -> Result<bool, StoreError> {
+    /// Whether the journal already holds `call_id` in this turn (open or closed): a provider's
+    /// call id names one call per turn (many number them `call_0`, `call_1` in every turn).
+    pub fn journal_has_call(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError> {
         self.read("looking up a journaled call", |tx| {
             let found: i64 = tx
                 .query_row(
-                    "SELECT COUNT(*) FROM journal WHERE session_id = ?1 AND call_id = ?2",
-                    params![session_id, call_id],
+                    "SELECT COUNT(*) FROM journal
+                     WHERE session_id = ?1 AND turn_id = ?2 AND call_id = ?3",
+                    params![session_id, turn_id, call_id],
                     |row| row.get(0),
                 )
                 .ctx("looking up a journaled call")?;

@@ -108,8 +108,29 @@ CREATE TABLE restore_plans (
 );
 "#;
 
+/// Version 3: a call id names one call per *turn*, not per session (providers that number calls
+/// `call_0`, `call_1` in every turn reuse them), so the journal's key gains the turn.
+const V3: &str = r#"
+CREATE TABLE journal_v3 (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    call_id     TEXT NOT NULL,
+    turn_id     TEXT NOT NULL,
+    tool_name   TEXT NOT NULL,
+    args_json   TEXT NOT NULL,
+    started_at  INTEGER NOT NULL,
+    closed_at   INTEGER,
+    status      TEXT,
+    PRIMARY KEY (session_id, turn_id, call_id)
+);
+INSERT INTO journal_v3
+    SELECT session_id, call_id, turn_id, tool_name, args_json, started_at, closed_at, status
+    FROM journal ORDER BY rowid;
+DROP TABLE journal;
+ALTER TABLE journal_v3 RENAME TO journal;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -80,7 +80,7 @@ struct Prepared<'s> {
 /// Steps 1–5: unknown → inactive → JSON → schema → duplicate.
 fn prepare<'s>(
     shared: &'s Shared,
-    session_id: &str,
+    (session_id, turn_id): (&str, &str),
     call: &ToolCall,
     duplicates: &mut DuplicateTracker,
 ) -> Result<Prepared<'s>, ToolExecutionResult> {
@@ -148,12 +148,13 @@ fn prepare<'s>(
             ),
         ));
     }
-    // A side-effecting call is journaled under its id for the life of the session; an id reused
-    // from an earlier turn would otherwise collide with that record.
+    // A side-effecting call is journaled under (turn, id). The tracker above knows this
+    // process's calls of the turn; the journal also knows a turn's calls made elsewhere. An id
+    // reused in a *later* turn is fine: providers number calls `call_0`, `call_1` every turn.
     if entry.facts().side_effect() {
         let used = shared
             .store
-            .journal_has_call(session_id, &call.id)
+            .journal_has_call(session_id, turn_id, &call.id)
             .map_err(|error| {
                 ToolExecutionResult::tool_failed(format!(
                     "Could not check the session journal for call id {}: {error}",
@@ -164,7 +165,7 @@ fn prepare<'s>(
             return Err(ToolExecutionResult::failure(
                 ErrorCode::DUPLICATE_CALL,
                 format!(
-                    "Tool call id {} was already used earlier in this session; the call was not run.",
+                    "Duplicate tool call id {} in this turn; the call was not run.",
                     truncated_name(&call.id)
                 ),
             ));
@@ -548,7 +549,12 @@ pub(crate) async fn run_batch(
     let plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)> = calls
         .into_iter()
         .map(|call| {
-            let plan = prepare(shared, context.session_id, &call, duplicates);
+            let plan = prepare(
+                shared,
+                (context.session_id, context.turn_id),
+                &call,
+                duplicates,
+            );
             (call, plan)
         })
         .collect();
@@ -561,7 +567,7 @@ pub(crate) async fn run_batch(
 
 /// The A6 conditions: at least two calls; every call passed the steps before hooks (known,
 /// active, valid JSON, valid arguments, not a duplicate); every tool concurrency-safe with
-/// effective risk `read`; no hooks and no approver configured; and the policy allows every call
+/// effective risk `read`; no hooks configured; and the policy allows every call
 /// outright. Returns the decisions when the batch may run in parallel.
 fn parallel_decisions(
     shared: &Shared,

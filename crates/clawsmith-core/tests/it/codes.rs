@@ -169,45 +169,57 @@ async fn duplicate_call_by_arguments_and_by_id() {
 }
 
 #[tokio::test]
-async fn a_side_effecting_call_id_reused_in_a_later_turn_is_a_duplicate() {
+async fn call_ids_are_unique_per_turn_not_per_session() {
     let fixture = Fixture::new();
     let session = fixture
         .core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full))
         .open_session(None)
         .unwrap();
-    let (results, _) = turn(
-        &session,
-        vec![call(
-            "w1",
+    // Providers that number calls per turn send `call_0`, `call_1` in every turn: (turn's calls,
+    // expected status and code per call).
+    let write = |id: &str, path: &str| {
+        call(
+            id,
             "write_file",
-            r#"{"path":"one.txt","content":"1"}"#,
-        )],
-    )
-    .await;
-    assert_status(&results[0].1, ToolStatus::Success, None);
-    let (results, events) = turn(
-        &session,
-        vec![call(
-            "w1",
-            "write_file",
-            r#"{"path":"two.txt","content":"2"}"#,
-        )],
-    )
-    .await;
-    assert_status(&results[0].1, ToolStatus::Error, Some("duplicate_call"));
-    assert!(
-        results[0]
-            .1
-            .content
-            .contains("already used earlier in this session"),
-        "{}",
-        results[0].1.content
-    );
-    assert!(
-        started_ids(&events).is_empty(),
-        "the reused id never started"
-    );
-    assert!(!fixture.workspace.join("two.txt").exists());
+            &format!(r#"{{"path":"{path}","content":"{path}"}}"#),
+        )
+    };
+    let table = [
+        (
+            vec![write("call_0", "one.txt"), write("call_1", "two.txt")],
+            vec![(ToolStatus::Success, None), (ToolStatus::Success, None)],
+        ),
+        (
+            vec![write("call_0", "three.txt"), write("call_1", "four.txt")],
+            vec![(ToolStatus::Success, None), (ToolStatus::Success, None)],
+        ),
+        // A repeat *within* a turn is still a duplicate, whatever the tool.
+        (
+            vec![write("call_0", "five.txt"), write("call_0", "six.txt")],
+            vec![
+                (ToolStatus::Success, None),
+                (ToolStatus::Error, Some("duplicate_call")),
+            ],
+        ),
+    ];
+    for (calls, expected) in table {
+        let (results, _) = turn(&session, calls).await;
+        for ((_, result), (status, code)) in results.iter().zip(expected) {
+            assert_status(result, status, code);
+        }
+    }
+    for (path, written) in [
+        ("one.txt", true),
+        ("two.txt", true),
+        ("three.txt", true),
+        ("four.txt", true),
+        ("five.txt", true),
+        ("six.txt", false),
+    ] {
+        assert_eq!(fixture.workspace.join(path).exists(), written, "{path}");
+    }
+    let journal = fixture.store.journal(session.id()).unwrap();
+    assert_eq!(journal.len(), 5, "every write journaled under (turn, id)");
     assert_history_paired(&session.messages().unwrap());
 }
 
