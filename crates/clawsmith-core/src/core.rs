@@ -1,6 +1,7 @@
 //! Construction of the core (A1): configuration, the frozen table, the shared state sessions use.
 
 use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -178,12 +179,22 @@ impl AgentCore {
             push("builtin:fs", tool, false);
         }
         sandbox.workspace_root = workspace.root().to_path_buf();
+        // The root the file tools opened: a command refuses to run once the path names
+        // anything else (the root swapped for a symlink between calls).
+        sandbox.workspace_identity = std::fs::metadata(workspace.root())
+            .ok()
+            .map(|meta| (meta.dev(), meta.ino()));
         if let Some(database) = store.path() {
-            // Commands must not rewrite the audit trail, even when the database sits inside the
-            // workspace.
+            // Commands must neither read nor rewrite the audit trail (every workspace's history
+            // and file contents), even when the database sits inside the workspace: hidden in
+            // the command's view, and read-only where it cannot be hidden.
+            if let Some(state_dir) = database.parent() {
+                sandbox.hidden_paths.push(state_dir.to_path_buf());
+            }
             for suffix in ["", "-wal", "-shm"] {
                 let mut path = database.as_os_str().to_owned();
                 path.push(suffix);
+                sandbox.hidden_paths.push(PathBuf::from(&path));
                 sandbox.protected_paths.push(PathBuf::from(path));
             }
         }

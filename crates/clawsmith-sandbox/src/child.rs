@@ -3,18 +3,33 @@
 //!
 //! This is the only module of clawsmith that allows `unsafe`. After `fork` in a multi-threaded
 //! parent only async-signal-safe work is allowed: everything that allocates (building the
-//! Landlock ruleset, compiling the seccomp BPF program, formatting user-namespace maps, turning
-//! paths into C strings, clamping rlimits) happens in the parent, before `fork`, and the child
-//! only issues system calls over data prepared for it: `setsid`, `ioctl(TIOCSCTTY)`,
-//! `setrlimit`, `unshare`, `open`/`write`/`close` of `/proc/self/*_map`, `mount`,
-//! `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`, and `seccomp(SET_MODE_FILTER)`. The
-//! parent-side calls here are the kernel probes, `TIOCSWINSZ`, and registering a PTY master or
-//! pipe with the tokio reactor.
+//! Landlock ruleset, compiling the seccomp BPF programs, formatting user-namespace maps, turning
+//! paths into C strings, clamping rlimits) happens in the parent, before `fork`, and the children
+//! only issue system calls over data prepared for them.
+//!
+//! ## Three processes per confined command
+//! tokio forks the **relay** (`C`, the process whose pid clawsmith knows). The relay calls
+//! `setsid`, enters new user, mount, PID, IPC, UTS, cgroup (and, without network, network)
+//! namespaces, maps its own uid and gid, and forks the **init** (`G`, pid 1 of the new PID
+//! namespace). The init builds the command's view of the machine (see [`View`]), `pivot_root`s
+//! into it and forks the **command** (`H`), which drops every capability, sets `no_new_privs`,
+//! restricts itself with Landlock and seccomp, marks every descriptor above 2 close-on-exec and
+//! returns to std, which `exec`s the shell. The init reaps whatever is reparented to it and
+//! exits when the command does; the kernel then kills everything left in the namespace, and the
+//! init's exit is only reported once they are all gone. The relay waits for the init, mirrors the
+//! command's exit status (sent by the init over a pipe), and exits. So:
+//! - *the relay has exited* ⇒ *no process of the command is left*;
+//! - `SIGUSR1` to the relay kills the init (and with it the namespace) at once: the hard stop;
+//! - the relay watches a **lifeline** pipe whose write end only the clawsmith process holds:
+//!   when clawsmith dies, however it dies (`SIGKILL` included), the read end reports a hang-up
+//!   and the relay kills the init; the init has `PR_SET_PDEATHSIG(SIGKILL)` towards the relay
+//!   and checks once that the relay is still there, closing the window before the `prctl`.
 #![allow(unsafe_code)]
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::resource::{Resource, setrlimit};
 
@@ -25,31 +40,117 @@ pub(crate) struct ChildSetup {
     pub(crate) controlling_tty: bool,
     /// `(resource, value)` pairs, already clamped to the inherited hard limits.
     pub(crate) rlimits: Vec<(Resource, u64)>,
-    /// Read-only bind mounts in a private mount namespace.
-    pub(crate) mounts: Option<MountPlan>,
+    /// The namespaces and the built view; `None` runs the command in the host's view.
+    pub(crate) namespaces: Option<Namespaces>,
     /// Set `no_new_privs` (always, unless the policy is off).
     pub(crate) no_new_privs: bool,
-    /// A created Landlock ruleset to restrict the child with.
+    /// A created Landlock ruleset to restrict the command with.
     pub(crate) landlock: Option<OwnedFd>,
-    /// A compiled seccomp filter.
-    pub(crate) seccomp: Option<seccompiler::BpfProgram>,
+    /// Compiled seccomp filters, applied in order (each one can only take rights away).
+    pub(crate) seccomp: Vec<seccompiler::BpfProgram>,
+    /// Directories of the built view granted every handled Landlock right, added to the
+    /// ruleset in the command process: the private tmpfs `/tmp` and `/dev` exist only there
+    /// (Landlock skips the mount points they hide, so a rule on the host's `/tmp` would not do).
+    pub(crate) landlock_private_dirs: Vec<CString>,
+    /// The handled filesystem rights of the ruleset (what those rules grant).
+    pub(crate) landlock_fs_access: u64,
 }
 
-/// A private mount namespace with read-only binds.
-#[derive(Debug)]
-pub(crate) struct MountPlan {
-    /// For an unprivileged user: a user namespace mapping the user to itself.
-    pub(crate) user_namespace: Option<UserMaps>,
-    /// Paths to bind read-only onto themselves, with the mount flags they must keep.
-    pub(crate) read_only_binds: Vec<(CString, libc::c_ulong)>,
+/// `struct landlock_path_beneath_attr`.
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
 }
 
-/// The contents of `/proc/self/{setgroups,uid_map,gid_map}`.
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+
+/// The namespaces of a confined command and what its view of the machine is made of.
 #[derive(Debug)]
-pub(crate) struct UserMaps {
+pub(crate) struct Namespaces {
+    /// `CLONE_NEW*` flags for `unshare`.
+    pub(crate) clone_flags: libc::c_int,
+    /// Whether a new network namespace is made (then its loopback is brought up).
+    pub(crate) network_namespace: bool,
+    /// The contents of `/proc/self/uid_map` and `gid_map`: the caller mapped to itself.
     pub(crate) uid_map: Vec<u8>,
     pub(crate) gid_map: Vec<u8>,
+    /// The read end of the lifeline (see the module docs) and the write end to close.
+    pub(crate) lifeline_read: RawFd,
+    pub(crate) lifeline_write: RawFd,
+    /// `kernel.pid_max` of the new PID namespace: a process-count limit that binds root too.
+    pub(crate) pid_max: Option<CString>,
+    /// The filesystem view.
+    pub(crate) view: View,
 }
+
+/// The command's view of the filesystem, as prepared paths. Every target is already prefixed
+/// with `staging`, where the new root is assembled before `pivot_root`.
+#[derive(Debug)]
+pub(crate) struct View {
+    /// Where the new root is assembled (an existing directory of the host, e.g. `/tmp`).
+    pub(crate) staging: CString,
+    /// The workspace in the host's view (opened after `unshare`, checked against `identity`).
+    pub(crate) workspace: CString,
+    /// `(st_dev, st_ino)` the workspace root must have: the descriptor the file tools hold.
+    pub(crate) identity: (u64, u64),
+    /// Where the workspace and the extra writable roots are bound read-write:
+    /// `(source in the host view, target)`. The first is the workspace.
+    pub(crate) writable: Vec<(CString, CString)>,
+    /// Directories to create (in order) so that the targets exist inside private tmpfs mounts.
+    pub(crate) mkdirs: Vec<CString>,
+    /// `staging/tmp` and its tmpfs options.
+    pub(crate) tmp: (CString, CString),
+    /// `staging/dev` and its tmpfs options.
+    pub(crate) dev: (CString, CString),
+    /// Device files bound from the host: `(source, target)`.
+    pub(crate) devices: Vec<(CString, CString)>,
+    /// `staging/dev/shm` and its tmpfs options.
+    pub(crate) shm: (CString, CString),
+    /// `staging/dev/pts` and what goes there.
+    pub(crate) pts: (CString, Pts),
+    /// Symlinks in the new `/dev`: `(target of the link, link path)`.
+    pub(crate) dev_links: Vec<(CString, CString)>,
+    /// `staging/proc`.
+    pub(crate) proc: CString,
+    /// Paths made non-renamable by binding them onto themselves (the workspace's `.git`).
+    pub(crate) pinned: Vec<CString>,
+    /// Paths bound read-only onto themselves (protected paths inside writable roots).
+    pub(crate) read_only: Vec<CString>,
+    /// Directories covered by an empty read-only tmpfs (secrets, the state dir).
+    pub(crate) hidden_dirs: Vec<CString>,
+    /// Files (and unix sockets) covered by `/dev/null`.
+    pub(crate) hidden_files: Vec<CString>,
+    /// The working directory, in the final view.
+    pub(crate) cwd: CString,
+}
+
+/// What the built `/dev/pts` holds.
+#[derive(Debug)]
+pub(crate) enum Pts {
+    /// A new devpts instance (with these options): the command can open PTYs of its own.
+    NewInstance(CString),
+    /// A PTY command: its own slave, bound from the host at its host name (`(source,
+    /// target)`), so `tty` and `ttyname` work; no other terminal is reachable.
+    OwnSlave(CString, CString),
+}
+
+/// The pid of the init the relay forwards a hard stop to.
+static INIT_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn relay_hard_stop(_signal: libc::c_int) {
+    let pid = INIT_PID.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// The errno the init reports when the workspace root is not the directory the session opened.
+pub(crate) const WORKSPACE_REPLACED_ERRNO: i32 = libc::ESTALE;
 
 impl ChildSetup {
     /// Registers the setup to run in the child of `command`.
@@ -64,99 +165,656 @@ impl ChildSetup {
 
     fn apply(&self) -> io::Result<()> {
         // SAFETY (whole function): each call is a plain system call on prepared, owned data.
-        if unsafe { libc::setsid() } == -1 {
-            return Err(io::Error::last_os_error());
-        }
-        if self.controlling_tty && unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) } == -1 {
-            return Err(io::Error::last_os_error());
+        check(unsafe { libc::setsid() })?;
+        if self.controlling_tty {
+            check(unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) })?;
         }
         for (resource, value) in &self.rlimits {
             setrlimit(*resource, *value, *value)
                 .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
         }
-        if let Some(mounts) = &self.mounts {
-            mounts.apply()?;
+        if let Some(namespaces) = &self.namespaces {
+            // Returns only in the command process (or with an error std reports).
+            namespaces.enter()?;
+            drop_capabilities()?;
         }
-        if self.no_new_privs && unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-            return Err(io::Error::last_os_error());
+        self.restrict()
+    }
+
+    /// `no_new_privs`, Landlock, seccomp, and close-on-exec for every descriptor above 2.
+    fn restrict(&self) -> io::Result<()> {
+        // SAFETY (whole function): plain system calls over owned data.
+        if self.no_new_privs {
+            check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         }
         if let Some(ruleset) = &self.landlock {
+            for dir in &self.landlock_private_dirs {
+                let fd = check(unsafe {
+                    libc::open(
+                        dir.as_ptr(),
+                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                    )
+                })?;
+                let rule = PathBeneath {
+                    allowed_access: self.landlock_fs_access,
+                    parent_fd: fd,
+                };
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_landlock_add_rule,
+                        ruleset.as_raw_fd(),
+                        LANDLOCK_RULE_PATH_BENEATH,
+                        &rule as *const PathBeneath,
+                        0u32,
+                    )
+                };
+                unsafe {
+                    libc::close(fd);
+                }
+                check(rc)?;
+            }
             let rc = unsafe {
                 libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
             };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
+            check(rc)?;
         }
-        if let Some(program) = &self.seccomp {
+        for program in &self.seccomp {
             // `apply_filter` sets no_new_privs and calls seccomp(2); it allocates nothing.
             if seccompiler::apply_filter(program).is_err() {
                 return Err(io::Error::last_os_error());
             }
         }
+        if self.namespaces.is_some() {
+            // Nothing the caller left inheritable reaches the command (std's own error pipe is
+            // already close-on-exec, so marking is enough and keeps it working).
+            check(unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3u32,
+                    u32::MAX,
+                    libc::CLOSE_RANGE_CLOEXEC,
+                ) as libc::c_int
+            })?;
+        }
         Ok(())
     }
 }
 
-impl MountPlan {
-    fn apply(&self) -> io::Result<()> {
-        // SAFETY (whole function): system calls over C strings and buffers owned by `self`.
-        let mut flags = libc::CLONE_NEWNS;
-        if self.user_namespace.is_some() {
-            flags |= libc::CLONE_NEWUSER;
+impl Namespaces {
+    /// Runs in the relay. Returns `Ok` only in the command process; the relay and the init end
+    /// with `_exit`.
+    fn enter(&self) -> io::Result<()> {
+        // SAFETY (whole function): plain system calls over owned, prepared data.
+        unsafe {
+            libc::close(self.lifeline_write);
         }
-        if unsafe { libc::unshare(flags) } != 0 {
-            return Err(io::Error::last_os_error());
+        check(unsafe { libc::unshare(self.clone_flags) })?;
+        write_proc(c"/proc/self/setgroups", b"deny")?;
+        write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+        write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+
+        let (status_read, status_write) = pipe()?;
+        let (alive_read, alive_write) = pipe()?;
+        // The hard stop is installed before the fork, so it is never missed; the init and the
+        // command set SIGUSR1 back to its default.
+        set_handler(
+            libc::SIGUSR1,
+            relay_hard_stop as *const () as libc::sighandler_t,
+        )?;
+        let init = check(unsafe { libc::fork() })?;
+        if init == 0 {
+            unsafe {
+                libc::close(status_read);
+                libc::close(alive_write);
+            }
+            set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
+            return self.init(status_write, alive_read);
         }
-        if let Some(maps) = &self.user_namespace {
-            write_proc(c"/proc/self/setgroups", b"deny")?;
-            write_proc(c"/proc/self/uid_map", &maps.uid_map)?;
-            write_proc(c"/proc/self/gid_map", &maps.gid_map)?;
+        unsafe {
+            libc::close(status_write);
+            libc::close(alive_read);
         }
-        let none = std::ptr::null::<libc::c_char>();
-        let rc = unsafe {
-            libc::mount(
-                none,
-                c"/".as_ptr(),
-                none,
-                libc::MS_REC | libc::MS_PRIVATE,
-                std::ptr::null(),
-            )
+        INIT_PID.store(init, Ordering::SeqCst);
+        relay(init, status_read, alive_write, self.lifeline_read)
+    }
+
+    /// Runs as pid 1 of the new PID namespace: builds the view, forks the command, reaps.
+    fn init(&self, status_write: RawFd, alive_read: RawFd) -> io::Result<()> {
+        // SAFETY (whole function): plain system calls over owned, prepared data.
+        check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
+        let mut alive = libc::pollfd {
+            fd: alive_read,
+            events: libc::POLLIN,
+            revents: 0,
         };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
+        // The relay keeps the write end open for its whole life: a hang-up means it is gone.
+        if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
+            unsafe { libc::_exit(1) };
         }
-        for (path, keep) in &self.read_only_binds {
-            let rc = unsafe {
-                libc::mount(
-                    path.as_ptr(),
-                    path.as_ptr(),
-                    none,
-                    libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
+        self.view.build()?;
+        if let Some(pid_max) = &self.pid_max {
+            write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
+        }
+        if self.network_namespace {
+            loopback_up()?;
+        }
+        check(unsafe { libc::chdir(self.view.cwd.as_ptr()) })?;
+        let command = check(unsafe { libc::fork() })?;
+        if command == 0 {
+            unsafe {
+                libc::close(status_write);
+                libc::close(alive_read);
             }
-            let rc = unsafe {
-                libc::mount(
-                    none,
-                    path.as_ptr(),
-                    none,
-                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | keep,
-                    std::ptr::null(),
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
+            return Ok(());
+        }
+        // The init keeps only the status pipe: the command's output pipe and std's error pipe
+        // must close when the command's side does.
+        close_all_but(&[status_write]);
+        let mut command_status: libc::c_int = 0;
+        loop {
+            let mut status: libc::c_int = 0;
+            let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+            if pid == command {
+                command_status = status;
+                break;
+            }
+            if pid < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break;
             }
         }
+        let bytes = command_status.to_ne_bytes();
+        unsafe {
+            libc::write(status_write, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(0)
+        }
+    }
+}
+
+/// The relay's life after the fork: wait for the init (or the lifeline's hang-up), mirror the
+/// command's status, exit.
+fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: RawFd) -> ! {
+    // SAFETY (whole function): plain system calls over owned data; never returns to std.
+    unsafe {
+        close_all_but(&[status_read, alive_write, lifeline]);
+        for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, init, 0) as libc::c_int;
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: lifeline,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        if pidfd >= 0 {
+            loop {
+                fds[0].revents = 0;
+                fds[1].revents = 0;
+                let ready = libc::poll(fds.as_mut_ptr(), 2, -1);
+                if ready < 0 {
+                    if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                        continue;
+                    }
+                    break;
+                }
+                if fds[1].revents != 0 {
+                    // clawsmith is gone: so is the command.
+                    libc::kill(init, libc::SIGKILL);
+                    break;
+                }
+                if fds[0].revents != 0 {
+                    break;
+                }
+            }
+        }
+        let mut init_status = 0;
+        while libc::waitpid(init, &mut init_status, 0) < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        let mut bytes = [0u8; 4];
+        let read = libc::read(status_read, bytes.as_mut_ptr().cast(), bytes.len());
+        let status = if read == 4 {
+            libc::c_int::from_ne_bytes(bytes)
+        } else {
+            // The init was killed before the command ended (a hard stop): report SIGKILL.
+            libc::SIGKILL
+        };
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        let signal = libc::WTERMSIG(status);
+        libc::signal(signal, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, signal);
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::kill(libc::getpid(), signal);
+        libc::_exit(128 + signal)
+    }
+}
+
+impl View {
+    /// Assembles the new root under `staging` and pivots into it. Runs in the init.
+    fn build(&self) -> io::Result<()> {
+        let none = std::ptr::null::<libc::c_char>();
+        // Nothing we mount propagates back to the host.
+        mount(none, c"/", none, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        // The workspace by the path, checked against the descriptor the session holds: a root
+        // swapped for a symlink (or anything else) since then is refused, not followed.
+        let workspace = open_path(&self.workspace)?;
+        let identity = file_identity(workspace)?;
+        if identity != self.identity {
+            return Err(io::Error::from_raw_os_error(WORKSPACE_REPLACED_ERRNO));
+        }
+        let mut sources: [RawFd; 16] = [-1; 16];
+        sources[0] = workspace;
+        for (index, (source, _)) in self.writable.iter().enumerate().skip(1).take(15) {
+            sources[index] = open_path(source)?;
+        }
+
+        // The whole host, read-only, no setuid, no devices.
+        mount(
+            c"/".as_ptr(),
+            &self.staging,
+            none,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )?;
+        mount_setattr(
+            &self.staging,
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            0,
+        )?;
+        // A private /tmp, a minimal /dev, a /proc of the new PID namespace.
+        let tmpfs = c"tmpfs".as_ptr();
+        mount(
+            tmpfs,
+            &self.tmp.0,
+            tmpfs,
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.tmp.1),
+        )?;
+        mount(
+            tmpfs,
+            &self.dev.0,
+            tmpfs,
+            libc::MS_NOSUID,
+            Some(&self.dev.1),
+        )?;
+        for (source, target) in &self.devices {
+            create_file(target)?;
+            mount(source.as_ptr(), target, none, libc::MS_BIND, None)?;
+        }
+        make_dir(&self.shm.0, 0o1777)?;
+        mount(
+            tmpfs,
+            &self.shm.0,
+            tmpfs,
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.shm.1),
+        )?;
+        make_dir(&self.pts.0, 0o755)?;
+        match &self.pts.1 {
+            Pts::NewInstance(options) => {
+                let devpts = c"devpts".as_ptr();
+                mount(
+                    devpts,
+                    &self.pts.0,
+                    devpts,
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(options),
+                )?;
+            }
+            Pts::OwnSlave(source, target) => {
+                mount(
+                    tmpfs,
+                    &self.pts.0,
+                    tmpfs,
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(c"size=4k,mode=0755"),
+                )?;
+                create_file(target)?;
+                mount(source.as_ptr(), target, none, libc::MS_BIND, None)?;
+            }
+        }
+        for (target, link) in &self.dev_links {
+            // SAFETY: symlink(2) over two prepared C strings.
+            check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
+        }
+        // No new files in /dev: the tmpfs itself becomes read-only (its submounts keep theirs).
+        mount(
+            none,
+            &self.dev.0,
+            none,
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID,
+            None,
+        )?;
+        let proc = c"proc".as_ptr();
+        mount(
+            proc,
+            &self.proc,
+            proc,
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        )?;
+
+        // The workspace and the extra roots, read-write, by descriptor.
+        for dir in &self.mkdirs {
+            // Most exist already (read-only); the ones under the private /tmp do not.
+            // SAFETY: mkdir(2) on a prepared path; failures show up at the mount below.
+            unsafe {
+                libc::mkdir(dir.as_ptr(), 0o755);
+            }
+        }
+        for (index, (_, target)) in self.writable.iter().enumerate().take(16) {
+            let mut link = FdPath::new(sources[index]);
+            mount(
+                link.as_ptr(),
+                target,
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+            mount_setattr(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
+            // SAFETY: closing a descriptor this process opened.
+            unsafe {
+                libc::close(sources[index]);
+            }
+        }
+        for path in &self.pinned {
+            mount(
+                path.as_ptr(),
+                path,
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+        }
+        for path in &self.read_only {
+            mount(
+                path.as_ptr(),
+                path,
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+            mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
+        }
+        for path in &self.hidden_dirs {
+            mount(
+                tmpfs,
+                path,
+                tmpfs,
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some(c"size=4k,mode=0755"),
+            )?;
+        }
+        for path in &self.hidden_files {
+            mount(c"/dev/null".as_ptr(), path, none, libc::MS_BIND, None)?;
+            mount(
+                none,
+                path,
+                none,
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                None,
+            )?;
+        }
+
+        // SAFETY: chdir/pivot_root/umount2 over static and prepared strings.
+        check(unsafe { libc::chdir(self.staging.as_ptr()) })?;
+        check(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) })?;
+        check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })?;
+        check(unsafe { libc::chdir(c"/".as_ptr()) })?;
         Ok(())
     }
 }
 
-fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// `struct mount_attr` of mount_setattr(2).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Sets (and clears) mount attributes on the mount at `path` and every mount below it.
+fn mount_setattr(path: &CStr, set: u64, clear: u64) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: clear,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr(2) reads `attr` (of the size passed) during the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(rc).map(drop)
+}
+
+fn mount(
+    source: *const libc::c_char,
+    target: &CStr,
+    fstype: *const libc::c_char,
+    flags: libc::c_ulong,
+    data: Option<&CStr>,
+) -> io::Result<()> {
+    let data = data.map_or(std::ptr::null(), |d| d.as_ptr().cast());
+    // SAFETY: mount(2) over NUL-terminated strings that outlive the call.
+    check(unsafe { libc::mount(source, target.as_ptr(), fstype, flags, data) }).map(drop)
+}
+
+fn open_path(path: &CStr) -> io::Result<RawFd> {
+    // SAFETY: open(2) of a prepared path; the descriptor is closed by the caller.
+    check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    })
+}
+
+fn file_identity(fd: RawFd) -> io::Result<(u64, u64)> {
+    // SAFETY: fstat(2) into a zeroed, owned struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstat(fd, &mut stat) })?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+fn create_file(path: &CStr) -> io::Result<()> {
+    // SAFETY: open(2)/close(2) of a prepared path.
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+            0o666,
+        )
+    })?;
+    unsafe {
+        libc::close(fd);
+    }
+    Ok(())
+}
+
+fn make_dir(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: mkdir(2) of a prepared path.
+    if unsafe { libc::mkdir(path.as_ptr(), mode) } != 0 {
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EEXIST) {
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// `/proc/self/fd/N` without allocating.
+struct FdPath([u8; 32]);
+
+impl FdPath {
+    fn new(fd: RawFd) -> FdPath {
+        let mut buffer = [0u8; 32];
+        let prefix = b"/proc/self/fd/";
+        buffer[..prefix.len()].copy_from_slice(prefix);
+        let mut digits = [0u8; 12];
+        let mut count = 0;
+        let mut value = fd.max(0) as u32;
+        loop {
+            digits[count] = b'0' + (value % 10) as u8;
+            count += 1;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        for index in 0..count {
+            buffer[prefix.len() + index] = digits[count - 1 - index];
+        }
+        FdPath(buffer)
+    }
+
+    fn as_ptr(&mut self) -> *const libc::c_char {
+        self.0.as_ptr().cast()
+    }
+}
+
+/// Drops every capability: bounding set, ambient set, and the effective, permitted and
+/// inheritable sets. A uid-0 command then holds none even across `exec`.
+fn drop_capabilities() -> io::Result<()> {
+    // SAFETY (whole function): prctl/capset over owned structs.
+    for capability in 0..=63 {
+        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
+        if rc != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        )
+    })?;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let data = [
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
+        .map(drop)
+}
+
+/// Brings up `lo` in the new network namespace, so servers on 127.0.0.1 inside the sandbox work.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY (whole function): socket/ioctl/close over an owned, zeroed `ifreq`.
+    let socket =
+        check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
+        *slot = *byte as libc::c_char;
+    }
+    let result = (|| {
+        check(unsafe { libc::ioctl(socket, libc::SIOCGIFFLAGS as _, &mut request) })?;
+        unsafe {
+            request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        }
+        check(unsafe { libc::ioctl(socket, libc::SIOCSIFFLAGS as _, &request) })
+    })();
+    unsafe {
+        libc::close(socket);
+    }
+    result.map(drop)
+}
+
+fn pipe() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the owned array.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> io::Result<()> {
+    // SAFETY: sigaction(2) with a zeroed struct and a handler that only calls kill(2).
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = handler;
+    action.sa_flags = libc::SA_RESTART;
+    check(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) }).map(drop)
+}
+
+/// Closes every descriptor except `keep` (which need not be sorted).
+fn close_all_but(keep: &[RawFd]) {
+    let mut sorted = [0 as RawFd; 4];
+    let count = keep.len().min(sorted.len());
+    sorted[..count].copy_from_slice(&keep[..count]);
+    sorted[..count].sort_unstable();
+    let mut first: u32 = 0;
+    for fd in &sorted[..count] {
+        let fd = *fd as u32;
+        if fd > first {
+            // SAFETY: close_range(2) over a range of this process's descriptors.
+            unsafe {
+                libc::syscall(libc::SYS_close_range, first, fd - 1, 0u32);
+            }
+        }
+        first = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32);
+    }
+}
+
+/// A system call's return value, or the error it set (any negative value).
+fn check<T: Into<i64> + Copy>(rc: T) -> io::Result<T> {
+    if rc.into() < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
     // SAFETY: open/write/close on a NUL-terminated path and a borrowed buffer.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -171,6 +829,44 @@ fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The process-wide lifeline: a pipe whose write end only this process holds (close-on-exec,
+/// and every relay closes its inherited copy first thing), so its read end hangs up in the
+/// relays exactly when this process is gone.
+pub(crate) fn lifeline() -> io::Result<(RawFd, RawFd)> {
+    static LIFELINE: std::sync::OnceLock<Result<(OwnedFd, OwnedFd), i32>> =
+        std::sync::OnceLock::new();
+    let pair = LIFELINE.get_or_init(|| {
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2(2) writes two fresh descriptors, which the OwnedFds then own.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO));
+        }
+        // SAFETY: both descriptors were just created and are owned by nothing else.
+        Ok(unsafe {
+            (
+                std::os::fd::FromRawFd::from_raw_fd(fds[0]),
+                std::os::fd::FromRawFd::from_raw_fd(fds[1]),
+            )
+        })
+    });
+    match pair {
+        Ok((read, write)) => Ok((read.as_raw_fd(), write.as_raw_fd())),
+        Err(code) => Err(io::Error::from_raw_os_error(*code)),
+    }
+}
+
+/// Sends `signal` to one process (the relay's hard stop, `SIGUSR1`).
+pub(crate) fn signal_process(pid: i32, signal: libc::c_int) {
+    if pid > 0 {
+        // SAFETY: kill(2) takes no pointers.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
 }
 
 /// The Landlock ABI version of the running kernel, `None` when Landlock is unavailable.

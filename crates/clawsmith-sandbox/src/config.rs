@@ -48,12 +48,18 @@ pub struct ResourceLimits {
     pub open_files: Option<u64>,
     /// `RLIMIT_CPU`: default 900 s of CPU per process (above the 600 s maximum wall timeout).
     pub cpu_seconds: Option<u64>,
-    /// `RLIMIT_AS`: default 64 GiB of address space; generous because V8 and wasm runtimes
-    /// reserve large virtual ranges, small enough to stop a runaway allocation loop.
+    /// `RLIMIT_AS`: default 64 GiB of address space, and never more than the machine's memory;
+    /// generous because V8 and wasm runtimes reserve large virtual ranges, small enough to stop a
+    /// runaway allocation loop.
     pub address_space_bytes: Option<u64>,
-    /// `RLIMIT_NPROC`: default 4096 processes of the user (stops fork bombs the check missed;
-    /// the kernel does not apply it to root).
+    /// Processes: default 4096. In the built view it is the `pid_max` of the command's own PID
+    /// namespace (it binds root too, and counts only the command's tree; at least 300); it is
+    /// also set as `RLIMIT_NPROC`, which counts all of the user's processes and does not bind
+    /// root.
     pub processes: Option<u64>,
+    /// Size of the private `/tmp` tmpfs (default 1 GiB; `/dev/shm` gets a quarter of it). It is
+    /// memory-backed, so it also bounds what `/tmp` can take from the machine.
+    pub tmp_bytes: Option<u64>,
 }
 
 impl Default for ResourceLimits {
@@ -65,6 +71,7 @@ impl Default for ResourceLimits {
             cpu_seconds: Some(900),
             address_space_bytes: Some(64 * 1024 * 1024 * 1024),
             processes: Some(4096),
+            tmp_bytes: Some(1 << 30),
         }
     }
 }
@@ -76,9 +83,10 @@ pub struct KernelSupport {
     pub landlock_abi: Option<u32>,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
-    /// Whether a private mount namespace can be made (to keep protected paths inside the
-    /// workspace read-only). The probe assumes yes; a failure at spawn time is handled then.
-    pub mount_namespace: bool,
+    /// Whether user namespaces can be made (the built view needs them). The probe reads
+    /// `user.max_user_namespaces`; a refusal at spawn time (a distribution's extra switch) is
+    /// handled then.
+    pub user_namespaces: bool,
 }
 
 impl KernelSupport {
@@ -86,15 +94,22 @@ impl KernelSupport {
     pub const NONE: KernelSupport = KernelSupport {
         landlock_abi: None,
         seccomp: false,
-        mount_namespace: false,
+        user_namespaces: false,
     };
 
-    /// Asks the running kernel.
+    /// Asks the running kernel (once per process).
     pub fn probe() -> KernelSupport {
+        static PROBE: std::sync::OnceLock<KernelSupport> = std::sync::OnceLock::new();
+        *PROBE.get_or_init(KernelSupport::probe_now)
+    }
+
+    fn probe_now() -> KernelSupport {
         KernelSupport {
             landlock_abi: crate::child::landlock_abi(),
             seccomp: crate::child::seccomp_available(),
-            mount_namespace: true,
+            user_namespaces: std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+                .map(|text| text.trim() != "0")
+                .unwrap_or(true),
         }
     }
 }
@@ -123,9 +138,19 @@ pub struct SandboxConfig {
     /// Extra writable roots besides the workspace and the private temp dir (e.g. a cargo or npm
     /// cache).
     pub extra_writable_roots: Vec<PathBuf>,
-    /// Paths commands must not write even inside a writable root (e.g. the clawsmith state
-    /// dir). The workspace's `.git/hooks` and `.git/config` are always protected.
+    /// Paths commands must not write even inside a writable root. The workspace's `.git` is
+    /// always pinned and its code paths (`hooks`, `config`, `commondir`, …) always protected.
     pub protected_paths: Vec<PathBuf>,
+    /// Paths commands must not see at all (e.g. the clawsmith state dir): covered by an empty
+    /// directory or `/dev/null` in the built view. `$HOME` secrets (`.ssh`, `.aws`, …) are
+    /// always hidden.
+    pub hidden_paths: Vec<PathBuf>,
+    /// The home directory whose secrets are hidden (default: `$HOME`).
+    pub home: Option<PathBuf>,
+    /// `(st_dev, st_ino)` of the workspace root as the session opened it (the file tools'
+    /// descriptor). A command refuses to run when the path names anything else (the root was
+    /// swapped, e.g. for a symlink). `None`: the root as found when the command starts.
+    pub workspace_identity: Option<(u64, u64)>,
     /// Whether commands may use the network (default false).
     pub network_allowed: bool,
     /// What to do when the kernel cannot enforce the sandbox (default [`SandboxPolicy::Required`]).
@@ -152,12 +177,23 @@ impl SandboxConfig {
             env_allow: Vec::new(),
             extra_writable_roots: Vec::new(),
             protected_paths: Vec::new(),
+            hidden_paths: Vec::new(),
+            home: None,
+            workspace_identity: None,
             network_allowed: false,
             policy: SandboxPolicy::Required,
             temp_root: None,
             kernel_support: None,
             kill_grace: Duration::from_secs(2),
         }
+    }
+
+    /// The configured home, or `$HOME`.
+    pub fn home_dir(&self) -> Option<PathBuf> {
+        self.home
+            .clone()
+            .or_else(|| std::env::var_os("HOME").map(PathBuf::from))
+            .filter(|home| home.is_absolute())
     }
 
     /// The injected kernel support, or the probed one.

@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::pin::Pin;
@@ -16,11 +16,12 @@ use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
 use tokio::time::Sleep;
 
+use crate::child;
 use crate::classify::{CommandVerdict, check_command};
-use crate::config::SandboxConfig;
+use crate::config::{SandboxConfig, SandboxPolicy};
 use crate::env::command_environment;
 use crate::output::BoundedOutput;
-use crate::platform::{self, SandboxReport, Unavailable};
+use crate::platform::{self, SandboxReport, Target, Unavailable, World};
 
 /// How long to keep reading after the shell exited and its group was killed, in case a process
 /// that left the group still holds the output pipe.
@@ -144,6 +145,13 @@ pub enum RunError {
         /// What the filesystem said.
         source: io::Error,
     },
+    /// The workspace root is no longer the directory the session opened (it was swapped, e.g.
+    /// for a symlink, since).
+    #[error(
+        "the workspace root {0} was replaced since the session opened it; refusing to run the \
+         command (reopen the workspace)"
+    )]
+    WorkspaceReplaced(PathBuf),
     /// The timeout is zero or above the maximum.
     #[error("timeoutMs must be between 1 and {max_ms}, got {requested_ms}")]
     InvalidTimeout {
@@ -172,9 +180,10 @@ impl RunError {
             | RunError::BadCwd { .. }
             | RunError::InvalidTimeout { .. } => ErrorCode::INVALID_ARGUMENTS,
             RunError::SandboxUnavailable(_) => ErrorCode::SANDBOX_UNAVAILABLE,
-            RunError::Workspace { .. } | RunError::Spawn(_) | RunError::Io(_) => {
-                ErrorCode::TOOL_FAILED
-            }
+            RunError::Workspace { .. }
+            | RunError::WorkspaceReplaced(_)
+            | RunError::Spawn(_)
+            | RunError::Io(_) => ErrorCode::TOOL_FAILED,
         }
     }
 }
@@ -192,18 +201,47 @@ pub(crate) enum ChildIo {
 /// A spawned command with everything that must live as long as it.
 pub(crate) struct Spawned {
     pub(crate) child: tokio::process::Child,
-    pub(crate) process_group: i32,
+    pub(crate) tree: ProcessTree,
     pub(crate) report: SandboxReport,
-    /// Removed when dropped.
-    pub(crate) temp_dir: tempfile::TempDir,
+    /// The host temp dir of a command in the host's view; removed when dropped. A command in
+    /// the built view has a private tmpfs `/tmp` that dies with its mount namespace.
+    pub(crate) temp_dir: Option<tempfile::TempDir>,
 }
 
-/// Signals everything in a command's session: its own process group (the child calls `setsid`,
-/// so group id = session id = its pid) and every group job control made inside the session
-/// (`set -m; sleep 100 &`). Errors (already gone) are ignored. A process that left the session
-/// with `setsid` is out of reach (see the crate docs).
-pub(crate) fn kill_tree(session: i32, signal: Signal) {
+/// The processes of one command, as clawsmith can reach them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcessTree {
+    /// The pid of the process clawsmith spawned; its process group (= session) id too.
+    pub(crate) pid: i32,
+    /// Whether that process is the relay of a PID namespace (see the `child` module): then the
+    /// relay's exit means the whole tree is gone, and `SIGUSR1` to it is the hard stop.
+    pub(crate) relay: bool,
+}
+
+impl ProcessTree {
+    /// The command's process group id, shown to callers.
+    pub(crate) fn process_group(self) -> i32 {
+        self.pid
+    }
+}
+
+/// Signals a command's tree. `SIGTERM` goes to its process group (the relay, the init and a
+/// shell that made no job-control groups ignore it or pass it on). A hard stop (`SIGKILL`) of a
+/// namespaced tree is `SIGUSR1` to its relay, which kills the init and with it every process of
+/// the PID namespace, whatever sessions or groups they made. A tree in the host's view is
+/// signalled group by group, from `/proc` (a process that left the session with `setsid` is out
+/// of reach there; see the crate docs). Call it only while the spawned process is unreaped.
+pub(crate) fn kill_tree(tree: ProcessTree, signal: Signal) {
+    let session = tree.pid;
     if session <= 0 {
+        return;
+    }
+    if tree.relay {
+        if signal == Signal::SIGKILL {
+            crate::child::signal_process(session, libc::SIGUSR1);
+        } else {
+            let _ = killpg(Pid::from_raw(session), signal);
+        }
         return;
     }
     let _ = killpg(Pid::from_raw(session), signal);
@@ -285,76 +323,167 @@ pub(crate) fn spawn_checked(
             path: config.workspace_root.clone(),
             source,
         })?;
+    let identity = platform::identity_of(&workspace).map_err(|source| RunError::Workspace {
+        path: config.workspace_root.clone(),
+        source,
+    })?;
+    if config
+        .workspace_identity
+        .is_some_and(|expected| expected != identity)
+    {
+        return Err(RunError::WorkspaceReplaced(config.workspace_root.clone()));
+    }
     let cwd = resolve_cwd(&workspace, cwd)?;
-    // tempfile makes the directory 0700.
-    let mut temp = tempfile::Builder::new();
-    temp.prefix("clawsmith-cmd-");
-    let temp_dir = match &config.temp_root {
-        Some(root) => temp.tempdir_in(root),
-        None => temp.tempdir(),
-    }
-    .map_err(RunError::Io)?;
-    let temp_path = temp_dir
-        .path()
-        .canonicalize()
-        .unwrap_or_else(|_| temp_dir.path().to_path_buf());
-    let mut env = command_environment(std::env::vars_os(), &config.env_allow, &temp_path);
-    let pty = matches!(io, ChildIo::Pty { .. });
-    if pty {
-        // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
-        for (name, value) in &mut env {
-            if name == "TERM" {
-                *value = "xterm-256color".into();
-            }
-        }
-    }
-
-    let plan = platform::plan(config, &workspace, &temp_path, pty, true)
-        .map_err(|Unavailable(reason)| RunError::SandboxUnavailable(reason))?;
-    let had_mounts = plan.setup.mounts.is_some();
-    let (stdin, stdout, stderr) = stdio(&io).map_err(RunError::Spawn)?;
-    let mut process = shell_command(command, &cwd, &env, stdin, stdout, stderr);
-    plan.setup.install(&mut process);
-    let spawned = process.spawn();
-    let (child, report) = match spawned {
-        Ok(child) => (child, plan.report),
-        Err(error) if had_mounts && config.policy != crate::SandboxPolicy::Required => {
-            // Best effort: no mount namespace here; run without the read-only binds.
-            let mut plan = platform::plan(config, &workspace, &temp_path, pty, false)
-                .map_err(|Unavailable(reason)| RunError::SandboxUnavailable(reason))?;
-            plan.report.protected = format!("not enforced (mount namespace: {error})");
-            let (stdin, stdout, stderr) = stdio(&io).map_err(RunError::Spawn)?;
-            let mut process = shell_command(command, &cwd, &env, stdin, stdout, stderr);
-            plan.setup.install(&mut process);
-            (process.spawn().map_err(RunError::Spawn)?, plan.report)
-        }
-        Err(error)
-            if report_is_confined(config)
-                && !matches!(
-                    error.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-        {
-            return Err(RunError::SandboxUnavailable(format!(
-                "setting up the sandbox in the child failed: {error}"
-            )));
-        }
-        Err(error) => return Err(RunError::Spawn(error)),
+    let request = SpawnRequest {
+        config,
+        command,
+        workspace: &workspace,
+        identity,
+        cwd: &cwd,
+        io: &io,
     };
-    let process_group = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .unwrap_or(0);
-    Ok(Spawned {
-        child,
-        process_group,
-        report,
-        temp_dir,
-    })
+    if config.policy == SandboxPolicy::Off {
+        return request
+            .spawn(World::HostView)
+            .map_err(SpawnFailure::into_run_error);
+    }
+    match request.spawn(World::Built) {
+        Ok(spawned) => Ok(spawned),
+        Err(SpawnFailure::Setup(reason)) if config.policy == SandboxPolicy::BestEffort => {
+            let mut spawned = request
+                .spawn(World::HostView)
+                .map_err(SpawnFailure::into_run_error)?;
+            spawned.report.filesystem = format!(
+                "{} [built view unavailable: {reason}]",
+                spawned.report.filesystem
+            );
+            Ok(spawned)
+        }
+        Err(failure) => Err(failure.into_run_error()),
+    }
 }
 
-fn report_is_confined(config: &SandboxConfig) -> bool {
-    config.policy == crate::SandboxPolicy::Required
+/// Why one attempt to spawn failed.
+enum SpawnFailure {
+    /// The sandbox could not be set up (in the parent or the child).
+    Setup(String),
+    /// Anything else, final.
+    Run(RunError),
+}
+
+impl SpawnFailure {
+    fn into_run_error(self) -> RunError {
+        match self {
+            SpawnFailure::Setup(reason) => RunError::SandboxUnavailable(reason),
+            SpawnFailure::Run(error) => error,
+        }
+    }
+}
+
+struct SpawnRequest<'a> {
+    config: &'a SandboxConfig,
+    command: &'a str,
+    workspace: &'a Path,
+    identity: (u64, u64),
+    cwd: &'a Path,
+    io: &'a ChildIo,
+}
+
+impl SpawnRequest<'_> {
+    fn spawn(&self, world: World) -> Result<Spawned, SpawnFailure> {
+        let config = self.config;
+        let temp_dir = match world {
+            World::Built => None,
+            // tempfile makes the directory 0700.
+            World::HostView => {
+                let mut temp = tempfile::Builder::new();
+                temp.prefix("clawsmith-cmd-");
+                Some(
+                    match &config.temp_root {
+                        Some(root) => temp.tempdir_in(root),
+                        None => temp.tempdir(),
+                    }
+                    .map_err(|e| SpawnFailure::Run(RunError::Io(e)))?,
+                )
+            }
+        };
+        let temp_path = match &temp_dir {
+            Some(dir) => dir
+                .path()
+                .canonicalize()
+                .unwrap_or_else(|_| dir.path().to_path_buf()),
+            None => PathBuf::from("/tmp"),
+        };
+        let pty_slave = match self.io {
+            ChildIo::Pty { slave } => Some(
+                std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))
+                    .map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?,
+            ),
+            _ => None,
+        };
+        let pty = pty_slave.is_some();
+        let mut env = command_environment(std::env::vars_os(), &config.env_allow, &temp_path);
+        if pty {
+            // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
+            for (name, value) in &mut env {
+                if name == "TERM" {
+                    *value = "xterm-256color".into();
+                }
+            }
+        }
+        let target = Target {
+            workspace: self.workspace,
+            identity: self.identity,
+            cwd: self.cwd,
+            host_temp_dir: temp_dir.as_ref().map(|_| temp_path.as_path()),
+            pty,
+            pty_slave: pty_slave.as_deref(),
+        };
+        let plan = platform::plan(config, target, world)
+            .map_err(|Unavailable(reason)| SpawnFailure::Setup(reason))?;
+        let relay = plan.setup.namespaces.is_some();
+        let (stdin, stdout, stderr) =
+            stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
+        let mut process = shell_command(self.command, self.cwd, &env, stdin, stdout, stderr);
+        plan.setup.install(&mut process);
+        let child = match process.spawn() {
+            Ok(child) => child,
+            Err(error)
+                if error.raw_os_error() == Some(child::WORKSPACE_REPLACED_ERRNO) && relay =>
+            {
+                return Err(SpawnFailure::Run(RunError::WorkspaceReplaced(
+                    config.workspace_root.clone(),
+                )));
+            }
+            Err(error)
+                if plan.report.confined
+                    && !matches!(
+                        error.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                    ) =>
+            {
+                let help = if relay {
+                    format!("; {}", platform::USER_NAMESPACE_HELP)
+                } else {
+                    String::new()
+                };
+                return Err(SpawnFailure::Setup(format!(
+                    "setting up the sandbox in the child failed: {error}{help}"
+                )));
+            }
+            Err(error) => return Err(SpawnFailure::Run(RunError::Spawn(error))),
+        };
+        let pid = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .unwrap_or(0);
+        Ok(Spawned {
+            child,
+            tree: ProcessTree { pid, relay },
+            report: plan.report,
+            temp_dir,
+        })
+    }
 }
 
 fn stdio(io: &ChildIo) -> io::Result<(Stdio, Stdio, Stdio)> {
@@ -440,27 +569,39 @@ pub(crate) fn resolve_cwd(workspace: &Path, requested: Option<&str>) -> Result<P
     Ok(real)
 }
 
-/// Kills the group when dropped, so an abandoned future leaves nothing behind.
-pub(crate) struct GroupGuard(pub(crate) i32);
+/// Kills the tree when dropped, so an abandoned future leaves nothing behind. (A namespaced
+/// tree also dies when tokio's `kill_on_drop` kills its relay.)
+pub(crate) struct GroupGuard(pub(crate) Option<ProcessTree>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        kill_tree(self.0, Signal::SIGKILL);
+        if let Some(tree) = self.0 {
+            kill_tree(tree, Signal::SIGKILL);
+        }
     }
 }
 
 /// Signals are delivered asynchronously: kills the session and waits (a bounded while) until no
-/// live process of it is left, so callers can rely on "nothing survives the call".
-pub(crate) async fn wait_tree_gone(session: i32) {
-    if session <= 0 {
+/// live process of it is left, so callers can rely on "nothing survives the call". A namespaced
+/// tree is gone once its relay was reaped; there is nothing to wait for.
+pub(crate) async fn wait_tree_gone(tree: ProcessTree) {
+    let session = tree.pid;
+    if session <= 0 || tree.relay {
         return;
     }
     for _ in 0..200 {
-        kill_tree(session, Signal::SIGKILL);
+        kill_tree(tree, Signal::SIGKILL);
         if live_session_members(session).is_empty() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Signals the tree unless its spawned process was already reaped (its pid may be reused).
+pub(crate) fn kill_unreaped(guard: &GroupGuard, signal: Signal) {
+    if let Some(tree) = guard.0 {
+        kill_tree(tree, signal);
     }
 }
 
@@ -490,11 +631,11 @@ pub async fn run_command(
     // `ChildIo` (and with it our copy of the write end) is gone: EOF comes when the group ends.
     let Spawned {
         mut child,
-        process_group,
+        tree,
         report,
         temp_dir,
     } = spawned;
-    let guard = GroupGuard(process_group);
+    let mut guard = GroupGuard(Some(tree));
     let mut reader =
         tokio::net::unix::pipe::Receiver::from_owned_fd(read_end).map_err(RunError::Io)?;
     let mut capture = BoundedOutput::new(config.output_cap_bytes);
@@ -515,7 +656,7 @@ pub async fn run_command(
                     capture.push(&buffer[..n]);
                     if stopped.is_none() && capture.total_bytes() > config.output_kill_after_bytes {
                         stopped = Some(StopReason::OutputLimit(config.output_kill_after_bytes));
-                        kill_tree(process_group, Signal::SIGKILL);
+                        kill_unreaped(&guard, Signal::SIGKILL);
                     }
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -523,28 +664,32 @@ pub async fn run_command(
             },
             waited = child.wait(), if status.is_none() => {
                 status = Some(waited.map_err(RunError::Io)?);
-                // The shell is gone: whatever it left in its group (background jobs) goes too.
-                kill_tree(process_group, Signal::SIGKILL);
+                // The shell is gone: whatever it left in its group (background jobs) goes too
+                // (a namespaced tree is already gone: its relay only exits after all of it).
+                if !tree.relay {
+                    kill_tree(tree, Signal::SIGKILL);
+                }
+                guard.0 = None;
                 drain_until = Some(Box::pin(tokio::time::sleep(DRAIN_AFTER_EXIT)));
             },
             () = &mut deadline, if stopped.is_none() && status.is_none() => {
                 stopped = Some(StopReason::TimedOut(timeout));
-                kill_tree(process_group, Signal::SIGTERM);
+                kill_unreaped(&guard, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(config.kill_grace)));
             },
             () = cancellation.cancelled(), if stopped.is_none() && status.is_none() => {
                 stopped = Some(StopReason::Cancelled);
-                kill_tree(process_group, Signal::SIGTERM);
+                kill_unreaped(&guard, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(config.kill_grace)));
             },
             () = maybe_sleep(&mut kill_at) => {
-                kill_tree(process_group, Signal::SIGKILL);
+                kill_unreaped(&guard, Signal::SIGKILL);
                 kill_at = None;
             },
             () = maybe_sleep(&mut drain_until) => break,
         }
     }
-    wait_tree_gone(process_group).await;
+    wait_tree_gone(tree).await;
     drop(guard);
     drop(temp_dir);
     let status = status.ok_or_else(|| RunError::Io(io::Error::other("no exit status")))?;
@@ -562,7 +707,7 @@ pub async fn run_command(
         total_output_bytes,
         stopped,
         sandbox: report,
-        process_group,
+        process_group: tree.process_group(),
         duration: started.elapsed(),
     })
 }

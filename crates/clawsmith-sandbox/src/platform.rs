@@ -1,23 +1,31 @@
 //! The platform sandbox (C3): turns a [`SandboxConfig`] and what the kernel offers into the
 //! child's setup and a report of what is enforced.
 //!
-//! - **Writes**: Landlock handles every filesystem right; reads and execution are granted on
-//!   `/`, writes only beneath the workspace, the private temp dir, a few device files
-//!   (`/dev/null`, `/dev/zero`, `/dev/full`, `/dev/tty`, `/dev/ptmx`, `/dev/pts`, `/dev/shm`) and
-//!   the configured extra roots.
-//! - **Protected paths inside a writable root** (`.git/hooks`, `.git/config`, the configured
-//!   ones): Landlock can only *add* rights beneath a directory, never take them away, so these
-//!   are bound read-only onto themselves in a private mount namespace (a user namespace too when
-//!   not root). Landlock then forbids changing the mount topology.
-//! - **Network** (off by default): Landlock TCP bind/connect rules where the ABI has them (v4+),
-//!   and a seccomp filter refusing `socket`/`socketpair` for every domain but `AF_UNIX` (and
-//!   `io_uring_setup`, which could open sockets behind the filter's back).
-//! - **Signals and abstract sockets** are scoped to the sandbox where the ABI has it (v6+).
-//! - `no_new_privs` always (unless the policy is off).
+//! The command's world is **built, not filtered** (the way bubblewrap builds one):
+//! - **Namespaces**: new user (the caller's uid and gid mapped to themselves: root inside holds
+//!   no capability outside), mount, PID (init is clawsmith's, so the tree dies with the call),
+//!   IPC, UTS, cgroup and — unless the network is allowed — network namespaces (only a loopback).
+//! - **The view**: the host's `/` bound read-only, `nosuid`, `nodev` (so `chmod`, `chown`,
+//!   `touch` and `chattr` outside fail with `EROFS`); the workspace (by the descriptor the session
+//!   holds, checked by device and inode) and the extra roots read-write; a private tmpfs `/tmp`
+//!   and `/dev/shm` (size-limited); a minimal `/dev` (null, zero, full, random, urandom, tty and
+//!   a new devpts instance); a fresh `/proc` of the PID namespace; the state dir, `$HOME` secrets
+//!   (`.ssh`, `.aws`, …), configured hidden paths and every pathname unix socket the host has
+//!   bound (`/proc/net/unix`) covered. The workspace's `.git` is bound onto itself (it cannot be
+//!   renamed or replaced) and its hooks, config and the other code-execution points read-only.
+//! - **Second walls**: all capabilities dropped, `no_new_privs`, Landlock (reads on `/`, writes
+//!   only beneath the writable roots, the private `/tmp` and `/dev`, no device ioctls outside
+//!   `/dev`), seccomp (no `TIOCSTI`/`TIOCLINUX`, no device `mknod`, no keyring, no mount API, no
+//!   new namespaces, no `io_uring`), descriptors above 2 closed on exec, a per-namespace
+//!   `pid_max` (binds root too), rlimits with the address space capped by the machine's memory.
+//!
+//! Where user namespaces are unavailable, `Required` refuses and names what is missing;
+//! `BestEffort` falls back to Landlock and seccomp in the host's view and reports exactly that.
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -29,21 +37,52 @@ use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
 
-use crate::child::{ChildSetup, MountPlan, UserMaps};
+use crate::child::{self, ChildSetup, Namespaces, Pts, View};
 use crate::config::{KernelSupport, ResourceLimits, SandboxConfig, SandboxPolicy};
 
 /// The Landlock ABI whose rights clawsmith asks for; older kernels get the subset they know.
 const TARGET_ABI: ABI = ABI::V6;
 
-/// Device files and directories every command may write.
-const WRITABLE_DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-    "/dev/shm",
+/// Device files every command may write when it runs in the host's view (the fallback).
+const HOST_VIEW_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+
+/// Device files bound into the built `/dev`.
+const VIEW_DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// Secrets under `$HOME` no command sees (covered in the view; absent ones are skipped).
+pub const HIDDEN_HOME_PATHS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".config/clawsmith",
+    ".kube",
+    ".docker",
+    ".gnupg",
+    ".password-store",
+    ".local/share/keyrings",
+    ".local/state/clawsmith",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+];
+
+/// Paths inside a repository's git dir that make git run code or point it elsewhere; bound
+/// read-only when they exist.
+pub const GIT_CODE_PATHS: &[&str] = &[
+    "hooks",
+    "config",
+    "config.worktree",
+    "commondir",
+    "gitdir",
+    "worktrees",
+    "modules",
+    "info/attributes",
 ];
 
 /// What the sandbox enforced for one command, shown in the result's display fields.
@@ -53,9 +92,9 @@ pub struct SandboxReport {
     pub policy: SandboxPolicy,
     /// Whether the platform sandbox confines the command.
     pub confined: bool,
-    /// e.g. `landlock v6: writes limited to 3 roots`.
+    /// e.g. `namespaces (user, mount, pid, ipc, net); read-only /; …`.
     pub filesystem: String,
-    /// e.g. `blocked (landlock tcp, seccomp)` or `allowed`.
+    /// e.g. `none (network namespace with loopback only)` or `allowed`.
     pub network: String,
     /// e.g. `read-only: .git/hooks, .git/config`.
     pub protected: String,
@@ -89,19 +128,43 @@ pub(crate) struct Plan {
     pub(crate) report: SandboxReport,
 }
 
+/// Where the command runs and what it may write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target<'a> {
+    /// The canonical workspace root.
+    pub(crate) workspace: &'a Path,
+    /// `(st_dev, st_ino)` of the workspace root the session opened.
+    pub(crate) identity: (u64, u64),
+    /// The canonical working directory (inside the workspace).
+    pub(crate) cwd: &'a Path,
+    /// The host temp dir (only in the host's view; the built view has a private `/tmp`).
+    pub(crate) host_temp_dir: Option<&'a Path>,
+    /// Whether fd 0 is a PTY to make the controlling terminal.
+    pub(crate) pty: bool,
+    /// The PTY slave's path on the host (`/dev/pts/N`), for a PTY command.
+    pub(crate) pty_slave: Option<&'a Path>,
+}
+
+/// How the command's world is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum World {
+    /// Namespaces and a built view.
+    Built,
+    /// The host's view with Landlock and seccomp (the best-effort fallback).
+    HostView,
+}
+
 /// Builds the child setup for a command.
 ///
 /// `Err` only under [`SandboxPolicy::Required`] when the kernel cannot enforce the sandbox;
-/// under `BestEffort` the same failure yields an unconfined plan that says why.
+/// under `BestEffort` the same failure yields a weaker or unconfined plan that says why.
 pub(crate) fn plan(
     config: &SandboxConfig,
-    workspace: &Path,
-    temp_dir: &Path,
-    pty: bool,
-    with_mounts: bool,
+    target: Target<'_>,
+    world: World,
 ) -> Result<Plan, Unavailable> {
     let mut setup = ChildSetup {
-        controlling_tty: pty,
+        controlling_tty: target.pty,
         rlimits: rlimits(&config.limits),
         ..ChildSetup::default()
     };
@@ -112,12 +175,19 @@ pub(crate) fn plan(
         });
     }
     setup.no_new_privs = true;
-    match confine(config, workspace, temp_dir, &mut setup, with_mounts) {
+    let confined = match world {
+        World::Built => build_world(config, target, &mut setup),
+        World::HostView => host_view(config, target, &mut setup),
+    };
+    match confined {
         Ok(report) => Ok(Plan { setup, report }),
-        Err(Unavailable(reason)) if config.policy == SandboxPolicy::BestEffort => {
+        // The built view's failure goes back to the caller, which falls back to the host's view.
+        Err(Unavailable(reason))
+            if config.policy == SandboxPolicy::BestEffort && world == World::HostView =>
+        {
             setup.landlock = None;
-            setup.seccomp = None;
-            setup.mounts = None;
+            setup.seccomp = Vec::new();
+            setup.namespaces = None;
             Ok(Plan {
                 setup,
                 report: unconfined_report(config, reason, true),
@@ -139,14 +209,97 @@ fn unconfined_report(config: &SandboxConfig, reason: String, no_new_privs: bool)
     }
 }
 
-fn confine(
+/// What user namespaces need, for the refusal message.
+pub(crate) const USER_NAMESPACE_HELP: &str = "the sandbox needs unprivileged user namespaces \
+     (sysctl user.max_user_namespaces > 0; on Debian/Ubuntu also kernel.unprivileged_userns_clone=1 \
+     and kernel.apparmor_restrict_unprivileged_userns=0); or run with --sandbox best-effort to \
+     accept Landlock and seccomp alone";
+
+fn build_world(
     config: &SandboxConfig,
-    workspace: &Path,
-    temp_dir: &Path,
+    target: Target<'_>,
     setup: &mut ChildSetup,
-    with_mounts: bool,
 ) -> Result<SandboxReport, Unavailable> {
     let kernel: KernelSupport = config.kernel_support();
+    let abi = kernel_walls(kernel)?;
+    if !kernel.user_namespaces {
+        return Err(Unavailable(format!(
+            "user namespaces are not available: {USER_NAMESPACE_HELP}"
+        )));
+    }
+    let writable = writable_roots(config, target.workspace);
+    let (view, protected) = view(config, target, &writable)?;
+
+    // Landlock: the private /tmp and /dev get their rules in the command process, where they
+    // exist (see `ChildSetup::landlock_private_dirs`).
+    setup.landlock = Some(landlock_ruleset(&writable, false)?);
+    setup.landlock_private_dirs = vec![cstring("/tmp")?, cstring("/dev")?];
+    setup.landlock_fs_access = AccessFs::from_all(ABI::from(abi.min(6) as i32))
+        .iter()
+        .fold(0u64, |bits, access| bits | access as u64);
+    setup.seccomp = vec![base_filter()?, clone3_filter()?];
+
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    let (lifeline_read, lifeline_write) =
+        child::lifeline().map_err(|e| Unavailable(format!("lifeline pipe: {e}")))?;
+    let mut clone_flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    if !config.network_allowed {
+        clone_flags |= libc::CLONE_NEWNET;
+    }
+    let pid_max = config
+        .limits
+        .processes
+        .map(|processes| cstring(&(processes.saturating_add(1).max(301)).to_string()))
+        .transpose()?;
+    setup.namespaces = Some(Namespaces {
+        clone_flags,
+        network_namespace: !config.network_allowed,
+        uid_map: format!("{uid} {uid} 1").into_bytes(),
+        gid_map: format!("{gid} {gid} 1").into_bytes(),
+        lifeline_read,
+        lifeline_write,
+        pid_max,
+        view,
+    });
+
+    let extra = writable.len() - 1;
+    Ok(SandboxReport {
+        policy: config.policy,
+        confined: true,
+        filesystem: format!(
+            "namespaces (user, mount, pid, ipc{}); read-only host; writable: the workspace{}, a \
+             private /tmp and /dev/shm; secrets and unix sockets hidden; landlock v{abi}, seccomp, \
+             no capabilities",
+            if config.network_allowed { "" } else { ", net" },
+            if extra > 0 {
+                format!(" and {extra} extra roots")
+            } else {
+                String::new()
+            }
+        ),
+        network: if config.network_allowed {
+            "allowed".to_owned()
+        } else {
+            "blocked (network namespace: loopback only)".to_owned()
+        },
+        protected: if protected.is_empty() {
+            "nothing inside the writable roots".to_owned()
+        } else {
+            format!("read-only: {}", protected.join(", "))
+        },
+        no_new_privs: true,
+        unconfined_reason: None,
+    })
+}
+
+/// The Landlock ABI, when both second walls (Landlock and seccomp) are there.
+fn kernel_walls(kernel: KernelSupport) -> Result<u32, Unavailable> {
     let Some(abi) = kernel.landlock_abi else {
         return Err(Unavailable(
             "Landlock is not available in this kernel (needs Linux 5.13+ with landlock in the \
@@ -154,31 +307,297 @@ fn confine(
                 .to_owned(),
         ));
     };
-    if !config.network_allowed && !kernel.seccomp {
+    if !kernel.seccomp {
         return Err(Unavailable(
-            "seccomp is not available, so the network cannot be turned off".to_owned(),
+            "seccomp is not available in this kernel".to_owned(),
         ));
     }
+    Ok(abi)
+}
 
-    let mut writable: Vec<PathBuf> = vec![workspace.to_path_buf(), temp_dir.to_path_buf()];
+/// The workspace first, then the extra roots that exist (canonical).
+fn writable_roots(config: &SandboxConfig, workspace: &Path) -> Vec<PathBuf> {
+    let mut writable = vec![workspace.to_path_buf()];
     for root in &config.extra_writable_roots {
-        if let Ok(real) = root.canonicalize() {
+        if let Ok(real) = root.canonicalize()
+            && !writable.contains(&real)
+        {
             writable.push(real);
         }
     }
-    let devices: Vec<&Path> = WRITABLE_DEVICES
+    writable
+}
+
+/// Where a host path is in the built view before `pivot_root`.
+fn staged(staging: &Path, path: &Path) -> PathBuf {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    staging.join(relative)
+}
+
+/// Whether a host path can be seen in the built view (the private `/tmp`, `/dev` and `/proc`
+/// hide the host's, except where a writable root is bound back in).
+fn visible(path: &Path, writable: &[PathBuf]) -> bool {
+    writable.iter().any(|root| path.starts_with(root))
+        || !["/tmp", "/dev", "/proc"]
+            .iter()
+            .any(|hidden| path.starts_with(hidden))
+}
+
+fn cstring(text: &str) -> Result<CString, Unavailable> {
+    CString::new(text).map_err(|_| Unavailable(format!("text contains NUL: {text:?}")))
+}
+
+fn cpath(path: &Path) -> Result<CString, Unavailable> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Unavailable(format!("path contains NUL: {}", path.display())))
+}
+
+fn view(
+    config: &SandboxConfig,
+    target: Target<'_>,
+    writable: &[PathBuf],
+) -> Result<(View, Vec<String>), Unavailable> {
+    for root in writable {
+        if ["/dev", "/proc"]
+            .iter()
+            .any(|special| root.starts_with(special))
+            || root == Path::new("/")
+        {
+            return Err(Unavailable(format!(
+                "{} cannot be a writable root of the built view",
+                root.display()
+            )));
+        }
+    }
+    let staging = ["/tmp", "/mnt", "/var/tmp"]
         .iter()
         .map(Path::new)
-        .filter(|p| p.exists())
-        .collect();
+        .find(|dir| {
+            std::fs::symlink_metadata(dir)
+                .map(|m| m.is_dir())
+                .unwrap_or(false)
+        })
+        .ok_or_else(|| Unavailable("no directory to assemble the view in (/tmp, /mnt)".into()))?;
+    let at = |path: &Path| cpath(&staged(staging, path));
 
+    let mut mkdirs = Vec::new();
+    let mut writable_pairs = Vec::new();
+    for root in writable {
+        let mut prefix = PathBuf::from("/");
+        for component in root.components().skip(1) {
+            prefix.push(component);
+            let dir = at(&prefix)?;
+            if !mkdirs.contains(&dir) {
+                mkdirs.push(dir);
+            }
+        }
+        writable_pairs.push((cpath(root)?, at(root)?));
+    }
+
+    let devices = VIEW_DEVICES
+        .iter()
+        .map(|name| Path::new("/dev").join(name))
+        .filter(|path| path.exists())
+        .map(|path| Ok((cpath(&path)?, at(&path)?)))
+        .collect::<Result<Vec<_>, Unavailable>>()?;
+    let dev = |name: &str| at(&Path::new("/dev").join(name));
+    let dev_links = vec![
+        (cstring("pts/ptmx")?, dev("ptmx")?),
+        (cstring("/proc/self/fd")?, dev("fd")?),
+        (cstring("/proc/self/fd/0")?, dev("stdin")?),
+        (cstring("/proc/self/fd/1")?, dev("stdout")?),
+        (cstring("/proc/self/fd/2")?, dev("stderr")?),
+    ];
+    let tmp_bytes = config.limits.tmp_bytes.unwrap_or(1 << 30);
+    let shm_bytes = (tmp_bytes / 4).max(1 << 20);
+
+    // .git: pinned (cannot be renamed, replaced or removed) and its code paths read-only.
+    let mut pinned = Vec::new();
+    let mut read_only = Vec::new();
+    let mut protected_names = Vec::new();
+    let git = target.workspace.join(".git");
+    if let Ok(meta) = std::fs::symlink_metadata(&git)
+        && !meta.file_type().is_symlink()
+    {
+        pinned.push(at(&git)?);
+        if meta.is_file() {
+            read_only.push(at(&git)?);
+            protected_names.push(".git".to_owned());
+        } else {
+            for name in GIT_CODE_PATHS {
+                let path = git.join(name);
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.file_type().is_symlink() {
+                    continue;
+                }
+                read_only.push(at(&path)?);
+                protected_names.push(format!(".git/{name}"));
+            }
+        }
+    }
+    for path in &config.protected_paths {
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        if writable.iter().any(|root| real.starts_with(root)) {
+            let staged_path = at(&real)?;
+            if !read_only.contains(&staged_path) {
+                read_only.push(staged_path);
+                protected_names.push(
+                    real.strip_prefix(target.workspace)
+                        .unwrap_or(&real)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+
+    let (hidden_dirs, hidden_files) = hidden(config, writable, &at)?;
+    let view = View {
+        staging: cpath(staging)?,
+        workspace: cpath(target.workspace)?,
+        identity: target.identity,
+        writable: writable_pairs,
+        mkdirs,
+        tmp: (
+            at(Path::new("/tmp"))?,
+            cstring(&format!("size={tmp_bytes},mode=1777"))?,
+        ),
+        dev: (at(Path::new("/dev"))?, cstring("size=64k,mode=0755")?),
+        devices,
+        shm: (
+            dev("shm")?,
+            cstring(&format!("size={shm_bytes},mode=1777"))?,
+        ),
+        pts: (
+            dev("pts")?,
+            match target.pty_slave {
+                Some(slave) => Pts::OwnSlave(cpath(slave)?, at(slave)?),
+                None => Pts::NewInstance(cstring("newinstance,ptmxmode=0666,mode=0620")?),
+            },
+        ),
+        dev_links,
+        proc: at(Path::new("/proc"))?,
+        pinned,
+        read_only,
+        hidden_dirs,
+        hidden_files,
+        cwd: cpath(target.cwd)?,
+    };
+    Ok((view, protected_names))
+}
+
+/// Directories and files to cover: `$HOME` secrets, the configured hidden paths, and every
+/// pathname unix socket the host has bound.
+fn hidden(
+    config: &SandboxConfig,
+    writable: &[PathBuf],
+    at: &dyn Fn(&Path) -> Result<CString, Unavailable>,
+) -> Result<(Vec<CString>, Vec<CString>), Unavailable> {
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(home) = config.home_dir() {
+        candidates.extend(HIDDEN_HOME_PATHS.iter().map(|name| home.join(name)));
+    }
+    candidates.extend(config.hidden_paths.iter().cloned());
+    candidates.extend(host_unix_sockets());
+    let mut dirs = Vec::new();
+    let mut files = Vec::new();
+    for path in candidates {
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        if !visible(&real, writable) || real == Path::new("/") {
+            continue;
+        }
+        // A workspace inside a hidden directory stays usable: hide what is not the workspace.
+        if writable.iter().any(|root| root.starts_with(&real)) {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&real) else {
+            continue;
+        };
+        let staged_path = at(&real)?;
+        if meta.is_dir() {
+            if !dirs.contains(&staged_path) {
+                dirs.push(staged_path);
+            }
+        } else if (meta.is_file() || meta.file_type().is_socket() || meta.file_type().is_fifo())
+            && !files.contains(&staged_path)
+        {
+            files.push(staged_path);
+        }
+    }
+    Ok((dirs, files))
+}
+
+/// Paths of the pathname unix sockets bound in the host's network namespace.
+fn host_unix_sockets() -> Vec<PathBuf> {
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().nth(7))
+        .filter(|path| path.starts_with('/'))
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// The host's view with Landlock and seccomp only: what `BestEffort` falls back to without user
+/// namespaces. Reads stay open, the host's `/tmp`, `/dev/shm` and devices stay visible.
+fn host_view(
+    config: &SandboxConfig,
+    target: Target<'_>,
+    setup: &mut ChildSetup,
+) -> Result<SandboxReport, Unavailable> {
+    let abi = kernel_walls(config.kernel_support())?;
+    let mut writable = writable_roots(config, target.workspace);
+    writable.extend(target.host_temp_dir.map(Path::to_path_buf));
+    writable.extend(
+        HOST_VIEW_DEVICES
+            .iter()
+            .map(PathBuf::from)
+            .filter(|p| p.exists()),
+    );
+    setup.landlock = Some(landlock_ruleset(&writable, !config.network_allowed)?);
+    setup.seccomp = vec![base_filter()?, clone3_filter()?];
+    if !config.network_allowed {
+        setup.seccomp.push(network_filter()?);
+    }
+    Ok(SandboxReport {
+        policy: config.policy,
+        confined: true,
+        filesystem: format!(
+            "landlock v{abi} in the host's view (no user namespaces: reads, /dev/shm and unix \
+             sockets are not confined; metadata outside can change)"
+        ),
+        network: if config.network_allowed {
+            "allowed".to_owned()
+        } else if abi >= 4 {
+            "blocked (landlock tcp, seccomp)".to_owned()
+        } else {
+            "blocked (seccomp)".to_owned()
+        },
+        protected: "not enforced (no private mount namespace)".to_owned(),
+        no_new_privs: true,
+        unconfined_reason: None,
+    })
+}
+
+fn landlock_ruleset(
+    writable: &[PathBuf],
+    handle_network: bool,
+) -> Result<std::os::fd::OwnedFd, Unavailable> {
     let landlock_error = |e: landlock::RulesetError| Unavailable(format!("Landlock: {e}"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(TARGET_ABI))
         .map_err(landlock_error)?;
-    let tcp_rules = !config.network_allowed && abi >= 4;
-    if !config.network_allowed {
+    if handle_network {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(landlock_error)?;
@@ -186,198 +605,189 @@ fn confine(
     ruleset = ruleset
         .scope(Scope::from_all(TARGET_ABI))
         .map_err(landlock_error)?;
-    let read = AccessFs::from_read(TARGET_ABI) | AccessFs::IoctlDev;
+    // Reads and execution everywhere, but no device ioctls outside the writable roots and /dev.
     let created = ruleset
         .create()
         .map_err(landlock_error)?
         .no_new_privs(false)
-        .add_rules(path_beneath_rules(["/"], read))
+        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(TARGET_ABI)))
         .map_err(landlock_error)?
-        .add_rules(path_beneath_rules(
-            &writable,
-            AccessFs::from_all(TARGET_ABI),
-        ))
-        .map_err(landlock_error)?
-        .add_rules(path_beneath_rules(&devices, AccessFs::from_all(TARGET_ABI)))
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(TARGET_ABI)))
         .map_err(landlock_error)?;
     let fd: Option<std::os::fd::OwnedFd> = created.into();
-    let Some(fd) = fd else {
-        return Err(Unavailable(
-            "Landlock refused to create a ruleset".to_owned(),
-        ));
-    };
-    setup.landlock = Some(fd);
+    fd.ok_or_else(|| Unavailable("Landlock refused to create a ruleset".to_owned()))
+}
 
-    if !config.network_allowed {
-        // The filter is the same for every command: compile it once.
-        static NETWORK_FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, String>> =
-            std::sync::OnceLock::new();
-        let program = NETWORK_FILTER
-            .get_or_init(network_filter)
-            .clone()
-            .map_err(Unavailable)?;
-        setup.seccomp = Some(program);
-    }
+fn seccomp_error(e: seccompiler::BackendError) -> Unavailable {
+    Unavailable(format!("seccomp: {e}"))
+}
 
-    let protected = protected_inside(config, workspace, &writable);
-    let with_mounts = with_mounts && kernel.mount_namespace;
-    if !protected.is_empty() && !with_mounts && config.policy == SandboxPolicy::Required {
-        return Err(Unavailable(
-            "a private mount namespace is needed to keep .git/hooks and the protected paths \
-             read-only, and this system cannot make one"
-                .to_owned(),
-        ));
-    }
-    let protected_text = if protected.is_empty() {
-        "nothing inside the writable roots".to_owned()
-    } else if with_mounts {
-        setup.mounts = Some(mount_plan(&protected)?);
-        let names: Vec<String> = protected
-            .iter()
-            .map(|p| p.strip_prefix(workspace).unwrap_or(p).display().to_string())
-            .collect();
-        format!("read-only: {}", names.join(", "))
-    } else {
-        "not enforced (no private mount namespace)".to_owned()
-    };
+fn condition(
+    index: u8,
+    length: SeccompCmpArgLen,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompRule, Unavailable> {
+    SeccompRule::new(vec![
+        SeccompCondition::new(index, length, op, value).map_err(seccomp_error)?,
+    ])
+    .map_err(seccomp_error)
+}
 
-    Ok(SandboxReport {
-        policy: config.policy,
-        confined: true,
-        filesystem: format!(
-            "landlock v{abi}: writes limited to the workspace, a private temp dir, /dev/null{}",
-            if writable.len() > 2 {
-                format!(" and {} extra roots", writable.len() - 2)
-            } else {
-                String::new()
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    errno: i32,
+) -> Result<seccompiler::BpfProgram, Unavailable> {
+    let arch = std::env::consts::ARCH.try_into().map_err(seccomp_error)?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        arch,
+    )
+    .map_err(seccomp_error)?;
+    filter.try_into().map_err(seccomp_error)
+}
+
+/// What no command may do, whatever the view (`EPERM`): push keystrokes into a terminal
+/// (`TIOCSTI`, `TIOCLINUX`), create device nodes, use the kernel keyring, change mounts, make or
+/// join namespaces, or open an `io_uring` (which would run calls behind this filter's back).
+fn base_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
+    static FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, Unavailable>> =
+        std::sync::OnceLock::new();
+    FILTER
+        .get_or_init(|| {
+            use SeccompCmpArgLen::Dword;
+            let device = |index: u8| -> Result<Vec<SeccompRule>, Unavailable> {
+                Ok(vec![
+                    condition(
+                        index,
+                        Dword,
+                        SeccompCmpOp::MaskedEq(libc::S_IFMT as u64),
+                        libc::S_IFCHR as u64,
+                    )?,
+                    condition(
+                        index,
+                        Dword,
+                        SeccompCmpOp::MaskedEq(libc::S_IFMT as u64),
+                        libc::S_IFBLK as u64,
+                    )?,
+                ])
+            };
+            let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+            rules.insert(
+                libc::SYS_ioctl,
+                vec![
+                    condition(1, Dword, SeccompCmpOp::Eq, libc::TIOCSTI)?,
+                    condition(1, Dword, SeccompCmpOp::Eq, libc::TIOCLINUX)?,
+                ],
+            );
+            rules.insert(libc::SYS_mknod, device(1)?);
+            rules.insert(libc::SYS_mknodat, device(2)?);
+            // Any namespace flag set: a rule per flag (rules of one call are alternatives).
+            let mut clone_rules = Vec::new();
+            for flag in [
+                libc::CLONE_NEWUSER,
+                libc::CLONE_NEWNS,
+                libc::CLONE_NEWPID,
+                libc::CLONE_NEWNET,
+                libc::CLONE_NEWIPC,
+                libc::CLONE_NEWUTS,
+                libc::CLONE_NEWCGROUP,
+            ] {
+                clone_rules.push(condition(
+                    0,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::MaskedEq(flag as u64),
+                    flag as u64,
+                )?);
             }
-        ),
-        network: if config.network_allowed {
-            "allowed".to_owned()
-        } else if tcp_rules {
-            "blocked (landlock tcp, seccomp)".to_owned()
-        } else {
-            "blocked (seccomp)".to_owned()
-        },
-        protected: protected_text,
-        no_new_privs: true,
-        unconfined_reason: None,
-    })
+            rules.insert(libc::SYS_clone, clone_rules);
+            for call in [
+                libc::SYS_keyctl,
+                libc::SYS_add_key,
+                libc::SYS_request_key,
+                libc::SYS_mount,
+                libc::SYS_umount2,
+                libc::SYS_pivot_root,
+                libc::SYS_move_mount,
+                libc::SYS_open_tree,
+                libc::SYS_fsopen,
+                libc::SYS_fsconfig,
+                libc::SYS_fsmount,
+                libc::SYS_fspick,
+                libc::SYS_mount_setattr,
+                libc::SYS_unshare,
+                libc::SYS_setns,
+                libc::SYS_io_uring_setup,
+                libc::SYS_bpf,
+            ] {
+                rules.insert(call, Vec::new());
+            }
+            compile(rules, libc::EPERM)
+        })
+        .clone()
 }
 
-/// Existing protected paths that lie inside a writable root (outside them Landlock already
-/// refuses writes).
-fn protected_inside(
-    config: &SandboxConfig,
-    workspace: &Path,
-    writable: &[PathBuf],
-) -> Vec<PathBuf> {
-    let mut candidates = vec![workspace.join(".git/hooks"), workspace.join(".git/config")];
-    candidates.extend(config.protected_paths.iter().cloned());
-    let mut out: Vec<PathBuf> = Vec::new();
-    for path in candidates {
-        let Ok(real) = path.canonicalize() else {
-            continue;
-        };
-        if writable.iter().any(|root| real.starts_with(root)) && !out.contains(&real) {
-            out.push(real);
-        }
-    }
-    out
+/// `clone3` passes its flags in memory a filter cannot read: it fails with `ENOSYS`, and libc
+/// falls back to `clone`, whose flags the base filter checks.
+fn clone3_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
+    static FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, Unavailable>> =
+        std::sync::OnceLock::new();
+    FILTER
+        .get_or_init(|| compile([(libc::SYS_clone3, Vec::new())].into(), libc::ENOSYS))
+        .clone()
 }
 
-fn mount_plan(paths: &[PathBuf]) -> Result<MountPlan, Unavailable> {
-    let mut binds = Vec::new();
-    for path in paths {
-        let c_path = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| Unavailable(format!("path contains NUL: {}", path.display())))?;
-        binds.push((c_path, locked_mount_flags(path)));
-    }
-    let user_namespace = (!nix::unistd::geteuid().is_root()).then(|| {
-        let uid = nix::unistd::getuid().as_raw();
-        let gid = nix::unistd::getgid().as_raw();
-        UserMaps {
-            uid_map: format!("{uid} {uid} 1").into_bytes(),
-            gid_map: format!("{gid} {gid} 1").into_bytes(),
-        }
-    });
-    Ok(MountPlan {
-        user_namespace,
-        read_only_binds: binds,
-    })
-}
-
-/// Flags a read-only remount must keep: in a user namespace the kernel refuses to clear the
-/// locked `nosuid`/`nodev`/`noexec`/atime flags of the original mount.
-fn locked_mount_flags(path: &Path) -> libc::c_ulong {
-    use nix::sys::statvfs::{FsFlags, statvfs};
-    let Ok(stat) = statvfs(path) else {
-        return 0;
-    };
-    let flags = stat.flags();
-    let mut out = 0;
-    for (fs_flag, mount_flag) in [
-        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
-        (FsFlags::ST_NODEV, libc::MS_NODEV),
-        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
-    ] {
-        if flags.contains(fs_flag) {
-            out |= mount_flag;
-        }
-    }
-    out
-}
-
-/// seccomp: `socket`/`socketpair` with a domain other than `AF_UNIX`, and `io_uring_setup`,
-/// fail with `EACCES`; everything else is allowed.
-fn network_filter() -> Result<seccompiler::BpfProgram, String> {
-    let error = |e: seccompiler::BackendError| format!("seccomp: {e}");
-    let not_unix = || -> Result<Vec<SeccompRule>, String> {
-        Ok(vec![
-            SeccompRule::new(vec![
-                SeccompCondition::new(
+/// seccomp: `socket`/`socketpair` with a domain other than `AF_UNIX` fail with `EACCES` (the
+/// host-view fallback's network wall; the built view has a network namespace instead).
+fn network_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
+    static FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, Unavailable>> =
+        std::sync::OnceLock::new();
+    FILTER
+        .get_or_init(|| {
+            let not_unix = || -> Result<Vec<SeccompRule>, Unavailable> {
+                Ok(vec![condition(
                     0,
                     SeccompCmpArgLen::Dword,
                     SeccompCmpOp::Ne,
                     libc::AF_UNIX as u64,
-                )
-                .map_err(error)?,
-            ])
-            .map_err(error)?,
-        ])
-    };
-    let rules: BTreeMap<i64, Vec<SeccompRule>> = [
-        (libc::SYS_socket, not_unix()?),
-        (libc::SYS_socketpair, not_unix()?),
-        (libc::SYS_io_uring_setup, Vec::new()),
-    ]
-    .into_iter()
-    .collect();
-    let arch = std::env::consts::ARCH
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EACCES as u32),
-        arch,
-    )
-    .map_err(error)?;
-    filter.try_into().map_err(error)
+                )?])
+            };
+            let rules: BTreeMap<i64, Vec<SeccompRule>> = [
+                (libc::SYS_socket, not_unix()?),
+                (libc::SYS_socketpair, not_unix()?),
+            ]
+            .into_iter()
+            .collect();
+            compile(rules, libc::EACCES)
+        })
+        .clone()
+}
+
+/// The machine's memory in bytes (`MemTotal`), read once.
+fn machine_memory() -> Option<u64> {
+    static MEMORY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+        let line = text.lines().find(|line| line.starts_with("MemTotal:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    })
 }
 
 /// The configured limits, clamped to the hard limits this process has (the child inherits
-/// them and cannot raise them).
+/// them and cannot raise them); the address space also to the machine's memory.
 fn rlimits(limits: &ResourceLimits) -> Vec<(Resource, u64)> {
+    let address_space = limits
+        .address_space_bytes
+        .map(|bytes| machine_memory().map_or(bytes, |memory| bytes.min(memory)));
     let wanted = [
         (Resource::RLIMIT_CORE, limits.core_file_bytes),
         (Resource::RLIMIT_FSIZE, limits.file_size_bytes),
         (Resource::RLIMIT_NOFILE, limits.open_files),
         (Resource::RLIMIT_CPU, limits.cpu_seconds),
-        (Resource::RLIMIT_AS, limits.address_space_bytes),
+        (Resource::RLIMIT_AS, address_space),
         (Resource::RLIMIT_NPROC, limits.processes),
     ];
     wanted
@@ -390,4 +800,10 @@ fn rlimits(limits: &ResourceLimits) -> Vec<(Resource, u64)> {
             Some((resource, value.min(hard)))
         })
         .collect()
+}
+
+/// `(st_dev, st_ino)` of a path, following symlinks.
+pub(crate) fn identity_of(path: &Path) -> std::io::Result<(u64, u64)> {
+    let meta = std::fs::metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
 }

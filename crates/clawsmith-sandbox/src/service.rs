@@ -23,7 +23,8 @@ use tokio::time::Sleep;
 
 use crate::config::SandboxConfig;
 use crate::exec::{
-    ChildIo, ExitKind, RunError, Spawned, kill_tree, maybe_sleep, spawn_checked, wait_tree_gone,
+    ChildIo, ExitKind, GroupGuard, ProcessTree, RunError, Spawned, kill_tree, kill_unreaped,
+    maybe_sleep, spawn_checked, wait_tree_gone,
 };
 use crate::platform::SandboxReport;
 
@@ -238,7 +239,9 @@ struct CommandEntry {
     pty: bool,
     token: Option<String>,
     started_at_ms: u64,
-    process_group: i32,
+    tree: ProcessTree,
+    /// Set once the spawned process was reaped: its pid may be reused, never signal it again.
+    reaped: AtomicBool,
     log_path: PathBuf,
     log_bytes: AtomicU64,
     output_bytes: AtomicU64,
@@ -272,7 +275,7 @@ impl CommandEntry {
                 _ => None,
             },
             pty: self.pty,
-            process_group: self.process_group,
+            process_group: self.tree.process_group(),
             started_at_ms: self.started_at_ms,
             output_bytes: self.output_bytes.load(Ordering::SeqCst),
             log_truncated: self.log_truncated.load(Ordering::SeqCst),
@@ -435,7 +438,8 @@ impl CommandExecutionService {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            process_group: spawned.process_group,
+            tree: spawned.tree,
+            reaped: AtomicBool::new(false),
             log_path,
             log_bytes: AtomicU64::new(0),
             output_bytes: AtomicU64::new(0),
@@ -449,7 +453,7 @@ impl CommandExecutionService {
         let output = match crate::child::async_file(File::from(output)) {
             Ok(output) => output,
             Err(error) => {
-                kill_tree(spawned.process_group, Signal::SIGKILL);
+                kill_tree(spawned.tree, Signal::SIGKILL);
                 return Err(error.into());
             }
         };
@@ -622,8 +626,8 @@ impl CommandExecutionService {
 impl Drop for CommandExecutionService {
     fn drop(&mut self) {
         for entry in self.entries().values() {
-            if entry.state().0 == CommandState::Running {
-                kill_tree(entry.process_group, Signal::SIGKILL);
+            if !entry.reaped.load(Ordering::SeqCst) {
+                kill_tree(entry.tree, Signal::SIGKILL);
             }
         }
     }
@@ -652,10 +656,11 @@ async fn watch(
 ) {
     let Spawned {
         mut child,
-        process_group,
+        tree,
         temp_dir,
         ..
     } = spawned;
+    let mut guard = GroupGuard(Some(tree));
     let grace = config.sandbox.kill_grace;
     let deadline = tokio::time::sleep(config.max_runtime);
     tokio::pin!(deadline);
@@ -675,7 +680,7 @@ async fn watch(
                     append_bounded(&entry, &mut log, &buffer[..n], config.max_log_bytes);
                     if stopped.is_none() && total > config.sandbox.output_kill_after_bytes {
                         stopped = Some(CommandState::Killed);
-                        kill_tree(process_group, Signal::SIGKILL);
+                        kill_unreaped(&guard, Signal::SIGKILL);
                     }
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
@@ -684,27 +689,32 @@ async fn watch(
             },
             waited = child.wait(), if status.is_none() => {
                 status = Some(waited);
-                kill_tree(process_group, Signal::SIGKILL);
+                entry.reaped.store(true, Ordering::SeqCst);
+                if !tree.relay {
+                    kill_tree(tree, Signal::SIGKILL);
+                }
+                guard.0 = None;
                 drain_until = Some(Box::pin(tokio::time::sleep(Duration::from_secs(2))));
             },
             () = &mut deadline, if stopped.is_none() && status.is_none() => {
                 stopped = Some(CommandState::TimedOut);
-                kill_tree(process_group, Signal::SIGTERM);
+                kill_unreaped(&guard, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(grace)));
             },
             () = entry.cancel.cancelled(), if stopped.is_none() && status.is_none() => {
                 stopped = Some(CommandState::Cancelled);
-                kill_tree(process_group, Signal::SIGTERM);
+                kill_unreaped(&guard, Signal::SIGTERM);
                 kill_at = Some(Box::pin(tokio::time::sleep(grace)));
             },
             () = maybe_sleep(&mut kill_at) => {
-                kill_tree(process_group, Signal::SIGKILL);
+                kill_unreaped(&guard, Signal::SIGKILL);
                 kill_at = None;
             },
             () = maybe_sleep(&mut drain_until) => break,
         }
     }
-    wait_tree_gone(process_group).await;
+    wait_tree_gone(tree).await;
+    drop(guard);
     drop(temp_dir);
     *entry.input.lock().unwrap_or_else(PoisonError::into_inner) = None;
     let exit = match status {

@@ -135,8 +135,13 @@ fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResul
         None => display,
     };
     let display = sandbox_fields(display, &outcome.sandbox);
-    if outcome.stopped == Some(StopReason::Cancelled) {
-        let mut result = ToolExecutionResult::failure(ErrorCode::CANCELLED, content);
+    let failure = match outcome.stopped {
+        Some(StopReason::Cancelled) => Some(ErrorCode::CANCELLED),
+        Some(StopReason::TimedOut(_)) => Some(ErrorCode::TIMEOUT),
+        _ => None,
+    };
+    if let Some(code) = failure {
+        let mut result = ToolExecutionResult::failure(code, content);
         result.metadata.display = Some(display.bounded());
         return result;
     }

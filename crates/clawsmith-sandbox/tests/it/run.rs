@@ -284,11 +284,7 @@ async fn parent_secrets_are_not_inherited() {
         .lines()
         .find_map(|l| l.strip_prefix("TMPDIR="))
         .unwrap();
-    assert!(tmpdir.contains("clawsmith-cmd-"), "{tmpdir}");
-    assert!(
-        !std::path::Path::new(tmpdir).exists(),
-        "private temp dir removed"
-    );
+    assert_eq!(tmpdir, "/tmp", "the built view's private tmpfs");
 
     config.env_allow.clear();
     let outcome = run(&config, "env").await.unwrap();
@@ -539,8 +535,14 @@ async fn udp_and_ipv6_sockets_are_refused_too() {
         eprintln!("SKIP udp_and_ipv6_sockets_are_refused_too: needs python3 to open sockets");
         return;
     }
+    // In the host's view (no user namespaces, best effort) seccomp is the network wall.
     let fixture = Fixture::new();
-    let config = fixture.config();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    config.kernel_support = Some(KernelSupport {
+        user_namespaces: false,
+        ..KernelSupport::probe()
+    });
     let script = "python3 -c 'import socket\n\
         for family, kind in [(socket.AF_INET, socket.SOCK_DGRAM), (socket.AF_INET6, socket.SOCK_STREAM)]:\n\
         \x20   try:\n\
@@ -552,25 +554,42 @@ async fn udp_and_ipv6_sockets_are_refused_too() {
 }
 
 #[tokio::test]
-async fn protected_paths_need_a_mount_namespace() {
-    if !landlock_or_skip("protected_paths_need_a_mount_namespace") {
+async fn required_needs_user_namespaces_and_best_effort_says_what_held() {
+    if !landlock_or_skip("required_needs_user_namespaces_and_best_effort_says_what_held") {
         return;
     }
     let fixture = Fixture::new();
     std::fs::create_dir_all(fixture.workspace.join(".git/hooks")).unwrap();
     let mut config = fixture.config();
     config.kernel_support = Some(KernelSupport {
-        mount_namespace: false,
+        user_namespaces: false,
         ..KernelSupport::probe()
     });
-    let error = run(&config, "true").await.unwrap_err();
+    let marker = fixture.workspace.join("ran");
+    let error = run(&config, &format!("touch {}", marker.display()))
+        .await
+        .unwrap_err();
     assert!(matches!(error, RunError::SandboxUnavailable(_)), "{error}");
-    assert!(error.to_string().contains(".git/hooks"), "{error}");
+    assert!(error.to_string().contains("user namespaces"), "{error}");
+    assert!(
+        error.to_string().contains("user.max_user_namespaces"),
+        "says how to get them: {error}"
+    );
+    assert!(!marker.exists(), "nothing ran");
 
     config.policy = SandboxPolicy::BestEffort;
     let command = format!("touch {}/x; touch .git/hooks/y", fixture.outside.display());
     let outcome = run(&config, &command).await.unwrap();
     assert!(outcome.sandbox.confined, "{:?}", outcome.sandbox);
+    assert!(
+        outcome.sandbox.filesystem.contains("host's view")
+            && outcome
+                .sandbox
+                .filesystem
+                .contains("built view unavailable"),
+        "{:?}",
+        outcome.sandbox
+    );
     assert_eq!(
         outcome.sandbox.protected,
         "not enforced (no private mount namespace)"

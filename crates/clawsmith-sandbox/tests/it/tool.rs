@@ -193,7 +193,8 @@ async fn results_carry_exit_code_and_sandbox() {
         authorized(),
     )
     .await;
-    assert_eq!(result.status(), ToolStatus::Success);
+    assert_eq!(result.status(), ToolStatus::Error, "a timeout is an error");
+    assert_eq!(result.code().unwrap().as_str(), "timeout");
     assert!(
         result.content.contains("timed out after 300 ms"),
         "{}",
