@@ -14,11 +14,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clawsmith_protocol::{
-    Capability, CapabilityDeclaration, ErrorCode, Risk, Tool, ToolExecutionContext,
-    ToolExecutionResult, ToolFuture, ToolOutput,
+    Capability, CapabilityDeclaration, Risk, Tool, ToolExecutionContext, ToolFuture, ToolOutput,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::session_tools::{parse, schema_of};
 use crate::table::ToolEntry;
 
 /// Field weights of the ranking, highest first.
@@ -201,11 +202,15 @@ impl SearchToolsTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchInput {
+pub(crate) struct SearchInput {
+    /// Keywords describing the capability you need.
+    #[schemars(length(min = 1))]
     query: String,
+    /// Maximum number of tools to activate (default 5).
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT))]
     limit: Option<usize>,
 }
 
@@ -235,15 +240,7 @@ impl Tool for SearchToolsTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "Keywords describing the capability you need."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT, "description": "Maximum number of tools to activate (default 5)."}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        })
+        schema_of::<SearchInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -257,14 +254,9 @@ impl Tool for SearchToolsTool {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            let input: SearchInput = match serde_json::from_value(input) {
+            let input: SearchInput = match parse(self.name(), input) {
                 Ok(input) => input,
-                Err(error) => {
-                    return ToolOutput::Result(ToolExecutionResult::failure(
-                        ErrorCode::INVALID_ARGUMENTS,
-                        error.to_string(),
-                    ));
-                }
+                Err(failure) => return ToolOutput::Result(failure),
             };
             let limit = input
                 .limit

@@ -12,7 +12,9 @@ use clawsmith_protocol::{
     Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
     ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 /// `read_artifact` returns at most this many bytes per call (below the artifact threshold, so
 /// reading an artifact never creates another one).
@@ -25,7 +27,15 @@ pub const READ_ARTIFACT_MAX_MATCHES: usize = 200;
 /// The error code of an artifact id that is unknown in this session.
 pub const ARTIFACT_NOT_FOUND: ErrorCode = ErrorCode::from_static("artifact_not_found");
 
-fn parse<T: for<'de> Deserialize<'de>>(
+/// The JSON Schema of a core tool's arguments. With [`parse`] over the same type, the schema the
+/// model sees and the parser that reads its call cannot disagree (as for the fs and sandbox
+/// tools).
+pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
+    schemars::schema_for!(T).to_value()
+}
+
+/// Parses a core tool's arguments into the type its schema came from.
+pub(crate) fn parse<T: DeserializeOwned>(
     tool: &str,
     input: serde_json::Value,
 ) -> Result<T, ToolExecutionResult> {
@@ -68,11 +78,41 @@ impl TodoWriteTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TodoWriteInput {
-    todos: Vec<Todo>,
+    /// The complete new list.
+    todos: Vec<TodoItem>,
 }
+
+/// One item of `todo_write`'s list.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TodoItem {
+    /// Stable id of the item.
+    #[schemars(length(min = 1))]
+    id: String,
+    /// What to do.
+    #[schemars(length(min = 1))]
+    content: String,
+    /// Where it stands.
+    status: TodoStatus,
+}
+
+impl From<TodoItem> for Todo {
+    fn from(item: TodoItem) -> Todo {
+        Todo {
+            id: item.id,
+            content: item.content,
+            status: item.status,
+        }
+    }
+}
+
+/// `todo_list` takes no arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct TodoListInput {}
 
 impl Tool for TodoWriteTool {
     fn name(&self) -> &str {
@@ -97,27 +137,7 @@ impl Tool for TodoWriteTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "description": "The complete new list.",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "id": {"type": "string", "minLength": 1},
-                            "content": {"type": "string", "minLength": 1},
-                            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-                        },
-                        "required": ["id", "content", "status"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["todos"],
-            "additionalProperties": false
-        })
+        schema_of::<TodoWriteInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -139,7 +159,8 @@ impl Tool for TodoWriteTool {
                 Err(failure) => return ToolOutput::Result(failure),
             };
             let count = input.todos.len();
-            match self.store.set_todos(&context.session_id, input.todos) {
+            let todos = input.todos.into_iter().map(Todo::from).collect();
+            match self.store.set_todos(&context.session_id, todos) {
                 Ok(()) => {}
                 Err(StoreError::InvalidTodos(message)) => {
                     return ToolOutput::Result(ToolExecutionResult::failure(
@@ -198,7 +219,7 @@ impl Tool for TodoListTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        schema_of::<TodoListInput>()
     }
 
     fn summarize(&self, _input: &serde_json::Value) -> String {
@@ -207,10 +228,13 @@ impl Tool for TodoListTool {
 
     fn execute<'a>(
         &'a self,
-        _input: serde_json::Value,
+        input: serde_json::Value,
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
+            if let Err(failure) = parse::<TodoListInput>(self.name(), input) {
+                return ToolOutput::Result(failure);
+            }
             match self.store.todos(&context.session_id) {
                 Ok(todos) => ToolOutput::Text(render_todos(&todos)),
                 Err(error) => ToolOutput::Result(store_failure(self.name(), &error)),
@@ -231,19 +255,30 @@ impl ReadArtifactTool {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ReadArtifactInput {
+    /// The id from the tool result, e.g. art_…
+    #[schemars(length(min = 1))]
     artifact_id: String,
+    /// First byte to read (default 0).
     #[serde(default)]
     offset: Option<u64>,
+    /// Bytes to return at most (default 16384).
     #[serde(default)]
+    #[schemars(range(min = 1, max = READ_ARTIFACT_MAX_BYTES))]
     max_bytes: Option<u64>,
+    /// First line (1-based).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     start_line: Option<u64>,
+    /// Last line, inclusive.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     end_line: Option<u64>,
+    /// Return only lines containing this text.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     query: Option<String>,
 }
 
@@ -271,19 +306,7 @@ impl Tool for ReadArtifactTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        serde_json::json!({
-            "type": "object",
-            "properties": {
-                "artifactId": {"type": "string", "minLength": 1, "description": "The id from the tool result, e.g. art_…"},
-                "offset": {"type": "integer", "minimum": 0, "description": "First byte to read (default 0)."},
-                "maxBytes": {"type": "integer", "minimum": 1, "maximum": READ_ARTIFACT_MAX_BYTES, "description": "Bytes to return at most (default 16384)."},
-                "startLine": {"type": "integer", "minimum": 1, "description": "First line (1-based)."},
-                "endLine": {"type": "integer", "minimum": 1, "description": "Last line, inclusive."},
-                "query": {"type": "string", "minLength": 1, "description": "Return only lines containing this text."}
-            },
-            "required": ["artifactId"],
-            "additionalProperties": false
-        })
+        schema_of::<ReadArtifactInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -418,4 +441,75 @@ fn read_artifact_part(input: &ReadArtifactInput, content: &[u8]) -> ToolExecutio
         ),
     };
     ToolExecutionResult::success(format!("{header}\n{body}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::search::SearchInput;
+
+    /// The schema a model is shown and the parser that reads its call come from one type, so
+    /// they agree on every input: (what the schema validator says, what the parser says).
+    fn check<T: JsonSchema + DeserializeOwned>(input: Value, valid: bool) {
+        let schema = schema_of::<T>();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let by_schema = validator.is_valid(&input);
+        let by_parser = parse::<T>("tool", input.clone()).is_ok();
+        assert_eq!((by_schema, by_parser), (valid, valid), "{input}");
+    }
+
+    #[test]
+    fn schemas_and_parsers_agree() {
+        let todo = json!({"id": "1", "content": "write tests", "status": "pending"});
+        let table = [
+            (json!({"todos": []}), true),
+            (json!({"todos": [todo]}), true),
+            (json!({}), false),
+            (json!({"todos": [todo], "extra": 1}), false),
+            (
+                json!({"todos": [{"id": "1", "content": "x", "status": "done"}]}),
+                false,
+            ),
+            (
+                json!({"todos": [{"id": "1", "content": "x", "status": "pending", "due": 1}]}),
+                false,
+            ),
+        ];
+        for (input, valid) in table {
+            check::<TodoWriteInput>(input, valid);
+        }
+        for (input, valid) in [(json!({}), true), (json!({"all": true}), false)] {
+            check::<TodoListInput>(input, valid);
+        }
+        let table = [
+            (json!({"artifactId": "art_1"}), true),
+            (
+                json!({"artifactId": "art_1", "offset": 0, "maxBytes": 10, "query": "x"}),
+                true,
+            ),
+            (
+                json!({"artifactId": "art_1", "startLine": 1, "endLine": 2}),
+                true,
+            ),
+            (json!({}), false),
+            (json!({"artifactId": 7}), false),
+            (json!({"artifactId": "art_1", "path": "/etc/passwd"}), false),
+            (json!({"artifactId": "art_1", "offset": -1}), false),
+        ];
+        for (input, valid) in table {
+            check::<ReadArtifactInput>(input, valid);
+        }
+        let table = [
+            (json!({"query": "github issues"}), true),
+            (json!({"query": "x", "limit": 3}), true),
+            (json!({}), false),
+            (json!({"query": "x", "limit": "3"}), false),
+            (json!({"query": "x", "max": 3}), false),
+        ];
+        for (input, valid) in table {
+            check::<SearchInput>(input, valid);
+        }
+    }
 }
