@@ -117,6 +117,9 @@ pub struct CommandOutcome {
     pub process_group: i32,
     /// Wall time.
     pub duration: Duration,
+    /// Code paths of the workspace repository the command created and clawsmith took back
+    /// (`.git/commondir`, a planted hook in a new repository, `.git/config: core.fsmonitor`, …).
+    pub git_restored: Vec<String>,
 }
 
 /// Why a command did not run (or broke while running).
@@ -206,6 +209,8 @@ pub(crate) struct Spawned {
     /// The host temp dir of a command in the host's view; removed when dropped. A command in
     /// the built view has a private tmpfs `/tmp` that dies with its mount namespace.
     pub(crate) temp_dir: Option<tempfile::TempDir>,
+    /// The workspace repository's code paths before the command (see `git_guard`).
+    pub(crate) git: Option<crate::git_guard::GitSnapshot>,
 }
 
 /// The processes of one command, as clawsmith can reach them.
@@ -334,6 +339,7 @@ pub(crate) fn spawn_checked(
         return Err(RunError::WorkspaceReplaced(config.workspace_root.clone()));
     }
     let cwd = resolve_cwd(&workspace, cwd)?;
+    let git = (config.policy != SandboxPolicy::Off).then(|| crate::git_guard::snapshot(&workspace));
     let request = SpawnRequest {
         config,
         command,
@@ -347,7 +353,7 @@ pub(crate) fn spawn_checked(
             .spawn(World::HostView)
             .map_err(SpawnFailure::into_run_error);
     }
-    match request.spawn(World::Built) {
+    let spawned = match request.spawn(World::Built) {
         Ok(spawned) => Ok(spawned),
         Err(SpawnFailure::Setup(reason)) if config.policy == SandboxPolicy::BestEffort => {
             let mut spawned = request
@@ -360,7 +366,8 @@ pub(crate) fn spawn_checked(
             Ok(spawned)
         }
         Err(failure) => Err(failure.into_run_error()),
-    }
+    };
+    spawned.map(|spawned| Spawned { git, ..spawned })
 }
 
 /// Why one attempt to spawn failed.
@@ -482,6 +489,7 @@ impl SpawnRequest<'_> {
             tree: ProcessTree { pid, relay },
             report: plan.report,
             temp_dir,
+            git: None,
         })
     }
 }
@@ -634,6 +642,7 @@ pub async fn run_command(
         tree,
         report,
         temp_dir,
+        git,
     } = spawned;
     let mut guard = GroupGuard(Some(tree));
     let mut reader =
@@ -692,6 +701,8 @@ pub async fn run_command(
     wait_tree_gone(tree).await;
     drop(guard);
     drop(temp_dir);
+    // The whole tree is gone: nothing races the check of the repository's code paths.
+    let git_restored = git.map(|git| git.restore()).unwrap_or_default();
     let status = status.ok_or_else(|| RunError::Io(io::Error::other("no exit status")))?;
     let exit = match (status.code(), status.signal()) {
         (Some(code), _) => ExitKind::Code(code),
@@ -709,5 +720,6 @@ pub async fn run_command(
         sandbox: report,
         process_group: tree.process_group(),
         duration: started.elapsed(),
+        git_restored,
     })
 }

@@ -72,6 +72,7 @@ mod child;
 mod config;
 mod env;
 mod exec;
+mod git_guard;
 mod output;
 mod platform;
 mod service;

@@ -658,6 +658,7 @@ async fn watch(
         mut child,
         tree,
         temp_dir,
+        git,
         ..
     } = spawned;
     let mut guard = GroupGuard(Some(tree));
@@ -716,6 +717,22 @@ async fn watch(
     wait_tree_gone(tree).await;
     drop(guard);
     drop(temp_dir);
+    // What a background command created at the repository's code paths is taken back too.
+    if let Some(git) = git {
+        let restored = git.restore();
+        if !restored.is_empty() {
+            append_bounded(
+                &entry,
+                &mut log,
+                format!(
+                    "\n[sandbox: commands cannot make git run code; took back: {}]\n",
+                    restored.join(", ")
+                )
+                .as_bytes(),
+                config.max_log_bytes,
+            );
+        }
+    }
     *entry.input.lock().unwrap_or_else(PoisonError::into_inner) = None;
     let exit = match status {
         Some(Ok(status)) => match (status.code(), status.signal()) {

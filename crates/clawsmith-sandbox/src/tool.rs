@@ -123,6 +123,13 @@ fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResul
     if !outcome.sandbox.confined {
         content.push_str(&format!("\n[sandbox: {}]", outcome.sandbox.summary()));
     }
+    if !outcome.git_restored.is_empty() {
+        content.push_str(&format!(
+            "\n[sandbox: commands cannot make git run code; took back what the command created: \
+             {}]",
+            outcome.git_restored.join(", ")
+        ));
+    }
     let display = Display::new(DisplayKind::Command)
         .with_title(one_line(command))
         .with_body(outcome.output.clone())
@@ -130,6 +137,11 @@ fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResul
         .with_field("duration ms", outcome.duration.as_millis())
         .with_field("output bytes", outcome.total_output_bytes)
         .with_field("truncated", outcome.truncated);
+    let display = if outcome.git_restored.is_empty() {
+        display
+    } else {
+        display.with_field("git restored", outcome.git_restored.join(", "))
+    };
     let display = match outcome.stopped {
         Some(stopped) => display.with_field("stopped", stopped),
         None => display,

@@ -2,6 +2,7 @@
 //! sandbox, the `run_command` tool and the background command service.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::new_without_default)]
 
+mod attack;
 mod classify_corpus;
 mod run;
 mod service;
@@ -21,7 +22,14 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        let dir = tempfile::tempdir().unwrap();
+        // Not under /tmp: the built view replaces /tmp with a private tmpfs, so an "outside"
+        // there would be out of sight and the write checks would prove nothing.
+        let base = std::path::Path::new("/var/tmp");
+        let dir = if base.is_dir() {
+            tempfile::tempdir_in(base).unwrap()
+        } else {
+            tempfile::tempdir().unwrap()
+        };
         let workspace = dir.path().join("ws");
         let outside = dir.path().join("outside");
         std::fs::create_dir_all(&workspace).unwrap();

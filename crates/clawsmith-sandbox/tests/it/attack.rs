@@ -1,0 +1,567 @@
+//! The attack table of the command sandbox: one row per confirmed break (and its variants),
+//! each asserting that the outside stays unchanged — bytes and metadata —, that no process of
+//! the call survives, and that nothing outside is read. Every attack is a harmless stand-in aimed
+//! at the test's own throwaway directory. The table runs as the user the tests run as (root
+//! here, as in most CI) and again, re-executed through `setpriv`, as the unprivileged uid 65534.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawsmith_protocol::CancellationSignal;
+use clawsmith_sandbox::{CommandOutcome, CommandRequest, RunError, SandboxConfig, run_command};
+
+use crate::{Fixture, landlock_or_skip};
+
+/// What must hold after an attack.
+struct Outside {
+    /// `(path, bytes, mode, uid, gid, mtime)` of every file of the outside dir.
+    files: Vec<(PathBuf, Vec<u8>, u32, u32, u32, i64)>,
+}
+
+impl Outside {
+    fn take(dir: &Path) -> Outside {
+        let mut files = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(next) = stack.pop() {
+            let meta = std::fs::symlink_metadata(&next).unwrap();
+            let bytes = if meta.is_file() {
+                std::fs::read(&next).unwrap()
+            } else {
+                Vec::new()
+            };
+            files.push((
+                next.clone(),
+                bytes,
+                meta.mode(),
+                meta.uid(),
+                meta.gid(),
+                meta.mtime(),
+            ));
+            if meta.is_dir() {
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(&next)
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .collect();
+                entries.sort();
+                stack.extend(entries);
+            }
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Outside { files }
+    }
+}
+
+/// Live processes whose command line contains `marker`.
+fn survivors(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if text.contains(marker) && !zombie && !text.contains("attack_table") {
+            found.push(format!("{}: {text}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+async fn run(
+    config: &SandboxConfig,
+    command: &str,
+    timeout: Option<Duration>,
+) -> Result<CommandOutcome, RunError> {
+    let mut request = CommandRequest::new(command);
+    request.timeout = timeout;
+    run_command(config, &request, &CancellationSignal::new()).await
+}
+
+/// One attack: a script run in the workspace; after it, the outside must be unchanged and no
+/// process whose command line holds the row's marker may be alive.
+struct Row {
+    name: &'static str,
+    script: String,
+    /// A check of what the command printed (e.g. that a read failed).
+    output_must_not_contain: &'static [&'static str],
+}
+
+/// The table. `outside` is a throwaway directory beside the workspace, `secret` a file in it.
+fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row> {
+    let outside = fixture.outside.display().to_string();
+    let shm_name = format!("clawsmith-attack-{}", std::process::id());
+    let python = if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    vec![
+        Row {
+            name: "1 /dev/shm is private",
+            script: format!("echo planted > /dev/shm/{shm_name}; ls /dev/shm"),
+            output_must_not_contain: &[],
+        },
+        Row {
+            name: "2 no other terminal: only a new devpts instance",
+            script: "ls /dev/pts; for t in /dev/pts/[0-9]*; do echo x > \"$t\"; done; \
+                     ls /dev | tr '\\n' ' '"
+                .to_owned(),
+            output_must_not_contain: &["vda", "sda", "loop", "kmsg", "mem "],
+        },
+        Row {
+            name: "2b TIOCSTI refused even on its own terminal",
+            script: format!(
+                "{python} -c 'import os,fcntl,termios,pty\nm,s=pty.openpty()\ntry:\n  \
+                 fcntl.ioctl(s, termios.TIOCSTI, b\"x\"); print(\"INJECTED\")\nexcept OSError \
+                 as e: print(\"refused\", e.errno)'"
+            ),
+            output_must_not_contain: &["INJECTED"],
+        },
+        Row {
+            name: "3 no device nodes",
+            script: "mknod blk b 7 0; mknod chr c 1 3; mkfifo fifo-is-fine; ls -l".to_owned(),
+            output_must_not_contain: &["brw", "crw"],
+        },
+        Row {
+            name: "4 no metadata changes outside",
+            script: format!(
+                "chmod 000 {outside}/secret; chmod u+s {outside}/secret; chown 65534 \
+                 {outside}/secret; touch -d 2001-01-01 {outside}/secret; chattr +a \
+                 {outside}/secret; setfattr -n user.x -v 1 {outside}/secret; ln \
+                 {outside}/secret hardlink; rm -f {outside}/secret; mv {outside}/secret x"
+            ),
+            output_must_not_contain: &[],
+        },
+        Row {
+            name: "5 no host environment or other processes",
+            script: format!(
+                "cat /proc/$PPID/environ; cat /proc/1/environ | tr '\\0' '\\n' | grep -c \
+                 CLAWSMITH_ATTACK_SECRET; cat /proc/{host_pid}/environ; ls /proc | grep -E \
+                 '^[0-9]+$' | wc -l"
+            ),
+            output_must_not_contain: &["attack-secret-value"],
+        },
+        Row {
+            name: "6 nothing outside is read: home secrets, the state dir",
+            script: format!(
+                "cat {home}/.aws/credentials {home}/.ssh/id_ed25519 {home}/.netrc; ls -a \
+                 {home}/.ssh; cat {state}/clawsmith.db",
+                home = home.display(),
+                state = state.display()
+            ),
+            output_must_not_contain: &[
+                "AKIA-ATTACK",
+                "PRIVATE-KEY-ATTACK",
+                "netrc-attack",
+                "db-attack",
+            ],
+        },
+        Row {
+            name: "7 setsid and double forks die with the call",
+            script: "setsid sleep 1001.5 & (sleep 1002.5 &) & nohup sleep 1003.5 >/dev/null 2>&1 \
+                     & disown; echo started"
+                .to_owned(),
+            output_must_not_contain: &[],
+        },
+        Row {
+            name: "8 host unix sockets are out of reach",
+            script: format!(
+                "{python} -c 'import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  \
+                 s.connect(\"{outside}/agent.sock\"); s.send(b\"LEAK\"); print(\"CONNECTED\")\n\
+                 except OSError as e: print(\"refused\", e.errno)'"
+            ),
+            output_must_not_contain: &["CONNECTED"],
+        },
+        Row {
+            name: "9 .git cannot be moved, replaced or given code",
+            script: format!(
+                "mv .git .git-old; mv .git/hooks .git/hooks-old; rm -rf .git/hooks; echo 'exit 1' > .git/hooks/pre-commit; \
+                     printf '[core]\\n\\tfsmonitor = touch {outside}/pwned\\n' >> .git/config; \
+                     echo ../elsewhere > .git/commondir; mkdir -p .git/worktrees/w; \
+                     echo '[core]' > .git/config.worktree; \
+                     printf '#!/bin/sh\\ntouch {outside}/pwned\\n' > .git/hooks/post-commit; ls .git"
+            ),
+            output_must_not_contain: &[],
+        },
+    ]
+}
+
+/// Runs the table in `fixture` and asserts each row; returns how many rows ran.
+async fn run_table() -> usize {
+    let fixture = Fixture::new();
+    // Inside the workspace, where the view shows them unless they are hidden: the state dir
+    // may live there, and it tests the same covering as a home anywhere on the host.
+    let home = fixture.workspace.join("home");
+    let state = fixture.workspace.join("state");
+    for dir in [home.join(".aws"), home.join(".ssh"), state.clone()] {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+    std::fs::write(home.join(".aws/credentials"), "AKIA-ATTACK").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-ATTACK").unwrap();
+    std::fs::write(home.join(".netrc"), "netrc-attack").unwrap();
+    std::fs::write(state.join("clawsmith.db"), "db-attack").unwrap();
+    std::fs::write(fixture.outside.join("secret"), "outside bytes").unwrap();
+    let socket_path = fixture.outside.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&fixture.workspace)
+        .status();
+    assert!(git.is_ok_and(|s| s.success()), "git init");
+
+    let mut config = fixture.config();
+    config.home = Some(home.clone());
+    config.hidden_paths = vec![state.clone()];
+    let rows = table(&fixture, &home, &state, std::process::id());
+    let before = Outside::take(&fixture.outside);
+    let git_before = Outside::take(&fixture.workspace.join(".git"));
+    let mut ran = 0;
+    for row in &rows {
+        let outcome = run(&config, &row.script, Some(Duration::from_secs(30)))
+            .await
+            .unwrap_or_else(|error| panic!("{}: {error}", row.name));
+        assert!(
+            outcome.sandbox.confined,
+            "{}: {:?}",
+            row.name, outcome.sandbox
+        );
+        for needle in row.output_must_not_contain {
+            assert!(
+                !outcome.output.contains(needle),
+                "{}: {needle:?} in {}",
+                row.name,
+                outcome.output
+            );
+        }
+        assert_eq!(
+            Outside::take(&fixture.outside).files,
+            before.files,
+            "{}: the outside changed\n{}",
+            row.name,
+            outcome.output
+        );
+        for marker in ["sleep 1001.5", "sleep 1002.5", "sleep 1003.5"] {
+            let survivors = survivors(marker);
+            assert!(survivors.is_empty(), "{}: {survivors:?}", row.name);
+        }
+        ran += 1;
+    }
+    // Row 1: nothing on the host's /dev/shm.
+    let shm = format!("/dev/shm/clawsmith-attack-{}", std::process::id());
+    assert!(!Path::new(&shm).exists(), "{shm} was created on the host");
+    // Row 3: no device node in the workspace.
+    for name in ["blk", "chr"] {
+        assert!(!fixture.workspace.join(name).exists(), "{name} was created");
+    }
+    // Row 8: nothing reached the listener.
+    let mut accepted = listener.accept();
+    if let Ok((stream, _)) = &mut accepted {
+        let mut buffer = Vec::new();
+        let _ = stream.read_to_end(&mut buffer);
+        panic!(
+            "the host socket was reached: {:?}",
+            String::from_utf8_lossy(&buffer)
+        );
+    }
+    // Row 9: the repository's code paths are as they were, and a real git outside runs no
+    // planted code.
+    let git_dir = fixture.workspace.join(".git");
+    assert!(git_dir.join("HEAD").exists(), ".git was moved");
+    for created in [
+        "commondir",
+        "worktrees",
+        "config.worktree",
+        "hooks/pre-commit",
+    ] {
+        assert!(
+            !git_dir.join(created).exists(),
+            ".git/{created} was left behind"
+        );
+    }
+    let after: Vec<_> = Outside::take(&git_dir)
+        .files
+        .into_iter()
+        .filter(|f| {
+            let name =
+                f.0.strip_prefix(&git_dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+            name.starts_with("hooks") || name == "config"
+        })
+        .collect();
+    let before_code: Vec<_> = git_before
+        .files
+        .into_iter()
+        .filter(|f| {
+            let name =
+                f.0.strip_prefix(&git_dir)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+            name.starts_with("hooks") || name == "config"
+        })
+        .collect();
+    assert_eq!(after, before_code, "hooks or config changed");
+    let status = std::process::Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(&fixture.workspace)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let commit = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "after the attack",
+        ])
+        .current_dir(&fixture.workspace)
+        .output()
+        .unwrap();
+    assert!(commit.status.success(), "{commit:?}");
+    assert!(
+        !fixture.outside.join("pwned").exists(),
+        "planted code ran at the user's next git command"
+    );
+    ran
+}
+
+#[tokio::test]
+async fn attack_table() {
+    if !landlock_or_skip("attack_table") {
+        return;
+    }
+    let ran = run_table().await;
+    assert_eq!(ran, 10);
+    // And again as an unprivileged user, when we are root and setpriv is there.
+    if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
+        return;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("attack_table ran as uid {} only", nix::unistd::geteuid());
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIP attack_table (unprivileged): setpriv is not installed");
+        return;
+    }
+    let rerun = std::process::Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "attack::attack_table",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env("CLAWSMITH_ATTACK_UNPRIVILEGED", "1")
+        .env("CLAWSMITH_ATTACK_SECRET", "attack-secret-value")
+        .env("HOME", "/nonexistent")
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    assert!(
+        rerun.status.success(),
+        "the unprivileged run failed:\n{}{}",
+        String::from_utf8_lossy(&rerun.stdout),
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&rerun.stdout).contains("1 passed"),
+        "{}",
+        String::from_utf8_lossy(&rerun.stdout)
+    );
+}
+
+#[tokio::test]
+async fn a_swapped_workspace_root_is_refused() {
+    if !landlock_or_skip("a_swapped_workspace_root_is_refused") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    let meta = std::fs::metadata(&fixture.workspace).unwrap();
+    config.workspace_identity = Some((meta.dev(), meta.ino()));
+    assert!(run(&config, "true", None).await.is_ok());
+    // Between calls the root is replaced by a symlink to a directory outside.
+    let old = fixture.dir.path().join("ws-old");
+    std::fs::rename(&fixture.workspace, &old).unwrap();
+    std::os::unix::fs::symlink(&fixture.outside, &fixture.workspace).unwrap();
+    let error = run(&config, "touch escaped", None).await.unwrap_err();
+    assert!(matches!(error, RunError::WorkspaceReplaced(_)), "{error}");
+    assert!(error.to_string().contains("was replaced"), "{error}");
+    assert!(!fixture.outside.join("escaped").exists());
+    assert!(!old.join("escaped").exists());
+}
+
+#[tokio::test]
+async fn inherited_descriptors_do_not_reach_the_command() {
+    if !landlock_or_skip("inherited_descriptors_do_not_reach_the_command") {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    let fixture = Fixture::new();
+    let target = fixture.outside.join("through-fd");
+    std::fs::write(&target, "before").unwrap();
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&target)
+        .unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (mut accepted, _) = listener.accept().unwrap();
+    let inheritable = || nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty());
+    nix::fcntl::fcntl(&file, inheritable()).unwrap();
+    nix::fcntl::fcntl(&stream, inheritable()).unwrap();
+    let script = format!(
+        "ls /proc/self/fd | tr '\\n' ' '; echo LEAK >&{file} ; echo LEAK >&{socket}; \
+         echo LEAK >> /proc/self/fd/{file}",
+        file = file.as_raw_fd(),
+        socket = stream.as_raw_fd()
+    );
+    let outcome = run(&fixture.config(), &script, None).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "before",
+        "{}",
+        outcome.output
+    );
+    accepted.set_nonblocking(true).unwrap();
+    let mut buffer = [0u8; 16];
+    let read = accepted.read(&mut buffer);
+    assert!(
+        matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the inherited socket carried {read:?}: {}",
+        outcome.output
+    );
+}
+
+#[tokio::test]
+async fn process_count_binds_even_root() {
+    if !landlock_or_skip("process_count_binds_even_root") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.limits.processes = Some(50);
+    let script = "/usr/bin/python3 -c 'import os,time\nn=0\ntry:\n  while n < 2000:\n    \
+                  pid=os.fork()\n    if pid == 0:\n      time.sleep(30.25); os._exit(0)\n    \
+                  n+=1\n  print(\"unbounded\", n)\nexcept OSError as e:\n  print(\"limit\", n)'";
+    let outcome = run(&config, script, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let forked: u32 = outcome
+        .output
+        .trim()
+        .strip_prefix("limit ")
+        .unwrap_or_else(|| panic!("no limit hit: {}", outcome.output))
+        .parse()
+        .unwrap();
+    assert!(forked < 400, "{forked} processes");
+    assert!(survivors("time.sleep(30.25)").is_empty() && survivors("30.25").is_empty());
+}
+
+#[tokio::test]
+async fn a_timed_out_command_leaves_no_process() {
+    if !landlock_or_skip("a_timed_out_command_leaves_no_process") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let outcome = run(
+        &fixture.config(),
+        "setsid sleep 1004.5 & (sleep 1007.5 &) ; sleep 60",
+        Some(Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    assert!(outcome.stopped.is_some(), "{outcome:?}");
+    for marker in ["sleep 1004.5", "sleep 1007.5", "sleep 60"] {
+        assert!(
+            survivors(marker).is_empty(),
+            "{marker}: {:?}",
+            survivors(marker)
+        );
+    }
+}
+
+/// The child mode of `a_killed_clawsmith_leaves_no_process`: runs a command that starts
+/// detached processes and waits forever, until the parent test kills this process.
+async fn child_mode_runs_forever(marker: &str) {
+    let fixture = Fixture::new();
+    let script = format!("setsid sleep {marker} & (sleep {marker} &) ; sleep {marker}");
+    let _ = run(&fixture.config(), &script, Some(Duration::from_secs(120))).await;
+}
+
+#[tokio::test]
+async fn a_killed_clawsmith_leaves_no_process() {
+    if let Some(marker) = std::env::var_os("CLAWSMITH_ATTACK_CHILD") {
+        child_mode_runs_forever(&marker.to_string_lossy()).await;
+        return;
+    }
+    if !landlock_or_skip("a_killed_clawsmith_leaves_no_process") {
+        return;
+    }
+    for (index, signal) in ["KILL", "TERM", "HUP", "INT"].iter().enumerate() {
+        let marker = format!("1010.{index}{}", std::process::id() % 1000);
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "attack::a_killed_clawsmith_leaves_no_process",
+                "--test-threads=1",
+            ])
+            .env("CLAWSMITH_ATTACK_CHILD", &marker)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Harness deadlines, not timing assertions: wait for the command to be running.
+        let mut started = false;
+        for _ in 0..500 {
+            if survivors(&format!("sleep {marker}")).len() >= 3 {
+                started = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(started, "{signal}: the command never started");
+        let signal_number = nix::sys::signal::Signal::try_from(match *signal {
+            "KILL" => libc::SIGKILL,
+            "TERM" => libc::SIGTERM,
+            "HUP" => libc::SIGHUP,
+            _ => libc::SIGINT,
+        })
+        .unwrap();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal_number)
+            .unwrap();
+        let _ = child.wait();
+        let mut left = survivors(&format!("sleep {marker}"));
+        for _ in 0..250 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            left = survivors(&format!("sleep {marker}"));
+        }
+        assert!(left.is_empty(), "SIG{signal} to clawsmith left {left:?}");
+    }
+}
