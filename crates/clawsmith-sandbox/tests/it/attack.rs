@@ -565,3 +565,55 @@ async fn a_killed_clawsmith_leaves_no_process() {
         assert!(left.is_empty(), "SIG{signal} to clawsmith left {left:?}");
     }
 }
+
+#[tokio::test]
+async fn everyday_commands_still_work_inside() {
+    if !landlock_or_skip("everyday_commands_still_work_inside") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let ws = &fixture.workspace;
+    std::fs::write(ws.join("Makefile"), "all:\n\techo made > made.txt\n").unwrap();
+    std::fs::write(
+        ws.join("test_unit.py"),
+        "import unittest\nclass T(unittest.TestCase):\n    def test_ok(self):\n        \
+         self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    let config = fixture.config();
+    let rows = [
+        (
+            "git init -q && git add Makefile && git -c user.name=t -c user.email=t@e.invalid \
+             commit -qm one && git log --oneline | wc -l",
+            "1\n",
+        ),
+        ("make -s && cat made.txt", "made\n"),
+        ("/usr/bin/python3 -m unittest -q 2>&1 | tail -1", "OK\n"),
+        ("printf 'b\\na\\n' | sort | head -1", "a\n"),
+        (
+            "set -m; sleep 0.1 & wait; echo jobs-ok",
+            "[1]+  Done                    sleep 0.1\njobs-ok\n",
+        ),
+        (
+            "/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); \
+             s.listen(); c=socket.create_connection(s.getsockname()); print(\"loopback-ok\")'",
+            "loopback-ok\n",
+        ),
+        (
+            "echo t > /tmp/t && cat /tmp/t && echo s > /dev/shm/s && cat /dev/shm/s",
+            "t\ns\n",
+        ),
+        ("echo x > /dev/null && head -c 3 /dev/zero | wc -c", "3\n"),
+    ];
+    for (command, expected) in rows {
+        let outcome = run(&config, command, Some(Duration::from_secs(60)))
+            .await
+            .unwrap();
+        assert_eq!(outcome.output, expected, "{command}");
+        assert_eq!(
+            outcome.exit,
+            clawsmith_sandbox::ExitKind::Code(0),
+            "{command}"
+        );
+    }
+}
