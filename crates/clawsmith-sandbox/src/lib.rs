@@ -26,34 +26,53 @@
 //! ## Decisions
 //! - **The check refuses, the sandbox contains.** The disaster check is a tripwire for the
 //!   obvious, not a security boundary: text can always be obfuscated past a parser
-//!   (`$(printf 'r%s' m) -rf /`). What holds is the kernel: Landlock for writes and TCP,
-//!   seccomp for other sockets, rlimits, a process group. The check errs towards *data* for
+//!   (`$(printf 'r%s' m) -rf /`). What holds is the kernel. The check errs towards *data* for
 //!   quoted text (`echo "rm -rf /"` passes) and towards *blocking* for text it cannot parse.
-//! - **One session per command, killed whole.** The child calls `setsid`; a timeout, a
-//!   cancellation or the end of the shell signals its process group and every group job
-//!   control made inside the session (TERM, then KILL after `kill_grace`), and the runner waits
-//!   until no live member is left. Background jobs of a
-//!   finished `run_command` die with it; long-running work belongs to `start_command`.
+//! - **A world built, not filtered** (the `platform` module, the way bubblewrap builds one):
+//!   new user, mount, PID, IPC, UTS, cgroup and (without network) network namespaces; the host
+//!   bound read-only, `nosuid`, `nodev`; the workspace bound read-write from the path *checked
+//!   against the identity of the root the session opened* (a root swapped for a symlink is
+//!   refused); a private tmpfs `/tmp` and `/dev/shm`, a minimal `/dev` with a new devpts instance
+//!   (or only its own PTY), a fresh `/proc`; `$HOME` secrets, the state dir, configured hidden
+//!   paths and every pathname unix socket the host has bound covered. Then all capabilities
+//!   dropped, `no_new_privs`, Landlock (writes only beneath the writable roots and the private
+//!   `/tmp` and `/dev`; no device ioctls elsewhere), seccomp (no `TIOCSTI`, device `mknod`,
+//!   keyring, mount API, new namespaces, `io_uring`; `clone3` answers `ENOSYS` so libc falls back
+//!   to the `clone` the filter can read), descriptors above 2 closed on exec, `pid_max` of the
+//!   PID namespace as a process limit that binds root, `RLIMIT_AS` capped by the machine's
+//!   memory, a size-limited `/tmp`.
+//! - **The workspace's `.git` cannot be turned against the user**: it is bound onto itself (a
+//!   mount point cannot be renamed, removed or replaced), its existing code paths (`hooks`,
+//!   `config`, `commondir`, `worktrees`, `modules`, …) are read-only, and after the command
+//!   (`git_guard`) whatever it created at a code path that did not exist — or the hooks and
+//!   dangerous config keys of a repository it made — is taken back and reported. `git add`,
+//!   `commit` and `checkout` keep working.
+//! - **The tree dies with the call, and with clawsmith.** Each confined command is a relay
+//!   (the process clawsmith spawned), an init (pid 1 of the PID namespace) and the shell (see
+//!   the `child` module). The init exits when the shell does and the kernel kills the rest of
+//!   the namespace — `setsid`, double forks and `nohup` included — before the relay can see it
+//!   go; a timeout or cancellation sends TERM to the group, then (after `kill_grace`) the hard
+//!   stop. A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
+//!   dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
+//!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps
 //!   the first and last halves of the cap with an explicit marker between, reads and discards
-//!   the rest, and kills the group past `output_kill_after_bytes`.
-//! - **Landlock cannot take rights away beneath a writable directory**, so protected paths
-//!   inside the workspace (`.git/hooks`, `.git/config`, the configured ones) are bound
-//!   read-only in a private mount namespace (plus a user namespace when not root); after
-//!   `landlock_restrict_self` the command cannot change mounts. Where no namespace can be made,
-//!   `Required` refuses and `BestEffort` runs and says "not enforced".
-//! - **Policies**: `Required` refuses with `sandbox_unavailable` and the reason; `BestEffort` runs
-//!   and says "unconfined" in the content and the display; `Off` skips the platform sandbox
+//!   the rest, and kills the tree past `output_kill_after_bytes`.
+//! - **Policies**: `Required` refuses with `sandbox_unavailable` and what is missing (Landlock,
+//!   seccomp, or user namespaces with the switches that enable them); `BestEffort` runs in the
+//!   host's view with Landlock and seccomp when namespaces are missing, or unconfined when those
+//!   are missing too, and says exactly which layers held; `Off` skips the platform sandbox
 //!   (limits, environment and process group still apply). What was enforced is always in the
-//!   display fields (`sandbox`, `filesystem`, `network`, `protected paths`, `no_new_privs`).
-//! - **`unsafe` lives in one module**, `child`: the `pre_exec` hook (only async-signal-safe
-//!   system calls over data prepared before `fork`: `setsid`, `TIOCSCTTY`, `setrlimit`,
-//!   `unshare`/`mount`, `no_new_privs`, `landlock_restrict_self`, seccomp), the kernel probes,
-//!   `TIOCSWINSZ`, and registering a PTY master with tokio. The Landlock ruleset and the BPF
-//!   program are built in the parent.
+//!   display fields (`sandbox`, `filesystem`, `network`, `protected paths`, `no_new_privs`). A
+//!   timeout is `status: error`, `code: timeout`.
+//! - **`unsafe` lives in one module**, `child`: the `pre_exec` code of the relay, the init and
+//!   the command (only async-signal-safe system calls over data prepared before `fork`), the
+//!   kernel probes, `TIOCSWINSZ`, and registering a PTY master with tokio. The Landlock ruleset,
+//!   the BPF programs and every path of the view are built in the parent.
 //! - **Minimal environment**: `PATH`, `HOME`, `USER`, `LANG`/`LC_*`, `TERM`, toolchain homes,
-//!   a private `TMPDIR` (removed afterwards) and the configured extras; names that look like
-//!   secrets (`*_TOKEN`, `*_KEY`, `*SECRET*`, `*PASSWORD*`, …) never pass, even when listed.
+//!   `TMPDIR=/tmp` (the private tmpfs; a host temp dir removed afterwards in the host's view) and
+//!   the configured extras; names that look like secrets (`*_TOKEN`, `*_KEY`, `*SECRET*`,
+//!   `*PASSWORD*`, …) never pass, even when listed.
 //! - **PTY via nix `openpty`**, not portable-pty; input and resize of a PTY command need the
 //!   random control token returned by `start_command` (compared in constant time).
 //!
@@ -61,11 +80,13 @@
 //! It does not decide permissions (the caller's `allow` decision arrives as the context's
 //! authorization, checked again here per S5), does not know sessions or checkpoints (a command's
 //! file changes are not recorded for undo), does not store artifacts (a command log is referred to
-//! as `command-log/<id>` and read through `command_output`), and does not confine reads: like
-//! its peers it keeps reads open so that toolchains work. Outside Linux it has no platform
-//! sandbox. A process that leaves its session with `setsid` escapes the kill (a cgroup would be
-//! needed; denying `setsid` would break `detached` spawns in Node and Python); rlimits are per
-//! process, not per command tree.
+//! as `command-log/<id>` and read through `command_output`). Reads of the host stay open (minus
+//! the hidden paths) so that toolchains work; writes to caches outside the workspace (`~/.cargo`,
+//! `~/.npm`) need an extra writable root. It does not inspect nested repositories (`sub/.git`) a
+//! command makes, nor protect a `.git` that is a symlink. A unix socket the host binds after the
+//! command started, or in another network namespace, is not covered. The memory of a command
+//! tree is bounded per process (`RLIMIT_AS`), not as a whole (no cgroup). Outside Linux it has
+//! no platform sandbox.
 pub mod classify;
 
 mod child;
