@@ -22,6 +22,7 @@
 //! made here and the same call made over MCP behave identically.
 
 mod history;
+mod policy;
 mod run;
 mod state;
 
@@ -79,6 +80,11 @@ enum Command {
     Mcp {
         #[command(flatten)]
         core: run::CoreOptions,
+    },
+    /// The policy of `clawsmith.toml`: `policy check` explains a decision without running it.
+    Policy {
+        #[command(subcommand)]
+        command: policy::PolicyCommand,
     },
     /// Run the disaster classifier on command text (never executes it).
     CheckCommand {
@@ -234,6 +240,7 @@ fn run(cli: Cli) -> Result<i32> {
         } => run::call(&state_dir()?, &core, &tool, &arguments, &out),
         Command::Mcp { core } => run::mcp(&state_dir()?, &core),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
+        Command::Policy { command } => policy::run(&state_dir()?, command, &out),
         Command::CheckCommand { text } => {
             out.json_line(&clawsmith_sandbox::classify::check_command(&text))?;
             Ok(0)

@@ -11,7 +11,7 @@ use clawsmith_core::{
 };
 use clawsmith_protocol::{Event, ToolCall};
 use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig};
-use clawsmith_security::{PermissionMode, PermissionPolicy};
+use clawsmith_security::PermissionMode;
 use serde_json::json;
 
 use crate::{Output, state};
@@ -38,8 +38,9 @@ pub struct CoreOptions {
     /// Let commands use the network.
     #[arg(long)]
     pub allow_network: bool,
-    /// External MCP servers to offer as deferred tools (TOML; default: `clawsmith.toml` in the
-    /// state directory when it exists).
+    /// The configuration: policy (mode, rules, hooks, sandbox limits, writable, protected and
+    /// hidden paths) and external MCP servers (TOML; default: `clawsmith.toml` in the state
+    /// directory when it exists).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
@@ -117,8 +118,9 @@ pub enum Lifetime {
     LongLived,
 }
 
-/// The MCP client configuration: `--config`, else `clawsmith.toml` in the state directory.
-fn mcp_config(state_dir: &Path, options: &CoreOptions) -> Result<Option<clawsmith_mcp::McpConfig>> {
+/// The configuration file (`--config`, else `clawsmith.toml` in the state directory when it
+/// exists). Its policy is read by `policy.rs`, its MCP servers by clawsmith-mcp.
+pub fn config_path(state_dir: &Path, options: &CoreOptions) -> Result<Option<PathBuf>> {
     let path = match &options.config {
         Some(path) => path.clone(),
         None => {
@@ -128,6 +130,14 @@ fn mcp_config(state_dir: &Path, options: &CoreOptions) -> Result<Option<clawsmit
             }
             default
         }
+    };
+    Ok(Some(path))
+}
+
+/// The MCP client configuration: `--config`, else `clawsmith.toml` in the state directory.
+fn mcp_config(state_dir: &Path, options: &CoreOptions) -> Result<Option<clawsmith_mcp::McpConfig>> {
+    let Some(path) = config_path(state_dir, options)? else {
+        return Ok(None);
     };
     let config = clawsmith_mcp::McpConfig::load(&path)
         .with_context(|| format!("reading the MCP server configuration {}", path.display()))?;
@@ -152,6 +162,9 @@ pub fn build_core(
     }
     state::ensure_outside(state_dir, &workspace)?;
     let store = state::open_store(state_dir)?;
+    // After the store: opening it checked the state directory (and refused a planted
+    // configuration). Invalid configuration stops the start before any tool exists.
+    let file_policy = crate::policy::load(state_dir, options)?;
     let mut sandbox = SandboxConfig::new(&workspace);
     sandbox.policy = options.sandbox.into();
     sandbox.network_allowed = options.allow_network;
@@ -163,7 +176,13 @@ pub fn build_core(
         Lifetime::LongLived => ModeArg::AcceptEdits,
     };
     let mut config = CoreConfig::new(&workspace, store);
-    config.policy = PermissionPolicy::new(options.mode.unwrap_or(default_mode).into());
+    config.policy = file_policy.permission_policy(
+        options.mode.map(Into::into),
+        default_mode.into(),
+        &workspace,
+    )?;
+    config.hooks = file_policy.core_hooks();
+    file_policy.apply_to_sandbox(&mut sandbox, &workspace);
     config.approver = if options.yes {
         Some(Arc::new(ApproveAll))
     } else {

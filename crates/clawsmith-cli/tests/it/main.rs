@@ -5,6 +5,7 @@ mod commands;
 mod concurrency;
 mod hostile_state;
 mod mcp;
+mod policy;
 mod undo;
 
 use std::io::Write;

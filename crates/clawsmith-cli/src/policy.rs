@@ -1,0 +1,447 @@
+//! The policy part of `clawsmith.toml`: mode, rules, hooks, sandbox limits, writable roots,
+//! protected and hidden paths; and `clawsmith policy check`, which explains a decision without
+//! running anything.
+//!
+//! The file is the one `--config` names, else `clawsmith.toml` in the state directory. Its
+//! `[[mcp_servers]]` belong to clawsmith-mcp's parser ([`clawsmith_mcp::McpConfig`]); every other
+//! top-level key is read here, and an unknown one is an error (a misspelled `[[rule]]` must not
+//! silently leave a command allowed). Every error names the file, the line and column (from
+//! toml's spans) and what is wrong, and the binary refuses to start.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use clawsmith_core::{CommandHook, Hook};
+use clawsmith_protocol::Verdict;
+use clawsmith_sandbox::SandboxConfig;
+use clawsmith_security::{
+    DecidedBy, PermissionMode, PermissionPolicy, ProtectedPaths, Rule, RuleEffect, RuleSet,
+};
+use serde::Deserialize;
+use serde_json::json;
+use toml::Spanned;
+
+use crate::Output;
+use crate::run::{self, CoreOptions, Lifetime};
+
+/// Longest timeout a hook may be given.
+const MAX_HOOK_TIMEOUT_MS: u64 = 600_000;
+
+/// `clawsmith policy …`.
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Explain which rule or mode decides a call, without running it (hooks are listed, not run).
+    Check {
+        #[command(flatten)]
+        core: CoreOptions,
+        /// The tool's name.
+        tool: String,
+        /// The arguments as a JSON string.
+        arguments: String,
+    },
+}
+
+/// The policy of `clawsmith.toml`, validated. The default (no file) is the built-in policy.
+#[derive(Debug, Default)]
+pub struct PolicyConfig {
+    /// Where it was read from.
+    pub path: Option<PathBuf>,
+    /// `mode`; `--mode` overrides it.
+    pub mode: Option<PermissionMode>,
+    /// `[[rules]]`.
+    pub rules: RuleSet,
+    /// `[[hooks]]`, in file order.
+    pub hooks: Vec<CommandHook>,
+    sandbox: SandboxSection,
+    writable_roots: Vec<PathBuf>,
+    protected_paths: Vec<String>,
+    /// `hidden_paths`: parsed and checked, not yet enforced (the file tools and the sandbox do
+    /// not hide anything yet); shown by `policy check`.
+    pub hidden_paths: Vec<String>,
+}
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    mode: Option<PermissionMode>,
+    #[serde(default)]
+    rules: Vec<RuleEntry>,
+    #[serde(default)]
+    hooks: Vec<HookEntry>,
+    #[serde(default)]
+    sandbox: SandboxSection,
+    #[serde(default)]
+    writable_roots: Vec<Spanned<PathBuf>>,
+    #[serde(default)]
+    protected_paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    hidden_paths: Vec<Spanned<String>>,
+    /// Read by clawsmith-mcp's parser; named here so any *other* unknown key is an error.
+    #[serde(default, rename = "mcp_servers")]
+    _mcp_servers: serde::de::IgnoredAny,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleEntry {
+    decision: RuleEffect,
+    rule: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HookEntry {
+    name: Spanned<String>,
+    command: Spanned<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    timeout_ms: Option<Spanned<u64>>,
+}
+
+/// `[sandbox]`: limits of `run_command` (absent keys keep the defaults).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SandboxSection {
+    timeout_seconds: Option<Spanned<u64>>,
+    max_timeout_seconds: Option<Spanned<u64>>,
+    output_cap_bytes: Option<Spanned<usize>>,
+    file_size_bytes: Option<u64>,
+    open_files: Option<u64>,
+    cpu_seconds: Option<u64>,
+    address_space_bytes: Option<u64>,
+    processes: Option<u64>,
+}
+
+/// Reads and validates the policy of the configuration file (the built-in policy when there is
+/// none).
+pub fn load(state_dir: &Path, options: &CoreOptions) -> Result<PolicyConfig> {
+    let Some(path) = run::config_path(state_dir, options)? else {
+        return Ok(PolicyConfig::default());
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading the configuration {}", path.display()))?;
+    parse(&text, &path)
+}
+
+/// Parses `text` (read from `path`, which errors name).
+pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
+    let at = |span: Option<Range<usize>>, message: &str| -> anyhow::Error {
+        let place = match span {
+            Some(span) => {
+                let (line, column) = line_column(text, span.start);
+                format!("{}:{line}:{column}", path.display())
+            }
+            None => path.display().to_string(),
+        };
+        anyhow::anyhow!("{place}: {message}")
+    };
+    let file: PolicyFile =
+        toml::from_str(text).map_err(|error| at(error.span(), error.message().trim()))?;
+    let mut rules = RuleSet::new();
+    for entry in &file.rules {
+        let rule = Rule::parse(entry.decision, entry.rule.get_ref())
+            .map_err(|error| at(Some(entry.rule.span()), &error.to_string()))?;
+        rules.push(rule);
+    }
+    let mut hooks = Vec::new();
+    for entry in &file.hooks {
+        for field in [&entry.name, &entry.command] {
+            if field.get_ref().trim().is_empty() {
+                return Err(at(Some(field.span()), "a hook needs a name and a command"));
+            }
+        }
+        let mut hook = CommandHook::new(
+            entry.name.get_ref().trim(),
+            entry.command.get_ref(),
+            entry.args.clone(),
+        );
+        if let Some(timeout) = &entry.timeout_ms {
+            if !(1..=MAX_HOOK_TIMEOUT_MS).contains(timeout.get_ref()) {
+                return Err(at(
+                    Some(timeout.span()),
+                    &format!("timeout_ms must be between 1 and {MAX_HOOK_TIMEOUT_MS}"),
+                ));
+            }
+            hook = hook.with_timeout(Duration::from_millis(*timeout.get_ref()));
+        }
+        hooks.push(hook);
+    }
+    check_sandbox(&file.sandbox).map_err(|(span, message)| at(Some(span), &message))?;
+    let mut writable_roots = Vec::new();
+    for root in &file.writable_roots {
+        let path = root.get_ref();
+        if !path.is_absolute() || path.parent().is_none() {
+            return Err(at(
+                Some(root.span()),
+                "writable_roots entries must be absolute paths other than /",
+            ));
+        }
+        writable_roots.push(path.clone());
+    }
+    let mut globs = Vec::new();
+    for (key, entries) in [
+        ("protected_paths", &file.protected_paths),
+        ("hidden_paths", &file.hidden_paths),
+    ] {
+        let mut checked = Vec::new();
+        for entry in entries {
+            ProtectedPaths::new()
+                .with(entry.get_ref())
+                .map_err(|error| at(Some(entry.span()), &format!("{key}: {error}")))?;
+            checked.push(entry.get_ref().clone());
+        }
+        globs.push(checked);
+    }
+    let hidden_paths = globs.pop().unwrap_or_default();
+    let protected_paths = globs.pop().unwrap_or_default();
+    Ok(PolicyConfig {
+        path: Some(path.to_path_buf()),
+        mode: file.mode,
+        rules,
+        hooks,
+        sandbox: file.sandbox,
+        writable_roots,
+        protected_paths,
+        hidden_paths,
+    })
+}
+
+fn check_sandbox(sandbox: &SandboxSection) -> Result<(), (Range<usize>, String)> {
+    let positive = [
+        ("timeout_seconds", sandbox.timeout_seconds.as_ref()),
+        ("max_timeout_seconds", sandbox.max_timeout_seconds.as_ref()),
+    ];
+    for (key, value) in positive {
+        if let Some(value) = value
+            && *value.get_ref() == 0
+        {
+            return Err((value.span(), format!("{key} must be at least 1")));
+        }
+    }
+    if let Some(cap) = &sandbox.output_cap_bytes
+        && *cap.get_ref() == 0
+    {
+        return Err((cap.span(), "output_cap_bytes must be at least 1".to_owned()));
+    }
+    if let (Some(timeout), Some(max)) = (&sandbox.timeout_seconds, &sandbox.max_timeout_seconds)
+        && timeout.get_ref() > max.get_ref()
+    {
+        return Err((
+            timeout.span(),
+            "timeout_seconds must not exceed max_timeout_seconds".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+impl PolicyConfig {
+    /// The permission policy: `mode` (from `--mode`, else the file, else `default_mode`), the
+    /// rules and the protected paths (made workspace-relative when absolute inside it).
+    pub fn permission_policy(
+        &self,
+        flag: Option<PermissionMode>,
+        default_mode: PermissionMode,
+        workspace: &Path,
+    ) -> Result<PermissionPolicy> {
+        let mut protected = ProtectedPaths::new();
+        for pattern in &self.protected_paths {
+            let relative = Path::new(pattern)
+                .strip_prefix(workspace)
+                .map(|relative| relative.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| pattern.clone());
+            protected = protected
+                .with(&relative)
+                .with_context(|| format!("protected path {pattern}"))?;
+        }
+        let mut policy = PermissionPolicy::new(flag.or(self.mode).unwrap_or(default_mode));
+        policy.rules = self.rules.clone();
+        policy.workspace_root = Some(workspace.to_path_buf());
+        policy.protected_paths = protected;
+        Ok(policy)
+    }
+
+    /// The hooks, for [`clawsmith_core::CoreConfig::hooks`].
+    pub fn core_hooks(&self) -> Vec<Arc<dyn Hook>> {
+        self.hooks
+            .iter()
+            .map(|hook| Arc::new(hook.clone()) as Arc<dyn Hook>)
+            .collect()
+    }
+
+    /// Applies `[sandbox]`, `writable_roots` and the literal `protected_paths` (a glob cannot be
+    /// a sandbox path; file tools still honour it) to `sandbox`.
+    pub fn apply_to_sandbox(&self, sandbox: &mut SandboxConfig, workspace: &Path) {
+        let limits = &self.sandbox;
+        if let Some(seconds) = &limits.timeout_seconds {
+            sandbox.default_timeout = Duration::from_secs(*seconds.get_ref());
+        }
+        if let Some(seconds) = &limits.max_timeout_seconds {
+            sandbox.max_timeout = Duration::from_secs(*seconds.get_ref());
+        }
+        if let Some(bytes) = &limits.output_cap_bytes {
+            sandbox.output_cap_bytes = *bytes.get_ref();
+        }
+        for (slot, value) in [
+            (&mut sandbox.limits.file_size_bytes, limits.file_size_bytes),
+            (&mut sandbox.limits.open_files, limits.open_files),
+            (&mut sandbox.limits.cpu_seconds, limits.cpu_seconds),
+            (
+                &mut sandbox.limits.address_space_bytes,
+                limits.address_space_bytes,
+            ),
+            (&mut sandbox.limits.processes, limits.processes),
+        ] {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+        sandbox
+            .extra_writable_roots
+            .extend(self.writable_roots.iter().cloned());
+        for pattern in &self.protected_paths {
+            if pattern.contains(['*', '?', '[', '{']) {
+                continue;
+            }
+            sandbox.protected_paths.push(workspace.join(pattern));
+        }
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |last| last.chars().count())
+        + 1;
+    (line, column)
+}
+
+/// `clawsmith policy …`.
+pub fn run(state_dir: &Path, command: PolicyCommand, out: &Output) -> Result<i32> {
+    match command {
+        PolicyCommand::Check {
+            core,
+            tool,
+            arguments,
+        } => check(state_dir, &core, &tool, &arguments, out),
+    }
+}
+
+/// Decides `tool` with `arguments` as `call` would, up to the permission step, and says why.
+fn check(
+    state_dir: &Path,
+    options: &CoreOptions,
+    tool: &str,
+    arguments: &str,
+    out: &Output,
+) -> Result<i32> {
+    let runtime = run::runtime()?;
+    let core = run::build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
+    let config = load(state_dir, options)?;
+    let Some(entry) = core.tools().get(tool) else {
+        bail!(
+            "unknown tool {tool}; `clawsmith tools --workspace {}` lists them",
+            options.workspace.display()
+        );
+    };
+    let input: serde_json::Value = if arguments.trim().is_empty() {
+        json!({})
+    } else {
+        serde_json::from_str(arguments).context("the arguments must be one JSON object")?
+    };
+    let policy = config.permission_policy(
+        options.mode.map(Into::into),
+        PermissionMode::Ask,
+        core.workspace_root(),
+    )?;
+    let facts = entry.facts();
+    let explanation = policy.explain(facts, &input);
+    let decision = &explanation.decision;
+    let decided_by = match (explanation.decided_by, &decision.rule) {
+        (DecidedBy::Rule, Some(rule)) => format!("rule `{rule}`"),
+        (DecidedBy::ProtectedPath, _) => "protected path".to_owned(),
+        _ => format!("{} mode", policy.mode.as_str()),
+    };
+    let verdict = match decision.verdict {
+        Verdict::Allow => "allow",
+        Verdict::Ask => "ask",
+        Verdict::Deny => "deny",
+    };
+    let hooks: Vec<&str> = config.hooks.iter().map(|hook| hook.name()).collect();
+    let disaster = input
+        .get("command")
+        .and_then(serde_json::Value::as_str)
+        .filter(|_| tool == "run_command")
+        .map(clawsmith_sandbox::classify::check_command);
+    let approver = options.yes;
+    if out.json {
+        out.json_line(&json!({
+            "tool": tool,
+            "risk": facts.effective_risk,
+            "capabilities": facts.capabilities.to_vec(),
+            "mode": policy.mode.as_str(),
+            "decision": decision,
+            "decidedBy": decided_by,
+            "approvedByYes": approver && decision.verdict == Verdict::Ask,
+            "hooks": hooks,
+            "disasterCheck": disaster,
+            "config": config.path,
+            "hiddenPaths": config.hidden_paths,
+        }))?;
+        return Ok(0);
+    }
+    let mut text = format!(
+        "{tool}: {}\n  decided by: {}\n  why: {}\n  tool: effective risk {}, capabilities {}\n",
+        verdict,
+        decided_by,
+        decision.reason,
+        facts.effective_risk,
+        facts
+            .capabilities
+            .iter()
+            .map(|capability| capability.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    if decision.verdict == Verdict::Ask {
+        let who = if approver {
+            "--yes approves it"
+        } else {
+            "without --yes (or an MCP client that answers) it is refused"
+        };
+        let _ = writeln!(text, "  ask: {who}");
+    }
+    if !hooks.is_empty() {
+        let _ = writeln!(
+            text,
+            "  hooks consulted first (not run here): {}",
+            hooks.join(", ")
+        );
+    }
+    if let Some(classified) = &disaster {
+        let outcome = if classified.rule.is_some() {
+            "blocked whatever the policy says (no approval runs it)"
+        } else {
+            "passes"
+        };
+        let _ = writeln!(text, "  disaster check: {outcome}: {}", classified.reason);
+    }
+    let source = config.path.as_ref().map_or_else(
+        || "none (built-in policy)".to_owned(),
+        |path| path.display().to_string(),
+    );
+    let _ = write!(text, "  configuration: {source}");
+    out.line(&text)?;
+    Ok(0)
+}

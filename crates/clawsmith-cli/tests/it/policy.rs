@@ -1,0 +1,435 @@
+//! The policy of `clawsmith.toml` through the real binary: rules, hooks, protected paths,
+//! refusal of invalid files at start, and `policy check`.
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::Fixture;
+use crate::mcp::Server;
+
+impl Fixture {
+    /// Writes `text` as `clawsmith.toml` beside the workspace (outside it) and returns its path.
+    fn config(&self, text: &str) -> PathBuf {
+        let path = self.dir.path().join("clawsmith.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `call` with `--config FILE` and `extra` flags.
+    fn call_with(&self, config: &str, extra: &[&str], tool: &str, arguments: Value) -> Value {
+        let path = self.config(config);
+        let mut flags = vec!["--config", path.to_str().unwrap()];
+        flags.extend_from_slice(extra);
+        self.call(&flags, tool, &arguments.to_string())
+    }
+}
+
+fn check(result: &Value, status: &str, code: Option<&str>) {
+    assert_eq!(result["status"], status, "{result}");
+    assert_eq!(result["code"].as_str(), code, "{result}");
+}
+
+/// Commands run with `--sandbox best-effort` so these tests are about the policy, not the kernel.
+const BEST_EFFORT: &[&str] = &["--sandbox", "best-effort"];
+
+#[test]
+fn an_allow_rule_runs_a_command_in_ask_mode_and_nothing_else() {
+    let f = Fixture::new();
+    let config = r#"
+mode = "ask"
+
+[[rules]]
+decision = "allow"
+rule = "run_command(echo hello*)"
+"#;
+    // (command, status, code): no `--yes`, so whatever the rule does not cover is refused.
+    let table = [
+        ("echo hello world", "success", None),
+        ("echo goodbye", "denied", Some("permission_denied")),
+        (
+            "echo hello; echo smuggled",
+            "denied",
+            Some("permission_denied"),
+        ),
+    ];
+    for (command, status, code) in table {
+        let result = f.call_with(
+            config,
+            BEST_EFFORT,
+            "run_command",
+            json!({ "command": command }),
+        );
+        check(&result, status, code);
+        if status == "success" {
+            assert!(result["content"].as_str().unwrap().contains("hello world"));
+        }
+    }
+}
+
+#[test]
+fn a_deny_rule_refuses_rm_in_full_mode_before_anything_runs() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.ws().join("build")).unwrap();
+    std::fs::write(f.ws().join("build/keep.txt"), "keep").unwrap();
+    let config = r#"
+mode = "full"
+
+[[rules]]
+decision = "deny"
+rule = "run_command(rm *)"
+"#;
+    // The spellings the rule matcher splits today. (`\rm x`, `FOO=1 rm x` and `bash -c 'rm x'`
+    // need the shared bash parse, a later step; they are not run here.)
+    let spellings = [
+        "rm -rf build",
+        "rm a.txt",
+        "ls; rm -rf build",
+        "ls && rm a.txt",
+        "false || rm a.txt",
+        "echo $(rm a.txt)",
+        "echo `rm a.txt`",
+        "ls\nrm a.txt",
+        "ls | rm a.txt",
+    ];
+    for command in spellings {
+        let result = f.call_with(
+            config,
+            BEST_EFFORT,
+            "run_command",
+            json!({ "command": command }),
+        );
+        check(&result, "denied", Some("permission_denied"));
+        assert!(
+            result["content"]
+                .as_str()
+                .unwrap()
+                .contains("rule `deny run_command(rm *)`"),
+            "{command}: {result}"
+        );
+    }
+    assert_eq!(crate::read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    assert_eq!(crate::read(&f.ws().join("build/keep.txt")), "keep");
+}
+
+#[test]
+fn a_hook_denial_reaches_the_model_with_its_reason() {
+    let f = Fixture::new();
+    let config = r#"
+mode = "full"
+
+[[hooks]]
+name = "no-fridays"
+command = "/bin/sh"
+args = ["-c", "cat >/dev/null; echo '{\"decision\":\"deny\",\"reason\":\"no writes on Fridays\"}'"]
+timeout_ms = 5000
+"#;
+    let result = f.call_with(
+        config,
+        &[],
+        "write_file",
+        json!({"path": "new.txt", "content": "x"}),
+    );
+    check(&result, "denied", Some("hook_denied"));
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains("no-fridays") && content.contains("no writes on Fridays"),
+        "{content}"
+    );
+    assert!(!f.ws().join("new.txt").exists());
+}
+
+#[test]
+fn git_is_protected_for_file_tools() {
+    let f = Fixture::new();
+    std::fs::create_dir_all(f.ws().join(".git/hooks")).unwrap();
+    std::fs::write(f.ws().join(".git/config"), "[core]\n").unwrap();
+    let fsmonitor = json!({"path": ".git/config", "oldText": "[core]\n",
+                           "newText": "[core]\n\tfsmonitor = \"touch pwned\"\n"});
+    let hook = json!({"path": "a/../.git/hooks/pre-commit", "content": "#!/bin/sh\n"});
+    // (config, flags, tool, arguments): each refused with permission_denied.
+    let allow_edits = "";
+    let full_with_broad_rule =
+        "mode = \"full\"\n[[rules]]\ndecision = \"allow\"\nrule = \"edit_file(**)\"\n";
+    let table = [
+        (
+            allow_edits,
+            &["--mode", "accept-edits"][..],
+            "edit_file",
+            &fsmonitor,
+        ),
+        (
+            allow_edits,
+            &["--mode", "accept-edits"][..],
+            "write_file",
+            &hook,
+        ),
+        (allow_edits, &["--mode", "full"][..], "write_file", &hook),
+        (full_with_broad_rule, &[][..], "edit_file", &fsmonitor),
+    ];
+    for (config, flags, tool, arguments) in table {
+        let result = f.call_with(config, flags, tool, arguments.clone());
+        check(&result, "denied", Some("permission_denied"));
+        assert!(
+            result["content"]
+                .as_str()
+                .unwrap()
+                .contains("a protected path"),
+            "{result}"
+        );
+    }
+    assert_eq!(crate::read(&f.ws().join(".git/config")), "[core]\n");
+    assert!(!f.ws().join(".git/hooks/pre-commit").exists());
+    // An allow rule naming the file lets it be written.
+    let named =
+        "mode = \"full\"\n[[rules]]\ndecision = \"allow\"\nrule = \"edit_file(.git/config)\"\n";
+    let result = f.call_with(named, &[], "edit_file", fsmonitor);
+    check(&result, "success", None);
+}
+
+#[test]
+fn the_mode_comes_from_the_flag_then_the_file() {
+    let f = Fixture::new();
+    let write = |path: &str| json!({"path": path, "content": "x"});
+    let full = "mode = \"full\"\n";
+    check(
+        &f.call_with(full, &[], "write_file", write("one.txt")),
+        "success",
+        None,
+    );
+    check(
+        &f.call_with(
+            full,
+            &["--mode", "read-only"],
+            "write_file",
+            write("two.txt"),
+        ),
+        "denied",
+        Some("permission_denied"),
+    );
+    // The state directory's own clawsmith.toml is read when there is no --config.
+    std::fs::create_dir_all(f.state()).unwrap();
+    std::fs::write(f.state().join("clawsmith.toml"), full).unwrap();
+    check(
+        &f.call(&[], "write_file", &write("three.txt").to_string()),
+        "success",
+        None,
+    );
+}
+
+#[test]
+fn invalid_configuration_is_refused_at_start_with_file_line_and_reason() {
+    let f = Fixture::new();
+    // (file, line:column, what is wrong)
+    let table = [
+        ("mode = \"yolo\"\n", "1:8", "unknown variant `yolo`"),
+        (
+            "\n[[rule]]\ndecision = \"allow\"\n",
+            "2:3",
+            "unknown field `rule`",
+        ),
+        (
+            "[[rules]]\ndecision = \"allow\"\nrule = \"run_command(git\"\n",
+            "3:8",
+            "missing its closing parenthesis",
+        ),
+        (
+            "[[rules]]\ndecision = \"maybe\"\nrule = \"x\"\n",
+            "2:12",
+            "unknown variant `maybe`",
+        ),
+        (
+            "[[rules]]\ndecision = \"deny\"\nrule = \"@teleport\"\n",
+            "3:8",
+            "unknown capability",
+        ),
+        (
+            "[[hooks]]\nname = \"h\"\ncommand = \"/bin/true\"\ntimeout_ms = 0\n",
+            "4:14",
+            "timeout_ms must be between 1 and 600000",
+        ),
+        (
+            "writable_roots = [\"relative/dir\"]\n",
+            "1:19",
+            "must be absolute",
+        ),
+        ("writable_roots = [\"/\"]\n", "1:19", "other than /"),
+        (
+            "protected_paths = [\"a/[b\"]\n",
+            "1:20",
+            "protected_paths: invalid pattern",
+        ),
+        ("hidden_paths = [\"\"]\n", "1:17", "hidden_paths: empty"),
+        (
+            "[sandbox]\ntimeout_seconds = 0\n",
+            "2:19",
+            "timeout_seconds must be at least 1",
+        ),
+        ("[sandbox]\ntimeout = 5\n", "2:1", "unknown field `timeout`"),
+        ("mode = ", "1:8", ""),
+    ];
+    for (text, place, message) in table {
+        let path = f.config(text);
+        let ws = f.ws();
+        let run = f.run(
+            &[
+                "call",
+                "--workspace",
+                ws.to_str().unwrap(),
+                "--config",
+                path.to_str().unwrap(),
+                "read_file",
+                r#"{"path":"a.txt"}"#,
+            ],
+            "",
+        );
+        assert_eq!(run.code, 1, "{text:?} was accepted: {}", run.stdout);
+        let expected = format!("{}:{place}: ", path.display());
+        assert!(
+            run.stderr.contains(&expected) && run.stderr.contains(message),
+            "{text:?}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{text:?}: nothing ran");
+    }
+}
+
+#[test]
+fn policy_check_explains_without_running() {
+    let f = Fixture::new();
+    let path = f.config(
+        "mode = \"accept-edits\"\nhidden_paths = [\"secrets/**\"]\n\
+         [[rules]]\ndecision = \"deny\"\nrule = \"run_command(rm *)\"\n\
+         [[hooks]]\nname = \"audit\"\ncommand = \"/bin/false\"\n",
+    );
+    let ws = f.ws();
+    // (tool, arguments, verdict, decided by)
+    let table = [
+        (
+            "run_command",
+            r#"{"command":"rm -rf ."}"#,
+            "deny",
+            "rule `deny run_command(rm *)`",
+        ),
+        (
+            "run_command",
+            r#"{"command":"ls"}"#,
+            "ask",
+            "accept-edits mode",
+        ),
+        (
+            "edit_file",
+            r#"{"path":".git/config","oldText":"a","newText":"b"}"#,
+            "ask",
+            "protected path",
+        ),
+        (
+            "write_file",
+            r#"{"path":"src/x.rs","content":""}"#,
+            "allow",
+            "accept-edits mode",
+        ),
+        (
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+            "allow",
+            "accept-edits mode",
+        ),
+    ];
+    let check_policy = |json: bool, tool: &str, arguments: &str| {
+        let mut args = vec![
+            "policy",
+            "check",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            path.to_str().unwrap(),
+            tool,
+            arguments,
+        ];
+        if json {
+            args.insert(0, "--json");
+        }
+        let run = f.run(&args, "");
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run
+    };
+    for (tool, arguments, verdict, decided_by) in table {
+        let explanation = check_policy(true, tool, arguments).json();
+        assert_eq!(explanation["decision"]["verdict"], verdict, "{explanation}");
+        assert_eq!(explanation["decidedBy"], decided_by, "{explanation}");
+        assert_eq!(explanation["hooks"], json!(["audit"]));
+        assert_eq!(explanation["hiddenPaths"], json!(["secrets/**"]));
+    }
+    // Nothing ran: the workspace is as the fixture made it, and the hook (which would deny
+    // everything) was not consulted.
+    assert!(f.ws().join("a.txt").exists());
+    assert!(!f.ws().join("src").exists());
+    let people = check_policy(false, "run_command", r#"{"command":"rm -rf ."}"#);
+    assert!(
+        people.stdout.contains("run_command: deny")
+            && people
+                .stdout
+                .contains("hooks consulted first (not run here): audit")
+            && people.stdout.contains("disaster check"),
+        "{}",
+        people.stdout
+    );
+}
+
+#[test]
+fn the_same_policy_holds_through_mcp() {
+    let f = Fixture::new();
+    std::fs::create_dir(f.ws().join(".git")).unwrap();
+    std::fs::write(f.ws().join(".git/config"), "[core]\n").unwrap();
+    let path = f.config(
+        "mode = \"full\"\n\
+         [[rules]]\ndecision = \"deny\"\nrule = \"run_command(rm *)\"\n\
+         [[hooks]]\nname = \"no-secrets\"\ncommand = \"/bin/sh\"\n\
+         args = [\"-c\", \"if grep -q secret; then echo '{\\\"decision\\\":\\\"deny\\\",\\\"reason\\\":\\\"secret files are off limits\\\"}'; else echo '{\\\"decision\\\":\\\"allow\\\"}'; fi\"]\n",
+    );
+    let mut server = Server::start(
+        &f,
+        &[
+            "--config",
+            path.to_str().unwrap(),
+            "--sandbox",
+            "best-effort",
+        ],
+    );
+    // (tool, arguments, code)
+    let table = [
+        (
+            "run_command",
+            json!({"command": "ls && rm a.txt"}),
+            "permission_denied",
+        ),
+        (
+            "edit_file",
+            json!({"path": ".git/config", "oldText": "[core]", "newText": "[core]\n\tpager = x"}),
+            "permission_denied",
+        ),
+        (
+            "write_file",
+            json!({"path": "secret.txt", "content": "x"}),
+            "hook_denied",
+        ),
+    ];
+    for (tool, arguments, code) in table {
+        let result = server.call(tool, arguments);
+        assert_eq!(result["isError"], true, "{result}");
+        assert_eq!(result["structuredContent"]["code"], code, "{result}");
+    }
+    let refused = server.call("write_file", json!({"path": "secret.txt", "content": "x"}));
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("secret files are off limits"),
+        "{refused}"
+    );
+    let allowed = server.call("write_file", json!({"path": "notes.txt", "content": "x"}));
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    assert_eq!(crate::read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    assert_eq!(crate::read(&f.ws().join(".git/config")), "[core]\n");
+}
