@@ -50,7 +50,7 @@ pub use capability::{
 };
 pub use hook::{HookDecision, HookInput, HookVerdict};
 pub use permission::{
-    CallSubjects, PermissionMode, PermissionPolicy, Rule, RuleConfig, RuleEffect, RuleError,
-    RuleSet, authorize,
+    CallSubjects, DecidedBy, Explanation, PermissionMode, PermissionPolicy, Rule, RuleConfig,
+    RuleEffect, RuleError, RuleSet, authorize,
 };
 pub use protected::{ProtectedPaths, Protection};

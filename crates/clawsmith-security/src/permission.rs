@@ -330,6 +330,28 @@ impl RuleSet {
     }
 }
 
+/// What decided a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum DecidedBy {
+    /// A rule matched (its text is in the decision's `rule`).
+    Rule,
+    /// The call writes a protected path and no rule naming it matched.
+    ProtectedPath,
+    /// The mode's default for the effective risk.
+    Mode,
+}
+
+/// A decision and what made it (for `clawsmith policy check`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// The decision.
+    pub decision: PermissionDecision,
+    /// What made it.
+    pub decided_by: DecidedBy,
+}
+
 /// The mode and rules a host configured.
 #[derive(Debug, Clone, Default)]
 pub struct PermissionPolicy {
@@ -361,6 +383,11 @@ impl PermissionPolicy {
     /// about in every mode below `full`, and refused in `full` when the path is where git
     /// executes from; only an allow rule whose pattern names the protected place lifts either.
     pub fn decide(&self, tool: &ToolFacts, input: &serde_json::Value) -> PermissionDecision {
+        self.explain(tool, input).decision
+    }
+
+    /// [`PermissionPolicy::decide`], saying what decided: a rule, a protected path or the mode.
+    pub fn explain(&self, tool: &ToolFacts, input: &serde_json::Value) -> Explanation {
         let subjects = CallSubjects::from_input(input, self.workspace_root.as_deref());
         let risk = tool.effective_risk;
         let protected = self.protected_subjects(tool, &subjects);
@@ -389,15 +416,21 @@ impl PermissionPolicy {
                     RuleEffect::Ask => "ask",
                     RuleEffect::Allow => "allow",
                 };
-                return PermissionDecision {
-                    verdict,
-                    reason: format!("rule `{effect} {}` matched {}", rule.text, tool.name),
-                    rule: Some(format!("{effect} {}", rule.text)),
+                return Explanation {
+                    decision: PermissionDecision {
+                        verdict,
+                        reason: format!("rule `{effect} {}` matched {}", rule.text, tool.name),
+                        rule: Some(format!("{effect} {}", rule.text)),
+                    },
+                    decided_by: DecidedBy::Rule,
                 };
             }
         }
         if let Some(decision) = self.protected_decision(tool, &protected) {
-            return decision;
+            return Explanation {
+                decision,
+                decided_by: DecidedBy::ProtectedPath,
+            };
         }
         let verdict = self.mode.default_verdict(risk);
         let reason = match verdict {
@@ -409,10 +442,13 @@ impl PermissionPolicy {
                 tool.name
             ),
         };
-        PermissionDecision {
-            verdict,
-            reason,
-            rule: None,
+        Explanation {
+            decision: PermissionDecision {
+                verdict,
+                reason,
+                rule: None,
+            },
+            decided_by: DecidedBy::Mode,
         }
     }
 }

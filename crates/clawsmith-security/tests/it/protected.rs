@@ -323,3 +323,30 @@ fn refusals_say_why_and_how_to_allow() {
          `allow write_file(deploy/x)`, allows it)"
     );
 }
+
+#[test]
+fn explanations_say_what_decided() {
+    let table = [
+        (&[][..], json!({"path": "src/a.rs"}), DecidedBy::Mode),
+        (
+            &[][..],
+            json!({"path": ".git/config"}),
+            DecidedBy::ProtectedPath,
+        ),
+        (
+            &["edit_file(src/**)"][..],
+            json!({"path": "src/a.rs"}),
+            DecidedBy::Rule,
+        ),
+        (
+            &["edit_file(.git/config)"][..],
+            json!({"path": ".git/config"}),
+            DecidedBy::Rule,
+        ),
+    ];
+    for (rules, input, decided_by) in table {
+        let explanation =
+            policy(PermissionMode::AcceptEdits, rules, &[]).explain(&writer("edit_file"), &input);
+        assert_eq!(explanation.decided_by, decided_by, "{input}");
+    }
+}
