@@ -60,8 +60,8 @@ pub struct PolicyConfig {
     sandbox: SandboxSection,
     writable_roots: Vec<PathBuf>,
     protected_paths: Vec<String>,
-    /// `hidden_paths`: parsed and checked, not yet enforced (the file tools and the sandbox do
-    /// not hide anything yet); shown by `policy check`.
+    /// `hidden_paths`: the literal ones (relative to the workspace, or absolute) are covered in
+    /// every command's view (`SandboxConfig::hidden_paths`); shown by `policy check`.
     pub hidden_paths: Vec<String>,
 }
 
@@ -276,8 +276,8 @@ impl PolicyConfig {
             .collect()
     }
 
-    /// Applies `[sandbox]`, `writable_roots` and the literal `protected_paths` (a glob cannot be
-    /// a sandbox path; file tools still honour it) to `sandbox`.
+    /// Applies `[sandbox]`, `writable_roots` and the literal `protected_paths` and
+    /// `hidden_paths` (a glob cannot be a sandbox path; file tools still honour it) to `sandbox`.
     pub fn apply_to_sandbox(&self, sandbox: &mut SandboxConfig, workspace: &Path) {
         let limits = &self.sandbox;
         if let Some(seconds) = &limits.timeout_seconds {
@@ -311,6 +311,13 @@ impl PolicyConfig {
                 continue;
             }
             sandbox.protected_paths.push(workspace.join(pattern));
+        }
+        for pattern in &self.hidden_paths {
+            if pattern.contains(['*', '?', '[', '{']) {
+                continue;
+            }
+            // `join` keeps an absolute path as it is.
+            sandbox.hidden_paths.push(workspace.join(pattern));
         }
     }
 }

@@ -1,6 +1,7 @@
 //! In-process pairs for `cargo xtask bench` (ours vs theirs, measured alternately in one run):
 //! - `run_command "true"` through the full sandbox (disaster check, environment, rlimits,
-//!   Landlock, seccomp, mount namespace, process group, output capture) against a bare
+//!   namespaces and the built view, Landlock, seccomp, relay and init, output capture) against a
+//!   bare
 //!   `sh -c true` spawn;
 //! - the same against `bwrap --ro-bind / / --unshare-net true` (bubblewrap is installed from
 //!   Debian's packages when missing; the pair is skipped, with the reason, when it cannot run);
@@ -111,7 +112,7 @@ fn main() {
     };
     let note = if confined {
         format!(
-            "{batch} spawns per sample; full sandbox: disaster check, Landlock, seccomp, mount namespace, rlimits, output capture"
+            "{batch} spawns per sample; full sandbox: disaster check, user/mount/pid/ipc/net namespaces and the built view, Landlock, seccomp, rlimits, relay and init, output capture"
         )
     } else {
         format!("{batch} spawns per sample; Landlock unavailable: unconfined")
