@@ -9,14 +9,20 @@ use crate::session::require_session;
 use crate::store::Store;
 
 impl Store {
-    /// Stores `content` as an artifact of the session. The id is derived from the content, so
-    /// storing the same content twice in one session returns the same reference.
+    /// Stores `content` as an artifact of the session, secrets masked (text only). The id is
+    /// derived from the stored content, so storing the same content twice in one session
+    /// returns the same reference.
     pub fn put_artifact(
         &self,
         session_id: &str,
         content: &[u8],
     ) -> Result<ArtifactRef, StoreError> {
         let now = self.now_ms();
+        // Tool output at rest is masked like the messages that point to it.
+        let masked = std::str::from_utf8(content)
+            .ok()
+            .map(clawsmith_protocol::redact::redact_text);
+        let content = masked.as_ref().map_or(content, String::as_bytes);
         self.write("storing an artifact", |tx| {
             require_session(tx, session_id)?;
             let hash = put_blob(tx, content)?;

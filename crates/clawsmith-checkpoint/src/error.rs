@@ -96,11 +96,28 @@ pub enum StoreError {
         /// What went wrong.
         message: String,
     },
-    /// An interrupted restore of this session must be finished first.
+    /// An undo of this session is being restored, or one was interrupted and is finished the
+    /// next time the session is opened.
     #[error(
-        "session {0} has an interrupted restore; run recovery (Store::recover_restores) before undoing again"
+        "session {0} has an undo in progress (or one a crash interrupted, which the next command on this session finishes); try again"
     )]
     RestoreInProgress(String),
+    /// Another process holds the session's lease (one writer per session).
+    #[error("session {session_id} is in use by {}; wait for it to finish, or pass --wait", .pid.map_or_else(|| "another process".to_string(), |pid| format!("pid {pid}")))]
+    SessionInUse {
+        /// The session.
+        session_id: String,
+        /// The holder, when it has said who it is.
+        pid: Option<u32>,
+    },
+    /// The session's lock file could not be opened or locked.
+    #[error("cannot lock {path}: {message}")]
+    Lease {
+        /// The lock file.
+        path: String,
+        /// Why.
+        message: String,
+    },
     /// A blob a checkpoint refers to is gone (the database was edited by hand).
     #[error("blob {0} is missing from the store")]
     MissingBlob(String),

@@ -61,7 +61,7 @@ impl Store {
                     start.call_id,
                     start.turn_id,
                     start.tool_name,
-                    start.args_json,
+                    crate::at_rest::arguments(&start.args_json),
                     now
                 ],
             )
@@ -95,13 +95,17 @@ impl Store {
         timestamp_ms: u64,
         message: &ModelMessage,
     ) -> Result<Event, StoreError> {
-        let json = serde_json::to_string(message).json_ctx("storing a message")?;
+        let json = crate::at_rest::message_json(message)?;
+        // The tool message holds the text the legacy `output` repeats: store it once.
+        let output_in_message = matches!(&completed, EventPayload::ToolCompleted(done)
+            if message.tool_call_id.as_deref() == Some(done.tool_call_id.as_str())
+                && message.content == done.output);
         self.write("closing a call", |tx| {
             require_session(tx, session_id)?;
             if let Some((call_id, status)) = journaled {
                 close_entry(tx, session_id, call_id, status, timestamp_ms)?;
             }
-            let event = insert_event(tx, session_id, completed, timestamp_ms)?;
+            let event = insert_event(tx, session_id, completed, timestamp_ms, output_in_message)?;
             insert_message(tx, session_id, &json)?;
             Ok(event)
         })

@@ -66,11 +66,13 @@
 //! for reuse; it does not `VACUUM` the file smaller.
 
 mod artifact;
+mod at_rest;
 mod blob;
 mod checkpoint;
 mod diff;
 mod error;
 mod journal;
+mod lease;
 mod recorder;
 mod retention;
 mod schema;
@@ -78,11 +80,13 @@ mod session;
 mod store;
 mod undo;
 
+pub use at_rest::MAX_STORED_ARGUMENT_BYTES;
 pub use blob::{hash_hex, sha256};
 pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;
 pub use journal::{JournalEntry, JournalStart};
+pub use lease::{LOCK_DIR, LeaseWait, SessionLease};
 pub use recorder::CheckpointRecorder;
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;

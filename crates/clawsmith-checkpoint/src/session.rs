@@ -119,7 +119,7 @@ impl Store {
         session_id: &str,
         message: &ModelMessage,
     ) -> Result<u64, StoreError> {
-        let json = serde_json::to_string(message).json_ctx("storing a message")?;
+        let json = crate::at_rest::message_json(message)?;
         self.write("appending a message", |tx| {
             require_session(tx, session_id)?;
             insert_message(tx, session_id, &json)
@@ -155,7 +155,7 @@ impl Store {
     ) -> Result<Event, StoreError> {
         self.write("appending an event", |tx| {
             require_session(tx, session_id)?;
-            insert_event(tx, session_id, payload, timestamp_ms)
+            insert_event(tx, session_id, payload, timestamp_ms, false)
         })
     }
 
@@ -174,7 +174,15 @@ impl Store {
                 let json = json.ctx("reading events")?;
                 events.push(serde_json::from_str(&json).json_ctx("reading events")?);
             }
+            crate::at_rest::fill_legacy_output(&mut events, &tool_results(tx, session_id)?);
             Ok(events)
+        })
+    }
+
+    /// The session's last event sequence (0 before its first event): one index lookup.
+    pub fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
+        self.read("reading the event sequence", |tx| {
+            last_event_sequence(tx, session_id)
         })
     }
 
@@ -205,7 +213,7 @@ impl Store {
         approval: &PendingApproval,
     ) -> Result<(), StoreError> {
         let now = self.now_ms();
-        let json = serde_json::to_string(&approval.request).json_ctx("storing an approval")?;
+        let json = crate::at_rest::redacted_json(&approval.request, "storing an approval")?;
         self.write("storing an approval", |tx| {
             require_session(tx, session_id)?;
             tx.execute(
@@ -340,12 +348,14 @@ pub(crate) fn insert_message(
     Ok(index)
 }
 
-/// Inserts an event with the session's next sequence.
+/// Inserts an event with the session's next sequence; `output_in_message` as in
+/// [`crate::at_rest::event_json`]. Returns the event as given (unmasked, for live sinks).
 pub(crate) fn insert_event(
     tx: &Transaction<'_>,
     session_id: &str,
     payload: EventPayload,
     timestamp_ms: u64,
+    output_in_message: bool,
 ) -> Result<Event, StoreError> {
     let sequence = last_event_sequence(tx, session_id)? + 1;
     let event = Event {
@@ -354,7 +364,7 @@ pub(crate) fn insert_event(
         timestamp_ms,
         payload,
     };
-    let json = serde_json::to_string(&event).json_ctx("storing an event")?;
+    let json = crate::at_rest::event_json(&event, output_in_message)?;
     tx.execute(
         "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -368,6 +378,36 @@ pub(crate) fn insert_event(
     )
     .ctx("appending an event")?;
     Ok(event)
+}
+
+/// Call id → content of the session's tool messages (the last one per id): where the legacy
+/// `output` of `tool.completed` is read from.
+fn tool_results(
+    tx: &Transaction<'_>,
+    session_id: &str,
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT json_extract(message_json, '$.toolCallId'), json_extract(message_json, '$.content')
+             FROM messages WHERE session_id = ?1 AND json_extract(message_json, '$.role') = 'tool'
+             ORDER BY idx",
+        )
+        .ctx("reading tool results")?;
+    let rows = statement
+        .query_map([session_id], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, Option<String>>(1)?,
+            ))
+        })
+        .ctx("reading tool results")?;
+    let mut results = std::collections::HashMap::new();
+    for row in rows {
+        if let (Some(id), Some(content)) = row.ctx("reading tool results")? {
+            results.insert(id, content);
+        }
+    }
+    Ok(results)
 }
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {

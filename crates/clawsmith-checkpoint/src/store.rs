@@ -2,6 +2,7 @@
 //! other module goes through.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -84,7 +85,14 @@ pub struct Store {
     connection: Mutex<Connection>,
     path: Option<PathBuf>,
     clock: Clock,
+    /// Distinguishes in-memory stores in the process's lease table.
+    instance_id: u64,
+    /// Whether [`Store::lease_session`] waits for another holder.
+    lease_wait: AtomicBool,
 }
+
+/// Numbers the stores of this process.
+static INSTANCES: AtomicU64 = AtomicU64::new(0);
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -96,8 +104,9 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and migrates it to [`SCHEMA_VERSION`].
-    /// A file that is not an SQLite database fails with [`StoreError::NotADatabase`].
+    /// Opens (creating if needed, mode 0600) the database at `path` and migrates it to
+    /// [`SCHEMA_VERSION`]. A file that is not an SQLite database fails with
+    /// [`StoreError::NotADatabase`]; a symlink at `path` is refused ([`StoreError::Open`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Store, StoreError> {
         Store::open_with_clock(path, system_clock())
     }
@@ -118,13 +127,21 @@ impl Store {
         let StoreOptions { clock, durability } = options;
         let path = path.as_ref();
         let shown = path.display().to_string();
+        // Created private before SQLite sees it (SQLite gives its `-wal` and `-shm` the mode of
+        // the database), and never through a symlink.
+        crate::lease::open_private(path).map_err(|error| StoreError::Open {
+            path: shown.clone(),
+            message: error.to_string(),
+        })?;
         // This crate is the one place that speaks SQL (clippy.toml).
         #[allow(clippy::disallowed_methods)]
         let connection = Connection::open_with_flags(
             path,
+            // Never through a symlink: whoever could plant one would choose where we write.
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|error| classify(&shown, error))?;
         let connection = prepare(connection, &shown, true, durability)?;
@@ -132,6 +149,8 @@ impl Store {
             connection: Mutex::new(connection),
             path: Some(path.to_path_buf()),
             clock,
+            instance_id: INSTANCES.fetch_add(1, Ordering::Relaxed),
+            lease_wait: AtomicBool::new(false),
         })
     }
 
@@ -149,12 +168,33 @@ impl Store {
             connection: Mutex::new(connection),
             path: None,
             clock,
+            instance_id: INSTANCES.fetch_add(1, Ordering::Relaxed),
+            lease_wait: AtomicBool::new(false),
         })
     }
 
     /// The database file, `None` in memory.
     pub fn path(&self) -> Option<&Path> {
         self.path.as_deref()
+    }
+
+    /// Whether [`Store::lease_session`] fails at once (the default) or waits when another
+    /// process holds the session.
+    pub fn set_lease_wait(&self, wait: crate::LeaseWait) {
+        self.lease_wait
+            .store(wait == crate::LeaseWait::Wait, Ordering::Relaxed);
+    }
+
+    pub(crate) fn lease_wait(&self) -> crate::LeaseWait {
+        if self.lease_wait.load(Ordering::Relaxed) {
+            crate::LeaseWait::Wait
+        } else {
+            crate::LeaseWait::Fail
+        }
+    }
+
+    pub(crate) fn instance_id(&self) -> u64 {
+        self.instance_id
     }
 
     /// Now, by the store's clock (ms since the epoch).

@@ -318,11 +318,29 @@ impl Store {
         &self,
         workspace: &Workspace,
     ) -> Result<Vec<RecoveredRestore>, StoreError> {
+        self.recover_plans(workspace, None)
+    }
+
+    /// [`Store::recover_restores`] for one session's plans only: what a process holding that
+    /// session's lease may roll forward (a plan of another session may belong to a live undo).
+    pub fn recover_session_restores(
+        &self,
+        workspace: &Workspace,
+        session_id: &str,
+    ) -> Result<Vec<RecoveredRestore>, StoreError> {
+        self.recover_plans(workspace, Some(session_id))
+    }
+
+    fn recover_plans(
+        &self,
+        workspace: &Workspace,
+        session_id: Option<&str>,
+    ) -> Result<Vec<RecoveredRestore>, StoreError> {
         let root = workspace.root().display().to_string();
         let plans = self.read("listing pending restores", load_plans)?;
         let mut recovered = Vec::new();
         for (plan_id, plan_root, plan) in plans {
-            if plan_root != root {
+            if plan_root != root || session_id.is_some_and(|id| id != plan.session_id) {
                 continue;
             }
             let mut result = RecoveredRestore {

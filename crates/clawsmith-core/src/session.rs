@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use clawsmith_checkpoint::{CheckpointState, TurnManifest};
+use clawsmith_checkpoint::{CheckpointState, SessionLease, TurnManifest};
 use clawsmith_protocol::{
     CancellationSignal, ErrorCode, Event, EventPayload, ModelMessage, ModelRequest,
     RequestComposition, Role, ToolCall, ToolCompleted, ToolExecutionResult, ToolStatus,
@@ -30,7 +30,7 @@ pub struct RecoveryReport {
     pub finished_turns: Vec<String>,
     /// Approval requests left unanswered by the previous process, now dropped.
     pub dropped_approvals: Vec<String>,
-    /// Undos of this workspace that a crash interrupted mid-restore, rolled forward (turn ids).
+    /// Undos of this session that a crash interrupted mid-restore, rolled forward (turn ids).
     pub finished_restores: Vec<String>,
     /// Temp files that an interrupted write left beside its target, removed (relative paths).
     pub swept_temp_files: Vec<String>,
@@ -83,6 +83,14 @@ pub struct SessionHandle {
     shared: Arc<Shared>,
     id: String,
     recovery: RecoveryReport,
+    /// One writer per session: the lease taken to open (and recover) the session, kept until
+    /// the first turn takes it over. Each later turn takes the lease again and holds it until it
+    /// ends, so a long-lived host (an MCP connection) does not hold its session while idle: a
+    /// CLI `undo` of its last turn can run between its calls.
+    lease: std::sync::Mutex<Option<SessionLease>>,
+    /// The last event sequence this handle knows the session reached; when a turn finds
+    /// another, someone else wrote (or a process died) and recovery runs first.
+    known_sequence: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for SessionHandle {
@@ -114,6 +122,9 @@ impl SessionHandle {
         session_id: Option<String>,
     ) -> Result<SessionHandle, CoreError> {
         let id = session_id.unwrap_or_else(|| new_id("ses"));
+        // The lease comes first: recovery below closes calls left open, which is only right
+        // when their owner is dead — and a process that could not take the lease is alive.
+        let lease = shared.store.lease_session(&id)?;
         match shared.store.get_session(&id)? {
             Some(info) if info.workspace_root != shared.workspace_root_text => {
                 return Err(CoreError::WorkspaceMismatch {
@@ -129,12 +140,20 @@ impl SessionHandle {
                     .create_session(&id, &shared.workspace_root_text)?;
             }
         }
+        let fresh = lease.is_fresh();
         let mut handle = SessionHandle {
             shared,
             id,
             recovery: RecoveryReport::default(),
+            lease: std::sync::Mutex::new(Some(lease)),
+            known_sequence: Arc::new(AtomicU64::new(0)),
         };
-        handle.recovery = handle.recover()?;
+        // A lease shared with another handle of this process means the owner of any open call
+        // is alive (it is us): nothing to recover.
+        if fresh {
+            handle.recovery = handle.recover()?;
+        }
+        handle.note_sequence()?;
         handle.restore_activations()?;
         Ok(handle)
     }
@@ -173,11 +192,43 @@ impl SessionHandle {
 
     /// Records a model request outside a turn; see [`Turn::model_request`].
     pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
-        model_request(&self.shared, &self.id, None, sink)
+        let evidence = model_request(&self.shared, &self.id, None, sink)?;
+        self.note_sequence()?;
+        Ok(evidence)
     }
 
-    /// Begins a turn: opens its checkpoint (K1, K7) and stores `turn.started`.
+    /// Remembers the session's last event sequence as known to this handle.
+    fn note_sequence(&self) -> Result<(), CoreError> {
+        let last = self.shared.store.last_event_sequence(&self.id)?;
+        self.known_sequence.store(last, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// The lease for a turn: the one kept from opening, else a new one. A new lease over a
+    /// session that changed since this handle last wrote it (another process, or a turn of ours
+    /// dropped unfinished) runs recovery first: whoever left a call open is gone now.
+    fn lease_for_turn(&self) -> Result<SessionLease, CoreError> {
+        let kept = self
+            .lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(lease) = kept {
+            return Ok(lease);
+        }
+        let lease = self.shared.store.lease_session(&self.id)?;
+        let last = self.shared.store.last_event_sequence(&self.id)?;
+        if lease.is_fresh() && last != self.known_sequence.load(Ordering::SeqCst) {
+            self.recover()?;
+            self.note_sequence()?;
+        }
+        Ok(lease)
+    }
+
+    /// Begins a turn: takes the session's lease for the turn's life, opens its checkpoint (K1,
+    /// K7) and stores `turn.started`.
     pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
+        let lease = self.lease_for_turn()?;
         let turn_id = new_id("turn");
         self.shared.store.begin_turn(&self.id, &turn_id)?;
         emit(
@@ -196,6 +247,8 @@ impl SessionHandle {
             duplicates: DuplicateTracker::default(),
             cancellation: CancellationSignal::new(),
             closed_calls: 0,
+            known_sequence: Arc::clone(&self.known_sequence),
+            _lease: lease,
         })
     }
 
@@ -250,7 +303,7 @@ impl SessionHandle {
         let mut report = RecoveryReport::default();
         // An undo killed mid-restore left its plan; finish it before any new turn touches the
         // workspace (it only rewrites paths still in the state the plan recorded).
-        for restore in store.recover_restores(&self.shared.workspace)? {
+        for restore in store.recover_session_restores(&self.shared.workspace, &self.id)? {
             report.finished_restores.push(restore.turn_id);
         }
         let open_entries = store.unfinished_calls(&self.id)?;
@@ -493,6 +546,10 @@ pub struct Turn {
     duplicates: DuplicateTracker,
     cancellation: CancellationSignal,
     closed_calls: u64,
+    /// Where the turn reports the sequence it ended at, so its handle knows it wrote it.
+    known_sequence: Arc<AtomicU64>,
+    /// One writer per session: held until the turn ends (finished or dropped).
+    _lease: SessionLease,
 }
 
 impl std::fmt::Debug for Turn {
@@ -557,7 +614,7 @@ impl Turn {
             &self.turn_id,
             &self.shared.workspace,
         )?;
-        emit(
+        let completed = emit(
             &self.shared,
             &self.session_id,
             EventPayload::TurnCompleted(TurnCompleted {
@@ -566,6 +623,9 @@ impl Turn {
             }),
             sink,
         )?;
+        // The lease is held until here: nothing after `turn.completed` was written by another.
+        self.known_sequence
+            .store(completed.sequence, Ordering::SeqCst);
         Ok(manifest)
     }
 }

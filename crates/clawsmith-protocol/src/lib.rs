@@ -22,6 +22,8 @@
 //! - [`Tool`], [`ToolExecutionContext`] (ids, a [`CancellationSignal`], and an [`Authorization`]
 //!   that only an `allow` [`PermissionDecision`] yields), and [`ToolOutput`], the raw return the
 //!   core normalizes.
+//! - [`redact`]: the one secret detector (`redact_text`, `redact_json`), used by the core on
+//!   displays and by the store on everything it writes to disk. Pure text processing.
 //!
 //! ## Decisions
 //! - **One source of truth for schemas.** Every type derives `schemars::JsonSchema` next to serde,
@@ -46,6 +48,7 @@
 mod cancel;
 mod event;
 mod message;
+pub mod redact;
 mod result;
 mod risk;
 pub mod schema;

@@ -1,0 +1,93 @@
+//! What the store puts on disk: every message, event, journal argument, approval request and
+//! artifact is masked with the one secret detector (`clawsmith_protocol::redact`) before it is
+//! written; stored call arguments are bounded; and the legacy `output` of a `tool.completed` is
+//! not stored a second time beside its tool message, it is derived from it when read.
+//!
+//! Checkpoint blobs are the exception: undo must give back the exact bytes a turn replaced, so
+//! they are kept as they are and protected by the file's permissions (the front end makes the
+//! state directory 0700 and the database 0600).
+
+use clawsmith_protocol::redact::{redact_json, redact_text};
+use clawsmith_protocol::{Event, EventPayload, ModelMessage};
+use serde::Serialize;
+
+use crate::error::{JsonContext, StoreError};
+
+/// Longest call arguments stored (in an assistant message or a journal row), in bytes; longer
+/// ones are cut at a character boundary and marked. A refused 500 MB argument must not become
+/// a 500 MB row.
+pub const MAX_STORED_ARGUMENT_BYTES: usize = 1024 * 1024;
+
+/// `value` as JSON with every string masked.
+pub(crate) fn redacted_json<T: Serialize>(
+    value: &T,
+    context: &'static str,
+) -> Result<String, StoreError> {
+    let value = serde_json::to_value(value).json_ctx(context)?;
+    serde_json::to_string(&redact_json(&value)).json_ctx(context)
+}
+
+/// A message as stored: masked, its calls' arguments bounded.
+pub(crate) fn message_json(message: &ModelMessage) -> Result<String, StoreError> {
+    if message.tool_calls.is_empty() {
+        return redacted_json(message, "storing a message");
+    }
+    let mut message = message.clone();
+    for call in &mut message.tool_calls {
+        call.arguments = arguments(&call.arguments);
+    }
+    redacted_json(&message, "storing a message")
+}
+
+/// Call arguments as stored: masked, then bounded (masking first, so a cut never leaves the
+/// readable start of a secret).
+pub(crate) fn arguments(text: &str) -> String {
+    let masked = redact_text(text);
+    if masked.len() <= MAX_STORED_ARGUMENT_BYTES {
+        return masked;
+    }
+    let mut end = MAX_STORED_ARGUMENT_BYTES;
+    while !masked.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}…[clawsmith stored only the first {end} of {} bytes]",
+        &masked[..end],
+        masked.len()
+    )
+}
+
+/// An event as stored: masked, and without the legacy `output` when `output_in_message` (the
+/// tool message stored with it holds the same text; [`fill_legacy_output`] puts it back).
+pub(crate) fn event_json(event: &Event, output_in_message: bool) -> Result<String, StoreError> {
+    match &event.payload {
+        EventPayload::ToolCompleted(completed) if output_in_message => {
+            let mut completed = completed.clone();
+            completed.output = String::new();
+            let stored = Event {
+                session_id: event.session_id.clone(),
+                sequence: event.sequence,
+                timestamp_ms: event.timestamp_ms,
+                payload: EventPayload::ToolCompleted(completed),
+            };
+            redacted_json(&stored, "storing an event")
+        }
+        _ => redacted_json(event, "storing an event"),
+    }
+}
+
+/// Gives every stored `tool.completed` whose `output` was left out the content of its tool
+/// message (`tool_results`: call id → content, the last message per id).
+pub(crate) fn fill_legacy_output(
+    events: &mut [Event],
+    tool_results: &std::collections::HashMap<String, String>,
+) {
+    for event in events {
+        if let EventPayload::ToolCompleted(completed) = &mut event.payload
+            && completed.output.is_empty()
+            && let Some(content) = tool_results.get(&completed.tool_call_id)
+        {
+            completed.output.clone_from(content);
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! One writer per session: a lease every process takes before it writes a session.
+//!
+//! The lease is an OS file lock (`flock`, through `std::fs::File::try_lock`) on
+//! `locks/<sha256(session id)>.lock` beside the database. The kernel drops it when its holder
+//! exits, however it exits, so there is no stale lease to expire and no pid to trust: whoever
+//! gets the lock knows every call a previous holder left open belongs to a dead process. The
+//! holder writes its pid into the file so a second writer can say who is in the way.
+//!
+//! Inside one process the lease is shared: a second handle on a session this process already
+//! holds (a library host reopening a session, a test) counts up on the same lock and is told it
+//! is not *fresh*, so it must not run crash recovery — the owner of any open call is alive, and
+//! it is this process. Serializing its own turns is the host's job, as for the MCP server.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// What a second writer does when another process holds the session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LeaseWait {
+    /// Fail at once with [`StoreError::SessionInUse`].
+    #[default]
+    Fail,
+    /// Block until the holder exits or releases the session.
+    Wait,
+}
+
+/// The right to write one session, held until dropped.
+#[derive(Debug)]
+pub struct SessionLease {
+    key: PathBuf,
+    fresh: bool,
+}
+
+/// The leases this process holds: lock-file path (or in-memory store key) → holders and the
+/// locked file. The file is kept open for as long as any holder lives; closing it releases the
+/// lock.
+struct Held {
+    holders: usize,
+    _file: Option<File>,
+}
+
+static HELD: Mutex<Option<HashMap<PathBuf, Held>>> = Mutex::new(None);
+
+/// Directory of the lock files, beside the database.
+pub const LOCK_DIR: &str = "locks";
+
+impl SessionLease {
+    /// Whether this lease was taken now, from no other holder in this process. Only a fresh
+    /// lease may close calls left open (their owner is dead); a shared one must not.
+    pub fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+}
+
+impl Drop for SessionLease {
+    fn drop(&mut self) {
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(map) = held.as_mut() else { return };
+        if let Some(entry) = map.get_mut(&self.key) {
+            entry.holders -= 1;
+            if entry.holders == 0 {
+                map.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Takes the lease on `session_id` (see the module docs). Another process holding it fails
+    /// with [`StoreError::SessionInUse`], or is waited for under [`LeaseWait::Wait`]
+    /// ([`Store::set_lease_wait`]).
+    pub fn lease_session(&self, session_id: &str) -> Result<SessionLease, StoreError> {
+        let key = match self.path() {
+            Some(database) => lock_path(database, session_id),
+            None => PathBuf::from(format!(
+                "memory:{}/{}",
+                self.instance_id(),
+                crate::blob::hash_hex(&crate::blob::sha256(session_id.as_bytes()))
+            )),
+        };
+        {
+            let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = held.get_or_insert_with(HashMap::new).get_mut(&key) {
+                entry.holders += 1;
+                return Ok(SessionLease { key, fresh: false });
+            }
+        }
+        // Taking the OS lock may block (LeaseWait::Wait); never while holding HELD.
+        let file = match self.path() {
+            Some(_) => Some(lock_file(&key, session_id, self.lease_wait())?),
+            None => None,
+        };
+        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = held.get_or_insert_with(HashMap::new);
+        if let Some(entry) = map.get_mut(&key) {
+            // Another thread of this process took it meanwhile; share theirs, drop ours.
+            entry.holders += 1;
+            return Ok(SessionLease { key, fresh: false });
+        }
+        map.insert(
+            key.clone(),
+            Held {
+                holders: 1,
+                _file: file,
+            },
+        );
+        Ok(SessionLease { key, fresh: true })
+    }
+}
+
+/// `locks/<sha256 of the id>.lock` beside `database`: any id is a safe file name this way.
+fn lock_path(database: &Path, session_id: &str) -> PathBuf {
+    let dir = database.parent().unwrap_or(Path::new("."));
+    dir.join(LOCK_DIR).join(format!(
+        "{}.lock",
+        crate::blob::hash_hex(&crate::blob::sha256(session_id.as_bytes()))
+    ))
+}
+
+/// Opens (0600, never through a symlink) and locks the lock file, then writes our pid into it.
+fn lock_file(path: &Path, session_id: &str, wait: LeaseWait) -> Result<File, StoreError> {
+    let io_error = |error: std::io::Error| StoreError::Lease {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_error)?;
+    }
+    let mut file = open_private(path).map_err(io_error)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => match wait {
+            LeaseWait::Fail => {
+                return Err(StoreError::SessionInUse {
+                    session_id: session_id.to_string(),
+                    pid: holder_pid(&mut file),
+                });
+            }
+            LeaseWait::Wait => file.lock().map_err(io_error)?,
+        },
+        Err(std::fs::TryLockError::Error(error)) => return Err(io_error(error)),
+    }
+    file.set_len(0).map_err(io_error)?;
+    file.seek(SeekFrom::Start(0)).map_err(io_error)?;
+    writeln!(file, "{}", std::process::id()).map_err(io_error)?;
+    Ok(file)
+}
+
+/// Opens `path` for reading and writing, creating it 0600 (whatever the umask) and never
+/// through a symlink: how the store creates every file of its own.
+pub(crate) fn open_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
+/// The pid the holder wrote, when it has written it yet.
+fn holder_pid(file: &mut File) -> Option<u32> {
+    // The holder truncates and writes right after locking; give it a moment to do so.
+    for _ in 0..20 {
+        let mut text = String::new();
+        if file.seek(SeekFrom::Start(0)).is_ok()
+            && file.read_to_string(&mut text).is_ok()
+            && let Ok(pid) = text.trim().parse()
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    None
+}
