@@ -29,7 +29,7 @@ echo "== clawsmith undo diff $turn_id greet.py"
 "$clawsmith" undo diff "$turn_id" greet.py
 echo
 echo "== clawsmith undo all $turn_id"
-"$clawsmith" undo all "$turn_id"
+"$clawsmith" undo all "$turn_id" --workspace "$scratch/workspace"
 if diff -r examples/demo-workspace "$scratch/workspace" > /dev/null; then
   echo "workspace is back to its original state"
 else

@@ -697,7 +697,17 @@ impl Soak {
         before: &Tree,
         touched: &BTreeSet<String>,
     ) -> Result<()> {
-        let args = ["--json", "undo", "files", turn, "--session", session];
+        let ws = self.ws.display().to_string();
+        let args = [
+            "--json",
+            "undo",
+            "files",
+            turn,
+            "--session",
+            session,
+            "--workspace",
+            &ws,
+        ];
         let kill_after = self
             .rng
             .chance(30)

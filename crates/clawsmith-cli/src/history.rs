@@ -1,6 +1,6 @@
 //! `session` and `undo` and `prune`: commands over the store alone.
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clawsmith_checkpoint::{
@@ -13,6 +13,43 @@ use crate::Output;
 
 /// Exit status of an undo refused because of conflicts (nothing changed).
 pub const EXIT_CONFLICT: i32 = 2;
+
+/// Longest session id accepted on the command line.
+pub const MAX_SESSION_ID_BYTES: usize = 128;
+
+/// Parses a session id given on the command line: non-empty, at most
+/// [`MAX_SESSION_ID_BYTES`], no control characters (a newline would forge lines in every
+/// listing), no `/` or `\\`, not `.` or `..` (an id must never read as a path).
+pub fn session_id(text: &str) -> std::result::Result<String, String> {
+    let problem = if text.is_empty() {
+        "it is empty"
+    } else if text.len() > MAX_SESSION_ID_BYTES {
+        "it is longer than 128 bytes"
+    } else if text.chars().any(char::is_control) {
+        "it contains a control character (newline, tab, …)"
+    } else if text.contains(['/', '\\']) || text == "." || text == ".." {
+        "it reads as a path (`/`, `\\`, `.` or `..`)"
+    } else {
+        return Ok(text.to_owned());
+    };
+    Err(format!(
+        "{problem}; a session id is up to 128 printable characters without `/` or `\\`"
+    ))
+}
+
+/// Which turn an undo rewinds, and the workspace it may write in.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UndoTarget {
+    /// The turn id.
+    pub turn: String,
+    /// The session, when the turn is in several (forks).
+    #[arg(long, value_parser = session_id)]
+    pub session: Option<String>,
+    /// The workspace to restore in (default: the current directory). Undo writes only here, and
+    /// refuses a session that works in another workspace.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+}
 
 pub fn session_list(store: &Store, out: &Output) -> Result<i32> {
     let sessions = store.list_sessions()?;
@@ -102,6 +139,9 @@ pub fn session_fork(
     out: &Output,
 ) -> Result<i32> {
     let id = new_id.unwrap_or_else(crate::new_id);
+    // A fork is a write of both sessions: the parent is copied whole, not mid-call.
+    let _parent = store.lease_session(parent)?;
+    let _child = store.lease_session(&id)?;
     let child = store.fork_session(parent, &id)?;
     if out.json {
         out.json_line(&json!({"id": child.id, "parentId": child.parent_id}))?;
@@ -250,22 +290,30 @@ pub fn undo_diff(
     Ok(0)
 }
 
-pub fn undo(
-    store: &Store,
-    turn: &str,
-    scope: UndoScope,
-    session: Option<&str>,
-    out: &Output,
-) -> Result<i32> {
-    let session_id = session_of(store, turn, session)?;
+pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) -> Result<i32> {
+    let turn = target.turn.as_str();
+    let session_id = session_of(store, turn, target.session.as_deref())?;
+    // One writer per session: a turn still running in it, or another undo, is waited for
+    // (`--wait`) or refused with its pid.
+    let _lease = store.lease_session(&session_id)?;
     let info = store
         .get_session(&session_id)?
         .with_context(|| format!("no session {session_id:?}"))?;
-    let workspace = Workspace::open(Path::new(&info.workspace_root))
-        .with_context(|| format!("opening the session's workspace {}", info.workspace_root))?;
+    // Undo writes only in the workspace this command was given, never where a row says.
+    let workspace = Workspace::open(&target.workspace)
+        .with_context(|| format!("opening the workspace {}", target.workspace.display()))?;
+    let root = workspace.root().display().to_string();
+    if root != info.workspace_root {
+        bail!(
+            "session {session_id} works in {}, not in {root}; undo only writes in the workspace \
+             it is given. Pass --workspace {} to undo there",
+            info.workspace_root,
+            info.workspace_root
+        );
+    }
     // An undo killed mid-restore left its plan behind; finish it first (it only touches paths
     // still in the state it recorded), or every later undo of the session is refused.
-    for recovered in store.recover_restores(&workspace)? {
+    for recovered in store.recover_session_restores(&workspace, &session_id)? {
         eprintln!(
             "clawsmith: finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
             recovered.turn_id,

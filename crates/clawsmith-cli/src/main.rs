@@ -47,6 +47,10 @@ struct Cli {
     /// (about 10× slower per call; without it, commits survive a killed process).
     #[arg(long, global = true)]
     fsync: bool,
+    /// When another process is writing the session (one writer per session), wait for it
+    /// instead of failing with "session … is in use by pid N".
+    #[arg(long, global = true)]
+    wait: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -116,14 +120,16 @@ enum SessionCommand {
     /// A session's messages, events and todos.
     Show {
         /// The session id.
+        #[arg(value_parser = history::session_id)]
         id: String,
     },
     /// Fork a session: the child shares history and blobs; undo in one never touches the other.
     Fork {
         /// The parent session id.
+        #[arg(value_parser = history::session_id)]
         id: String,
         /// The child's id (generated when omitted).
-        #[arg(long = "as", value_name = "NEW_ID")]
+        #[arg(long = "as", value_name = "NEW_ID", value_parser = history::session_id)]
         new_id: Option<String>,
     },
 }
@@ -147,29 +153,11 @@ enum UndoCommand {
         session: Option<String>,
     },
     /// Roll back the files of this turn and every later turn (hash-checked).
-    Files {
-        /// The turn id.
-        turn: String,
-        /// The session, when the turn is in several (forks).
-        #[arg(long)]
-        session: Option<String>,
-    },
+    Files(history::UndoTarget),
     /// Rewind messages, events, approvals and todos to the start of this turn.
-    Session {
-        /// The turn id.
-        turn: String,
-        /// The session, when the turn is in several (forks).
-        #[arg(long)]
-        session: Option<String>,
-    },
+    Session(history::UndoTarget),
     /// Precheck the files, then roll back files and session.
-    All {
-        /// The turn id.
-        turn: String,
-        /// The session, when the turn is in several (forks).
-        #[arg(long)]
-        session: Option<String>,
-    },
+    All(history::UndoTarget),
 }
 
 /// Where and how a command prints.
@@ -217,7 +205,12 @@ pub fn new_id() -> String {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // Bad flags or values are clawsmith failing to start (exit 1); exit 2 means an undo refused
+    // because of conflicts. `--help` and `--version` are answers (exit 0).
+    let cli = Cli::try_parse().unwrap_or_else(|error| {
+        let _ = error.print();
+        std::process::exit(if error.use_stderr() { 1 } else { 0 });
+    });
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(error) => {
@@ -230,6 +223,7 @@ fn main() {
 fn run(cli: Cli) -> Result<i32> {
     let out = Output { json: cli.json };
     state::FSYNC_EVERY_COMMIT.store(cli.fsync, std::sync::atomic::Ordering::Relaxed);
+    state::WAIT_FOR_SESSIONS.store(cli.wait, std::sync::atomic::Ordering::Relaxed);
     let state_dir = || state::state_dir(cli.state_dir.as_deref());
     match cli.command {
         Command::Tools { core } => run::tools(&state_dir()?, &core, &out),
@@ -266,15 +260,13 @@ fn run(cli: Cli) -> Result<i32> {
                     path,
                     session,
                 } => history::undo_diff(&store, &turn, &path, session.as_deref(), &out),
-                UndoCommand::Files { turn, session } => {
-                    history::undo(&store, &turn, UndoScope::Files, session.as_deref(), &out)
+                UndoCommand::Files(target) => {
+                    history::undo(&store, &target, UndoScope::Files, &out)
                 }
-                UndoCommand::Session { turn, session } => {
-                    history::undo(&store, &turn, UndoScope::Session, session.as_deref(), &out)
+                UndoCommand::Session(target) => {
+                    history::undo(&store, &target, UndoScope::Session, &out)
                 }
-                UndoCommand::All { turn, session } => {
-                    history::undo(&store, &turn, UndoScope::All, session.as_deref(), &out)
-                }
+                UndoCommand::All(target) => history::undo(&store, &target, UndoScope::All, &out),
             }
         }
         Command::Prune { dry_run } => {

@@ -30,7 +30,7 @@ pub struct CoreOptions {
     #[arg(long)]
     pub yes: bool,
     /// Continue this session (created under this id when new); a new session otherwise.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::history::session_id)]
     pub session: Option<String>,
     /// What to do when the kernel cannot sandbox commands.
     #[arg(long, value_enum, default_value_t = SandboxArg::Required)]
@@ -111,26 +111,37 @@ impl Approver for ApproveAll {
 /// command service; one-shot commands (`call`, `turn`) do not, since their process ends with the
 /// turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lifetime {
+pub enum Lifetime<'a> {
     /// One process per turn.
     OneShot,
-    /// A server that outlives turns.
-    LongLived,
+    /// A server that outlives turns; its background commands log into `command_logs`.
+    LongLived {
+        /// This process's `commands/<pid>/` ([`state::command_log_dir`]).
+        command_logs: &'a Path,
+    },
 }
 
 /// The configuration file (`--config`, else `clawsmith.toml` in the state directory when it
-/// exists). Its policy is read by `policy.rs`, its MCP servers by clawsmith-mcp.
+/// exists), checked to be trusted. Its policy is read by `policy.rs`, its MCP servers by
+/// clawsmith-mcp.
 pub fn config_path(state_dir: &Path, options: &CoreOptions) -> Result<Option<PathBuf>> {
     let path = match &options.config {
         Some(path) => path.clone(),
         None => {
-            let default = state_dir.join("clawsmith.toml");
-            if !default.exists() {
+            // The default is trusted only as far as the directory holding it is (owner, modes,
+            // no symlinks); nothing is created when there is no state yet.
+            if !state_dir.exists() {
+                return Ok(None);
+            }
+            state::prepare_state_dir(state_dir)?;
+            let default = state_dir.join(state::CONFIG_FILE);
+            if std::fs::symlink_metadata(&default).is_err() {
                 return Ok(None);
             }
             default
         }
     };
+    state::require_trusted_config(&path)?;
     Ok(Some(path))
 }
 
@@ -150,7 +161,7 @@ pub fn build_core(
     runtime: &tokio::runtime::Runtime,
     state_dir: &Path,
     options: &CoreOptions,
-    lifetime: Lifetime,
+    lifetime: Lifetime<'_>,
     approver: Option<Arc<dyn Approver>>,
 ) -> Result<AgentCore> {
     let workspace = options
@@ -173,7 +184,7 @@ pub fn build_core(
         .push(state::canonical_even_if_missing(state_dir)?);
     let default_mode = match lifetime {
         Lifetime::OneShot => ModeArg::Ask,
-        Lifetime::LongLived => ModeArg::AcceptEdits,
+        Lifetime::LongLived { .. } => ModeArg::AcceptEdits,
     };
     let mut config = CoreConfig::new(&workspace, store);
     config.policy = file_policy.permission_policy(
@@ -193,10 +204,8 @@ pub fn build_core(
             .block_on(clawsmith_mcp::connect_servers(&mcp))
             .context("connecting the configured MCP servers")?;
     }
-    if lifetime == Lifetime::LongLived {
-        let log_dir = state_dir
-            .join("commands")
-            .join(format!("{}", std::process::id()));
+    if let Lifetime::LongLived { command_logs } = lifetime {
+        let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))
             .with_context(|| {
             format!(
@@ -469,8 +478,15 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
     let core = build_core(
         &runtime,
         state_dir,
+    // Checked before anything is created in the state directory; the log directory of this
+    // process's background commands is removed again when the server ends.
+    state::ensure_outside(state_dir, &options.workspace)?;
+    state::prepare_state_dir(state_dir)?;
+    let command_logs = state::command_log_dir(state_dir)?;
         options,
-        Lifetime::LongLived,
+        Lifetime::LongLived {
+            command_logs: command_logs.path(),
+        },
         Some(approver),
     )?;
     let server_options = clawsmith_mcp::ServerOptions {

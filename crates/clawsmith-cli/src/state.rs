@@ -1,13 +1,24 @@
-//! Where clawsmith keeps its state, and the rule that it never lives inside a workspace it serves.
+//! Where clawsmith keeps its state, and the rules it holds the state directory to: never inside
+//! a workspace it serves; private to its owner (0700, files 0600, whatever the umask; looser
+//! modes are tightened with a notice); trusted only when the current user owns it and no one
+//! else can write it, as ssh treats `~/.ssh`; and never read or written through a symlink.
 
+use std::fs::{DirBuilder, Metadata};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use clawsmith_checkpoint::{Durability, Store, StoreOptions};
+use clawsmith_checkpoint::{Durability, LeaseWait, Store, StoreOptions};
 
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "clawsmith.db";
+
+/// The MCP client configuration read from the state directory by default.
+pub const CONFIG_FILE: &str = "clawsmith.toml";
+
+/// Where background commands of a long-lived process keep their logs: `commands/<pid>/`.
+pub const COMMANDS_DIR: &str = "commands";
 
 /// The state directory from the flag/env value, else `$XDG_STATE_HOME/clawsmith`, else
 /// `~/.local/state/clawsmith`.
@@ -78,10 +89,123 @@ pub fn ensure_outside(state: &Path, workspace: &Path) -> Result<()> {
 pub static FSYNC_EVERY_COMMIT: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// Opens (creating if needed) the store in `state`.
+/// Whether a second writer of a session waits for the first (`--wait`); set once at startup.
+pub static WAIT_FOR_SESSIONS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Creates the state directory (0700) or checks an existing one: it must be a directory the
+/// current user owns that group and others cannot write; looser read/search bits are removed
+/// with a notice, and so are those of the files directly in it (the database, its `-wal` and
+/// `-shm`, the configuration). A symlink where the database or the configuration belongs is
+/// refused: it could point anywhere.
+pub fn prepare_state_dir(state: &Path) -> Result<()> {
+    if !state.exists() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(state)
+            .with_context(|| format!("creating the state directory {}", state.display()))?;
+    }
+    let metadata = std::fs::metadata(state)
+        .with_context(|| format!("reading the state directory {}", state.display()))?;
+    if !metadata.is_dir() {
+        bail!("the state directory {} is not a directory", state.display());
+    }
+    require_trusted("state directory", state, &metadata)?;
+    tighten(state, &metadata, 0o700)?;
+    let entries = std::fs::read_dir(state)
+        .with_context(|| format!("listing the state directory {}", state.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", state.display()))?;
+        let path = entry.path();
+        let metadata = match std::fs::symlink_metadata(&path) {
+            Ok(metadata) => metadata,
+            // Another process's `-wal` or `-shm`, gone since the listing.
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(error) => {
+                return Err(error).with_context(|| format!("reading {}", path.display()));
+            }
+        };
+        if metadata.file_type().is_symlink() {
+            bail!(
+                "refusing {}: it is a symlink inside the state directory, and clawsmith never \
+                 follows links there. Remove it (the state directory holds only clawsmith's \
+                 own files)",
+                path.display()
+            );
+        }
+        require_trusted("file in the state directory", &path, &metadata)?;
+        tighten(
+            &path,
+            &metadata,
+            if metadata.is_dir() { 0o700 } else { 0o600 },
+        )?;
+    }
+    Ok(())
+}
+
+/// The current user, as the kernel sees this process.
+fn current_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Refuses `path` unless the current user owns it and group and others cannot write it.
+fn require_trusted(what: &str, path: &Path, metadata: &Metadata) -> Result<()> {
+    let uid = current_uid();
+    if metadata.uid() != uid {
+        bail!(
+            "refusing the {what} {}: it is owned by uid {}, not by you (uid {uid}); another \
+             user could plant state or configuration there. Use a --state-dir you own (or \
+             `chown` it to yourself)",
+            path.display(),
+            metadata.uid()
+        );
+    }
+    let mode = metadata.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        bail!(
+            "refusing the {what} {}: group or others can write it (mode {mode:04o}). Run \
+             `chmod go-w {}` (clawsmith wants 0700 for directories, 0600 for files)",
+            path.display(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Removes every group/other bit from `path` (to `wanted`), saying so on stderr.
+fn tighten(path: &Path, metadata: &Metadata, wanted: u32) -> Result<()> {
+    let mode = metadata.mode() & 0o7777;
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(wanted)) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        result => {
+            result.with_context(|| format!("tightening the permissions of {}", path.display()))?
+        }
+    }
+    eprintln!(
+        "clawsmith: tightened {} from {mode:04o} to {wanted:04o} (other users could read it)",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Checks a configuration file the way [`prepare_state_dir`] checks the state: owned by the
+/// current user, not writable by group or others. It names commands clawsmith starts, so a file
+/// someone else can write is a way to run their commands as you.
+pub fn require_trusted_config(path: &Path) -> Result<()> {
+    let metadata = std::fs::metadata(path)
+        .with_context(|| format!("reading the configuration {}", path.display()))?;
+    require_trusted("configuration", path, &metadata)
+}
+
+/// Opens (creating if needed) the store in `state`: the directory is prepared and checked, the
+/// database created 0600 (SQLite gives its `-wal` and `-shm` the same mode) and never opened
+/// through a symlink.
 pub fn open_store(state: &Path) -> Result<Arc<Store>> {
-    std::fs::create_dir_all(state)
-        .with_context(|| format!("creating the state directory {}", state.display()))?;
+    prepare_state_dir(state)?;
     let path = state.join(DATABASE_FILE);
     let durability = if FSYNC_EVERY_COMMIT.load(std::sync::atomic::Ordering::Relaxed) {
         Durability::Full
@@ -94,17 +218,79 @@ pub fn open_store(state: &Path) -> Result<Arc<Store>> {
     };
     let store = Store::open_with(&path, options)
         .with_context(|| format!("opening the state database {}", path.display()))?;
+    if WAIT_FOR_SESSIONS.load(std::sync::atomic::Ordering::Relaxed) {
+        store.set_lease_wait(LeaseWait::Wait);
+    }
     Ok(Arc::new(store))
 }
 
 /// Opens the store only if the database exists (read-only commands never create state).
 pub fn open_existing_store(state: &Path) -> Result<Arc<Store>> {
     let path = state.join(DATABASE_FILE);
-    if !path.exists() {
+    if std::fs::symlink_metadata(&path).is_err() {
         bail!(
             "no clawsmith state at {} (nothing has run with this --state-dir yet)",
             path.display()
         );
     }
     open_store(state)
+}
+
+/// The log directory of this process's background commands, `commands/<pid>/`, created fresh
+/// (0700) after removing the directories of processes that are gone. The returned guard removes
+/// it again when the process is done with it.
+pub fn command_log_dir(state: &Path) -> Result<CommandLogDir> {
+    let commands = state.join(COMMANDS_DIR);
+    DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(&commands)
+        .with_context(|| format!("creating {}", commands.display()))?;
+    let metadata = std::fs::symlink_metadata(&commands)
+        .with_context(|| format!("reading {}", commands.display()))?;
+    require_trusted("directory", &commands, &metadata)?;
+    tighten(&commands, &metadata, 0o700)?;
+    for entry in std::fs::read_dir(&commands)
+        .with_context(|| format!("listing {}", commands.display()))?
+        .flatten()
+    {
+        let name = entry.file_name();
+        let owner_alive = name
+            .to_str()
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id() && Path::new(&format!("/proc/{pid}")).exists()
+            });
+        if !owner_alive {
+            // Best effort: a leftover that cannot be removed only costs disk space. Neither
+            // call follows a symlink.
+            let _ = std::fs::remove_dir_all(entry.path())
+                .or_else(|_| std::fs::remove_file(entry.path()));
+        }
+    }
+    let dir = commands.join(std::process::id().to_string());
+    DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("creating the command log directory {}", dir.display()))?;
+    Ok(CommandLogDir { path: dir })
+}
+
+/// `commands/<pid>/`, removed on drop.
+#[derive(Debug)]
+pub struct CommandLogDir {
+    path: PathBuf,
+}
+
+impl CommandLogDir {
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for CommandLogDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
 }

@@ -262,7 +262,7 @@ fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
                 let last = run.lines().pop().unwrap();
                 assert_eq!(last["results"][0]["result"]["status"], "success", "{last}");
                 let turn = last["turnId"].as_str().unwrap().to_owned();
-                let undo = undoer.run(&["--json", "undo", "all", &turn, "--session", "undo"], "");
+                let undo = undoer.undo(true, &["all", &turn, "--session", "undo"]);
                 assert_clean(&format!("undo {turn}"), &undo);
                 assert_eq!(undo.code, 0, "{}", undo.stderr);
                 assert_eq!(undo.json()["outcome"], "undone", "{}", undo.stdout);

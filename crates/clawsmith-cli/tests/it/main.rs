@@ -6,6 +6,8 @@ mod concurrency;
 mod hostile_state;
 mod mcp;
 mod policy;
+mod sessions;
+mod state;
 mod undo;
 
 use std::io::Write;
@@ -50,13 +52,32 @@ impl Fixture {
         run_binary(&full, stdin)
     }
 
-    /// `clawsmith call --workspace <ws> EXTRA... TOOL ARGS` parsed as the result JSON.
-    pub fn call(&self, extra: &[&str], tool: &str, arguments: &str) -> Value {
+    /// `clawsmith [--json] undo ARGS --workspace <ws>`: undo writes only in the workspace it is
+    /// given.
+    pub fn undo(&self, json: bool, args: &[&str]) -> Run {
+        let ws = self.ws();
+        let mut full = if json {
+            vec!["--json", "undo"]
+        } else {
+            vec!["undo"]
+        };
+        full.extend_from_slice(args);
+        full.extend_from_slice(&["--workspace", ws.to_str().unwrap()]);
+        self.run(&full, "")
+    }
+
+    /// `clawsmith call --workspace <ws> EXTRA... TOOL ARGS`, whatever it answers.
+    pub fn try_call(&self, extra: &[&str], tool: &str, arguments: &str) -> Run {
         let ws = self.ws();
         let mut args = vec!["call", "--workspace", ws.to_str().unwrap()];
         args.extend_from_slice(extra);
         args.extend_from_slice(&[tool, arguments]);
-        let run = self.run(&args, "");
+        self.run(&args, "")
+    }
+
+    /// `clawsmith call --workspace <ws> EXTRA... TOOL ARGS` parsed as the result JSON.
+    pub fn call(&self, extra: &[&str], tool: &str, arguments: &str) -> Value {
+        let run = self.try_call(extra, tool, arguments);
         assert_eq!(run.code, 0, "{}", run.stderr);
         serde_json::from_str(run.stdout.trim()).unwrap()
     }

@@ -8,15 +8,15 @@ use serde_json::{Value, json};
 
 use crate::{Fixture, read};
 
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     next_id: u64,
 }
 
 impl Server {
-    fn start(f: &Fixture, extra: &[&str]) -> Server {
+    pub(crate) fn start(f: &Fixture, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
             .arg("--state-dir")
             .arg(f.state())
@@ -33,7 +33,7 @@ impl Server {
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut server = Server {
             child,
-            stdin,
+            stdin: Some(stdin),
             stdout,
             next_id: 1,
         };
@@ -44,7 +44,7 @@ impl Server {
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "clawsmith", "{init}");
         writeln!(
-            server.stdin,
+            server.stdin.as_mut().unwrap(),
             "{}",
             json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
         )
@@ -52,16 +52,17 @@ impl Server {
         server
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
+        let stdin = self.stdin.as_mut().unwrap();
         writeln!(
-            self.stdin,
+            stdin,
             "{}",
             json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
         )
         .unwrap();
-        self.stdin.flush().unwrap();
+        stdin.flush().unwrap();
         let mut line = String::new();
         loop {
             line.clear();
@@ -76,9 +77,17 @@ impl Server {
         }
     }
 
-    fn call(&mut self, name: &str, arguments: Value) -> Value {
+    pub(crate) fn call(&mut self, name: &str, arguments: Value) -> Value {
         let response = self.request("tools/call", json!({"name": name, "arguments": arguments}));
         response["result"].clone()
+    }
+}
+
+impl Server {
+    /// Closes stdin (the client goes away) and waits for the server to exit on its own.
+    pub(crate) fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
     }
 }
 
@@ -139,7 +148,7 @@ fn mcp_server_lists_calls_and_its_turns_undo_from_the_cli() {
         .as_str()
         .unwrap()
         .to_owned();
-    let undo = f.run(&["--json", "undo", "files", &turn], "");
+    let undo = f.undo(true, &["files", &turn]);
     assert_eq!(undo.code, 0, "{} {}", undo.stdout, undo.stderr);
     assert_eq!(undo.json()["outcome"], "undone");
     assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta\n");

@@ -53,7 +53,7 @@ fn list_diff_and_undo_all_restore_the_tree() {
         "{}",
         diff.stdout
     );
-    let undo = f.run(&["--json", "undo", "all", &turn], "").json();
+    let undo = f.undo(true, &["all", &turn]).json();
     assert_eq!(undo["outcome"], "undone");
     assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta\n");
     assert_eq!(read(&f.ws().join("b.txt")), "gamma\n");
@@ -61,7 +61,7 @@ fn list_diff_and_undo_all_restore_the_tree() {
     let show = f.run(&["--json", "session", "show", "s"], "").json();
     assert_eq!(show["messages"].as_array().unwrap().len(), 0);
     assert_eq!(show["todos"].as_array().unwrap().len(), 0);
-    let again = f.run(&["undo", "all", &turn], "");
+    let again = f.undo(false, &["all", &turn]);
     assert_eq!(again.code, 0);
     assert!(again.stdout.contains("already undone"), "{}", again.stdout);
 }
@@ -75,7 +75,7 @@ fn a_conflicting_undo_changes_nothing() {
         .iter()
         .map(|p| (p.to_string(), read(&f.ws().join(p))))
         .collect();
-    let run = f.run(&["--json", "undo", "files", &turn], "");
+    let run = f.undo(true, &["files", &turn]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     let report = run.json();
     assert_eq!(report["outcome"], "conflicts");
@@ -84,14 +84,14 @@ fn a_conflicting_undo_changes_nothing() {
         assert_eq!(read(&f.ws().join(&path)), content, "{path} changed");
     }
     assert!(!f.ws().join("b.txt").exists());
-    let people = f.run(&["undo", "all", &turn], "");
+    let people = f.undo(false, &["all", &turn]);
     assert_eq!(people.code, 2);
     assert!(
         people.stdout.contains("a.txt") && people.stdout.contains("nothing was changed"),
         "{}",
         people.stdout
     );
-    let unknown = f.run(&["undo", "files", "turn_nope"], "");
+    let unknown = f.undo(false, &["files", "turn_nope"]);
     assert_eq!(unknown.code, 1);
     assert!(
         unknown.stderr.contains("no checkpoint for turn"),
@@ -104,7 +104,7 @@ fn a_conflicting_undo_changes_nothing() {
 fn session_undo_keeps_files_and_prune_reports() {
     let f = Fixture::new();
     let turn = turn_with_changes(&f);
-    let undo = f.run(&["--json", "undo", "session", &turn], "").json();
+    let undo = f.undo(true, &["session", &turn]).json();
     assert_eq!(undo["outcome"], "undone");
     assert_eq!(read(&f.ws().join("a.txt")), "alpha\nBETA\n");
     let prune = f.run(&["--json", "prune", "--dry-run"], "").json();

@@ -1,0 +1,384 @@
+//! One writer per session (issue 14, break 3) and the session-id rules (issue 13), through real
+//! processes: while a `turn` holds a session, `call`, `turn`, `mcp`, `undo` and `session fork` on
+//! it are refused with the holder's pid (or wait, with `--wait`), and the running call is closed
+//! exactly once, by its own process.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Fixture, Run};
+
+/// A `turn --session s` that runs a command for a while, as a child process.
+// The child is handed to the caller, which waits for it.
+#[allow(clippy::zombie_processes)]
+fn holding_turn(f: &Fixture, seconds: u32) -> Child {
+    let calls = json!([{"id": "slow", "name": "run_command", "arguments": json!({"command": format!("sleep {seconds}; echo slept")}).to_string()}]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(f.state())
+        .args([
+            "turn",
+            "--mode",
+            "full",
+            "--sandbox",
+            "best-effort",
+            "--session",
+            "s",
+            "--workspace",
+        ])
+        .arg(f.ws())
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(calls.to_string().as_bytes()).unwrap();
+    }
+    // Wait (bounded) until the command has started: its `tool.started` is stored.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let show = f.run(&["--json", "session", "show", "s"], "");
+        if show.code == 0
+            && show.json()["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|event| event["type"] == "tool.started" && event["toolCallId"] == "slow")
+        {
+            return child;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the holding turn never started: {}", show.stderr);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every `tool.started` of the session closed by exactly one `tool.completed`, and every call
+/// answered by exactly one tool message.
+fn assert_each_call_closed_once(f: &Fixture, session: &str) -> Value {
+    let show = f.run(&["--json", "session", "show", session], "").json();
+    let events = show["events"].as_array().unwrap();
+    for started in events.iter().filter(|e| e["type"] == "tool.started") {
+        let id = &started["toolCallId"];
+        let completions = events
+            .iter()
+            .filter(|e| e["type"] == "tool.completed" && &e["toolCallId"] == id)
+            .count();
+        assert_eq!(completions, 1, "{id}: {completions} completions in {show}");
+    }
+    let messages = show["messages"].as_array().unwrap();
+    for call in messages
+        .iter()
+        .filter_map(|m| m["toolCalls"].as_array())
+        .flatten()
+    {
+        let answers = messages
+            .iter()
+            .filter(|m| m["role"] == "tool" && m["toolCallId"] == call["id"])
+            .count();
+        assert_eq!(answers, 1, "{}: {answers} results", call["id"]);
+    }
+    show
+}
+
+/// An MCP server on session `s` that makes one call; its whole exchange.
+fn mcp_on_session(f: &Fixture, extra: &[&str]) -> Run {
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}),
+    ];
+    let stdin: String = requests.iter().map(|r| format!("{r}\n")).collect();
+    let ws = f.ws();
+    let mut args = vec!["mcp", "--workspace", ws.to_str().unwrap(), "--session", "s"];
+    args.extend_from_slice(extra);
+    f.run(&args, &stdin)
+}
+
+#[test]
+fn a_second_writer_of_a_running_session_is_refused_with_the_holders_pid() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap();
+    // An earlier, finished turn of the session, for undo to aim at.
+    let earlier = f.run(
+        &["turn", "--workspace", ws, "--mode", "full", "--session", "s"],
+        &json!([{"id": "w", "name": "write_file", "arguments": json!({"path": "new.txt", "content": "x\n"}).to_string()}]).to_string(),
+    );
+    assert_eq!(earlier.code, 0, "{}", earlier.stderr);
+    let earlier_turn = earlier.lines().pop().unwrap()["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let holder = holding_turn(&f, 5);
+    let in_use = format!("session s is in use by pid {}", holder.id());
+    let read = r#"{"path":"a.txt"}"#;
+    let one_read = json!([{"id": "r", "name": "read_file", "arguments": read}]).to_string();
+    let contenders: Vec<(&str, Run)> = vec![
+        ("call", f.try_call(&["--session", "s"], "read_file", read)),
+        (
+            "turn",
+            f.run(&["turn", "--workspace", ws, "--session", "s"], &one_read),
+        ),
+        ("mcp", mcp_on_session(&f, &[])),
+        (
+            "undo",
+            f.undo(false, &["all", &earlier_turn, "--session", "s"]),
+        ),
+        (
+            "session fork",
+            f.run(&["session", "fork", "s", "--as", "child"], ""),
+        ),
+    ];
+    for (what, run) in &contenders {
+        assert_eq!(run.code, 1, "{what}: {}", run.stdout);
+        assert!(
+            run.stderr.contains(&in_use),
+            "{what}: {in_use:?} not in {}",
+            run.stderr
+        );
+    }
+    assert!(
+        f.ws().join("new.txt").exists(),
+        "the refused undo changed nothing"
+    );
+    let output = holder.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let last: Value = serde_json::from_str(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["results"][0]["result"]["status"], "success", "{last}");
+    let show = assert_each_call_closed_once(&f, "s");
+    let statuses: Vec<&Value> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool.completed")
+        .map(|e| &e["status"])
+        .collect();
+    assert!(statuses.iter().all(|s| *s == "success"), "{statuses:?}");
+}
+
+#[test]
+fn with_wait_a_second_writer_runs_after_the_first() {
+    let f = Fixture::new();
+    let holder = holding_turn(&f, 2);
+    let read = r#"{"path":"a.txt"}"#;
+    let waiters: Vec<(&str, Run)> = vec![
+        (
+            "call",
+            f.try_call(&["--wait", "--session", "s"], "read_file", read),
+        ),
+        ("mcp", mcp_on_session(&f, &["--wait"])),
+    ];
+    for (what, run) in &waiters {
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert!(run.stdout.contains("alpha"), "{what}: {}", run.stdout);
+    }
+    assert!(holder.wait_with_output().unwrap().status.success());
+    assert_each_call_closed_once(&f, "s");
+}
+
+#[test]
+fn racing_writers_on_one_session_never_close_a_live_call() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap().to_owned();
+    std::fs::write(f.ws().join("undo-me.txt"), "start\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let outcomes = std::sync::Mutex::new(Vec::<String>::new());
+    std::thread::scope(|scope| {
+        for writer in 0..4 {
+            let (f, ws, outcomes) = (&f, &ws, &outcomes);
+            scope.spawn(move || {
+                let mut index = 0;
+                while Instant::now() < deadline {
+                    let id = format!("w{writer}-{index}");
+                    let run = match writer {
+                        0 => f.run(
+                            &["turn", "--workspace", ws, "--mode", "full", "--sandbox", "best-effort", "--session", "s"],
+                            &json!([{"id": id, "name": "run_command", "arguments": json!({"command": "sleep 0.05"}).to_string()}]).to_string(),
+                        ),
+                        1 => f.run(&["call", "--workspace", ws, "--session", "s", "read_file", r#"{"path":"a.txt"}"#], ""),
+                        2 => mcp_on_session(f, &[]),
+                        _ => {
+                            let turn = f.run(
+                                &["turn", "--workspace", ws, "--mode", "full", "--session", "s"],
+                                &json!([{"id": id, "name": "write_file", "arguments": json!({"path": format!("{id}.txt"), "content": "x"}).to_string()}]).to_string(),
+                            );
+                            match turn.lines().pop().and_then(|l| l["turnId"].as_str().map(str::to_owned)) {
+                                Some(turn_id) if turn.code == 0 => f.undo(false, &["files", &turn_id, "--session", "s"]),
+                                _ => turn,
+                            }
+                        }
+                    };
+                    let text = format!("{}\n{}", run.stdout, run.stderr);
+                    assert!(
+                        run.code == 0 || text.contains("session s is in use by pid"),
+                        "writer {writer}: {text}"
+                    );
+                    assert!(
+                        !text.contains("Store::") && !text.contains("database is locked"),
+                        "{text}"
+                    );
+                    outcomes.lock().unwrap().push(format!("{writer}:{}", run.code));
+                    index += 1;
+                }
+            });
+        }
+    });
+    let outcomes = outcomes.into_inner().unwrap();
+    for writer in 0..4 {
+        assert!(
+            outcomes.iter().any(|o| o == &format!("{writer}:0")),
+            "writer {writer} never got the session: {outcomes:?}"
+        );
+    }
+    let show = assert_each_call_closed_once(&f, "s");
+    let interrupted: Vec<&Value> = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool.completed" && e["status"] != "success")
+        .collect();
+    assert!(
+        interrupted.is_empty(),
+        "a live call was closed by another process: {interrupted:?}"
+    );
+}
+
+#[test]
+fn two_undos_of_one_turn_one_wins_the_other_says_why() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    for round in 0..4 {
+        let turn = f.run(
+            &["turn", "--workspace", ws.to_str().unwrap(), "--mode", "full", "--session", "s"],
+            &json!([{"id": format!("e{round}"), "name": "write_file", "arguments": json!({"path": format!("r{round}.txt"), "content": "x"}).to_string()}]).to_string(),
+        );
+        assert_eq!(turn.code, 0, "{}", turn.stderr);
+        let turn_id = turn.lines().pop().unwrap()["turnId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let runs: Vec<Run> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| scope.spawn(|| f.undo(false, &["files", &turn_id])))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let undone = runs
+            .iter()
+            .filter(|r| r.code == 0 && r.stdout.contains("undid"))
+            .count();
+        assert_eq!(
+            undone,
+            1,
+            "{:?}",
+            runs.iter()
+                .map(|r| (&r.stdout, &r.stderr))
+                .collect::<Vec<_>>()
+        );
+        for run in runs.iter().filter(|r| !r.stdout.contains("undid")) {
+            let text = format!("{}{}", run.stdout, run.stderr);
+            assert!(
+                text.contains("already undone") || text.contains("is in use by pid"),
+                "{text}"
+            );
+            assert!(
+                !text.contains("Store::") && !text.contains("recover_restores"),
+                "{text}"
+            );
+        }
+        assert!(!f.ws().join(format!("r{round}.txt")).exists());
+    }
+}
+
+#[test]
+fn session_ids_that_are_empty_or_read_as_paths_are_refused() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap();
+    let seed = f.run(
+        &[
+            "call",
+            "--workspace",
+            ws,
+            "--session",
+            "s",
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        ],
+        "",
+    );
+    assert_eq!(seed.code, 0, "{}", seed.stderr);
+    // (command, the id it was given, the words of the refusal)
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "call",
+                "--workspace",
+                ws,
+                "--session",
+                "",
+                "read_file",
+                "{}",
+            ],
+            "it is empty",
+        ),
+        (
+            vec![
+                "call",
+                "--workspace",
+                ws,
+                "--session",
+                "a\nb",
+                "read_file",
+                "{}",
+            ],
+            "control character",
+        ),
+        (
+            vec!["turn", "--workspace", ws, "--session", "x\ty"],
+            "control character",
+        ),
+        (
+            vec!["mcp", "--workspace", ws, "--session", ""],
+            "it is empty",
+        ),
+        (vec!["session", "fork", "s", "--as", ""], "it is empty"),
+        (
+            vec!["session", "fork", "s", "--as", "../../x"],
+            "reads as a path",
+        ),
+        (
+            vec!["session", "fork", "s", "--as", ".."],
+            "reads as a path",
+        ),
+        (vec!["session", "show", "a\nb"], "control character"),
+    ];
+    for (args, words) in &cases {
+        let run = f.run(args, "");
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+        assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
+    }
+    let listed = f.run(&["--json", "session", "list"], "").json();
+    assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
+}
