@@ -409,6 +409,10 @@ enum TurnInput {
 /// The final line of `turn`, fields in contract order.
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
+/// The most `turn` reads from stdin (16 MiB): one turn's calls, never a whole file's worth of
+/// memory per byte sent.
+pub const MAX_TURN_INPUT_BYTES: u64 = 16 << 20;
+
 struct TurnResult<'a> {
     r#type: &'static str,
     session_id: &'a str,
@@ -434,8 +438,16 @@ pub fn turn(
         .read_to_string(&mut input)
         .context("reading the tool calls from stdin")?;
     let batches = match serde_json::from_str::<TurnInput>(&input).context(
+        .take(MAX_TURN_INPUT_BYTES + 1)
         "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
          or an array of such arrays (one per assistant message of the turn)",
+    if input.len() as u64 > MAX_TURN_INPUT_BYTES {
+        bail!(
+            "stdin holds more than {} MiB of tool calls, the most `turn` reads; split the calls \
+             over several turns",
+            MAX_TURN_INPUT_BYTES >> 20
+        );
+    }
     )? {
         TurnInput::Batch(calls) => vec![calls],
         TurnInput::Batches(batches) => batches,
@@ -475,9 +487,6 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
     let runtime = runtime()?;
     let eliciting = clawsmith_mcp::ElicitingApprover::new();
     let approver: Arc<dyn Approver> = eliciting.clone();
-    let core = build_core(
-        &runtime,
-        state_dir,
     // Checked before anything is created in the state directory; the log directory of this
     // process's background commands is removed again when the server ends.
     state::ensure_outside(state_dir, &options.workspace)?;
@@ -486,6 +495,9 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
         options,
         Lifetime::LongLived {
             command_logs: command_logs.path(),
+    let core = build_core(
+        &runtime,
+        state_dir,
         },
         Some(approver),
     )?;

@@ -1,6 +1,7 @@
 //! Integration tests of clawsmith-checkpoint.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod at_rest;
 mod concurrency;
 mod crash;
 mod diff;

@@ -489,3 +489,63 @@ fn undo_writes_only_in_the_workspace_it_is_given() {
     assert_eq!(undo.json()["outcome"], "undone", "{}", undo.stderr);
     assert_eq!(crate::read(&ws.join("a.txt")), "alpha\nbeta\n");
 }
+
+#[test]
+fn turn_input_is_capped_and_refused_arguments_are_stored_bounded() {
+    use std::io::Write;
+    let f = Fixture::new();
+    let ws = f.ws();
+    // (stdin size, whether the turn runs) around the documented 16 MiB cap.
+    let huge = json!({"path": "big.txt", "content": "x".repeat(3 << 20)}).to_string();
+    let refused = json!([{"id": "big", "name": "write_file", "arguments": huge}]).to_string();
+    let over = " ".repeat((16 << 20) + 1);
+    for (stdin, runs) in [(refused.as_str(), true), (over.as_str(), false)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+            .arg("--state-dir")
+            .arg(f.state())
+            .args([
+                "turn",
+                "--mode",
+                "read-only",
+                "--session",
+                "s",
+                "--workspace",
+            ])
+            .arg(&ws)
+            .env_remove("CLAWSMITH_STATE_DIR")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipe = child.stdin.take().unwrap();
+        let bytes = stdin.as_bytes().to_vec();
+        // The refusal closes stdin early: the rest of the write fails, as it should.
+        let writer = std::thread::spawn(move || drop(pipe.write_all(&bytes)));
+        let output = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if runs {
+            assert!(output.status.success(), "{stderr}");
+        } else {
+            assert_eq!(output.status.code(), Some(1));
+            assert!(stderr.contains("more than 16 MiB"), "{stderr}");
+        }
+    }
+    let show = f.run(&["--json", "session", "show", "s"], "").json();
+    let stored = show["messages"][0]["toolCalls"][0]["arguments"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        stored.len() <= clawsmith_checkpoint::MAX_STORED_ARGUMENT_BYTES + 100,
+        "{} bytes stored",
+        stored.len()
+    );
+    assert!(
+        stored.ends_with("bytes]"),
+        "{}",
+        &stored[stored.len() - 80..]
+    );
+    assert!(!f.ws().join("big.txt").exists());
+}
