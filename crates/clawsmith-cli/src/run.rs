@@ -406,13 +406,13 @@ enum TurnInput {
     Batches(Vec<Vec<ToolCall>>),
 }
 
-/// The final line of `turn`, fields in contract order.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
 /// The most `turn` reads from stdin (16 MiB): one turn's calls, never a whole file's worth of
 /// memory per byte sent.
 pub const MAX_TURN_INPUT_BYTES: u64 = 16 << 20;
 
+/// The final line of `turn`, fields in contract order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct TurnResult<'a> {
     r#type: &'static str,
     session_id: &'a str,
@@ -435,12 +435,9 @@ pub fn turn(
 ) -> Result<i32> {
     let mut input = String::new();
     std::io::stdin()
+        .take(MAX_TURN_INPUT_BYTES + 1)
         .read_to_string(&mut input)
         .context("reading the tool calls from stdin")?;
-    let batches = match serde_json::from_str::<TurnInput>(&input).context(
-        .take(MAX_TURN_INPUT_BYTES + 1)
-        "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
-         or an array of such arrays (one per assistant message of the turn)",
     if input.len() as u64 > MAX_TURN_INPUT_BYTES {
         bail!(
             "stdin holds more than {} MiB of tool calls, the most `turn` reads; split the calls \
@@ -448,6 +445,9 @@ pub fn turn(
             MAX_TURN_INPUT_BYTES >> 20
         );
     }
+    let batches = match serde_json::from_str::<TurnInput>(&input).context(
+        "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
+         or an array of such arrays (one per assistant message of the turn)",
     )? {
         TurnInput::Batch(calls) => vec![calls],
         TurnInput::Batches(batches) => batches,
@@ -492,12 +492,12 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
     state::ensure_outside(state_dir, &options.workspace)?;
     state::prepare_state_dir(state_dir)?;
     let command_logs = state::command_log_dir(state_dir)?;
-        options,
-        Lifetime::LongLived {
-            command_logs: command_logs.path(),
     let core = build_core(
         &runtime,
         state_dir,
+        options,
+        Lifetime::LongLived {
+            command_logs: command_logs.path(),
         },
         Some(approver),
     )?;
