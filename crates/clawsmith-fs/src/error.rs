@@ -2,16 +2,18 @@
 
 use std::path::PathBuf;
 
+use crate::escape::escape_control;
+
 /// Why a workspace operation failed.
 ///
 /// Every message names the path as the model gave it (`requested`) or in its normalized
-/// workspace-relative form; none ever quotes file content, and none describes anything outside the
-/// workspace beyond "it is outside".
+/// workspace-relative form, with control characters escaped ([`crate::escape_control`]); none ever
+/// quotes file content, and none describes anything outside the workspace beyond "it is outside".
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FsError {
     /// F1: the path leaves the workspace (lexically, or through a symlink found when opening).
-    #[error("Path is outside the workspace: {requested}")]
+    #[error("Path is outside the workspace: {}", escape_control(requested))]
     OutsideWorkspace { requested: String },
     /// The path contains a NUL byte (it would be cut short by the kernel).
     #[error("Path contains a NUL byte")]
@@ -27,25 +29,32 @@ pub enum FsError {
         source: std::io::Error,
     },
     /// Nothing exists at the path.
-    #[error("File not found: {path}")]
+    #[error("File not found: {}", escape_control(path))]
     NotFound { path: String },
     /// The path exists but is not a regular file (a directory, symlink, FIFO, socket or device).
-    #[error("Not a regular file: {path}")]
+    #[error("Not a regular file: {}", escape_control(path))]
     NotRegularFile { path: String },
     /// The path exists but is not a directory.
-    #[error("Not a directory: {path}")]
+    #[error("Not a directory: {}", escape_control(path))]
     NotADirectory { path: String },
     /// Create-only or no-clobber refused an existing target.
-    #[error("File already exists: {path}")]
+    #[error("File already exists: {}", escape_control(path))]
     AlreadyExists { path: String },
     /// The parent directory is missing.
-    #[error("Parent directory does not exist: {path}")]
+    #[error("Parent directory does not exist: {}", escape_control(path))]
     ParentMissing { path: String },
     /// The file is larger than the operation accepts.
-    #[error("File is too large ({size} bytes; limit {limit} bytes): {path}")]
+    #[error(
+        "File is too large ({size} bytes; limit {limit} bytes): {}",
+        escape_control(path)
+    )]
     TooLarge { path: String, size: u64, limit: u64 },
+    /// A read-modify-write found the file changed since it was read (another writer); nothing
+    /// was written. Reading it again and redoing the change is safe.
+    #[error("{} changed while editing; read it again", escape_control(path))]
+    Changed { path: String },
     /// Any other system error, with the operation and path it happened on.
-    #[error("Cannot {operation} {path}: {source}")]
+    #[error("Cannot {operation} {}: {source}", escape_control(path))]
     Io {
         operation: &'static str,
         path: String,

@@ -10,6 +10,10 @@
 //!   [`WorkspacePath`], the validated, normalized, workspace-relative path that every other method
 //!   takes. Checkpoint restores use [`Workspace::read_state`], [`Workspace::restore_file`],
 //!   [`Workspace::remove_file`] and [`Workspace::hash_file`]; the tools use the rest.
+//! - [`FileVersion`]: what a read-modify-write saw ([`Workspace::read_versioned`]); the change is
+//!   made only if the file still matches it ([`Workspace::replace_if_unchanged`],
+//!   [`Workspace::remove_if_unchanged`], [`Workspace::rename_if_unchanged`]).
+//! - [`escape_control`]: the one function that makes a name (or a matched line) safe to print.
 //! - [`builtin_tools`]: the seven [`clawsmith_protocol::Tool`]s in table order. Their argument
 //!   structs ([`ReadFileInput`], [`SearchFilesInput`], …) derive both `Deserialize` and
 //!   `JsonSchema`, so the schema the model sees is generated from the deserializer itself.
@@ -38,15 +42,52 @@
 //!   `rename_file` uses `RENAME_NOREPLACE`. No `fsync`: the guarantee is atomicity towards
 //!   readers and failures, not durability across power loss.
 //! - **Special files are never opened for reading** unless proven regular: a read first opens
-//!   with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode.
-//! - **Search is ripgrep's stack with budgets.** `ignore` walks from the workspace root (so every
-//!   `.gitignore` on the way applies, with or without a git repository, but never one above the
-//!   root or the user's global one), sorted by name for deterministic results, skipping `.git`,
-//!   `node_modules`, `dist`, `coverage`, `target` and never following symlinks. Every candidate
-//!   is re-opened through the handle, so a walker racing a swapped directory still reads nothing
-//!   outside. `grep-searcher` finds lines; `globset` filters. Each budget (results 50/100, 2 MiB
-//!   total, 2,000 files, 1 MiB per file; glob: 100/1,000 results, 20,000 files) is reported in
-//!   the content when it cuts the answer short; an empty answer says `No results for "…".`
+//!   with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode. A FIFO, a
+//!   socket or a device can therefore never block a tool, and a symlink to `/dev/zero` leads
+//!   outside the root and is refused.
+//! - **Search is ripgrep's stack with budgets, walked through the handle.** The walk lists each
+//!   directory itself, opened beneath the root without following a final symlink, from the
+//!   workspace root (so every ignore file on the way applies, with or without a git repository,
+//!   but never one above the root or the user's global one), sorted by name for deterministic
+//!   results, skipping `.git`, `node_modules`, `dist`, `coverage`, `target` and never following
+//!   symlinks. Every candidate is re-opened through the handle, so a walker racing a swapped
+//!   directory still reads nothing outside. `grep-searcher` finds lines; `globset` filters. Each
+//!   budget (results 50/100, 2 MiB total, 2,000 files, 1 MiB per file; glob: 100/1,000 results,
+//!   20,000 files) is reported in the content when it cuts the answer short; an empty answer says
+//!   `No results for "…".`
+//! - **Ignore files are untrusted input.** `.ignore`, `.gitignore` and `.git/info/exclude` are
+//!   never opened by path (the `ignore` crate's own reading is not used): each is read through
+//!   the handle like any other file (beneath the root, regular only, non-blocking, at most 1 MiB)
+//!   and its matcher is built from those bytes with `ignore::gitignore`, keeping git's precedence.
+//!   One that is a FIFO, socket or device, leads outside the workspace, or is too large is
+//!   skipped, and the result says so (`[skipped .gitignore: not a regular file (a FIFO); its
+//!   ignore rules were not applied]`); so is a FIFO, socket or device among the walked files.
+//! - **Compare-and-swap edits.** `edit_file`, `rename_file` and `delete_file` keep the
+//!   [`FileVersion`] of what they read. Right before the change the file must still have the same
+//!   device, inode, size, modification and change times, and (when its change time is within two
+//!   seconds of the read, too close for timestamps to tell) the same SHA-256; otherwise the tool
+//!   answers `tool_failed` `<path> changed while editing; read it again` with `retryable: true`
+//!   and writes nothing. `edit_file` then swaps the new file in with `RENAME_EXCHANGE` and watches
+//!   the old one: bytes a writer appended to it after the check (it opened the file before the
+//!   swap) are appended to the new file, any other change puts the old file back and fails the
+//!   same way. A recently written file is watched until it has been quiet for 3 ms (at most
+//!   100 ms), so a writer that opens, appends and closes loses nothing unless it stalls between
+//!   its open and its write for longer than that watch. Checkpoint restores
+//!   ([`Workspace::restore_file`]) keep the owner of a file they replace the same way.
+//! - **Owner, group and mode are kept.** The temp file gets the old file's owner and group
+//!   (`fchown`, which needs root for another user's file) before its mode; when the owner cannot
+//!   be kept the setuid and setgid bits are dropped (setgid alone when only the group cannot be
+//!   kept), so an edit never leaves a privileged file owned by someone else. A read-only file (no
+//!   write bit for its owner) is refused by `edit_file` unless `allowReadOnly` is set; the mode
+//!   stays read-only either way.
+//! - **Names cannot forge output.** Every listing line, search line, message and summary that
+//!   names a path passes it through [`escape_control`]: newline, carriage return, tab, ESC and the
+//!   other C0 and C1 controls, DEL, the Unicode line separators and bidirectional overrides
+//!   become visible escapes (`\n`, `\x1b`, `\u{9b}`). Matched line text is escaped the same way
+//!   (tabs kept). The escape is for safety, not a reversible quoting.
+//! - **A path that names a folder is never a file.** `b.txt/` (or `b.txt/.`) normalizes to
+//!   `b.txt`, so every file tool refuses it as `invalid_arguments` before touching anything
+//!   ([`WorkspacePath::names_folder`]).
 //! - **Recorder order is the contract.** Each write tool validates first, then calls
 //!   `before_change` (an `Err` means nothing is changed), makes the change, then calls
 //!   `after_change`. A failed `after_change` is reported as a failure that says the change *was*
@@ -60,18 +101,23 @@
 //! It does not decide permissions (the core and `clawsmith-security` do; write tools only insist
 //! on an authorized context, S5), store checkpoints (`clawsmith-checkpoint` implements
 //! [`ChangeRecorder`]), or spawn processes. It is Linux-only (`openat2`, kernel 5.6+). The tools
-//! run synchronously inside `execute` (their work is bounded by the budgets). It does not detect a
-//! concurrent *edit* between `edit_file`'s read and its rename (last writer wins), nor a
-//! directory *moved* out of the workspace while a call holds its descriptor. Ignore files are read
-//! by path by the `ignore` crate; they only filter, and their content never reaches an output.
-//! Snapshots for the recorder hold whole files in memory, up to [`MAX_SNAPSHOT_BYTES`].
+//! run synchronously inside `execute` (their work is bounded by the budgets). No rename-based
+//! edit can save a write made through a descriptor opened before the swap and used after the
+//! watch ends (a logger holding its file open for good keeps writing to the replaced file), and
+//! `rename_file`/`delete_file` check right before their single system call, without a watch. It
+//! does not detect a directory *moved* out of the workspace while a call holds its descriptor.
+//! Ignore files only filter, and their content never reaches an output; a worktree's exclude file
+//! (behind a `.git` *file*, outside the workspace) is not read. Snapshots for the recorder hold
+//! whole files in memory, up to [`MAX_SNAPSHOT_BYTES`].
 
 mod error;
+mod escape;
 mod recorder;
 mod tools;
 mod workspace;
 
 pub use error::FsError;
+pub use escape::escape_control;
 pub use recorder::{
     ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, PriorState, RecorderError,
 };
@@ -81,4 +127,4 @@ pub use tools::{
     SEARCH_MAX_BYTES_PER_FILE, SEARCH_MAX_FILES_VISITED, SEARCH_MAX_RESULTS,
     SEARCH_MAX_TOTAL_BYTES, SearchFilesInput, WRITE_MAX_BYTES, WriteFileInput, builtin_tools,
 };
-pub use workspace::{MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};
+pub use workspace::{FileVersion, MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};

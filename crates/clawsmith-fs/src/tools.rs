@@ -19,8 +19,9 @@ use clawsmith_protocol::{
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
+use crate::escape::escape_control;
 use crate::recorder::ChangeRecorder;
-use crate::workspace::Workspace;
+use crate::workspace::{Workspace, WorkspacePath};
 
 pub use read::{READ_MAX_BYTES, ReadFileInput};
 pub use search::{
@@ -176,6 +177,25 @@ fn cancelled(tool: &str) -> ToolExecutionResult {
 
 fn invalid_arguments(message: impl AsRef<str>) -> ToolExecutionResult {
     ToolExecutionResult::failure(ErrorCode::INVALID_ARGUMENTS, message)
+}
+
+/// Resolves a path that must name a file: the lexical check (F1), then no folder syntax, so
+/// `b.txt/` is refused instead of meaning `b.txt`. Every file-taking tool resolves through here.
+#[allow(clippy::result_large_err)] // the refusal is the result handed back, built once per call
+fn resolve_file(
+    workspace: &Workspace,
+    requested: &str,
+) -> Result<WorkspacePath, ToolExecutionResult> {
+    let path = workspace
+        .resolve(requested)
+        .map_err(|error| ToolExecutionResult::tool_failed(error.to_string()))?;
+    if path.names_folder() {
+        return Err(invalid_arguments(format!(
+            "Path names a folder, not a file: {} (a trailing \"/\" or \"/.\" means a folder)",
+            escape_control(requested)
+        )));
+    }
+    Ok(path)
 }
 
 /// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.

@@ -10,8 +10,10 @@
 //! final symlink.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +22,7 @@ use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 use crate::error::FsError;
+use crate::escape::escape_control;
 use crate::recorder::{PostState, PriorState};
 
 /// The largest file [`Workspace::read_state`] snapshots into memory for the checkpoint.
@@ -29,6 +32,21 @@ const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGIC
 
 /// How often an open is retried when the kernel reports a concurrent rename (`EAGAIN`).
 const OPEN_RETRIES: usize = 16;
+
+/// After a compare-and-swap of a recently written file, the old file is watched until it has
+/// been quiet this long (a writer that opened it before the swap may still write to it) …
+const SETTLE_QUIET: std::time::Duration = std::time::Duration::from_millis(3);
+/// … but never longer than this.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_millis(100);
+/// The watch looks again after this pause, doubling up to [`SETTLE_MAX_PAUSE`].
+const SETTLE_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_micros(50);
+const SETTLE_MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+/// The most bytes carried over from the old file in one look; more is treated as a rewrite.
+const CARRY_MAX_BYTES: u64 = 1024 * 1024;
+
+/// File timestamps tick coarsely (a jiffy on most filesystems): a file whose change time is this
+/// close to the moment it was read is compared by content as well before it is replaced.
+const TIMESTAMP_DOUBT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A directory tree the tools may touch, identified by its canonical root and an open descriptor
 /// of that root. Cheap to share behind an `Arc`; every method takes `&self`.
@@ -91,15 +109,94 @@ impl WorkspacePath {
         )
     }
 
+    /// Whether the requested string can only name a folder: it ends with `/`, `/.` or `/..` (or
+    /// is `.` or `..`). The lexical normalization drops that suffix, so `b.txt/` and `b.txt`
+    /// resolve alike; tools that want a file check this and refuse instead of writing `b.txt`.
+    pub fn names_folder(&self) -> bool {
+        let requested = self.requested.as_str();
+        requested.ends_with('/')
+            || requested.ends_with("/.")
+            || requested.ends_with("/..")
+            || requested == "."
+            || requested == ".."
+    }
+
     /// What `openat2` receives: the relative form, or `.` for the root.
     fn open_arg(&self) -> &str {
         self.display()
     }
 }
 
+/// The relative form with control characters escaped ([`crate::escape_control`]): safe to put in
+/// any message or listing.
 impl std::fmt::Display for WorkspacePath {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.display())
+        f.write_str(&escape_control(self.display()))
+    }
+}
+
+/// What a read-modify-write saw when it read a regular file: device, inode, size, modification
+/// and change times, owner, group, mode, and the SHA-256 of the bytes read. The change is made
+/// only if the file still matches it right before the swap ([`Workspace::replace_if_unchanged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileVersion {
+    stamp: Stamp,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    sha256: [u8; 32],
+    /// When the read started: a file changed within [`TIMESTAMP_DOUBT`] of it may hide a
+    /// same-size rewrite inside one timestamp tick, so its content is compared too.
+    read_at: std::time::SystemTime,
+}
+
+impl FileVersion {
+    /// The permission bits (`0o7777`), setuid, setgid and sticky included.
+    pub fn mode(&self) -> u32 {
+        self.mode
+    }
+
+    /// The owner and group ids.
+    pub fn owner(&self) -> (u32, u32) {
+        (self.uid, self.gid)
+    }
+
+    /// The file's size when it was read.
+    pub fn size(&self) -> u64 {
+        self.stamp.size
+    }
+
+    /// Whether the owner may write it (`u+w`); a file without that bit is read-only.
+    pub fn owner_can_write(&self) -> bool {
+        self.mode & 0o200 != 0
+    }
+}
+
+/// The parts of a `stat` that change when a file is written, replaced or re-created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i128, i128),
+    ctime: (i128, i128),
+}
+
+impl Stamp {
+    fn of(stat: &Stat) -> Stamp {
+        Stamp {
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+            size: file_size(stat),
+            mtime: (i128::from(stat.st_mtime), i128::from(stat.st_mtime_nsec)),
+            ctime: (i128::from(stat.st_ctime), i128::from(stat.st_ctime_nsec)),
+        }
+    }
+
+    /// What a write through an open descriptor changes (a rename changes the ctime too, so the
+    /// check after the swap leaves it out).
+    fn written(&self) -> (u64, u64, u64, (i128, i128)) {
+        (self.dev, self.ino, self.size, self.mtime)
     }
 }
 
@@ -190,12 +287,30 @@ impl Workspace {
         path: &WorkspacePath,
         limit: u64,
     ) -> Result<PriorState, FsError> {
+        Ok(match self.read_versioned(path, limit)? {
+            None => PriorState::Absent,
+            Some((content, version)) => PriorState::File {
+                content,
+                mode: version.mode,
+            },
+        })
+    }
+
+    /// The content of the regular file at `path` (never following a final symlink) with the
+    /// [`FileVersion`] a later compare-and-swap checks; `None` when it or its parent is absent.
+    /// Files larger than `limit` bytes are refused before they are read.
+    pub fn read_versioned(
+        &self,
+        path: &WorkspacePath,
+        limit: u64,
+    ) -> Result<Option<(Vec<u8>, FileVersion)>, FsError> {
         let Some(dir) = self.open_parent_if_exists(path)? else {
-            return Ok(PriorState::Absent);
+            return Ok(None);
         };
         let name = entry_name(path)?;
+        let read_at = std::time::SystemTime::now();
         let Some((mut file, stat)) = open_regular_entry(dir.as_fd(), name, path)? else {
-            return Ok(PriorState::Absent);
+            return Ok(None);
         };
         let size = file_size(&stat);
         let too_large = |size: u64| FsError::TooLarge {
@@ -214,10 +329,17 @@ impl Workspace {
         if content.len() as u64 > limit {
             return Err(too_large(content.len() as u64));
         }
-        Ok(PriorState::File {
-            content,
+        // The stamp is the one taken before the read: a write during the read makes the later
+        // check fail (a retry), never pass on bytes that were not read.
+        let version = FileVersion {
+            stamp: Stamp::of(&stat),
+            uid: stat.st_uid,
+            gid: stat.st_gid,
             mode: permission_bits(&stat),
-        })
+            sha256: Sha256::digest(&content).into(),
+            read_at,
+        };
+        Ok(Some((content, version)))
     }
 
     /// Atomically puts `content` with `mode` at `path`: a temp file in the same directory, then a
@@ -236,16 +358,21 @@ impl Workspace {
             self.open_parent(path)?
         };
         let name = entry_name(path)?;
-        match stat_entry(dir.as_fd(), name) {
+        let owner = match stat_entry(dir.as_fd(), name) {
             Ok(Some(stat)) if !is_regular(&stat) => {
                 return Err(FsError::NotRegularFile {
                     path: path.display().to_owned(),
                 });
             }
-            Ok(_) => {}
+            Ok(stat) => stat.map(|stat| (stat.st_uid, stat.st_gid)),
             Err(errno) => return Err(io_error("inspect", path, errno.into())),
-        }
-        write_and_rename(dir.as_fd(), name, path, content, Some(mode))?;
+        };
+        let replacement = Replacement {
+            mode,
+            owner,
+            expected: None,
+        };
+        write_and_swap(dir.as_fd(), name, path, content, &replacement)?;
         Ok(())
     }
 
@@ -281,50 +408,101 @@ impl Workspace {
         let Some((mut file, _)) = open_regular_entry(dir.as_fd(), name, path)? else {
             return Ok(None);
         };
-        let mut hasher = Sha256::new();
-        let mut buffer = vec![0u8; 64 * 1024];
-        loop {
-            let read = match file.read(&mut buffer) {
-                Ok(0) => break,
-                Ok(read) => read,
-                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
-                Err(source) => return Err(io_error("read", path, source)),
-            };
-            hasher.update(&buffer[..read]);
-        }
-        Ok(Some(hasher.finalize().into()))
+        sha256_of(&mut file, path).map(Some)
     }
 
     /// Opens the regular file at `path` for reading. Symlinks are followed as long as they stay
     /// beneath the root; special files are refused before they are opened for reading.
     pub fn open_for_read(&self, path: &WorkspacePath) -> Result<(File, u64), FsError> {
-        let probe = openat_beneath(
+        match self.open_regular_beneath(path.open_arg()) {
+            Ok((file, stat)) => Ok((file, file_size(&stat))),
+            Err(OpenRefusal::Errno(errno)) => Err(open_error(errno, path)),
+            Err(OpenRefusal::NotRegular(_)) => Err(FsError::NotRegularFile {
+                path: path.display().to_owned(),
+            }),
+        }
+    }
+
+    /// Reads a file the walk does not trust (an ignore file): beneath the root (symlinks inside
+    /// are followed, any way out is refused), regular only, opened non-blocking, at most `limit`
+    /// bytes. `Ok(None)` when nothing is there. Never blocks: a FIFO, socket or device is refused
+    /// from an `O_PATH` probe before anything opens it for reading.
+    pub(crate) fn read_untrusted(
+        &self,
+        relative: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, Unusable> {
+        let (file, stat) = match self.open_regular_beneath(relative) {
+            Ok(opened) => opened,
+            Err(OpenRefusal::Errno(Errno::NOENT | Errno::NOTDIR)) => return Ok(None),
+            Err(OpenRefusal::Errno(Errno::XDEV)) => return Err(Unusable::Outside),
+            Err(OpenRefusal::Errno(errno)) => return Err(Unusable::Failed(errno.into())),
+            Err(OpenRefusal::NotRegular(kind)) => {
+                return Err(Unusable::Special {
+                    kind: file_kind_name(kind),
+                });
+            }
+        };
+        if file_size(&stat) > limit {
+            return Err(Unusable::TooLarge { limit });
+        }
+        let mut content = Vec::new();
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut content)
+            .map_err(Unusable::Failed)?;
+        if content.len() as u64 > limit {
+            return Err(Unusable::TooLarge { limit });
+        }
+        Ok(Some(content))
+    }
+
+    /// The entries of the directory `relative` (already normalized; `""` is the root), opened
+    /// beneath the root without following a final symlink, with their kinds, unsorted.
+    pub(crate) fn list_directory(&self, relative: &str) -> Result<Vec<DirectoryEntry>, Errno> {
+        let dir = openat_beneath(
             self.root_fd.as_fd(),
-            path.open_arg(),
-            OFlags::PATH,
+            if relative.is_empty() { "." } else { relative },
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK,
             Mode::empty(),
-        )
-        .map_err(|errno| open_error(errno, path))?;
-        let probe_stat = fstat(&probe, path)?;
+        )?;
+        let mut entries = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = std::ffi::OsStr::from_bytes(name).to_owned();
+            let kind = match entry.file_type() {
+                FileType::Unknown => {
+                    rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map_or(FileType::Unknown, |stat| {
+                            FileType::from_raw_mode(stat.st_mode)
+                        })
+                }
+                known => known,
+            };
+            entries.push(DirectoryEntry { name, kind });
+        }
+        Ok(entries)
+    }
+
+    /// `openat2` beneath the root, probing with `O_PATH` first so that nothing but a regular file
+    /// is ever opened for reading (opening a FIFO would block), then comparing the inodes.
+    fn open_regular_beneath(&self, relative: &str) -> Result<(File, Stat), OpenRefusal> {
+        let root = self.root_fd.as_fd();
+        let probe = openat_beneath(root, relative, OFlags::PATH, Mode::empty())?;
+        let probe_stat = rustix::fs::fstat(&probe)?;
         if !is_regular(&probe_stat) {
-            return Err(FsError::NotRegularFile {
-                path: path.display().to_owned(),
-            });
+            return Err(OpenRefusal::NotRegular(file_type(&probe_stat)));
         }
-        let fd = openat_beneath(
-            self.root_fd.as_fd(),
-            path.open_arg(),
-            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
-            Mode::empty(),
-        )
-        .map_err(|errno| open_error(errno, path))?;
-        let stat = fstat(&fd, path)?;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+        let fd = openat_beneath(root, relative, flags, Mode::empty())?;
+        let stat = rustix::fs::fstat(&fd)?;
         if !same_inode(&stat, &probe_stat) || !is_regular(&stat) {
-            return Err(FsError::NotRegularFile {
-                path: path.display().to_owned(),
-            });
+            return Err(OpenRefusal::NotRegular(file_type(&stat)));
         }
-        Ok((File::from(fd), file_size(&stat)))
+        Ok((File::from(fd), stat))
     }
 
     /// Checks that `path` is a directory beneath the root (symlinks inside are followed).
@@ -405,7 +583,9 @@ impl Workspace {
         Ok(post_state(content, &stat))
     }
 
-    /// F6/F9: atomically replaces the regular file at `path` with `content`, keeping `mode`.
+    /// F6/F9: atomically replaces the regular file at `path` with `content`, keeping `mode` and
+    /// the owner and group of the file it replaces (see [`Workspace::replace_if_unchanged`] for
+    /// the setuid rule). No compare-and-swap: the caller did not read the file.
     pub fn replace_file(
         &self,
         path: &WorkspacePath,
@@ -414,8 +594,8 @@ impl Workspace {
     ) -> Result<PostState, FsError> {
         let dir = self.open_parent(path)?;
         let name = entry_name(path)?;
-        match stat_entry(dir.as_fd(), name) {
-            Ok(Some(stat)) if is_regular(&stat) => {}
+        let stat = match stat_entry(dir.as_fd(), name) {
+            Ok(Some(stat)) if is_regular(&stat) => stat,
             Ok(Some(_)) => {
                 return Err(FsError::NotRegularFile {
                     path: path.display().to_owned(),
@@ -427,8 +607,57 @@ impl Workspace {
                 });
             }
             Err(errno) => return Err(io_error("inspect", path, errno.into())),
-        }
-        write_and_rename(dir.as_fd(), name, path, content, Some(mode))
+        };
+        let replacement = Replacement {
+            mode,
+            owner: Some((stat.st_uid, stat.st_gid)),
+            expected: None,
+        };
+        write_and_swap(dir.as_fd(), name, path, content, &replacement)
+    }
+
+    /// F6/F9 with compare-and-swap: replaces the regular file at `path` with `content` only if it
+    /// is still the file `expected` describes. Right before the swap its device, inode, size,
+    /// modification and change times must match (and its content hash, when the change time is
+    /// too recent for timestamps to tell); the new file then takes the old one's place with
+    /// `RENAME_EXCHANGE`, and if the old file was written between that check and the swap it is
+    /// swapped back. Any mismatch is [`FsError::Changed`] and nothing is written.
+    ///
+    /// The new file keeps the old one's mode, owner and group (`fchown` before the swap, which
+    /// needs root for another user's file). When the owner cannot be kept the setuid and setgid
+    /// bits are dropped, and setgid when the group cannot be kept: the swap never hands a
+    /// privilege to a different owner.
+    pub fn replace_if_unchanged(
+        &self,
+        path: &WorkspacePath,
+        expected: &FileVersion,
+        content: &[u8],
+    ) -> Result<PostState, FsError> {
+        let dir = self.open_parent(path)?;
+        let name = entry_name(path)?;
+        let replacement = Replacement {
+            mode: expected.mode,
+            owner: Some(expected.owner()),
+            expected: Some(expected),
+        };
+        write_and_swap(dir.as_fd(), name, path, content, &replacement)
+    }
+
+    /// Removes the regular file at `path` only if it is still the file `expected` describes
+    /// (the check of [`Workspace::replace_if_unchanged`]); [`FsError::Changed`] otherwise, also
+    /// when it has disappeared.
+    pub fn remove_if_unchanged(
+        &self,
+        path: &WorkspacePath,
+        expected: &FileVersion,
+    ) -> Result<(), FsError> {
+        let dir = self
+            .open_parent_if_exists(path)?
+            .ok_or_else(|| changed(path))?;
+        let name = entry_name(path)?;
+        check_entry_unchanged(dir.as_fd(), name, path, expected)?;
+        rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::empty())
+            .map_err(|errno| io_error("delete", path, errno.into()))
     }
 
     /// F7: moves the regular file `from` to `to`, which must not exist; its parent must.
@@ -437,21 +666,44 @@ impl Workspace {
         from: &WorkspacePath,
         to: &WorkspacePath,
     ) -> Result<(), FsError> {
+        self.rename_checked(from, None, to)
+    }
+
+    /// [`Workspace::rename_no_replace`] only if `from` is still the file `expected` describes
+    /// (the check of [`Workspace::replace_if_unchanged`]); [`FsError::Changed`] otherwise.
+    pub fn rename_if_unchanged(
+        &self,
+        from: &WorkspacePath,
+        expected: &FileVersion,
+        to: &WorkspacePath,
+    ) -> Result<(), FsError> {
+        self.rename_checked(from, Some(expected), to)
+    }
+
+    fn rename_checked(
+        &self,
+        from: &WorkspacePath,
+        expected: Option<&FileVersion>,
+        to: &WorkspacePath,
+    ) -> Result<(), FsError> {
         let from_dir = self.open_parent(from)?;
         let from_name = entry_name(from)?;
-        match stat_entry(from_dir.as_fd(), from_name) {
-            Ok(Some(stat)) if is_regular(&stat) => {}
-            Ok(Some(_)) => {
+        match (expected, stat_entry(from_dir.as_fd(), from_name)) {
+            (Some(expected), _) => {
+                check_entry_unchanged(from_dir.as_fd(), from_name, from, expected)?;
+            }
+            (None, Ok(Some(stat))) if is_regular(&stat) => {}
+            (None, Ok(Some(_))) => {
                 return Err(FsError::NotRegularFile {
                     path: from.display().to_owned(),
                 });
             }
-            Ok(None) => {
+            (None, Ok(None)) => {
                 return Err(FsError::NotFound {
                     path: from.display().to_owned(),
                 });
             }
-            Err(errno) => return Err(io_error("inspect", from, errno.into())),
+            (None, Err(errno)) => return Err(io_error("inspect", from, errno.into())),
         }
         let to_dir = self.open_parent(to)?;
         let to_name = entry_name(to)?;
@@ -613,8 +865,52 @@ impl Workspace {
     }
 }
 
-/// A temp file in the directory of its target. Dropping it unlinks its name, so no failure path
-/// can leave it behind (F9); a successful rename disarms it.
+/// An entry of [`Workspace::list_directory`]: its name (any bytes) and kind (`lstat`'s, so a
+/// symlink is a symlink).
+pub(crate) struct DirectoryEntry {
+    pub name: std::ffi::OsString,
+    pub kind: FileType,
+}
+
+/// Why [`Workspace::read_untrusted`] would not read a file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unusable {
+    #[error("not a regular file ({kind})")]
+    Special { kind: &'static str },
+    #[error("it leads outside the workspace")]
+    Outside,
+    #[error("larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("it cannot be read: {0}")]
+    Failed(#[source] io::Error),
+}
+
+/// Why [`Workspace::open_regular_beneath`] failed: the open itself, or what the probe found.
+enum OpenRefusal {
+    Errno(Errno),
+    NotRegular(FileType),
+}
+
+impl From<Errno> for OpenRefusal {
+    fn from(errno: Errno) -> OpenRefusal {
+        OpenRefusal::Errno(errno)
+    }
+}
+
+/// What kind of entry a file type is, for messages: "a FIFO", "a socket", …
+pub(crate) fn file_kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "of an unknown kind",
+    }
+}
+
 /// The pid in a temp file name of ours (`.clawsmith-tmp-<pid>-<nanos>-<counter>`).
 fn temp_file_owner(name: &str) -> Option<u32> {
     let rest = name.strip_prefix(".clawsmith-tmp-")?;
@@ -625,6 +921,9 @@ fn temp_file_owner(name: &str) -> Option<u32> {
     (nanos_ok && counter_ok && parts.next().is_none()).then_some(pid)
 }
 
+/// A temp file in the directory of its target. Dropping it unlinks its name, so no failure path
+/// can leave it behind (F9); a successful rename disarms it. After a compare-and-swap exchange
+/// the name holds the old file, which the drop then removes.
 struct TempFile<'dir> {
     dir: BorrowedFd<'dir>,
     name: String,
@@ -690,6 +989,21 @@ thread_local! {
     pub(crate) static FAIL_NEXT_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+// Test-only: runs once right after the compare-and-swap exchange, to act as a writer that
+// opened the old file before the swap and writes to it after.
+#[cfg(test)]
+thread_local! {
+    static AFTER_EXCHANGE: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn after_exchange_hook() {
+    #[cfg(test)]
+    if let Some(hook) = AFTER_EXCHANGE.with(|slot| slot.borrow_mut().take()) {
+        hook();
+    }
+}
+
 fn injected_fault(path: &WorkspacePath) -> Result<(), FsError> {
     #[cfg(test)]
     if FAIL_NEXT_WRITE.with(|flag| flag.replace(false)) {
@@ -699,25 +1013,243 @@ fn injected_fault(path: &WorkspacePath) -> Result<(), FsError> {
     Ok(())
 }
 
-fn write_and_rename(
+/// How a write treats the file it replaces.
+struct Replacement<'a> {
+    /// Permission bits for the new file (setuid and setgid may be dropped, see [`new_owner_mode`]).
+    mode: u32,
+    /// Owner and group to keep: those of the file replaced, `None` when there is none.
+    owner: Option<(u32, u32)>,
+    /// Compare-and-swap: the version the new content was derived from.
+    expected: Option<&'a FileVersion>,
+}
+
+/// The new content in a temp file (owner, group, then mode, since `fchown` clears setuid), then
+/// a rename over the target, or the compare-and-swap of [`swap_if_unchanged`].
+fn write_and_swap(
     dir: BorrowedFd<'_>,
     name: &str,
     path: &WorkspacePath,
     content: &[u8],
-    mode: Option<u32>,
+    replacement: &Replacement<'_>,
 ) -> Result<PostState, FsError> {
     let (mut temp, mut file) = TempFile::create(dir, path, 0o600)?;
-    if let Some(mode) = mode {
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode & 0o7777))
-            .map_err(|errno| io_error("set the mode of", path, errno.into()))?;
-    }
+    let mode = adopt_owner(&file, path, replacement.owner, replacement.mode)?;
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))
+        .map_err(|errno| io_error("set the mode of", path, errno.into()))?;
     write_content(&mut file, content, path)?;
     injected_fault(path)?;
-    rustix::fs::renameat(dir, temp.name.as_str(), dir, name)
-        .map_err(|errno| io_error("replace", path, errno.into()))?;
-    temp.armed = false;
+    match replacement.expected {
+        Some(expected) => swap_if_unchanged(dir, name, &mut temp, &file, path, expected)?,
+        None => {
+            rustix::fs::renameat(dir, temp.name.as_str(), dir, name)
+                .map_err(|errno| io_error("replace", path, errno.into()))?;
+            temp.armed = false;
+        }
+    }
     let stat = fstat(&file, path)?;
     Ok(post_state(content, &stat))
+}
+
+/// Gives the temp file `owner` (when it is not already ours) and returns the mode to set:
+/// `mode`, less the privilege bits an owner change would hand to someone else.
+fn adopt_owner(
+    file: &File,
+    path: &WorkspacePath,
+    owner: Option<(u32, u32)>,
+    mode: u32,
+) -> Result<u32, FsError> {
+    let Some((uid, gid)) = owner else {
+        return Ok(mode & 0o7777);
+    };
+    let temp = fstat(file, path)?;
+    if (temp.st_uid, temp.st_gid) == (uid, gid) {
+        return Ok(mode & 0o7777);
+    }
+    let (uid_wanted, gid_wanted) = (
+        rustix::fs::Uid::from_raw(uid),
+        rustix::fs::Gid::from_raw(gid),
+    );
+    if rustix::fs::fchown(file, Some(uid_wanted), Some(gid_wanted)).is_ok() {
+        return Ok(mode & 0o7777);
+    }
+    // Not root: a member may still give the file to one of its groups.
+    let group_kept = temp.st_gid == gid || rustix::fs::fchown(file, None, Some(gid_wanted)).is_ok();
+    Ok(new_owner_mode(mode, temp.st_uid == uid, group_kept))
+}
+
+/// The mode of a replacement whose owner or group could not be kept: no setuid or setgid for a
+/// new owner, no setgid for a new group.
+fn new_owner_mode(mode: u32, owner_kept: bool, group_kept: bool) -> u32 {
+    let mut mode = mode & 0o7777;
+    if !owner_kept {
+        mode &= !0o6000;
+    }
+    if !group_kept {
+        mode &= !0o2000;
+    }
+    mode
+}
+
+/// The compare-and-swap of [`Workspace::replace_if_unchanged`]. On success `temp` names the old
+/// file (its guard then unlinks it); on failure it names the new one; either way nothing of ours
+/// stays.
+fn swap_if_unchanged(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    temp: &mut TempFile<'_>,
+    new_file: &File,
+    path: &WorkspacePath,
+    expected: &FileVersion,
+) -> Result<(), FsError> {
+    let (mut old_file, checked) = check_entry_unchanged(dir, name, path, expected)?;
+    let exchange = |what| {
+        rustix::fs::renameat_with(dir, temp.name.as_str(), dir, name, RenameFlags::EXCHANGE)
+            .map_err(|errno| (errno, io_error(what, path, errno.into())))
+    };
+    match exchange("replace") {
+        Ok(()) => {}
+        // A filesystem without RENAME_EXCHANGE: the check just made is the last word.
+        Err((Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP, _)) => {
+            rustix::fs::renameat(dir, temp.name.as_str(), dir, name)
+                .map_err(|errno| io_error("replace", path, errno.into()))?;
+            temp.armed = false;
+            return Ok(());
+        }
+        Err((_, error)) => return Err(error),
+    }
+    after_exchange_hook();
+    // A writer that opened the old file before the exchange may still write to it, and that write
+    // would vanish with it. Watch the old file (for a while when it was written recently): bytes
+    // appended to it are carried over to the new file; any other change puts the old file back.
+    let recently_written = in_doubt(&checked, expected.read_at);
+    let started = std::time::Instant::now();
+    let mut seen = checked;
+    let mut pause = SETTLE_FIRST_PAUSE;
+    let mut quiet_for = std::time::Duration::ZERO;
+    loop {
+        let now = fstat(&old_file, path)?;
+        if Stamp::of(&now).written() != Stamp::of(&seen).written() {
+            if !carry_appended(&mut old_file, new_file, &seen, &now, expected, path)? {
+                exchange("put back").map_err(|(_, error)| error)?;
+                return Err(changed(path));
+            }
+            seen = now;
+            (pause, quiet_for) = (SETTLE_FIRST_PAUSE, std::time::Duration::ZERO);
+            continue;
+        }
+        if !recently_written {
+            return Ok(());
+        }
+        if quiet_for >= SETTLE_QUIET || started.elapsed() >= SETTLE_MAX {
+            // A same-size rewrite within one timestamp tick leaves the stamp alone: compare bytes.
+            if !original_bytes_intact(&mut old_file, expected, path)? {
+                exchange("put back").map_err(|(_, error)| error)?;
+                return Err(changed(path));
+            }
+            return Ok(());
+        }
+        std::thread::sleep(pause);
+        quiet_for += pause;
+        pause = (pause * 2).min(SETTLE_MAX_PAUSE);
+    }
+}
+
+/// Appends to the new file what was appended to the old one between `seen` and `now`; `false`
+/// when the old file changed otherwise (shrunk, rewritten, or its original bytes touched).
+fn carry_appended(
+    old_file: &mut File,
+    new_file: &File,
+    seen: &Stat,
+    now: &Stat,
+    expected: &FileVersion,
+    path: &WorkspacePath,
+) -> Result<bool, FsError> {
+    let (from, to) = (file_size(seen), file_size(now));
+    if to <= from || to - from > CARRY_MAX_BYTES {
+        return Ok(false);
+    }
+    if !original_bytes_intact(old_file, expected, path)? {
+        return Ok(false);
+    }
+    let mut appended = vec![0u8; usize::try_from(to - from).unwrap_or(0)];
+    old_file
+        .read_exact_at(&mut appended, from)
+        .map_err(|source| io_error("read", path, source))?;
+    // O_APPEND: whatever others appended to the new file meanwhile stays before these bytes.
+    rustix::fs::fcntl_setfl(new_file, OFlags::APPEND)
+        .map_err(|errno| io_error("write", path, errno.into()))?;
+    (&*new_file)
+        .write_all(&appended)
+        .map_err(|source| io_error("write", path, source))?;
+    Ok(true)
+}
+
+/// Whether the old file still starts with the bytes the edit was made from.
+fn original_bytes_intact(
+    old_file: &mut File,
+    expected: &FileVersion,
+    path: &WorkspacePath,
+) -> Result<bool, FsError> {
+    old_file
+        .seek(SeekFrom::Start(0))
+        .map_err(|source| io_error("read", path, source))?;
+    Ok(sha256_of(old_file.take(expected.stamp.size), path)? == expected.sha256)
+}
+
+/// Opens the entry `name` (never following it) and checks it against `expected`; returns it with
+/// the `stat` that passed. A missing, replaced or no longer regular entry is [`FsError::Changed`].
+fn check_entry_unchanged(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    path: &WorkspacePath,
+    expected: &FileVersion,
+) -> Result<(File, Stat), FsError> {
+    let (mut current, stat) = match open_regular_entry(dir, name, path) {
+        Ok(Some(opened)) => opened,
+        Ok(None) | Err(FsError::NotRegularFile { .. }) => return Err(changed(path)),
+        Err(error) => return Err(error),
+    };
+    if Stamp::of(&stat) != expected.stamp {
+        return Err(changed(path));
+    }
+    if in_doubt(&stat, expected.read_at) && sha256_of(&mut current, path)? != expected.sha256 {
+        return Err(changed(path));
+    }
+    Ok((current, stat))
+}
+
+/// Whether `stat`'s change time is too close to `read_at` for timestamps to rule out a
+/// same-size rewrite within one tick.
+fn in_doubt(stat: &Stat, read_at: std::time::SystemTime) -> bool {
+    let seconds = u64::try_from(stat.st_ctime).unwrap_or(0);
+    let nanos = u32::try_from(stat.st_ctime_nsec).unwrap_or(0);
+    let changed_at = std::time::UNIX_EPOCH + std::time::Duration::new(seconds, nanos);
+    match read_at.duration_since(changed_at) {
+        Ok(before_read) => before_read < TIMESTAMP_DOUBT,
+        Err(_) => true,
+    }
+}
+
+fn changed(path: &WorkspacePath) -> FsError {
+    FsError::Changed {
+        path: path.display().to_owned(),
+    }
+}
+
+/// SHA-256 of everything `reader` yields.
+fn sha256_of(mut reader: impl Read, path: &WorkspacePath) -> Result<[u8; 32], FsError> {
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(source) => return Err(io_error("read", path, source)),
+        };
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hasher.finalize().into())
 }
 
 fn write_content(file: &mut File, content: &[u8], path: &WorkspacePath) -> Result<(), FsError> {
@@ -816,7 +1348,11 @@ fn parent_display(path: &WorkspacePath) -> &str {
 }
 
 fn is_regular(stat: &Stat) -> bool {
-    FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+    file_type(stat) == FileType::RegularFile
+}
+
+fn file_type(stat: &Stat) -> FileType {
+    FileType::from_raw_mode(stat.st_mode)
 }
 
 fn same_inode(a: &Stat, b: &Stat) -> bool {
@@ -852,5 +1388,76 @@ fn open_error(errno: Errno, path: &WorkspacePath) -> FsError {
             path: path.display().to_owned(),
         },
         other => io_error("open", path, other.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+
+    use super::{AFTER_EXCHANGE, Workspace, new_owner_mode};
+    use crate::error::FsError;
+
+    #[test]
+    fn new_owner_mode_table() {
+        // (mode, owner kept, group kept, expected)
+        let cases = [
+            (0o4755, true, true, 0o4755),
+            (0o4755, false, true, 0o755),
+            (0o6755, false, false, 0o755),
+            (0o2755, true, false, 0o755),
+            (0o6750, true, false, 0o4750),
+            (0o1777, false, false, 0o1777),
+            (0o100644, true, true, 0o644),
+        ];
+        for (mode, owner_kept, group_kept, expected) in cases {
+            assert_eq!(
+                new_owner_mode(mode, owner_kept, group_kept),
+                expected,
+                "{mode:o} {owner_kept} {group_kept}"
+            );
+        }
+    }
+
+    /// A writer that opened the file before the swap writes to the old file right after the
+    /// exchange: an append is carried over, an in-place rewrite puts the old file back.
+    #[test]
+    fn writes_to_the_old_file_after_the_exchange() {
+        // (append?, what the late writer writes, expected outcome, expected file content)
+        let cases: [(bool, &[u8], bool, &[u8]); 2] = [
+            (true, b"late\n", true, b"new\nlate\n"),
+            (false, b"OLD", false, b"OLD\n"),
+        ];
+        for (append, late, succeeds, expected) in cases {
+            let temp = tempfile::tempdir().unwrap();
+            std::fs::write(temp.path().join("f.txt"), "old\n").unwrap();
+            let workspace = Workspace::open(temp.path()).unwrap();
+            let path = workspace.resolve("f.txt").unwrap();
+            let (_, version) = workspace.read_versioned(&path, 1024).unwrap().unwrap();
+            let writer = std::fs::OpenOptions::new()
+                .append(append)
+                .write(true)
+                .open(temp.path().join("f.txt"))
+                .unwrap();
+            AFTER_EXCHANGE.with(|slot| {
+                *slot.borrow_mut() = Some(Box::new(move || {
+                    if append {
+                        (&writer).write_all(late).unwrap();
+                    } else {
+                        writer.write_all_at(late, 0).unwrap();
+                    }
+                }));
+            });
+            let result = workspace.replace_if_unchanged(&path, &version, b"new\n");
+            match (succeeds, result) {
+                (true, Ok(_)) => {}
+                (false, Err(FsError::Changed { path })) => assert_eq!(path, "f.txt"),
+                (_, other) => panic!("{late:?}: {other:?}"),
+            }
+            assert_eq!(std::fs::read(temp.path().join("f.txt")).unwrap(), expected);
+            let names: Vec<_> = std::fs::read_dir(temp.path()).unwrap().collect();
+            assert_eq!(names.len(), 1, "a temp file was left behind");
+        }
     }
 }

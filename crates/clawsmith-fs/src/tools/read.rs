@@ -9,7 +9,8 @@ use clawsmith_protocol::{Display, DisplayKind, ToolExecutionContext, ToolExecuti
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{FileTool, invalid_arguments};
+use super::{FileTool, invalid_arguments, resolve_file};
+use crate::escape::escape_control;
 use crate::workspace::{Workspace, WorkspacePath};
 
 /// At most this many bytes of a file reach the model per call; one more byte is read only to know
@@ -49,13 +50,18 @@ impl FileTool for ReadFile {
 
     fn summarize(input: &ReadFileInput) -> String {
         match (input.offset, input.limit) {
-            (None, None) => format!("Read {}", input.path),
+            (None, None) => format!("Read {}", escape_control(&input.path)),
             (offset, Some(limit)) => {
                 let first = offset.unwrap_or(1);
                 let last = first.saturating_add(limit).saturating_sub(1);
-                format!("Read {} (lines {first}-{last})", input.path)
+                format!(
+                    "Read {} (lines {first}-{last})",
+                    escape_control(&input.path)
+                )
             }
-            (Some(offset), None) => format!("Read {} (from line {offset})", input.path),
+            (Some(offset), None) => {
+                format!("Read {} (from line {offset})", escape_control(&input.path))
+            }
         }
     }
 
@@ -66,9 +72,9 @@ impl FileTool for ReadFile {
         if input.limit == Some(0) {
             return invalid_arguments("limit must be at least 1");
         }
-        let path = match self.workspace.resolve(&input.path) {
+        let path = match resolve_file(&self.workspace, &input.path) {
             Ok(path) => path,
-            Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
+            Err(refusal) => return refusal,
         };
         let (file, size) = match self.workspace.open_for_read(&path) {
             Ok(opened) => opened,

@@ -16,8 +16,9 @@ use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::walk::Walk;
+use super::walk::{Skipped, Walk, Walked, WalkedFile, skipped_notes};
 use super::{FileTool, cancelled, clip, invalid_arguments};
+use crate::escape::escape_control;
 use crate::workspace::{Workspace, WorkspacePath};
 
 /// Results returned when `maxResults` is not given.
@@ -95,7 +96,7 @@ impl FileTool for SearchFiles {
 
     fn summarize(input: &SearchFilesInput) -> String {
         match &input.path {
-            Some(path) => format!("Search {:?} in {path}", input.query),
+            Some(path) => format!("Search {:?} in {}", input.query, escape_control(path)),
             None => format!("Search {:?}", input.query),
         }
     }
@@ -114,7 +115,7 @@ impl FileTool for GlobFiles {
     const WRITES: bool = false;
 
     fn summarize(input: &GlobFilesInput) -> String {
-        format!("Glob {}", input.pattern)
+        format!("Glob {}", escape_control(&input.pattern))
     }
 
     fn run(&self, input: GlobFilesInput, context: &ToolExecutionContext) -> ToolExecutionResult {
@@ -132,6 +133,8 @@ struct Budgets {
     binary_files: u64,
     unreadable_files: u64,
     skipped_names: u64,
+    /// Special files among the searched ones, reported after the ignore files the walk skipped.
+    special_files: Vec<Skipped>,
 }
 
 fn search(
@@ -180,10 +183,22 @@ fn search(
     let mut bytes_read = 0u64;
     let mut buffer = Vec::new();
     let mut walk = Walk::new(workspace, &scope);
-    for file in walk.by_ref() {
+    for walked in walk.by_ref() {
         if context.cancellation.is_cancelled() {
             return cancelled(SearchFiles::NAME);
         }
+        let file = match walked {
+            Walked::File(file) => file,
+            Walked::Special(file, kind) => {
+                if file_filter
+                    .as_ref()
+                    .is_none_or(|filter| filter.matches(&file))
+                {
+                    budgets.special_files.push(Skipped::special(&file, kind));
+                }
+                continue;
+            }
+        };
         if visited == SEARCH_MAX_FILES_VISITED {
             budgets.files_limited = true;
             break;
@@ -194,10 +209,11 @@ fn search(
         {
             continue;
         }
+        let shown_path = escape_control(&file.relative);
         if matcher.is_match(file.name.as_bytes()).unwrap_or(false)
             && workspace.entry_is_regular_beneath(&file.relative)
         {
-            hits.push(file.relative.clone());
+            hits.push(shown_path.to_string());
             if hits.len() > max_results {
                 budgets.results_limited = true;
                 break;
@@ -227,9 +243,8 @@ fn search(
             Lossy(|line_number, line| {
                 let line = line.trim_end_matches(['\n', '\r']);
                 hits.push(format!(
-                    "{}:{line_number}: {}",
-                    file.relative,
-                    clip(line, LINE_MAX_BYTES)
+                    "{shown_path}:{line_number}: {}",
+                    escape_line(&clip(line, LINE_MAX_BYTES))
                 ));
                 Ok(hits.len() <= max_results)
             }),
@@ -249,6 +264,8 @@ fn search(
         }
     }
     budgets.skipped_names = walk.skipped_non_utf8;
+    let mut skipped = std::mem::take(&mut walk.skipped);
+    skipped.append(&mut budgets.special_files);
     if budgets.results_limited {
         hits.truncate(max_results);
     }
@@ -305,6 +322,7 @@ fn search(
             budgets.skipped_names
         ));
     }
+    notes.extend(skipped_notes(&skipped));
 
     let title = format!("search {:?}", input.query);
     let body = hits.join("\n");
@@ -322,7 +340,8 @@ fn search(
         .with_body(body)
         .with_field("results", hits.len())
         .with_field("files visited", visited)
-        .with_field("bytes read", bytes_read);
+        .with_field("bytes read", bytes_read)
+        .with_field("skipped", skipped.len());
     ToolExecutionResult::success(content).with_display(display)
 }
 
@@ -330,7 +349,7 @@ fn search(
 /// returns the file's size, `None` if it cannot be opened (e.g. it turned into a symlink).
 fn read_candidate(
     workspace: &Workspace,
-    file: &super::walk::WalkedFile,
+    file: &WalkedFile,
     room: u64,
     buffer: &mut Vec<u8>,
 ) -> Option<u64> {
@@ -340,6 +359,15 @@ fn read_candidate(
     let allowed = room.min(SEARCH_MAX_BYTES_PER_FILE);
     opened.take(allowed).read_to_end(buffer).ok()?;
     Some(size)
+}
+
+/// A matched line with its control characters escaped, tabs kept (code is indented with them and
+/// a tab cannot forge a line).
+fn escape_line(line: &str) -> String {
+    line.split('\t')
+        .map(escape_control)
+        .collect::<Vec<_>>()
+        .join("\t")
 }
 
 /// `max_files_visited` is [`GLOB_MAX_FILES_VISITED`] outside unit tests.
@@ -380,11 +408,23 @@ fn glob(
         // A missing or non-directory prefix simply matches nothing.
         Err(_) => false,
     };
+    let mut skipped = Vec::new();
     if scope_exists {
-        for file in Walk::new(workspace, &scope) {
+        let mut walk = Walk::new(workspace, &scope);
+        let mut special_files = Vec::new();
+        for walked in walk.by_ref() {
             if context.cancellation.is_cancelled() {
                 return cancelled(GlobFiles::NAME);
             }
+            let file = match walked {
+                Walked::File(file) => file,
+                Walked::Special(file, kind) => {
+                    if matcher.is_match(&file.relative) {
+                        special_files.push(Skipped::special(&file, kind));
+                    }
+                    continue;
+                }
+            };
             if visited == max_files_visited {
                 files_limited = true;
                 break;
@@ -397,9 +437,11 @@ fn glob(
                     results_limited = true;
                     break;
                 }
-                hits.push(file.relative);
+                hits.push(escape_control(&file.relative).into_owned());
             }
         }
+        skipped = std::mem::take(&mut walk.skipped);
+        skipped.append(&mut special_files);
     }
     let mut notes = Vec::new();
     if results_limited {
@@ -421,6 +463,7 @@ fn glob(
              prefix to list the rest]"
         ));
     }
+    notes.extend(skipped_notes(&skipped));
     let body = hits.join("\n");
     let mut content = if hits.is_empty() {
         format!("No files match {:?}.", input.pattern)
@@ -435,7 +478,8 @@ fn glob(
         .with_title(format!("glob {}", input.pattern))
         .with_body(body)
         .with_field("results", hits.len())
-        .with_field("files visited", visited);
+        .with_field("files visited", visited)
+        .with_field("skipped", skipped.len());
     ToolExecutionResult::success(content).with_display(display)
 }
 
@@ -557,7 +601,7 @@ impl FileFilter {
         })
     }
 
-    fn matches(&self, file: &super::walk::WalkedFile) -> bool {
+    fn matches(&self, file: &WalkedFile) -> bool {
         if self.whole_path {
             self.matcher.is_match(&file.relative)
         } else {

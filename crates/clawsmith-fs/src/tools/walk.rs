@@ -1,17 +1,29 @@
 //! The sorted, ignore-aware walk shared by `search_files` and `glob_files` (F3, F4).
 //!
-//! The walk always starts at the workspace root so that every `.gitignore` between the root and
-//! the searched folder applies; a scope filter prunes everything outside the folder. It never
-//! reads ignore files above the root (`parents(false)`) or the user's global gitignore, never
-//! follows symlinks, and yields regular files only. A yielded name is only a candidate: callers
-//! re-open it through the workspace handle, so a directory swapped for a symlink behind the
-//! walker's back cannot lead outside.
+//! The walk lists directories itself, through the workspace handle: each directory is opened
+//! beneath the root without following a final symlink, so it never lists anything outside, even
+//! when a directory is swapped for a symlink behind its back. It always starts at the workspace
+//! root so that every ignore file between the root and the searched folder applies; a scope
+//! filter prunes everything outside the folder. It never follows symlinks and yields regular
+//! files, plus the FIFOs, sockets and devices it passes so callers can report them.
+//!
+//! Ignore files (`.ignore`, `.gitignore`, `.git/info/exclude` next to a `.git` folder) are
+//! untrusted input: a command can make one a FIFO (opening it would block forever), a symlink to
+//! `/dev/zero` (reading it never ends) or a link outside the workspace. They are never read by
+//! path. [`Workspace::read_untrusted`] opens each beneath the root, non-blocking, regular files
+//! only, at most [`IGNORE_FILE_MAX_BYTES`]; the matcher is built from those bytes with
+//! `ignore::gitignore` (git's syntax and precedence, as ripgrep applies it). One that cannot be
+//! used is skipped and reported in [`Walk::skipped`]. Never read: ignore files above the root, the
+//! user's global gitignore, and a worktree's exclude file (a `.git` *file* points outside).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use ignore::WalkBuilder;
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use rustix::fs::FileType;
 
-use crate::workspace::{Workspace, WorkspacePath};
+use crate::escape::escape_control;
+use crate::workspace::{DirectoryEntry, Workspace, WorkspacePath, file_kind_name};
 
 /// Directories never entered, whatever the ignore files say.
 pub(crate) const SKIPPED_DIRECTORIES: &[&str] = &[
@@ -24,7 +36,16 @@ pub(crate) const SKIPPED_DIRECTORIES: &[&str] = &[
     "target",
 ];
 
-/// A regular file found by the walk.
+/// The largest ignore file read; a larger one is skipped and reported.
+pub(crate) const IGNORE_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
+/// At most this many skipped entries are named in a result; the rest are counted.
+const SKIPPED_NOTES_MAX: usize = 20;
+
+/// The ignore files of one directory, in git's order of precedence (first wins).
+const IGNORE_FILES: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
+
+/// A file found by the walk.
 pub(crate) struct WalkedFile {
     /// Workspace-relative, `/`-separated.
     pub relative: String,
@@ -32,90 +53,208 @@ pub(crate) struct WalkedFile {
     pub name: String,
 }
 
-/// Regular files under `scope` in a deterministic order (siblings sorted by name, depth first).
-/// Entries whose names are not UTF-8 are skipped and counted in `skipped_non_utf8`.
-pub(crate) struct Walk {
-    inner: ignore::Walk,
-    root: std::path::PathBuf,
-    pub skipped_non_utf8: u64,
+/// What the walk yields: a regular file, or a special file (FIFO, socket, device) to report.
+pub(crate) enum Walked {
+    File(WalkedFile),
+    Special(WalkedFile, &'static str),
 }
 
-impl Walk {
-    pub(crate) fn new(workspace: &Workspace, scope: &WorkspacePath) -> Walk {
-        let root = workspace.root().to_path_buf();
-        let scope = scope.as_str().to_owned();
-        let filter_root = root.clone();
-        let mut builder = WalkBuilder::new(&root);
-        builder
-            .hidden(false)
-            .parents(false)
-            .ignore(true)
-            .git_ignore(true)
-            .git_global(false)
-            .git_exclude(true)
-            .require_git(false)
-            .follow_links(false)
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .filter_entry(move |entry| {
-                let is_dir = entry.file_type().is_some_and(|kind| kind.is_dir());
-                if is_dir
-                    && entry
-                        .file_name()
-                        .to_str()
-                        .is_some_and(|name| SKIPPED_DIRECTORIES.contains(&name))
-                {
-                    return false;
-                }
-                in_scope(&filter_root, entry.path(), &scope, is_dir)
-            });
-        Walk {
-            inner: builder.build(),
-            root,
-            skipped_non_utf8: 0,
+/// An entry the walk or its caller did not use, and why (reported in the result).
+pub(crate) struct Skipped {
+    pub relative: String,
+    pub reason: String,
+}
+
+impl Skipped {
+    /// A special file found among the walked files.
+    pub(crate) fn special(file: &WalkedFile, kind: &'static str) -> Skipped {
+        Skipped {
+            relative: file.relative.clone(),
+            reason: format!("not a regular file ({kind})"),
         }
     }
 }
 
-impl Iterator for Walk {
-    type Item = WalkedFile;
+/// Files under `scope` in a deterministic order (siblings sorted by name, depth first). Entries
+/// whose names are not UTF-8 are skipped and counted in `skipped_non_utf8`.
+pub(crate) struct Walk<'w> {
+    workspace: &'w Workspace,
+    root: PathBuf,
+    scope: String,
+    /// The open directories from the root down to the current one.
+    frames: Vec<Frame>,
+    pub skipped_non_utf8: u64,
+    /// Ignore files that could not be used, in the order met.
+    pub skipped: Vec<Skipped>,
+}
 
-    fn next(&mut self) -> Option<WalkedFile> {
+/// A directory being walked: its remaining entries and its ignore rules.
+struct Frame {
+    relative: String,
+    entries: std::vec::IntoIter<DirectoryEntry>,
+    /// One matcher per [`IGNORE_FILES`] entry.
+    rules: [Gitignore; 3],
+}
+
+impl<'w> Walk<'w> {
+    pub(crate) fn new(workspace: &'w Workspace, scope: &WorkspacePath) -> Walk<'w> {
+        let mut walk = Walk {
+            workspace,
+            root: workspace.root().to_path_buf(),
+            scope: scope.as_str().to_owned(),
+            frames: Vec::new(),
+            skipped_non_utf8: 0,
+            skipped: Vec::new(),
+        };
+        walk.enter(String::new());
+        walk
+    }
+
+    /// Lists `relative` and loads its ignore files; an unreadable directory is skipped.
+    fn enter(&mut self, relative: String) {
+        let Ok(mut entries) = self.workspace.list_directory(&relative) else {
+            return;
+        };
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let present = |name: &str| entries.iter().any(|entry| entry.name == name);
+        let wanted = [present(".ignore"), present(".gitignore"), present(".git")];
+        let directory = self.root.join(&relative);
+        let rules = std::array::from_fn(|index| {
+            if !wanted[index] {
+                return Gitignore::empty();
+            }
+            let file = join(&relative, IGNORE_FILES[index]);
+            self.load_rules(&directory, file)
+        });
+        self.frames.push(Frame {
+            relative,
+            entries: entries.into_iter(),
+            rules,
+        });
+    }
+
+    /// The matcher of one ignore file, built from bytes read through the handle.
+    fn load_rules(&mut self, directory: &Path, file: String) -> Gitignore {
+        let bytes = match self.workspace.read_untrusted(&file, IGNORE_FILE_MAX_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Gitignore::empty(),
+            Err(reason) => {
+                self.skipped.push(Skipped {
+                    relative: file,
+                    reason: format!("{reason}; its ignore rules were not applied"),
+                });
+                return Gitignore::empty();
+            }
+        };
+        let mut builder = GitignoreBuilder::new(directory);
+        let text = String::from_utf8_lossy(&bytes);
+        for line in text.strip_prefix('\u{feff}').unwrap_or(&text).lines() {
+            // A line git cannot parse is skipped, as the `ignore` crate does with its own reads.
+            let _ = builder.add_line(None, line);
+        }
+        builder.build().unwrap_or_else(|error| {
+            self.skipped.push(Skipped {
+                relative: file,
+                reason: format!("cannot be parsed ({error}); its ignore rules were not applied"),
+            });
+            Gitignore::empty()
+        })
+    }
+
+    /// Whether the rules of the open directories ignore `relative`: for each kind of ignore
+    /// file in precedence order, the deepest directory with an opinion decides.
+    fn ignored(&self, relative: &str, is_dir: bool) -> bool {
+        let path = self.root.join(relative);
+        for kind in 0..IGNORE_FILES.len() {
+            for frame in self.frames.iter().rev() {
+                match frame.rules[kind].matched(&path, is_dir) {
+                    Match::None => continue,
+                    Match::Ignore(_) => return true,
+                    Match::Whitelist(_) => return false,
+                }
+            }
+        }
+        false
+    }
+}
+
+impl Iterator for Walk<'_> {
+    type Item = Walked;
+
+    fn next(&mut self) -> Option<Walked> {
         loop {
-            let entry = match self.inner.next()? {
-                Ok(entry) => entry,
-                // Unreadable directories and broken ignore files are skipped, not fatal.
-                Err(_) => continue,
+            let frame = self.frames.last_mut()?;
+            let Some(entry) = frame.entries.next() else {
+                self.frames.pop();
+                continue;
             };
-            if !entry.file_type().is_some_and(|kind| kind.is_file()) {
+            let Some(name) = entry.name.to_str() else {
+                if entry.kind == FileType::RegularFile {
+                    self.skipped_non_utf8 += 1;
+                }
+                continue;
+            };
+            let relative = join(&frame.relative, name);
+            let is_dir = entry.kind == FileType::Directory;
+            if is_dir && SKIPPED_DIRECTORIES.contains(&name) {
                 continue;
             }
-            let Ok(relative) = entry.path().strip_prefix(&self.root) else {
+            if !in_scope(&relative, &self.scope, is_dir) || self.ignored(&relative, is_dir) {
                 continue;
-            };
-            let Some(relative) = relative.to_str() else {
-                self.skipped_non_utf8 += 1;
-                continue;
-            };
-            let Some(name) = entry.file_name().to_str() else {
-                self.skipped_non_utf8 += 1;
-                continue;
-            };
-            return Some(WalkedFile {
-                relative: relative.to_owned(),
+            }
+            let file = WalkedFile {
+                relative,
                 name: name.to_owned(),
-            });
+            };
+            match entry.kind {
+                FileType::Directory => self.enter(file.relative),
+                FileType::RegularFile => return Some(Walked::File(file)),
+                // Never followed: the files they lead to inside are walked under their own name.
+                FileType::Symlink | FileType::Unknown => {}
+                // An ignore file that is special was reported when its directory was entered.
+                _ if IGNORE_FILES.contains(&name) => {}
+                kind => return Some(Walked::Special(file, file_kind_name(kind))),
+            }
         }
     }
 }
 
-/// Whether the walk should keep `path`: inside the scope, or a directory on the way to it.
-fn in_scope(root: &Path, path: &Path, scope: &str, is_dir: bool) -> bool {
+/// One note line per skipped entry (names escaped), at most [`SKIPPED_NOTES_MAX`] of them.
+pub(crate) fn skipped_notes(skipped: &[Skipped]) -> Vec<String> {
+    let mut notes: Vec<String> = skipped
+        .iter()
+        .take(SKIPPED_NOTES_MAX)
+        .map(|entry| {
+            format!(
+                "[skipped {}: {}]",
+                escape_control(&entry.relative),
+                entry.reason
+            )
+        })
+        .collect();
+    if skipped.len() > SKIPPED_NOTES_MAX {
+        notes.push(format!(
+            "[… and {} more skipped]",
+            skipped.len() - SKIPPED_NOTES_MAX
+        ));
+    }
+    notes
+}
+
+/// `parent/name`, or `name` at the root.
+fn join(parent: &str, name: &str) -> String {
+    if parent.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{parent}/{name}")
+    }
+}
+
+/// Whether the walk should keep `relative`: inside the scope, or a directory on the way to it.
+fn in_scope(relative: &str, scope: &str, is_dir: bool) -> bool {
     if scope.is_empty() {
         return true;
     }
-    let Ok(relative) = path.strip_prefix(root) else {
-        return false;
-    };
-    let scope = Path::new(scope);
+    let (relative, scope) = (Path::new(relative), Path::new(scope));
     relative.starts_with(scope) || (is_dir && scope.starts_with(relative))
 }

@@ -10,10 +10,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use similar::TextDiff;
 
-use super::{FileTool, invalid_arguments};
+use super::{FileTool, invalid_arguments, resolve_file};
 use crate::error::FsError;
+use crate::escape::escape_control;
 use crate::recorder::{ChangeOrigin, ChangeRecorder, PostState, PriorState, RecorderError};
-use crate::workspace::{Workspace, WorkspacePath};
+use crate::workspace::{FileVersion, MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};
 
 /// The largest content `write_file` writes and the largest result `edit_file` produces (1 MiB).
 pub const WRITE_MAX_BYTES: usize = 1024 * 1024;
@@ -41,6 +42,10 @@ pub struct EditFileInput {
     pub old_text: String,
     /// Replacement text.
     pub new_text: String,
+    /// Edit even a read-only file (one whose owner has no write permission); its mode is kept.
+    /// Without it such a file is refused.
+    #[serde(default)]
+    pub allow_read_only: bool,
 }
 
 /// Arguments of `rename_file`.
@@ -90,14 +95,18 @@ impl FileTool for WriteFile {
     const WRITES: bool = true;
 
     fn summarize(input: &WriteFileInput) -> String {
-        format!("Create {} ({} bytes)", input.path, input.content.len())
+        format!(
+            "Create {} ({} bytes)",
+            escape_control(&input.path),
+            input.content.len()
+        )
     }
 
     fn run(&self, input: WriteFileInput, context: &ToolExecutionContext) -> ToolExecutionResult {
         let origin = ChangeOrigin::from_context(context);
-        let path = match self.workspace.resolve(&input.path) {
+        let path = match resolve_file(&self.workspace, &input.path) {
             Ok(path) => path,
-            Err(error) => return failed(error),
+            Err(refusal) => return refusal,
         };
         let content = input.content.as_bytes();
         if content.len() > WRITE_MAX_BYTES {
@@ -137,11 +146,13 @@ impl FileTool for EditFile {
     const NAME: &'static str = "edit_file";
     const DESCRIPTION: &'static str = "Replace one exact occurrence of `oldText` with `newText` in \
         an existing file. `oldText` must occur exactly once (include surrounding lines to make it \
-        unique); no fuzzy matching. Line endings, a BOM and the file mode are kept.";
+        unique); no fuzzy matching. Line endings, a BOM, the file mode and owner are kept. Fails \
+        (retryable) if the file changes while the edit is made; a read-only file needs \
+        `allowReadOnly`.";
     const WRITES: bool = true;
 
     fn summarize(input: &EditFileInput) -> String {
-        format!("Edit {}", input.path)
+        format!("Edit {}", escape_control(&input.path))
     }
 
     fn run(&self, input: EditFileInput, context: &ToolExecutionContext) -> ToolExecutionResult {
@@ -149,21 +160,23 @@ impl FileTool for EditFile {
         if input.old_text.is_empty() {
             return invalid_arguments("oldText must not be empty");
         }
-        let path = match self.workspace.resolve(&input.path) {
+        let path = match resolve_file(&self.workspace, &input.path) {
             Ok(path) => path,
-            Err(error) => return failed(error),
+            Err(refusal) => return refusal,
         };
         // A file that cannot shrink to 1 MiB by this edit is refused before it is read.
         let limit = (WRITE_MAX_BYTES + input.old_text.len()) as u64;
-        let (old_content, mode) = match self.workspace.read_state_capped(&path, limit) {
-            Ok(PriorState::File { content, mode }) => (content, mode),
-            Ok(PriorState::Absent) => {
-                return failed(FsError::NotFound {
-                    path: path.display().to_owned(),
-                });
-            }
-            Err(error) => return failed(error),
+        let (old_content, version) = match read_existing(&self.workspace, &path, limit) {
+            Ok(read) => read,
+            Err(refusal) => return refusal,
         };
+        if !version.owner_can_write() && !input.allow_read_only {
+            return ToolExecutionResult::tool_failed(format!(
+                "Cannot edit {path}: it is read-only (mode {:04o}); pass allowReadOnly: true to \
+                 edit it anyway",
+                version.mode()
+            ));
+        }
         let new_content = match apply_edit(&old_content, &input.old_text, &input.new_text) {
             Ok(new_content) => new_content,
             Err(EditError::NotFound) => {
@@ -183,12 +196,15 @@ impl FileTool for EditFile {
         }
         let prior = PriorState::File {
             content: old_content,
-            mode,
+            mode: version.mode(),
         };
         if let Err(error) = self.recorder.before_change(&origin, path.as_str(), &prior) {
             return recorder_failed(error);
         }
-        let post = match self.workspace.replace_file(&path, &new_content, mode) {
+        let post = match self
+            .workspace
+            .replace_if_unchanged(&path, &version, &new_content)
+        {
             Ok(post) => post,
             Err(error) => return failed(error),
         };
@@ -219,33 +235,33 @@ impl FileTool for RenameFile {
     const WRITES: bool = true;
 
     fn summarize(input: &RenameFileInput) -> String {
-        format!("Rename {} to {}", input.from, input.to)
+        format!(
+            "Rename {} to {}",
+            escape_control(&input.from),
+            escape_control(&input.to)
+        )
     }
 
     fn run(&self, input: RenameFileInput, context: &ToolExecutionContext) -> ToolExecutionResult {
         let origin = ChangeOrigin::from_context(context);
-        let from = match self.workspace.resolve(&input.from) {
+        let from = match resolve_file(&self.workspace, &input.from) {
             Ok(path) => path,
-            Err(error) => return failed(error),
+            Err(refusal) => return refusal,
         };
-        let to = match self.workspace.resolve(&input.to) {
+        let to = match resolve_file(&self.workspace, &input.to) {
             Ok(path) => path,
-            Err(error) => return failed(error),
+            Err(refusal) => return refusal,
         };
         if from == to || from.as_str() == to.as_str() {
             return ToolExecutionResult::tool_failed(format!(
                 "Source and target are the same path: {from}"
             ));
         }
-        let (content, mode) = match self.workspace.read_state(&from) {
-            Ok(PriorState::File { content, mode }) => (content, mode),
-            Ok(PriorState::Absent) => {
-                return failed(FsError::NotFound {
-                    path: from.display().to_owned(),
-                });
-            }
-            Err(error) => return failed(error),
+        let (content, version) = match read_existing(&self.workspace, &from, MAX_SNAPSHOT_BYTES) {
+            Ok(read) => read,
+            Err(refusal) => return refusal,
         };
+        let mode = version.mode();
         if let Err(error) = self.workspace.check_creatable(&to) {
             return failed_target(error);
         }
@@ -265,7 +281,7 @@ impl FileTool for RenameFile {
         {
             return recorder_failed(error);
         }
-        if let Err(error) = self.workspace.rename_no_replace(&from, &to) {
+        if let Err(error) = self.workspace.rename_if_unchanged(&from, &version, &to) {
             return failed_target(error);
         }
         if let Err(error) = self
@@ -279,8 +295,8 @@ impl FileTool for RenameFile {
         }
         let display = Display::new(DisplayKind::Text)
             .with_title(format!("rename {from} → {to}"))
-            .with_field("from", from.display())
-            .with_field("to", to.display())
+            .with_field("from", from.to_string())
+            .with_field("to", to.to_string())
             .with_field("size", format!("{size} bytes"));
         ToolExecutionResult::success(format!("Renamed {from} to {to}.")).with_display(display)
     }
@@ -294,18 +310,18 @@ impl FileTool for DeleteFile {
     const WRITES: bool = true;
 
     fn summarize(input: &DeleteFileInput) -> String {
-        format!("Delete {}", input.path)
+        format!("Delete {}", escape_control(&input.path))
     }
 
     fn run(&self, input: DeleteFileInput, context: &ToolExecutionContext) -> ToolExecutionResult {
         let origin = ChangeOrigin::from_context(context);
-        let path = match self.workspace.resolve(&input.path) {
+        let path = match resolve_file(&self.workspace, &input.path) {
             Ok(path) => path,
-            Err(error) => return failed(error),
+            Err(refusal) => return refusal,
         };
-        let prior = match self.workspace.read_state(&path) {
-            Ok(prior @ PriorState::File { .. }) => prior,
-            Ok(PriorState::Absent) => {
+        let (content, version) = match self.workspace.read_versioned(&path, MAX_SNAPSHOT_BYTES) {
+            Ok(Some(read)) => read,
+            Ok(None) => {
                 return failed(FsError::NotFound {
                     path: path.display().to_owned(),
                 });
@@ -317,10 +333,14 @@ impl FileTool for DeleteFile {
             }
             Err(error) => return failed(error),
         };
+        let prior = PriorState::File {
+            content,
+            mode: version.mode(),
+        };
         if let Err(error) = self.recorder.before_change(&origin, path.as_str(), &prior) {
             return recorder_failed(error);
         }
-        if let Err(error) = self.workspace.remove_file(&path) {
+        if let Err(error) = self.workspace.remove_if_unchanged(&path, &version) {
             return failed(error);
         }
         if let Err(error) = self
@@ -467,16 +487,41 @@ fn diff_display(path: &WorkspacePath, verb: &str, old: &str, new: &str) -> Displ
         .with_field("removed lines", removed)
 }
 
+/// A workspace failure as a result; a file changed by another writer is retryable (reading it
+/// again and redoing the change is safe, and nothing was written).
 fn failed(error: FsError) -> ToolExecutionResult {
-    ToolExecutionResult::tool_failed(error.to_string())
+    let retryable = matches!(error, FsError::Changed { .. });
+    let mut result = ToolExecutionResult::tool_failed(error.to_string());
+    if retryable {
+        result.metadata.retryable = Some(true);
+    }
+    result
+}
+
+/// The content and version of the regular file a read-modify-write starts from; a missing file
+/// is `File not found`.
+#[allow(clippy::result_large_err)] // the refusal is the result handed back, built once per call
+fn read_existing(
+    workspace: &Workspace,
+    path: &WorkspacePath,
+    limit: u64,
+) -> Result<(Vec<u8>, FileVersion), ToolExecutionResult> {
+    match workspace.read_versioned(path, limit) {
+        Ok(Some(read)) => Ok(read),
+        Ok(None) => Err(failed(FsError::NotFound {
+            path: path.display().to_owned(),
+        })),
+        Err(error) => Err(failed(error)),
+    }
 }
 
 /// `write_file` explains what to do instead of overwriting.
 fn failed_write(error: FsError) -> ToolExecutionResult {
     match error {
         FsError::AlreadyExists { path } => ToolExecutionResult::tool_failed(format!(
-            "File already exists: {path} (write_file only creates new files; use edit_file to \
-             change it)"
+            "File already exists: {} (write_file only creates new files; use edit_file to \
+             change it)",
+            escape_control(&path)
         )),
         other => failed(other),
     }
@@ -485,9 +530,10 @@ fn failed_write(error: FsError) -> ToolExecutionResult {
 /// `rename_file` names the target in a clash.
 fn failed_target(error: FsError) -> ToolExecutionResult {
     match error {
-        FsError::AlreadyExists { path } => {
-            ToolExecutionResult::tool_failed(format!("Target already exists: {path}"))
-        }
+        FsError::AlreadyExists { path } => ToolExecutionResult::tool_failed(format!(
+            "Target already exists: {}",
+            escape_control(&path)
+        )),
         other => failed(other),
     }
 }
@@ -633,6 +679,7 @@ mod tests {
             path: "a.txt".to_owned(),
             old_text: "original".to_owned(),
             new_text: "changed".to_owned(),
+            allow_read_only: false,
         };
         let result = edit.run(input, &context);
         assert_eq!(result.content, "Error: Cannot write a.txt: injected fault");

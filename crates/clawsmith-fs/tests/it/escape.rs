@@ -155,7 +155,10 @@ fn check_refused(
     if let Some(requested) = lexical {
         assert_eq!(
             result.content,
-            format!("Error: Path is outside the workspace: {requested}"),
+            format!(
+                "Error: Path is outside the workspace: {}",
+                clawsmith_fs::escape_control(requested)
+            ),
             "{tool} {input}"
         );
     }

@@ -2,6 +2,7 @@
 //! the races.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod attack;
 mod escape;
 mod property;
 mod race;

@@ -83,6 +83,9 @@ fn snapshot_into(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, String>) {
         } else if kind.is_dir() {
             out.insert(relative, "dir".to_owned());
             snapshot_into(root, &path, out);
+        } else if !kind.is_file() {
+            // FIFOs, sockets and devices are recorded, never opened (a FIFO would block).
+            out.insert(relative, format!("special {kind:?}"));
         } else {
             let content = std::fs::read(&path).unwrap();
             out.insert(relative, String::from_utf8_lossy(&content).into_owned());

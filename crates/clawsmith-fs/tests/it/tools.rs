@@ -47,7 +47,7 @@ fn table_order_metadata_and_schemas() {
         ("write_file", &["content", "path"], &["content", "path"]),
         (
             "edit_file",
-            &["newText", "oldText", "path"],
+            &["allowReadOnly", "newText", "oldText", "path"],
             &["newText", "oldText", "path"],
         ),
         ("rename_file", &["from", "to"], &["from", "to"]),
@@ -249,7 +249,7 @@ fn read_file_refuses_fifo_without_blocking() {
     );
     assert_eq!(
         tools.ok("search_files", json!({"query": "pipe"})),
-        "No results for \"pipe\"."
+        "No results for \"pipe\".\n[skipped pipe: not a regular file (a FIFO)]"
     );
 }
 

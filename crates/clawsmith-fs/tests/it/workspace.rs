@@ -14,9 +14,13 @@ fn check_resolve(fixture: &Fixture, requested: &str, expected: Option<&str>) {
         (Err(FsError::OutsideWorkspace { requested: echoed }), None) => {
             assert_eq!(echoed, requested);
             let message = workspace.resolve(requested).unwrap_err().to_string();
+            // The field keeps the request as given; the message escapes control characters.
             assert_eq!(
                 message,
-                format!("Path is outside the workspace: {requested}")
+                format!(
+                    "Path is outside the workspace: {}",
+                    clawsmith_fs::escape_control(requested)
+                )
             );
         }
         (other, expected) => panic!("{requested:?}: got {other:?}, expected {expected:?}"),
