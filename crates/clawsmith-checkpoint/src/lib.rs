@@ -23,6 +23,8 @@
 //!   [`Store::recover_restores`] finishes a restore that a crash interrupted.
 //! - Diffs (K4): [`Store::change_list`], [`Store::diff`] → [`FileDiff`].
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
+//! - One writer per session: [`Store::lease_session`] → [`SessionLease`] (or
+//!   [`StoreError::SessionInUse`] naming the holder's pid; [`LeaseWait::Wait`] to queue).
 //!
 //! ## Decisions
 //! - **One file, many processes.** WAL journaling, `foreign_keys = ON`, `synchronous = NORMAL` by
@@ -53,6 +55,23 @@
 //! - **History is kept.** Undo flags checkpoints (`files_undone`, `session_undone`, state
 //!   `undone`) rather than deleting them, so the change list still shows what happened; undoing an
 //!   undone turn answers [`UndoOutcome::AlreadyUndone`].
+//! - **Secrets never reach the disk, and neither do other users.** Every message, event, journal
+//!   argument, approval request and artifact is masked with the one detector
+//!   (`clawsmith_protocol::redact`, the same that masks displays) *before* it is written; the
+//!   live result a caller gets back is untouched, so the model still reads what the tool
+//!   returned. Stored call arguments are bounded ([`MAX_STORED_ARGUMENT_BYTES`]). The legacy
+//!   `output` of `tool.completed` is not stored beside the tool message that holds the same text;
+//!   [`Store::events`] derives it. Checkpoint blobs keep exact bytes (undo needs them): the
+//!   database is created 0600 (SQLite gives its `-wal` and `-shm` the same mode) and never opened
+//!   through a symlink (`O_NOFOLLOW`, `SQLITE_OPEN_NOFOLLOW`).
+//! - **One writer per session.** A writer takes the session's lease first: an OS file lock
+//!   (`flock`) on `locks/<sha256(id)>.lock` beside the database, with the holder's pid written in
+//!   it for the error message. The kernel releases it when the holder dies, however it dies, so
+//!   whoever holds it knows every call left open belongs to a dead process: that is what makes
+//!   crash recovery safe to run. Inside one process the lease is shared and marked not *fresh*
+//!   (the owner of any open call is alive: it is this process). Restore plans are rolled forward
+//!   per session ([`Store::recover_session_restores`]), so a plan of a live undo in another
+//!   session is never touched.
 //! - **Refusals are data.** Conflicts and already-undone turns are [`UndoOutcome`] values; `Err`
 //!   means the store or the workspace broke.
 //!

@@ -10,12 +10,25 @@
 //!   `~/.local/state/clawsmith`); no server is needed. The state directory is refused when it lies
 //!   inside the workspace being served, because the tools could then read or rewrite their own
 //!   audit trail and undo data.
+//! - **A private state directory, trusted like `~/.ssh`.** It is created 0700 and its files
+//!   0600 whatever the umask; looser read bits are removed with a one-line notice. A directory or
+//!   `clawsmith.toml` owned by another user or writable by group/others is refused with the path,
+//!   the owner and what to do (the configuration names commands clawsmith starts), and so is a
+//!   symlink inside the directory. Background-command logs live in `commands/<pid>/`, removed
+//!   when the server ends (leftovers of dead processes are swept).
+//! - **One writer per session.** `call`, `turn`, `mcp`, `undo` and `session fork` take the
+//!   session's lease; a second writer exits 1 with "session X is in use by pid N", or queues with
+//!   `--wait`. `undo` writes only in the `--workspace` it is given (default: the current
+//!   directory) and refuses a session that works elsewhere.
+//! - **Bounded input.** `turn` reads at most 16 MiB of calls from stdin; session ids are 1–128
+//!   printable characters that cannot read as a path.
 //! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
 //!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
 //!   commands print for people unless `--json` is given.
 //! - **Exit codes.** 0 when a command did its job (for `call`, whenever a result was produced,
 //!   whatever its status); 2 when an undo was refused because of conflicts (nothing changed);
-//!   1 when clawsmith itself failed (bad flags, unreadable state).
+//!   1 when clawsmith itself failed (bad flags, unreadable or untrusted state, a session in
+//!   use).
 //!
 //! ## What it does not do
 //! It holds no policy of its own: permissions, limits and checkpoints are the core's, so a call
