@@ -261,11 +261,20 @@ impl PolicyConfig {
                 .with(&relative)
                 .with_context(|| format!("protected path {pattern}"))?;
         }
-        let mut policy = PermissionPolicy::new(flag.or(self.mode).unwrap_or(default_mode));
+        let mut policy = PermissionPolicy::new(self.mode_for(flag, default_mode));
         policy.rules = self.rules.clone();
         policy.workspace_root = Some(workspace.to_path_buf());
         policy.protected_paths = protected;
         Ok(policy)
+    }
+
+    /// The mode: `--mode`, else the file's, else the front end's default.
+    pub fn mode_for(
+        &self,
+        flag: Option<PermissionMode>,
+        default_mode: PermissionMode,
+    ) -> PermissionMode {
+        flag.or(self.mode).unwrap_or(default_mode)
     }
 
     /// The hooks, for [`clawsmith_core::CoreConfig::hooks`].
@@ -367,18 +376,16 @@ fn check(
     } else {
         serde_json::from_str(arguments).context("the arguments must be one JSON object")?
     };
-    let policy = config.permission_policy(
-        options.mode.map(Into::into),
-        PermissionMode::Ask,
-        core.workspace_root(),
-    )?;
     let facts = entry.facts();
-    let explanation = policy.explain(facts, &input);
+    let Some(explanation) = core.explain_call(tool, &input) else {
+        bail!("unknown tool {tool}");
+    };
+    let mode = config.mode_for(options.mode.map(Into::into), PermissionMode::Ask);
     let decision = &explanation.decision;
     let decided_by = match (explanation.decided_by, &decision.rule) {
         (DecidedBy::Rule, Some(rule)) => format!("rule `{rule}`"),
         (DecidedBy::ProtectedPath, _) => "protected path".to_owned(),
-        _ => format!("{} mode", policy.mode.as_str()),
+        _ => format!("{} mode", mode.as_str()),
     };
     let verdict = match decision.verdict {
         Verdict::Allow => "allow",
@@ -397,7 +404,7 @@ fn check(
             "tool": tool,
             "risk": facts.effective_risk,
             "capabilities": facts.capabilities.to_vec(),
-            "mode": policy.mode.as_str(),
+            "mode": mode.as_str(),
             "decision": decision,
             "decidedBy": decided_by,
             "approvedByYes": approver && decision.verdict == Verdict::Ask,

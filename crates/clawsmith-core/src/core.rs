@@ -260,6 +260,18 @@ impl AgentCore {
         })
     }
 
+    /// How the permission policy decides `tool` with `input` and what decided it, without
+    /// running anything (no hooks, no approver): `clawsmith policy check`. `None` for a tool
+    /// not in the table.
+    pub fn explain_call(
+        &self,
+        tool: &str,
+        input: &serde_json::Value,
+    ) -> Option<clawsmith_security::Explanation> {
+        let entry = self.shared.table.get(tool)?;
+        Some(crate::pipeline::explain(&self.shared, entry, input))
+    }
+
     /// The frozen table.
     pub fn tools(&self) -> &ToolTable {
         &self.shared.table

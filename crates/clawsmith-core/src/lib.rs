@@ -32,8 +32,10 @@
 //! (`invalid_json`; empty arguments mean `{}`) → JSON Schema validation with the tool's own
 //! schema (`invalid_arguments`, naming fields as `todos[0].status`) → duplicate in the turn,
 //! by `toolCallId` or by tool + canonical arguments (`duplicate_call`) → hooks (`hook_denied`) →
-//! permission on *effective* risk and normalized capabilities (`permission_denied`; `ask` goes
-//! to the approver, and without one it is a denial) → journal start, committed before anything
+//! permission on *effective* risk and normalized capabilities, each path argument checked as
+//! spelled and where its parent's symlinks lead, so `link/config` with `link -> .git` is a
+//! protected write (`permission_denied`; `ask` goes to the approver, and without one it is a
+//! denial) → journal start, committed before anything
 //! runs, for side-effecting calls (effective risk above `read`) → `tool.started` (with `batch`)
 //! → execute in its own task with an authorized context → normalize (A3) → artifact (A4) →
 //! redact and bound the display (A5) → journal close → `tool.completed` → the tool message with
@@ -111,6 +113,7 @@ mod error;
 mod hooks;
 mod normalize;
 mod pipeline;
+mod real_paths;
 mod redact;
 mod search;
 mod session;

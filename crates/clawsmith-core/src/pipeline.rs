@@ -19,7 +19,7 @@ use clawsmith_protocol::{
     ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted, ToolExecutionContext,
     ToolExecutionResult, ToolStarted, Verdict,
 };
-use clawsmith_security::{HookInput, HookVerdict, authorize};
+use clawsmith_security::{Explanation, HookInput, HookVerdict, authorize};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
@@ -29,6 +29,7 @@ use crate::error::CoreError;
 use crate::normalize::{
     ARTIFACT_THRESHOLD_BYTES, artifact_preview, normalize_output, truncate_without_artifact,
 };
+use crate::real_paths::resolved_paths;
 use crate::redact::{redact_display, redact_json, redact_text};
 use crate::session::new_id;
 use crate::table::{ToolEntry, canonical_json};
@@ -234,7 +235,7 @@ async fn authorize_call(
             }
         }
     }
-    let mut decision = shared.policy.decide(facts, &prepared.input);
+    let mut decision = decide(shared, prepared);
     if decision.verdict == Verdict::Allow
         && let Some(reason) = hook_asks
     {
@@ -306,6 +307,25 @@ async fn authorize_call(
             format!("{} was declined: {}", entry.name(), redact_text(&reason)),
         )),
     })
+}
+
+/// The policy's decision, holding the call's paths to where they really lead as well.
+fn decide(shared: &Shared, prepared: &Prepared<'_>) -> PermissionDecision {
+    explain(shared, prepared.entry, &prepared.input).decision
+}
+
+/// [`decide`] with what decided it (for [`crate::AgentCore::explain_call`]).
+pub(crate) fn explain(
+    shared: &Shared,
+    entry: &ToolEntry,
+    input: &serde_json::Value,
+) -> Explanation {
+    let real = resolved_paths(&shared.workspace, input);
+    let subjects = shared
+        .policy
+        .subjects(input)
+        .with_resolved_paths(real, shared.policy.workspace_root.as_deref());
+    shared.policy.explain_subjects(entry.facts(), &subjects)
 }
 
 fn cancelled_before_start(call: &ToolCall) -> ToolExecutionResult {
@@ -584,7 +604,7 @@ fn parallel_decisions(
             if !entry.tool().concurrency_safe() || entry.facts().effective_risk != Risk::Read {
                 return None;
             }
-            let decision = shared.policy.decide(entry.facts(), &prepared.input);
+            let decision = decide(shared, prepared);
             (decision.verdict == Verdict::Allow).then_some(decision)
         })
         .collect()

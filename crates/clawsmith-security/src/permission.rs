@@ -388,9 +388,19 @@ impl PermissionPolicy {
 
     /// [`PermissionPolicy::decide`], saying what decided: a rule, a protected path or the mode.
     pub fn explain(&self, tool: &ToolFacts, input: &serde_json::Value) -> Explanation {
-        let subjects = CallSubjects::from_input(input, self.workspace_root.as_deref());
+        self.explain_subjects(tool, &self.subjects(input))
+    }
+
+    /// The subjects of `input` as this policy sees them (absolute paths inside its workspace
+    /// made relative); a host adds what it knows with [`CallSubjects::with_resolved_paths`].
+    pub fn subjects(&self, input: &serde_json::Value) -> CallSubjects {
+        CallSubjects::from_input(input, self.workspace_root.as_deref())
+    }
+
+    /// [`PermissionPolicy::explain`] over subjects the host extended.
+    pub fn explain_subjects(&self, tool: &ToolFacts, subjects: &CallSubjects) -> Explanation {
         let risk = tool.effective_risk;
-        let protected = self.protected_subjects(tool, &subjects);
+        let protected = self.protected_subjects(tool, subjects);
         let names_every_protected_path = |rule: &Rule| {
             protected.iter().all(|(path, _)| {
                 rule.argument
@@ -398,9 +408,9 @@ impl PermissionPolicy {
                     .is_some_and(|pattern| self.protected_paths.named_by(&pattern.text, path))
             })
         };
-        if let Some(rule) =
-            self.rules
-                .first_match_where(tool, &subjects, names_every_protected_path)
+        if let Some(rule) = self
+            .rules
+            .first_match_where(tool, subjects, names_every_protected_path)
         {
             let verdict = match rule.effect {
                 RuleEffect::Deny => Verdict::Deny,
@@ -560,6 +570,30 @@ pub struct CallSubjects {
 }
 
 impl CallSubjects {
+    /// Adds where the call's paths really lead (workspace-relative, after the symlinks of their
+    /// parent directories, as the host resolved them): rules and protected paths then hold for
+    /// both spellings, so `edit_file(link/config)` with `link -> .git` is a write to
+    /// `.git/config`, and an allow rule must cover the real place too.
+    pub fn with_resolved_paths(
+        mut self,
+        paths: impl IntoIterator<Item = String>,
+        workspace_root: Option<&Path>,
+    ) -> CallSubjects {
+        for path in paths {
+            let (text, simple) = normalize_path(&path, workspace_root);
+            let subject = Subject {
+                kind: SubjectKind::Path,
+                text,
+                segments: Vec::new(),
+                simple,
+            };
+            if !self.items.contains(&subject) {
+                self.items.push(subject);
+            }
+        }
+        self
+    }
+
     /// Extracts the subjects of `input`: `command`; else `path`, `from`, `to`; else `pattern`,
     /// `query`, `url`. Paths are normalized lexically (and made relative to `workspace_root` when
     /// absolute inside it); a path that still leaves (`..`, absolute elsewhere) can be refused by a

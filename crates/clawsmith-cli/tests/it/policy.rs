@@ -1,12 +1,12 @@
 //! The policy of `clawsmith.toml` through the real binary: rules, hooks, protected paths,
 //! refusal of invalid files at start, and `policy check`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::Fixture;
 use crate::mcp::Server;
+use crate::{Fixture, Run};
 
 impl Fixture {
     /// Writes `text` as `clawsmith.toml` beside the workspace (outside it) and returns its path.
@@ -22,6 +22,29 @@ impl Fixture {
         let mut flags = vec!["--config", path.to_str().unwrap()];
         flags.extend_from_slice(extra);
         self.call(&flags, tool, &arguments.to_string())
+    }
+}
+
+impl Fixture {
+    /// `[--json] policy check --workspace <ws> --config CONFIG TOOL ARGUMENTS`, which must succeed.
+    fn policy_check(&self, config: &Path, json: bool, tool: &str, arguments: &str) -> Run {
+        let ws = self.ws();
+        let mut args = vec![
+            "policy",
+            "check",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            tool,
+            arguments,
+        ];
+        if json {
+            args.insert(0, "--json");
+        }
+        let run = self.run(&args, "");
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run
     }
 }
 
@@ -302,7 +325,6 @@ fn policy_check_explains_without_running() {
          [[rules]]\ndecision = \"deny\"\nrule = \"run_command(rm *)\"\n\
          [[hooks]]\nname = \"audit\"\ncommand = \"/bin/false\"\n",
     );
-    let ws = f.ws();
     // (tool, arguments, verdict, decided by)
     let table = [
         (
@@ -336,26 +358,8 @@ fn policy_check_explains_without_running() {
             "accept-edits mode",
         ),
     ];
-    let check_policy = |json: bool, tool: &str, arguments: &str| {
-        let mut args = vec![
-            "policy",
-            "check",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--config",
-            path.to_str().unwrap(),
-            tool,
-            arguments,
-        ];
-        if json {
-            args.insert(0, "--json");
-        }
-        let run = f.run(&args, "");
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        run
-    };
     for (tool, arguments, verdict, decided_by) in table {
-        let explanation = check_policy(true, tool, arguments).json();
+        let explanation = f.policy_check(&path, true, tool, arguments).json();
         assert_eq!(explanation["decision"]["verdict"], verdict, "{explanation}");
         assert_eq!(explanation["decidedBy"], decided_by, "{explanation}");
         assert_eq!(explanation["hooks"], json!(["audit"]));
@@ -365,7 +369,7 @@ fn policy_check_explains_without_running() {
     // everything) was not consulted.
     assert!(f.ws().join("a.txt").exists());
     assert!(!f.ws().join("src").exists());
-    let people = check_policy(false, "run_command", r#"{"command":"rm -rf ."}"#);
+    let people = f.policy_check(&path, false, "run_command", r#"{"command":"rm -rf ."}"#);
     assert!(
         people.stdout.contains("run_command: deny")
             && people
@@ -432,4 +436,39 @@ fn the_same_policy_holds_through_mcp() {
     assert_eq!(allowed["isError"], false, "{allowed}");
     assert_eq!(crate::read(&f.ws().join("a.txt")), "alpha\nbeta\n");
     assert_eq!(crate::read(&f.ws().join(".git/config")), "[core]\n");
+}
+
+#[test]
+fn the_readme_example_is_a_valid_configuration() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("## Policy").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    let end = start + section[start..].find("```").unwrap();
+    let f = Fixture::new();
+    let path = f.config(&section[start..end]);
+    // (tool, arguments, verdict)
+    let table = [
+        ("run_command", r#"{"command":"cargo test -p x"}"#, "allow"),
+        ("run_command", r#"{"command":"rm -rf build"}"#, "deny"),
+        (
+            "edit_file",
+            r#"{"path":"src/a.rs","oldText":"a","newText":"b"}"#,
+            "allow",
+        ),
+        (
+            "write_file",
+            r#"{"path":"deploy/prod.yml","content":""}"#,
+            "ask",
+        ),
+        ("read_file", r#"{"path":".env"}"#, "deny"),
+    ];
+    for (tool, arguments, verdict) in table {
+        let run = f.policy_check(&path, true, tool, arguments);
+        assert_eq!(
+            run.json()["decision"]["verdict"],
+            verdict,
+            "{tool} {arguments}"
+        );
+    }
 }

@@ -10,6 +10,7 @@ mod crash;
 mod hooks;
 mod normalize;
 mod parallel;
+mod protected;
 mod search;
 mod table;
 mod todos;

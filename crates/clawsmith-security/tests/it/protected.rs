@@ -350,3 +350,102 @@ fn explanations_say_what_decided() {
         assert_eq!(explanation.decided_by, decided_by, "{input}");
     }
 }
+
+#[test]
+fn resolved_paths_are_held_to_the_same_rules() {
+    // (mode, allow rules, deny rules, tool, input, where the paths really lead, expected)
+    type Case = (
+        PermissionMode,
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static str,
+        Value,
+        &'static [&'static str],
+        Verdict,
+    );
+    let table: [Case; 7] = [
+        // `link -> .git`: the lexical path is harmless, the real one is not.
+        (
+            PermissionMode::AcceptEdits,
+            &[],
+            &[],
+            "edit_file",
+            json!({"path": "link/config"}),
+            &[".git/config"],
+            Verdict::Ask,
+        ),
+        (
+            PermissionMode::Full,
+            &[],
+            &[],
+            "edit_file",
+            json!({"path": "link/config"}),
+            &[".git/config"],
+            Verdict::Deny,
+        ),
+        (
+            PermissionMode::Full,
+            &[],
+            &[],
+            "rename_file",
+            json!({"from": "a", "to": "l/hooks/x"}),
+            &["sub/.git/hooks/x"],
+            Verdict::Deny,
+        ),
+        (
+            PermissionMode::Full,
+            &[],
+            &[],
+            "edit_file",
+            json!({"path": "link/config"}),
+            &["/ws/.git/config"],
+            Verdict::Deny,
+        ),
+        // An allow rule must cover the real place as well.
+        (
+            PermissionMode::Ask,
+            &["edit_file(src/**)"],
+            &[],
+            "edit_file",
+            json!({"path": "src/l/x"}),
+            &["deploy/x"],
+            Verdict::Ask,
+        ),
+        (
+            PermissionMode::Ask,
+            &["edit_file(src/**)"],
+            &[],
+            "edit_file",
+            json!({"path": "src/l/x"}),
+            &["src/real/x"],
+            Verdict::Allow,
+        ),
+        // A deny rule catches the real place.
+        (
+            PermissionMode::Full,
+            &[],
+            &["edit_file(.env*)"],
+            "edit_file",
+            json!({"path": "e"}),
+            &[".env"],
+            Verdict::Deny,
+        ),
+    ];
+    for (mode, allow, deny, tool, input, resolved, expected) in table {
+        let mut policy = policy(mode, allow, &[]);
+        for text in deny {
+            policy
+                .rules
+                .push(Rule::parse(RuleEffect::Deny, text).unwrap());
+        }
+        let subjects = policy
+            .subjects(&input)
+            .with_resolved_paths(resolved.iter().map(|p| p.to_string()), Some("/ws".as_ref()));
+        let decision = policy.explain_subjects(&writer(tool), &subjects).decision;
+        assert_eq!(
+            decision.verdict, expected,
+            "{input} -> {resolved:?}: {}",
+            decision.reason
+        );
+    }
+}
