@@ -472,3 +472,30 @@ fn the_readme_example_is_a_valid_configuration() {
         );
     }
 }
+
+#[test]
+fn sandbox_limits_and_writable_roots_come_from_the_file() {
+    let f = Fixture::new();
+    let extra = f.dir.path().join("cache");
+    std::fs::create_dir(&extra).unwrap();
+    let config = format!(
+        "mode = \"full\"\nwritable_roots = [{:?}]\n[sandbox]\ntimeout_seconds = 1\n",
+        extra.to_str().unwrap()
+    );
+    let write_extra = format!("echo cached > {}/entry", extra.display());
+    // (command, status, code)
+    let table = [
+        ("sleep 5", "error", Some("timeout")),
+        (write_extra.as_str(), "success", None),
+    ];
+    for (command, status, code) in table {
+        let result = f.call_with(
+            &config,
+            BEST_EFFORT,
+            "run_command",
+            json!({ "command": command }),
+        );
+        check(&result, status, code);
+    }
+    assert_eq!(crate::read(&extra.join("entry")), "cached\n");
+}
