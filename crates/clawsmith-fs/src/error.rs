@@ -22,7 +22,10 @@ pub enum FsError {
     #[error("Path is empty")]
     EmptyPath,
     /// The workspace root itself cannot be used.
-    #[error("Workspace root {root} cannot be opened: {source}")]
+    #[error(
+        "Workspace root {} cannot be opened: {source}",
+        escape_control(&root.to_string_lossy())
+    )]
     Root {
         root: PathBuf,
         #[source]

@@ -475,7 +475,7 @@ fn glob(
         content.push_str(note);
     }
     let display = Display::new(DisplayKind::Search)
-        .with_title(format!("glob {}", input.pattern))
+        .with_title(format!("glob {}", escape_control(&input.pattern)))
         .with_body(body)
         .with_field("results", hits.len())
         .with_field("files visited", visited)
@@ -544,8 +544,9 @@ fn check_pattern(pattern: &str) -> Result<(), ToolExecutionResult> {
             .any(|segment| segment == "..");
     if escapes {
         return Err(ToolExecutionResult::tool_failed(format!(
-            "Pattern is outside the workspace: {pattern} (use a workspace-relative pattern without \
-             `..`)"
+            "Pattern is outside the workspace: {} (use a workspace-relative pattern without \
+             `..`)",
+            escape_control(pattern)
         )));
     }
     Ok(())
