@@ -7,6 +7,7 @@ mod crash;
 mod diff;
 mod fork;
 mod hostile;
+mod migration;
 mod open;
 mod property;
 mod retention;
