@@ -68,14 +68,35 @@ fn walk_fixture(setup: Setup) -> Fixture {
     fixture
 }
 
-/// Calls `tool` under the deadline, asserts success with `expected` content, and asserts that
-/// the workspace and the outside tree are unchanged.
+/// The peak resident memory of this process so far (`VmHWM`), in KiB; nextest runs each test in
+/// its own process, so it measures this test.
+fn peak_memory_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// How much a walk over an attack tree may add to the peak memory (a `/dev/zero` read grew past
+/// 1.5 GiB in three seconds).
+const MEMORY_GROWTH_MAX_KIB: u64 = 128 * 1024;
+
+/// Calls `tool` under the deadline, asserts success with `expected` content, bounded memory, and
+/// that the workspace and the outside tree are unchanged.
 fn check_walk(case: &str, setup: Setup, tool: &str, input: Value, expected: &str) {
     let fixture = walk_fixture(setup);
     let before = Fixture::snapshot(&fixture.base);
     let tools = Arc::new(Tools::new(&fixture));
     let (name, call_input) = (tool.to_owned(), input.clone());
+    let peak_before = peak_memory_kib();
     let result = within_deadline(case, move || tools.call(&name, call_input));
+    let growth = peak_memory_kib().saturating_sub(peak_before);
+    assert!(
+        growth < MEMORY_GROWTH_MAX_KIB,
+        "{case}: peak memory grew by {growth} KiB"
+    );
     assert_eq!(
         result.status(),
         ToolStatus::Success,
