@@ -77,6 +77,14 @@ impl Store {
     /// with [`StoreError::SessionInUse`], or is waited for under [`LeaseWait::Wait`]
     /// ([`Store::set_lease_wait`]).
     pub fn lease_session(&self, session_id: &str) -> Result<SessionLease, StoreError> {
+        self.lease_session_with(session_id, self.lease_wait())
+    }
+
+    fn lease_session_with(
+        &self,
+        session_id: &str,
+        wait: LeaseWait,
+    ) -> Result<SessionLease, StoreError> {
         let key = match self.path() {
             Some(database) => lock_path(database, session_id),
             None => PathBuf::from(format!(
@@ -94,7 +102,7 @@ impl Store {
         }
         // Taking the OS lock may block (LeaseWait::Wait); never while holding HELD.
         let file = match self.path() {
-            Some(_) => Some(lock_file(&key, session_id, self.lease_wait())?),
+            Some(_) => Some(lock_file(&key, session_id, wait)?),
             None => None,
         };
         let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
@@ -112,6 +120,21 @@ impl Store {
             },
         );
         Ok(SessionLease { key, fresh: true })
+    }
+}
+
+impl Store {
+    /// The lease on `session_id` if it is free right now (never waits); `None` when another
+    /// process or another holder in this process has it.
+    pub(crate) fn try_lease_session(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<SessionLease>, StoreError> {
+        match self.lease_session_with(session_id, LeaseWait::Fail) {
+            Ok(lease) if lease.is_fresh() => Ok(Some(lease)),
+            Ok(_) | Err(StoreError::SessionInUse { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 }
 

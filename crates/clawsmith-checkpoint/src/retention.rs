@@ -1,6 +1,12 @@
 //! Retention and garbage collection (K5).
 //!
-//! Pruning works in two passes inside one `BEGIN IMMEDIATE` transaction:
+//! Pruning works in three passes inside one `BEGIN IMMEDIATE` transaction:
+//! 0. **Whole sessions.** A session with nothing newer than `max_age` (its creation, its last
+//!    event, its newest checkpoint), no open turn or call, no interrupted restore and no writer
+//!    holding its lease goes with everything it owns (messages, events, todos, approvals,
+//!    artifacts, journal, checkpoints): `keep_last` protects restore points of sessions still in
+//!    use, it does not pin the one-turn sessions that `call` and every MCP connection leave behind
+//!    forever. A fork of it keeps its own copies and loses only its parent link.
 //! 1. **Metadata.** Checkpoints are removed when older than `max_age`, then (oldest first) while a
 //!    session is over `per_session_bytes`, then (globally oldest first) while the store is over
 //!    `global_bytes`. Never removed: open checkpoints (unfinished turns), each session's
@@ -56,6 +62,10 @@ impl Default for RetentionPolicy {
 pub struct PruneReport {
     /// Whether nothing was actually deleted.
     pub dry_run: bool,
+    /// Whole sessions removed (expired, see the module docs), oldest first.
+    pub sessions: Vec<String>,
+    /// Number of sessions removed.
+    pub sessions_removed: u64,
     /// Checkpoints removed, as (session, turn), oldest first.
     pub checkpoints: Vec<(String, String)>,
     /// Number of checkpoints removed.
@@ -86,12 +96,24 @@ impl Store {
         now_ms: u64,
         dry_run: bool,
     ) -> Result<PruneReport, StoreError> {
-        let body = |tx: &Transaction<'_>| prune_in(tx, policy, now_ms, dry_run);
-        if dry_run {
+        // Leases of the sessions about to go are held until the transaction ends, so no writer
+        // starts on one of them meanwhile; a session someone holds is left alone.
+        let held = std::cell::RefCell::new(Vec::new());
+        let free = |session_id: &str| match self.try_lease_session(session_id) {
+            Ok(Some(lease)) => {
+                held.borrow_mut().push(lease);
+                true
+            }
+            Ok(None) | Err(_) => false,
+        };
+        let body = |tx: &Transaction<'_>| prune_in(tx, policy, now_ms, dry_run, &free);
+        let report = if dry_run {
             self.write_rolled_back("pruning (dry run)", body)
         } else {
             self.write("pruning", body)
-        }
+        };
+        drop(held);
+        report
     }
 }
 
@@ -100,14 +122,25 @@ fn prune_in(
     policy: &RetentionPolicy,
     now_ms: u64,
     dry_run: bool,
+    free: &dyn Fn(&str) -> bool,
 ) -> Result<PruneReport, StoreError> {
     let mut report = PruneReport {
         dry_run,
         ..PruneReport::default()
     };
-    let mut candidates = load_candidates(tx, policy.keep_last)?;
     let max_age_ms = u64::try_from(policy.max_age.as_millis()).unwrap_or(u64::MAX);
     let cutoff = now_ms.saturating_sub(max_age_ms);
+    // 0. Whole expired sessions.
+    for session_id in expired_sessions(tx, cutoff)? {
+        if !free(&session_id) {
+            continue;
+        }
+        tx.execute("DELETE FROM sessions WHERE id = ?1", [&session_id])
+            .ctx("pruning sessions")?;
+        report.sessions.push(session_id);
+    }
+    report.sessions_removed = report.sessions.len() as u64;
+    let mut candidates = load_candidates(tx, policy.keep_last)?;
     let mut removed: HashSet<i64> = HashSet::new();
 
     // 1. Age.
@@ -192,6 +225,29 @@ fn prune_in(
         report.bytes_freed = bytes;
     }
     Ok(report)
+}
+
+/// Sessions with nothing newer than `cutoff` and nothing running or half-done, oldest first.
+fn expired_sessions(tx: &Transaction<'_>, cutoff: u64) -> Result<Vec<String>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT s.id FROM sessions s
+             WHERE s.created_at < ?1
+               AND COALESCE((SELECT e.timestamp_ms FROM events e WHERE e.session_id = s.id
+                             ORDER BY e.sequence DESC LIMIT 1), 0) < ?1
+               AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.session_id = s.id
+                               AND (c.state = 'open' OR c.created_at >= ?1))
+               AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.session_id = s.id
+                               AND j.closed_at IS NULL)
+               AND NOT EXISTS (SELECT 1 FROM restore_plans p WHERE p.session_id = s.id)
+             ORDER BY s.created_at, s.rowid",
+        )
+        .ctx("finding expired sessions")?;
+    let rows = statement
+        .query_map([cutoff], |row| row.get(0))
+        .ctx("finding expired sessions")?;
+    rows.collect::<Result<Vec<String>, _>>()
+        .ctx("finding expired sessions")
 }
 
 /// Every checkpoint with its size and whether pruning must keep it.

@@ -401,8 +401,9 @@ pub fn prune(store: &Store, dry_run: bool, out: &Output) -> Result<i32> {
         out.json_line(&report)?;
     } else {
         out.line(&format!(
-            "{}{} checkpoint(s), {} journal entr(ies), {} blob(s); {} freed",
+            "{}{} expired session(s), {} checkpoint(s), {} journal entr(ies), {} blob(s); {} freed",
             if dry_run { "would remove " } else { "removed " },
+            report.sessions_removed,
             report.checkpoints_removed,
             report.journal_entries_removed,
             report.blobs_removed,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store};
 use clawsmith_protocol::ToolStatus;
 
-use crate::support::{DAY_MS, Fixture, ManualClock};
+use crate::support::{DAY_MS, Fixture, ManualClock, turn_started};
 
 const START: u64 = 1_700_000_000_000;
 
@@ -30,6 +30,17 @@ fn no_limits() -> RetentionPolicy {
         per_session_bytes: u64::MAX,
         global_bytes: u64::MAX,
         keep_last: 0,
+    }
+}
+
+/// Something happens in each of `sessions` at `at_ms`: they are in use, so pruning works on
+/// their checkpoints one by one instead of removing them whole.
+fn keep_active(fixture: &Fixture, sessions: &[&str], at_ms: u64) {
+    for session in sessions {
+        fixture
+            .store
+            .append_event(session, turn_started("elsewhere"), at_ms)
+            .unwrap();
     }
 }
 
@@ -72,6 +83,7 @@ fn checkpoints_older_than_max_age_go_but_the_newest_five_stay() {
     }
     // Day 8 + 40: everything is older than 30 days; keep-last-5 protects t3..t7.
     let now = clock.now() + 40 * DAY_MS;
+    keep_active(&fixture, &["s"], now);
     let policy = RetentionPolicy::default();
     let dry = fixture.store.prune(&policy, now, true).unwrap();
     assert!(dry.dry_run);
@@ -278,6 +290,7 @@ fn gc_keeps_blobs_shared_with_a_fork_until_no_one_refers_to_them() {
     fixture.finish("t1");
     fixture.store.fork_session("s", "child").unwrap();
     let later = clock.now() + 31 * DAY_MS;
+    keep_active(&fixture, &["s", "child"], later);
     let child_checkpoints = fixture.store.checkpoints("child").unwrap();
     assert_eq!(
         child_checkpoints[0].created_at_ms, START,
@@ -335,10 +348,9 @@ fn gc_keeps_artifact_blobs() {
         keep_last: 0,
         ..RetentionPolicy::default()
     };
-    let report = fixture
-        .store
-        .prune(&policy, clock.now() + 31 * DAY_MS, false)
-        .unwrap();
+    let later = clock.now() + 31 * DAY_MS;
+    keep_active(&fixture, &["s"], later);
+    let report = fixture.store.prune(&policy, later, false).unwrap();
     assert_eq!((report.checkpoints_removed, report.blobs_removed), (1, 0));
     assert_eq!(
         fixture
@@ -348,4 +360,104 @@ fn gc_keeps_artifact_blobs() {
             .unwrap(),
         b"artifact body"
     );
+}
+
+/// What a session looks like when pruning meets it, and whether it must survive.
+struct Aged {
+    what: &'static str,
+    setup: fn(&Fixture, &str),
+    survives: bool,
+}
+
+#[test]
+fn expired_sessions_go_whole_unless_something_still_holds_them() {
+    let cases = [
+        Aged {
+            what: "one old turn (a `call` or an MCP connection)",
+            setup: |_, _| {},
+            survives: false,
+        },
+        Aged {
+            what: "an event within the age limit",
+            setup: |fixture, id| {
+                fixture
+                    .store
+                    .append_event(id, turn_started("late"), START + 50 * DAY_MS)
+                    .unwrap();
+            },
+            survives: true,
+        },
+        Aged {
+            what: "an open turn",
+            setup: |fixture, id| drop(fixture.store.begin_turn(id, "open").unwrap()),
+            survives: true,
+        },
+        Aged {
+            what: "an open journal entry",
+            setup: |fixture, id| {
+                fixture
+                    .store
+                    .journal_start(&JournalStart {
+                        session_id: id.into(),
+                        turn_id: "t".into(),
+                        call_id: "c".into(),
+                        tool_name: "write_file".into(),
+                        args_json: "{}".into(),
+                    })
+                    .unwrap();
+            },
+            survives: true,
+        },
+    ];
+    for case in cases {
+        let (fixture, clock) = clocked();
+        let store = &fixture.store;
+        store.create_session("old", "/w").unwrap();
+        store
+            .append_message("old", &crate::support::user("hello"))
+            .unwrap();
+        store
+            .append_event("old", turn_started("t1"), START)
+            .unwrap();
+        store.begin_turn("old", "t1").unwrap();
+        store.finish_turn("old", "t1", &fixture.workspace).unwrap();
+        store.put_artifact("old", b"a big output").unwrap();
+        (case.setup)(&fixture, "old");
+        let now = clock.now() + 60 * DAY_MS;
+        let report = store
+            .prune(&RetentionPolicy::default(), now, false)
+            .unwrap();
+        let survived = store.get_session("old").unwrap().is_some();
+        assert_eq!(survived, case.survives, "{}: {report:?}", case.what);
+        if !case.survives {
+            assert!(
+                report.sessions.contains(&"old".to_string()),
+                "{}",
+                case.what
+            );
+            assert!(
+                store.checkpoints("old").is_err() || store.checkpoints("old").unwrap().is_empty()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_session_in_use_by_a_writer_is_not_pruned() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::at(START);
+    let store = Store::open_with_clock(dir.path().join("db"), clock.clock()).unwrap();
+    store.create_session("busy", "/w").unwrap();
+    store.create_session("idle", "/w").unwrap();
+    let lease = store.lease_session("busy").unwrap();
+    let now = START + 60 * DAY_MS;
+    let report = store
+        .prune(&RetentionPolicy::default(), now, false)
+        .unwrap();
+    assert_eq!(report.sessions, ["idle"]);
+    drop(lease);
+    let report = store
+        .prune(&RetentionPolicy::default(), now, false)
+        .unwrap();
+    assert_eq!(report.sessions, ["busy"]);
 }

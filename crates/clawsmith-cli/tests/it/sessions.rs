@@ -382,3 +382,57 @@ fn session_ids_that_are_empty_or_read_as_paths_are_refused() {
     let listed = f.run(&["--json", "session", "list"], "").json();
     assert_eq!(listed["sessions"].as_array().unwrap().len(), 1, "{listed}");
 }
+
+#[test]
+fn sessions_left_by_single_calls_are_pruned_whole_once_expired() {
+    let f = Fixture::new();
+    for _ in 0..3 {
+        f.call(
+            &["--mode", "full"],
+            "write_file",
+            r#"{"path":"new.txt","content":"x"}"#,
+        );
+    }
+    let recent = f.run(
+        &[
+            "call",
+            "--workspace",
+            f.ws().to_str().unwrap(),
+            "--session",
+            "recent",
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        ],
+        "",
+    );
+    assert_eq!(recent.code, 0, "{}", recent.stderr);
+    // Sixty days pass for every session but "recent" (the store's timestamps, moved back).
+    let sixty_days: u64 = 60 * 86_400_000;
+    let aged = Command::new("sqlite3")
+        .arg(f.state().join("clawsmith.db"))
+        .arg(format!(
+            "UPDATE sessions SET created_at = created_at - {sixty_days} WHERE id != 'recent';
+             UPDATE events SET timestamp_ms = timestamp_ms - {sixty_days} WHERE session_id != 'recent';
+             UPDATE checkpoints SET created_at = created_at - {sixty_days},
+                 finished_at = finished_at - {sixty_days} WHERE session_id != 'recent';"
+        ))
+        .status()
+        .unwrap();
+    assert!(aged.success());
+    let report = f.run(&["--json", "prune"], "").json();
+    assert_eq!(report["sessionsRemoved"], 3, "{report}");
+    let listed = f.run(&["--json", "session", "list"], "").json();
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["recent"]);
+    let people = f.run(&["prune", "--dry-run"], "");
+    assert!(
+        people.stdout.contains("would remove 0 expired session(s)"),
+        "{}",
+        people.stdout
+    );
+}
