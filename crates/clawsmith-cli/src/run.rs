@@ -200,9 +200,12 @@ pub fn build_core(
         approver
     };
     if let Some(mcp) = mcp_config(state_dir, options)? {
-        config.extension_tools = runtime
-            .block_on(clawsmith_mcp::connect_servers(&mcp))
-            .context("connecting the configured MCP servers")?;
+        // A server that fails to start or list is left out; the report goes to stderr.
+        let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp));
+        for problem in &startup.problems {
+            eprintln!("clawsmith: {problem}");
+        }
+        config.extension_tools = startup.tools;
     }
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();

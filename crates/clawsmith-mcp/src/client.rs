@@ -1,19 +1,32 @@
 //! The MCP client (A9, A10): external MCP servers' tools as deferred extension tools.
+//!
+//! External servers are untrusted peers: every step has a deadline (start-up, each call), every
+//! answer a size cap, the listing a page and tool budget, stderr a bounded tail, and names are
+//! made unique deterministically. A server that breaks a rule is reported in [`McpStartup`] and
+//! left out; the others still load.
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use clawsmith_core::ExtensionTool;
 use clawsmith_protocol::{
     CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
-    ToolExecutionResult, ToolFuture, ToolOutput, truncate_to_boundary,
+    ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus, infer_status_from_content,
+    truncate_to_boundary,
 };
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ResourceContents};
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::TokioChildProcess;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, PaginatedRequestParams, ResourceContents,
+};
+use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::{ServiceError, ServiceExt};
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
 
 use crate::config::{McpConfig, McpServerConfig};
 use crate::error::McpError;
+use crate::transport::{ClientTransport, MAX_ANSWER_LINE_BYTES};
 
 /// The prefix of every MCP tool name: `mcp__<server>__<tool>`.
 pub const MCP_TOOL_PREFIX: &str = "mcp__";
@@ -24,12 +37,35 @@ const MAX_TOOL_NAME_BYTES: usize = 128;
 pub const MAX_DESCRIPTION_BYTES: usize = 2048;
 /// The `source` of the extension tools: `mcp:<server>` (table origin `extension:mcp:<server>`).
 pub const MCP_SOURCE_PREFIX: &str = "mcp:";
+/// Most `tools/list` pages read from one server; the listing stops there (reported).
+pub const MAX_LIST_PAGES: usize = 64;
+/// Most tools taken from one server; the rest are left out (reported).
+pub const MAX_SERVER_TOOLS: usize = 512;
+/// How much of a server's stderr is kept (its tail) for the report; the rest is read and dropped.
+pub const STDERR_TAIL_BYTES: usize = 4096;
+/// The code of a call the server did not answer within its `call_timeout_ms`.
+pub const TIMEOUT: ErrorCode = ErrorCode::from_static("timeout");
+
+/// What connecting the configured servers gave: the tools of every server that answered, and
+/// one entry per problem (a server left out, tools left out, a listing cut short), for the
+/// front end to print.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct McpStartup {
+    /// The deferred tools, server by server in configuration order.
+    pub tools: Vec<ExtensionTool>,
+    /// What went wrong, in the order it happened; each names its server.
+    pub problems: Vec<McpError>,
+}
 
 /// A live connection to one external MCP server. The child process lives as long as the
-/// connection, and the connection as long as the last of its tools (they hold it in an `Arc`).
+/// connection (killed when it drops), and the connection as long as the last of its tools.
 pub struct McpConnection {
     server: String,
     service: RunningService<RoleClient, ()>,
+    call_timeout: Duration,
+    stderr: StderrTail,
+    _child: tokio::process::Child,
 }
 
 impl std::fmt::Debug for McpConnection {
@@ -46,78 +82,288 @@ impl McpConnection {
     pub fn server(&self) -> &str {
         &self.server
     }
+
+    /// The last [`STDERR_TAIL_BYTES`] the server wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.text()
+    }
+}
+
+/// The last bytes of a server's stderr; a task drains the pipe so the server never blocks on it.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<Mutex<Vec<u8>>>);
+
+impl StderrTail {
+    fn drain(&self, mut stderr: tokio::process::ChildStderr) {
+        let tail = self.clone();
+        tokio::spawn(async move {
+            let mut chunk = vec![0; 8192];
+            while let Ok(read) = stderr.read(&mut chunk).await {
+                if read == 0 {
+                    break;
+                }
+                tail.push(&chunk[..read]);
+            }
+        });
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut tail = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        tail.extend_from_slice(bytes);
+        if tail.len() > 2 * STDERR_TAIL_BYTES {
+            let excess = tail.len() - STDERR_TAIL_BYTES;
+            tail.drain(..excess);
+        }
+    }
+
+    fn text(&self) -> String {
+        let tail = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let start = tail.len().saturating_sub(STDERR_TAIL_BYTES);
+        String::from_utf8_lossy(&tail[start..]).trim().to_owned()
+    }
+
+    /// `"; its stderr ended with: …"`, or nothing.
+    fn suffix(&self) -> String {
+        let text = self.text();
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!("; its stderr ended with: {text}")
+        }
+    }
 }
 
 /// Starts every configured server (in order), lists its tools and wraps each one as a deferred
-/// extension tool `mcp__<server>__<tool>`. Fails on the first server that cannot be started or
-/// does not answer the handshake and `tools/list`: a configured server that silently vanished
-/// would leave the model without tools the user expects.
-pub async fn connect_servers(config: &McpConfig) -> Result<Vec<ExtensionTool>, McpError> {
-    let mut tools = Vec::new();
+/// extension tool `mcp__<server>__<tool>`. A server that cannot be started, does not answer in
+/// time or breaks the listing rules is left out and reported in [`McpStartup::problems`]; the
+/// other servers still load. Nothing here fails the whole start-up.
+pub async fn connect_servers(config: &McpConfig) -> McpStartup {
+    let mut startup = McpStartup::default();
     for server in &config.mcp_servers {
-        tools.extend(connect_server(server).await?);
+        match connect_server(server).await {
+            Ok(connected) => {
+                startup.tools.extend(connected.tools);
+                startup.problems.extend(connected.problems);
+            }
+            Err(problem) => startup.problems.push(problem),
+        }
     }
-    Ok(tools)
+    startup
 }
 
-/// [`connect_servers`] for one server.
-pub async fn connect_server(server: &McpServerConfig) -> Result<Vec<ExtensionTool>, McpError> {
-    let connection = Arc::new(spawn(server).await?);
-    let listed = connection
-        .service
-        .peer()
-        .list_all_tools()
-        .await
-        .map_err(|error| McpError::Connect {
-            server: server.name.clone(),
-            message: format!("tools/list failed: {error}"),
-        })?;
+/// [`connect_servers`] for one server: `Err` when it is left out, otherwise its tools and the
+/// problems of single tools (left out) or of the listing (cut short).
+pub async fn connect_server(server: &McpServerConfig) -> Result<McpStartup, McpError> {
+    let deadline = Instant::now() + server.startup_timeout();
+    let (connection, stderr) = spawn(server, deadline).await?;
+    let timed_out = |step: &'static str| McpError::Timeout {
+        server: server.name.clone(),
+        step,
+        after_ms: server.startup_timeout().as_millis(),
+        stderr: stderr.suffix(),
+    };
+    let (listed, mut problems) =
+        tokio::time::timeout_at(deadline, list_tools(connection.service.peer(), server))
+            .await
+            .map_err(|_| timed_out("tools/list"))??;
+    let connection = Arc::new(connection);
     let capabilities = match &server.capabilities {
         Some(list) => CapabilityDeclaration::Raw(serde_json::json!(list)),
         None => CapabilityDeclaration::Missing,
     };
     let risk = server.risk.unwrap_or(Risk::Execute);
-    let tools = listed
-        .into_iter()
-        .map(|remote| {
-            let tool = McpTool::new(Arc::clone(&connection), remote, capabilities.clone(), risk);
-            ExtensionTool {
-                source: format!("{MCP_SOURCE_PREFIX}{}", server.name),
-                tool: Arc::new(tool),
-                deferred: true,
-            }
-        })
-        .collect();
-    Ok(tools)
+    let remote_names: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+    let names = assign_names(&server.name, &remote_names);
+    let mut tools = Vec::new();
+    let mut left_out = Vec::new();
+    for (remote, name) in listed.into_iter().zip(names) {
+        let schema = serde_json::Value::Object(remote.input_schema.as_ref().clone());
+        let refusal = match &name {
+            Err(reason) => Some(reason.clone()),
+            Ok(_) => jsonschema::validator_for(&schema)
+                .err()
+                .map(|error| format!("its input schema is invalid: {error}")),
+        };
+        if let Some(reason) = refusal {
+            left_out.push(format!("`{}` ({reason})", remote.name));
+            continue;
+        }
+        let name = name.unwrap_or_default();
+        let tool = McpTool::new(
+            Arc::clone(&connection),
+            name,
+            remote,
+            capabilities.clone(),
+            risk,
+        );
+        tools.push(ExtensionTool {
+            source: format!("{MCP_SOURCE_PREFIX}{}", server.name),
+            tool: Arc::new(tool),
+            deferred: true,
+        });
+    }
+    if !left_out.is_empty() {
+        problems.push(McpError::Listing {
+            server: server.name.clone(),
+            message: format!("tools left out: {}", left_out.join(", ")),
+        });
+    }
+    Ok(McpStartup { tools, problems })
 }
 
-/// Spawns the server with an environment made only of the allow-listed variables.
-async fn spawn(server: &McpServerConfig) -> Result<McpConnection, McpError> {
+/// Spawns the server with an environment made only of the allow-listed variables and answers
+/// its handshake before `deadline`.
+async fn spawn(
+    server: &McpServerConfig,
+    deadline: Instant,
+) -> Result<(McpConnection, StderrTail), McpError> {
     // The MCP client is the one place outside the sandbox crate that starts a process: the
     // server is a program the *user* configured, run like the user's own MCP hosts run it
     // (stdio, no sandbox), but with an environment reduced to the allow-list.
     let mut command = tokio::process::Command::new(&server.command);
-    command.args(&server.args).env_clear().kill_on_drop(true);
+    command
+        .args(&server.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     for name in &server.env {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }
     }
-    let transport = TokioChildProcess::new(command).map_err(|source| McpError::Spawn {
+    let spawn_error = |source| McpError::Spawn {
         server: server.name.clone(),
         command: server.command.clone(),
         source,
-    })?;
-    let service =
-        ().serve(transport)
+    };
+    let mut child = command.spawn().map_err(spawn_error)?;
+    let stderr = StderrTail::default();
+    let pipes = (child.stdin.take(), child.stdout.take());
+    let (Some(stdin), Some(stdout)) = pipes else {
+        return Err(spawn_error(std::io::Error::other("no stdio pipes")));
+    };
+    if let Some(pipe) = child.stderr.take() {
+        stderr.drain(pipe);
+    }
+    let transport = ClientTransport::new(&server.name, stdout, stdin, MAX_ANSWER_LINE_BYTES);
+    let service = match tokio::time::timeout_at(deadline, ().serve(transport)).await {
+        Ok(Ok(service)) => service,
+        Ok(Err(error)) => {
+            return Err(McpError::Connect {
+                server: server.name.clone(),
+                message: format!("handshake failed: {error}{}", stderr.suffix()),
+            });
+        }
+        Err(_) => {
+            return Err(McpError::Timeout {
+                server: server.name.clone(),
+                step: "initialize",
+                after_ms: server.startup_timeout().as_millis(),
+                stderr: stderr.suffix(),
+            });
+        }
+    };
+    let connection = McpConnection {
+        server: server.name.clone(),
+        service,
+        call_timeout: server.call_timeout(),
+        stderr: stderr.clone(),
+        _child: child,
+    };
+    Ok((connection, stderr))
+}
+
+/// Every page of `tools/list`, within [`MAX_LIST_PAGES`] and [`MAX_SERVER_TOOLS`]; a repeated
+/// cursor ends the listing. Going over a limit keeps what was listed and reports it.
+async fn list_tools(
+    peer: &Peer<RoleClient>,
+    server: &McpServerConfig,
+) -> Result<(Vec<rmcp::model::Tool>, Vec<McpError>), McpError> {
+    let mut tools = Vec::new();
+    let mut cursors = HashSet::new();
+    let mut cursor = None;
+    let cut_short = |message: String| {
+        vec![McpError::Listing {
+            server: server.name.clone(),
+            message,
+        }]
+    };
+    for _ in 0..MAX_LIST_PAGES {
+        let page = peer
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
             .await
             .map_err(|error| McpError::Connect {
                 server: server.name.clone(),
-                message: format!("handshake failed: {error}"),
+                message: format!("tools/list failed: {error}"),
             })?;
-    Ok(McpConnection {
-        server: server.name.clone(),
-        service,
+        tools.extend(page.tools);
+        if tools.len() > MAX_SERVER_TOOLS {
+            tools.truncate(MAX_SERVER_TOOLS);
+            let message = format!("more than {MAX_SERVER_TOOLS} tools; kept the first ones");
+            return Ok((tools, cut_short(message)));
+        }
+        let Some(next) = page.next_cursor else {
+            return Ok((tools, Vec::new()));
+        };
+        if !cursors.insert(next.clone()) {
+            let message = format!("tools/list repeated the cursor {next:?}; listing stopped");
+            return Ok((tools, cut_short(message)));
+        }
+        cursor = Some(next);
+    }
+    let message = format!("tools/list went on past {MAX_LIST_PAGES} pages; listing stopped");
+    Ok((tools, cut_short(message)))
+}
+
+/// The table names of a server's tools, in order: [`tool_name`] when it is unique among them;
+/// when sanitising or truncating made names collide, each colliding tool gets a suffix hashed
+/// from its own remote name (`_` and 8 hex digits), so the result does not depend on listing
+/// order. A name still taken (the same remote name twice: the first keeps it) is `Err` with
+/// the reason.
+fn assign_names(server: &str, remote_names: &[&str]) -> Vec<Result<String, String>> {
+    let plain: Vec<String> = remote_names
+        .iter()
+        .map(|remote| tool_name(server, remote))
+        .collect();
+    // Plain name ⇒ the distinct remote names that reduce to it.
+    let mut sources: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for (remote, name) in remote_names.iter().zip(&plain) {
+        sources.entry(name.as_str()).or_default().insert(remote);
+    }
+    let mut taken = HashSet::new();
+    remote_names
+        .iter()
+        .zip(&plain)
+        .map(|(remote, name)| {
+            let name = if sources
+                .get(name.as_str())
+                .is_some_and(|remotes| remotes.len() > 1)
+            {
+                let suffix = format!("_{:08x}", fnv1a(remote.as_bytes()) as u32);
+                let mut base = name.clone();
+                base.truncate(MAX_TOOL_NAME_BYTES - suffix.len());
+                base + &suffix
+            } else {
+                name.clone()
+            };
+            if taken.insert(name.clone()) {
+                Ok(name)
+            } else {
+                Err(format!(
+                    "its name `{name}` is already taken by another tool"
+                ))
+            }
+        })
+        .collect()
+}
+
+/// FNV-1a, 64 bits: a stable, dependency-free hash for name suffixes (not for security: the
+/// server chooses its names anyway).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }
 
@@ -147,12 +393,12 @@ impl std::fmt::Debug for McpTool {
 impl McpTool {
     fn new(
         connection: Arc<McpConnection>,
+        name: String,
         remote: rmcp::model::Tool,
         capabilities: CapabilityDeclaration,
         risk: Risk,
     ) -> McpTool {
         let remote_name = remote.name.to_string();
-        let name = tool_name(&connection.server, &remote_name);
         let title = remote
             .title
             .clone()
@@ -225,13 +471,27 @@ impl McpTool {
             }
         }
         let peer = self.connection.service.peer();
-        // Dropping the request on cancellation sends `notifications/cancelled` to the server.
+        let call_timeout = self.connection.call_timeout;
+        // Dropping the request (cancelled or timed out) sends `notifications/cancelled`.
         let answer = tokio::select! {
             answer = peer.call_tool(params) => answer,
             () = context.cancellation.cancelled() => {
                 return ToolExecutionResult::failure(
                     ErrorCode::CANCELLED,
                     format!("{} was cancelled while the MCP server worked on it.", self.name),
+                );
+            }
+            () = tokio::time::sleep(call_timeout) => {
+                return ToolExecutionResult::failure(
+                    TIMEOUT,
+                    format!(
+                        "{}: the MCP server `{}` did not answer within {} ms (raise \
+                         `call_timeout_ms` in clawsmith.toml if it needs longer){}",
+                        self.name,
+                        self.connection.server,
+                        call_timeout.as_millis(),
+                        self.connection.stderr.suffix(),
+                    ),
                 );
             }
         };
@@ -286,7 +546,18 @@ fn map_answer(
         };
         ToolExecutionResult::tool_failed(message)
     } else {
-        ToolExecutionResult::success(text)
+        ToolExecutionResult::success(neutralize_status_prefix(server, text))
+    }
+}
+
+/// A successful answer whose text starts like a clawsmith status (`Error: `, `Denied: `, …)
+/// would read, to anything that infers status from text (P11), as a failure clawsmith never
+/// reported: such text is put behind a prefix naming the server.
+fn neutralize_status_prefix(server: &str, text: String) -> String {
+    if infer_status_from_content(&text) == ToolStatus::Success {
+        text
+    } else {
+        format!("[MCP server `{server}` answered] {text}")
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clawsmith_protocol::Risk;
 use serde::Deserialize;
@@ -44,10 +45,37 @@ pub struct McpServerConfig {
     /// Declared risk of the tools; the capability floor can only raise it. Absent ⇒ `execute`.
     #[serde(default)]
     pub risk: Option<Risk>,
+    /// How long starting the server may take, from spawn through `initialize` and every
+    /// `tools/list` page. Absent ⇒ [`DEFAULT_STARTUP_TIMEOUT_MS`]; past it the server is left out.
+    #[serde(default)]
+    pub startup_timeout_ms: Option<u64>,
+    /// How long one call may wait for its answer. Absent ⇒ [`DEFAULT_CALL_TIMEOUT_MS`]; past it
+    /// the call ends with code `timeout`.
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
 }
 
 /// Longest server name.
 pub const MAX_SERVER_NAME_BYTES: usize = 32;
+/// Start-up budget of a server when `startup_timeout_ms` is absent: 10 s.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
+/// Budget of one call when `call_timeout_ms` is absent: 60 s.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+
+impl McpServerConfig {
+    /// `startup_timeout_ms`, or its default.
+    pub fn startup_timeout(&self) -> Duration {
+        Duration::from_millis(
+            self.startup_timeout_ms
+                .unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS),
+        )
+    }
+
+    /// `call_timeout_ms`, or its default.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS))
+    }
+}
 
 impl McpConfig {
     /// Parses the TOML text of `clawsmith.toml` and validates the server entries.
@@ -90,6 +118,17 @@ impl McpConfig {
             }
             if server.command.trim().is_empty() {
                 return Err(format!("MCP server `{}` has an empty command", server.name));
+            }
+            for (key, value) in [
+                ("startup_timeout_ms", server.startup_timeout_ms),
+                ("call_timeout_ms", server.call_timeout_ms),
+            ] {
+                if value == Some(0) {
+                    return Err(format!(
+                        "MCP server `{}`: {key} must be at least 1",
+                        server.name
+                    ));
+                }
             }
         }
         Ok(())

@@ -51,4 +51,28 @@ pub enum McpError {
         /// What failed.
         message: String,
     },
+    /// A configured MCP server did not answer a start-up step within `startup_timeout_ms`.
+    #[error(
+        "MCP server `{server}` did not answer {step} within {after_ms} ms (raise \
+         `startup_timeout_ms` in clawsmith.toml if it needs longer){stderr}"
+    )]
+    Timeout {
+        /// The configured server name.
+        server: String,
+        /// `initialize` or `tools/list`.
+        step: &'static str,
+        /// The budget that ran out.
+        after_ms: u128,
+        /// `"; its stderr ended with: …"` or empty.
+        stderr: String,
+    },
+    /// The server's listing broke a limit or named tools the table cannot take: the listing was
+    /// cut short or those tools were left out; the rest of the server's tools are loaded.
+    #[error("MCP server `{server}`: {message}")]
+    Listing {
+        /// The configured server name.
+        server: String,
+        /// What was cut or left out, and why.
+        message: String,
+    },
 }

@@ -2,12 +2,14 @@
 //!
 //! clawsmith speaking the Model Context Protocol, both ways (SPEC X1, A9, A10):
 //!
-//! - **Server.** [`serve`] / [`serve_stdio`] put an [`clawsmith_core::AgentCore`] behind an MCP
-//!   connection, so that existing agents and MCP clients use clawsmith's tools with the same
-//!   permission mode, command limits, checkpoints and audit events as `clawsmith call`.
+//! - **Server.** [`serve_stdio`] / [`serve_io`] (and [`serve`] over any rmcp transport) put an
+//!   [`clawsmith_core::AgentCore`] behind an MCP connection, so that existing agents and MCP
+//!   clients use clawsmith's tools with the same permission mode, command limits, checkpoints
+//!   and audit events as `clawsmith call`.
 //! - **Client.** [`connect_servers`] starts the external MCP servers listed in `clawsmith.toml`
 //!   ([`McpConfig`]) and turns each of their tools into a *deferred* extension tool
-//!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`.
+//!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`; what went
+//!   wrong comes back in [`McpStartup`] for the front end to print.
 //!
 //! ## Main types
 //! - [`ClawsmithServer`]: the rmcp `ServerHandler` over one core and one session;
@@ -16,6 +18,7 @@
 //! - [`McpConfig`] / [`McpServerConfig`]: the `[[mcp_servers]]` tables.
 //! - [`McpTool`] and [`McpConnection`]: one remote tool, and the live connection (child process)
 //!   its tools share.
+//! - [`McpStartup`]: the tools that loaded and one [`McpError`] per server or tool left out.
 //! - [`McpError`]: the plumbing broke. Tool failures are results, never `Err`.
 //!
 //! ## Decisions
@@ -56,11 +59,56 @@
 //! - **The environment of a server is an allow-list.** The child starts with an empty
 //!   environment plus the variables named in `env`; not even `PATH` is inherited unless listed.
 //!
+//! ## Both peers are untrusted: the limits
+//! rmcp's stdio transport drops oversized lines and unparsable input silently (the peer then
+//! waits forever) and reads and executes whatever arrives. Both sides therefore run over this
+//! crate's own line transport (`transport`, `jsonrpc`): one writer task per connection behind a
+//! bounded queue, lines capped while they are read.
+//!
+//! Server (`clawsmith mcp`):
+//! - **Backpressure.** At most [`MAX_UNANSWERED_REQUESTS`] (32) requests are read and not yet
+//!   answered; a slot frees once its answer is *written*. A client that never reads stdout
+//!   stalls the server's reading, so memory stays bounded instead of growing per request.
+//! - **JSON-RPC errors per the spec.** A line over [`MAX_REQUEST_LINE_BYTES`] (4 MiB) is -32600
+//!   and skipped; an unparsable line or nesting deeper than serde_json's 128 levels is -32700
+//!   (no stack overflow); a batch (MCP removed them), a non-object, a wrong `jsonrpc`, a bad
+//!   `id` or a second request with an id still in flight is -32600; parameters of the wrong type
+//!   for `initialize`, `tools/list` or `tools/call` are -32602; a second `initialize` is -32600.
+//!   Answers carry the request's id when it could be read, `null` otherwise.
+//! - **Disconnects and signals.** EOF on stdin, SIGTERM, SIGHUP and SIGINT end the connection
+//!   the same way: the running call is cancelled through the turn's cancellation signal
+//!   (`cancelled`), its turn and checkpoint are finished, no other turn starts, and only then
+//!   does [`serve_stdio`] return: the store is left as after a clean exit. Stdin and stdout are
+//!   non-blocking pipes, so a client holding them open cannot keep the process alive.
+//!
+//! Client (external servers):
+//! - **Deadlines.** Spawn, `initialize` and every `tools/list` page share
+//!   `startup_timeout_ms` (default [`DEFAULT_STARTUP_TIMEOUT_MS`], 10 s); each call has
+//!   `call_timeout_ms` (default [`DEFAULT_CALL_TIMEOUT_MS`], 60 s) and ends with code
+//!   [`TIMEOUT`] (`timeout`), the request cancelled on the server.
+//! - **Size.** A line over [`MAX_ANSWER_LINE_BYTES`] (16 MiB) fails the waiting request with an
+//!   error naming the cap, never a silent drop: a call becomes `tool_failed`, a listing leaves
+//!   the server out. The connection stays usable.
+//! - **Listing budget.** At most [`MAX_LIST_PAGES`] pages and [`MAX_SERVER_TOOLS`] tools; a
+//!   repeated cursor stops the loop. What was listed is kept, and the cut is reported.
+//! - **Names.** Sanitising (`a.b`, `a/b` → `a_b`) or truncating to 128 bytes can make names
+//!   collide; every tool of a colliding group gets `_` and 8 hex digits of FNV-1a of its own
+//!   remote name, so the names do not depend on listing order. A name still taken (a duplicate)
+//!   or an input schema that does not compile is left out and reported: one server never fails
+//!   the table build.
+//! - **Stderr** is piped and drained; only the last [`STDERR_TAIL_BYTES`] (4 KiB) are kept, and
+//!   reports about the server (timeouts, failed handshakes) quote them.
+//! - **Status prefixes.** A successful answer whose text would read as a clawsmith status
+//!   (`Error: `, `Denied: `, …, per `infer_status_from_content`) is prefixed with
+//!   `[MCP server `x` answered]`, so it cannot pass for a failure clawsmith reported.
+//! - **Reported and left out.** A server that cannot be spawned, fails its handshake, times out
+//!   or whose listing fails is one entry of [`McpStartup::problems`]; the other servers load.
+//!
 //! ## What this crate does not do
 //! It does not build the core (the CLI does: permission mode, sandbox, store, the approver), does
 //! not sandbox external MCP servers (they are programs the user configured, started over stdio
 //! as other MCP hosts start them; this crate is the one place besides `clawsmith-sandbox` that
-//! spawns a process, through rmcp's child-process transport), does not speak HTTP transports,
+//! spawns a process, with `tokio::process`), does not speak HTTP transports,
 //! resources, prompts or MRTR, and does not reconnect to a server that died (its tools then
 //! answer `tool_failed`).
 
@@ -68,16 +116,24 @@ mod approval;
 mod client;
 mod config;
 mod error;
+mod jsonrpc;
 mod server;
+mod transport;
 
 pub use crate::approval::{APPROVAL_REQUESTED, ElicitingApprover, NO_ELICITATION};
 pub use crate::client::{
-    MAX_DESCRIPTION_BYTES, MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX, McpConnection, McpTool,
-    connect_server, connect_servers, tool_name,
+    MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, MAX_SERVER_TOOLS, MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX,
+    McpConnection, McpStartup, McpTool, STDERR_TAIL_BYTES, TIMEOUT, connect_server,
+    connect_servers, tool_name,
 };
-pub use crate::config::{MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig};
+pub use crate::config::{
+    DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_SERVER_NAME_BYTES, McpConfig,
+    McpServerConfig,
+};
 pub use crate::error::McpError;
+pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION, ServerOptions,
-    serve, serve_stdio,
+    serve, serve_io, serve_stdio,
 };
+pub use crate::transport::MAX_ANSWER_LINE_BYTES;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
-use clawsmith_protocol::{Risk, ToolCall, ToolExecutionResult, ToolStatus};
+use clawsmith_protocol::{CancellationSignal, Risk, ToolCall, ToolExecutionResult, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
     ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests,
@@ -16,9 +16,11 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::approval::{ElicitingApprover, approval_form};
 use crate::error::McpError;
+use crate::jsonrpc::ServerTransport;
 
 /// The name the server gives in `serverInfo`.
 pub const SERVER_NAME: &str = "clawsmith";
@@ -82,6 +84,9 @@ struct Inner {
     calls: AtomicU64,
     /// `requestState` token ⇒ the call (name and arguments) its approval question was about.
     pending_approvals: Mutex<HashMap<String, (u64, String)>>,
+    /// Fired once the connection ends (client gone, signal): the running turn is cancelled and
+    /// no new one starts.
+    shutdown: CancellationSignal,
 }
 
 impl std::fmt::Debug for ClawsmithServer {
@@ -95,7 +100,8 @@ impl std::fmt::Debug for ClawsmithServer {
 }
 
 /// Serves `core` over `transport` until the client disconnects: opens the connection's session,
-/// answers the handshake, then `tools/list` and `tools/call`.
+/// answers the handshake, then `tools/list` and `tools/call`. Over byte pipes prefer
+/// [`serve_io`], which adds the line cap, the JSON-RPC error answers and backpressure.
 pub async fn serve<T, E, A>(
     core: Arc<AgentCore>,
     options: ServerOptions,
@@ -110,10 +116,83 @@ where
         .await
 }
 
-/// [`serve`] over this process's stdin and stdout (what `clawsmith mcp` runs). Nothing else may
-/// write to stdout meanwhile.
+/// Serves `core` over a pair of byte pipes (newline-delimited JSON-RPC) until the client closes
+/// `read`: every line capped at [`crate::MAX_REQUEST_LINE_BYTES`], malformed messages answered
+/// per JSON-RPC 2.0, and at most [`crate::MAX_UNANSWERED_REQUESTS`] requests read and not yet
+/// answered (a client that does not read its answers stops being read).
+pub async fn serve_io<R, W>(
+    core: Arc<AgentCore>,
+    options: ServerOptions,
+    read: R,
+    write: W,
+) -> Result<(), McpError>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    ClawsmithServer::new(core, options)?
+        .serve_lines(read, write)
+        .await
+}
+
+/// [`serve_io`] over this process's stdin and stdout (what `clawsmith mcp` runs), until the
+/// client disconnects or SIGTERM, SIGHUP or SIGINT arrives; either way the running call is
+/// cancelled and its turn finished before this returns. Nothing else may write to stdout.
 pub async fn serve_stdio(core: Arc<AgentCore>, options: ServerOptions) -> Result<(), McpError> {
-    serve(core, options, rmcp::transport::stdio()).await
+    let stop = termination_signals()?;
+    let (read, write) = stdio_pipes();
+    ClawsmithServer::new(core, options)?
+        .serve_until(ServerTransport::new(read, write), stop)
+        .await
+}
+
+/// Resolves at the first SIGTERM, SIGHUP or SIGINT. The handlers are installed now, before the
+/// returned future is first polled, so no signal is missed during the handshake.
+fn termination_signals() -> Result<impl Future<Output = ()>, McpError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let install = |kind: SignalKind| {
+        signal(kind).map_err(|error| McpError::Serve(format!("cannot handle signals: {error}")))
+    };
+    let mut terminate = install(SignalKind::terminate())?;
+    let mut hangup = install(SignalKind::hangup())?;
+    let mut interrupt = install(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
+            _ = interrupt.recv() => {}
+        }
+    })
+}
+
+/// Stdin and stdout as non-blocking pipes when they are pipes (what MCP clients give): tokio's
+/// own `stdin()`/`stdout()` read and write on blocking threads, and a read waiting for a client
+/// that keeps stdin open (or a write to a client that stopped reading) would keep the runtime,
+/// and so the process, from ending after a signal. Anything else (a file, a terminal) falls back
+/// to tokio's handles.
+fn stdio_pipes() -> (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+) {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let read: Box<dyn AsyncRead + Unpin + Send> = match std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Receiver::from_owned_fd)
+    {
+        Ok(receiver) => Box::new(receiver),
+        Err(_) => Box::new(tokio::io::stdin()),
+    };
+    let write: Box<dyn AsyncWrite + Unpin + Send> = match std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(pipe::Sender::from_owned_fd)
+    {
+        Ok(sender) => Box::new(sender),
+        Err(_) => Box::new(tokio::io::stdout()),
+    };
+    (read, write)
 }
 
 impl ClawsmithServer {
@@ -129,6 +208,7 @@ impl ClawsmithServer {
                 sink: options.event_sink.unwrap_or_else(|| Arc::new(NullSink)),
                 calls: AtomicU64::new(0),
                 pending_approvals: Mutex::new(HashMap::new()),
+                shutdown: CancellationSignal::new(),
             }),
         })
     }
@@ -144,14 +224,64 @@ impl ClawsmithServer {
         T: IntoTransport<RoleServer, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        let running = ServiceExt::serve(self, transport)
+        self.serve_until(transport, std::future::pending()).await
+    }
+
+    /// [`serve_io`] for this server: serves over a pair of byte pipes until the client closes
+    /// `read`.
+    pub async fn serve_lines<R, W>(self, read: R, write: W) -> Result<(), McpError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        self.serve_until(ServerTransport::new(read, write), std::future::pending())
             .await
-            .map_err(|error| McpError::Handshake(error.to_string()))?;
-        running
-            .waiting()
-            .await
-            .map_err(|error| McpError::Serve(error.to_string()))?;
-        Ok(())
+    }
+
+    /// Serves over `transport` until the client disconnects or `stop` resolves. Either way the
+    /// connection ends like a clean exit: the running call is cancelled (`cancelled`), its turn
+    /// and checkpoint are finished, and no other turn starts.
+    pub async fn serve_until<T, E, A>(
+        self,
+        transport: T,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(), McpError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let server = self.clone();
+        tokio::pin!(stop);
+        let served = async {
+            let running = tokio::select! {
+                running = ServiceExt::serve(self, transport) => {
+                    running.map_err(|error| McpError::Handshake(error.to_string()))?
+                }
+                () = &mut stop => return Ok(()),
+            };
+            let cancel = running.cancellation_token();
+            let waiting = running.waiting();
+            tokio::pin!(waiting);
+            tokio::select! {
+                quit = &mut waiting => quit,
+                () = &mut stop => {
+                    cancel.cancel();
+                    waiting.await
+                }
+            }
+            .map(drop)
+            .map_err(|error| McpError::Serve(error.to_string()))
+        }
+        .await;
+        server.shut_down().await;
+        served
+    }
+
+    /// Cancels the running turn, waits until it is finished, and refuses later ones.
+    async fn shut_down(&self) {
+        self.inner.shutdown.cancel();
+        // A turn holds the lock from its start to its finish: once we hold it, none runs.
+        drop(self.inner.turn_lock.lock().await);
     }
 
     /// What `tools/list` answers: the tools shown to the next request (pending `search_tools`
@@ -211,7 +341,17 @@ impl ClawsmithServer {
             arguments: arguments.to_string(),
         };
         let (outcome, question) = {
-            let _turn = self.inner.turn_lock.lock().await;
+            let _turn = tokio::select! {
+                turn = self.inner.turn_lock.lock() => turn,
+                () = context.ct.cancelled() => {
+                    return Err(McpError::Serve(format!("`{name}` was cancelled before it started")));
+                }
+            };
+            if self.inner.shutdown.is_cancelled() {
+                return Err(McpError::Serve(format!(
+                    "`{name}` was not started: the server is shutting down"
+                )));
+            }
             if let Some(approver) = &self.inner.approver {
                 if round_trip {
                     approver.bind_round_trip(answer);
@@ -313,6 +453,11 @@ impl ClawsmithServer {
                 results = &mut batch => results,
                 () = context.ct.cancelled() => {
                     // `notifications/cancelled`: the pipeline closes the call as `cancelled`.
+                    cancellation.cancel();
+                    batch.await
+                }
+                () = self.inner.shutdown.cancelled() => {
+                    // The client left or a signal arrived: close the call as a clean exit would.
                     cancellation.cancel();
                     batch.await
                 }

@@ -1,12 +1,22 @@
-//! A tiny MCP server over stdio for the client tests: a real external process speaking the
-//! protocol through rmcp. Tools:
-//! - `echo {text}`: answers the text (and claims `readOnlyHint`, which clawsmith must ignore);
-//! - `getenv {name}`: answers the variable's value or `(unset)`, to check the env allow-list;
-//! - `fail`: answers `isError: true`;
-//! - `exit`: ends the process without answering (a server that died).
+//! Test peers over stdio, one binary, the mode in the first argument:
+//!
+//! - no argument: a tiny well-behaved MCP server (through rmcp) for the client tests. Tools:
+//!   `echo {text}` answers the text (and claims `readOnlyHint`, which clawsmith must ignore);
+//!   `getenv {name}` answers the variable's value or `(unset)`, to check the env allow-list;
+//!   `fail` answers `isError: true`; `exit` ends the process without answering.
+//! - `serve WORKSPACE DATABASE SESSION`: clawsmith's own MCP server (`serve_stdio`) over a core
+//!   in full mode, as `clawsmith mcp` runs it, for the disconnect, signal and backpressure tests.
+//! - a hostile mode ([`Hostile`]): a hand-written JSON-RPC loop that breaks one rule of the
+//!   protocol or of good manners, for the client's limits.
 
+use std::io::{BufRead, Write};
 use std::sync::Arc;
 
+use clawsmith_core::checkpoint::Store;
+use clawsmith_core::sandbox::SandboxPolicy;
+use clawsmith_core::security::{PermissionMode, PermissionPolicy};
+use clawsmith_core::{AgentCore, CoreConfig};
+use clawsmith_mcp::ServerOptions;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -14,6 +24,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
 
 struct Fixture;
 
@@ -103,9 +114,195 @@ impl ServerHandler for Fixture {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let running = Fixture.serve(rmcp::transport::stdio()).await?;
-    running.waiting().await?;
+/// The hostile servers: each answers like a server until the rule it breaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hostile {
+    /// Never answers `initialize`.
+    Mute,
+    /// Answers `initialize`, never `tools/list`.
+    MuteList,
+    /// Every `tools/list` page has a new `nextCursor`.
+    EndlessCursor,
+    /// Every `tools/list` page has the same `nextCursor`.
+    RepeatedCursor,
+    /// Answers `tools/list` with one line over 16 MiB.
+    HugeList,
+    /// Tools `big` (answer over 16 MiB), `slow` (never answers), `small`.
+    HugeAnswer,
+    /// Tool names that collide once sanitised or truncated, a duplicate, a broken schema.
+    Collisions,
+    /// 64 MiB on stderr before answering `initialize`; tools `echo` and `slow` (never answers).
+    StderrFlood,
+}
+
+const HOSTILE: &[(&str, Hostile)] = &[
+    ("mute", Hostile::Mute),
+    ("mute-list", Hostile::MuteList),
+    ("endless-cursor", Hostile::EndlessCursor),
+    ("repeated-cursor", Hostile::RepeatedCursor),
+    ("huge-list", Hostile::HugeList),
+    ("huge-answer", Hostile::HugeAnswer),
+    ("collisions", Hostile::Collisions),
+    ("stderr-flood", Hostile::StderrFlood),
+];
+
+/// Over the 16 MiB line cap.
+const HUGE: usize = 17 * 1024 * 1024;
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": format!("tool {name}"), "inputSchema": {"type": "object"}})
+}
+
+fn answer(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// The answer to one request, or `None` to stay silent.
+fn hostile_answer(
+    mode: Hostile,
+    method: &str,
+    id: &Value,
+    params: &Value,
+    page: usize,
+) -> Option<Value> {
+    match method {
+        "initialize" if mode == Hostile::Mute => None,
+        "initialize" => Some(answer(
+            id,
+            json!({
+                "protocolVersion": params["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "0.0.1"},
+            }),
+        )),
+        "tools/list" => match mode {
+            Hostile::MuteList => None,
+            Hostile::EndlessCursor => Some(answer(
+                id,
+                json!({"tools": [tool(&format!("t{page}"))], "nextCursor": format!("c{page}")}),
+            )),
+            Hostile::RepeatedCursor => Some(answer(
+                id,
+                json!({"tools": [tool(&format!("t{page}"))], "nextCursor": "again"}),
+            )),
+            Hostile::HugeList => {
+                let mut big = tool("big");
+                big["description"] = Value::from("x".repeat(HUGE));
+                Some(answer(id, json!({"tools": [big]})))
+            }
+            Hostile::HugeAnswer => Some(answer(
+                id,
+                json!({"tools": [tool("big"), tool("slow"), tool("small")]}),
+            )),
+            Hostile::Collisions => {
+                let long = "x".repeat(130);
+                let mut broken = tool("broken");
+                broken["inputSchema"] = json!({"type": 5});
+                Some(answer(
+                    id,
+                    json!({"tools": [
+                        tool("a.b"), tool("a/b"), tool("a_b"), tool("plain"),
+                        tool(&format!("{long}1")), tool(&format!("{long}2")),
+                        tool("same"), tool("same"), broken,
+                    ]}),
+                ))
+            }
+            Hostile::StderrFlood => {
+                Some(answer(id, json!({"tools": [tool("echo"), tool("slow")]})))
+            }
+            Hostile::Mute => None,
+        },
+        "tools/call" => {
+            let text = match params["name"].as_str() {
+                Some("big") => "y".repeat(HUGE),
+                Some("slow") => return None,
+                _ => "small answer".to_owned(),
+            };
+            Some(answer(
+                id,
+                json!({"content": [{"type": "text", "text": text}]}),
+            ))
+        }
+        _ => Some(json!({
+            "jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no such method"},
+        })),
+    }
+}
+
+fn hostile(mode: Hostile) -> std::io::Result<()> {
+    if mode == Hostile::StderrFlood {
+        let chunk = vec![b'e'; 1024 * 1024];
+        let mut stderr = std::io::stderr().lock();
+        for _ in 0..64 {
+            stderr.write_all(&chunk)?;
+        }
+        stderr.write_all(b"\nlast words of the flood\n")?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    let mut page = 0;
+    for line in std::io::stdin().lock().lines() {
+        let Ok(message) = serde_json::from_str::<Value>(&line?) else {
+            continue;
+        };
+        let (Some(id), Some(method)) = (message.get("id"), message["method"].as_str()) else {
+            continue;
+        };
+        if method == "tools/list" {
+            page += 1;
+        }
+        if let Some(answer) = hostile_answer(mode, method, id, &message["params"], page) {
+            serde_json::to_writer(&mut stdout, &answer)?;
+            stdout.write_all(b"\n")?;
+            stdout.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// `serve WORKSPACE DATABASE SESSION`: what `clawsmith mcp --mode full` runs, in this process.
+async fn serve(arguments: &[String]) -> Result<(), Box<dyn std::error::Error>> {
+    let [workspace, database, session] = arguments else {
+        return Err("usage: serve WORKSPACE DATABASE SESSION".into());
+    };
+    let store = Arc::new(Store::open(database)?);
+    let mut config = CoreConfig::new(workspace, store);
+    config.policy = PermissionPolicy::new(PermissionMode::Full);
+    config.sandbox.policy = SandboxPolicy::BestEffort;
+    let core = Arc::new(AgentCore::new(config)?);
+    let options = ServerOptions {
+        session_id: Some(session.clone()),
+        ..ServerOptions::default()
+    };
+    clawsmith_mcp::serve_stdio(core, options).await?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let arguments: Vec<String> = std::env::args().skip(1).collect();
+    match arguments.first().map(String::as_str) {
+        None => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let running = Fixture.serve(rmcp::transport::stdio()).await?;
+                running.waiting().await?;
+                Ok::<(), Box<dyn std::error::Error>>(())
+            })?;
+        }
+        Some("serve") => {
+            // The runtime `clawsmith mcp` uses, dropped as it drops it once serving returns.
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(serve(&arguments[1..]))?;
+        }
+        Some(mode) => {
+            let Some((_, hostile_mode)) = HOSTILE.iter().find(|(name, _)| *name == mode) else {
+                return Err(format!("unknown mode {mode}").into());
+            };
+            hostile(*hostile_mode)?;
+        }
+    }
     Ok(())
 }

@@ -5,5 +5,6 @@
 
 mod client;
 mod config;
+mod process;
 mod server;
 mod support;

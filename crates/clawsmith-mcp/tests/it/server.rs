@@ -484,7 +484,8 @@ async fn connect_stateless(
         ..clawsmith_mcp::ServerOptions::default()
     };
     let server = clawsmith_mcp::ClawsmithServer::new(setup.core.clone(), options).unwrap();
-    tokio::spawn(server.serve_transport(server_io));
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(server.serve_lines(read, write));
     handler
         .serve_with_lifecycle(
             client_io,
@@ -662,4 +663,117 @@ async fn the_event_sink_sees_each_turn_as_it_happens() {
             "turn.completed"
         ]
     );
+}
+
+/// A client speaking raw lines to the server over a duplex pipe.
+struct RawClient {
+    write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    read: tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+}
+
+impl RawClient {
+    async fn connect(setup: &crate::support::Setup) -> RawClient {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let server = clawsmith_mcp::ClawsmithServer::new(
+            setup.core.clone(),
+            clawsmith_mcp::ServerOptions::default(),
+        )
+        .unwrap();
+        let (read, write) = tokio::io::split(server_io);
+        tokio::spawn(server.serve_lines(read, write));
+        let (read, write) = tokio::io::split(client_io);
+        RawClient {
+            write,
+            read: tokio::io::BufReader::new(read),
+        }
+    }
+
+    async fn send(&mut self, line: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.write.write_all(line).await.unwrap();
+        self.write.write_all(b"\n").await.unwrap();
+    }
+
+    /// The next answer (harness deadline: a missing answer fails instead of hanging).
+    async fn answer(&mut self) -> serde_json::Value {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            self.read.read_line(&mut line),
+        )
+        .await
+        .expect("an answer (harness deadline)")
+        .unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+}
+
+fn initialize(id: u64) -> String {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn every_bad_line_gets_its_json_rpc_error_and_the_connection_survives() {
+    let setup = setup(CoreSpec::mode(PermissionMode::Full));
+    let mut client = RawClient::connect(&setup).await;
+    client.send(initialize(1).as_bytes()).await;
+    assert_eq!(client.answer().await["id"], 1);
+    client
+        .send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .await;
+    let over_cap = format!(
+        r#"{{"jsonrpc":"2.0","id":99,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(clawsmith_mcp::MAX_REQUEST_LINE_BYTES)
+    );
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    // (line, error code, id of the answer)
+    let table: Vec<(Vec<u8>, i64, serde_json::Value)> = vec![
+        (b"garbage".to_vec(), -32700, json!(null)),
+        (deep.into_bytes(), -32700, json!(null)),
+        (
+            br#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#.to_vec(),
+            -32600,
+            json!(null),
+        ),
+        (
+            br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#.to_vec(),
+            -32600,
+            json!(4),
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":["read_file"]}}"#
+                .to_vec(),
+            -32602,
+            json!(5),
+        ),
+        (initialize(6).into_bytes(), -32600, json!(6)),
+        (over_cap.into_bytes(), -32600, json!(null)),
+        (
+            br#"{"jsonrpc":"2.0","id":7,"method":"no/such/method"}"#.to_vec(),
+            -32601,
+            json!(7),
+        ),
+    ];
+    for (line, code, id) in table {
+        let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+        client.send(&line).await;
+        let answer = client.answer().await;
+        assert_eq!(answer["error"]["code"], code, "{shown}: {answer}");
+        assert_eq!(answer["id"], id, "{shown}: {answer}");
+    }
+    // Still serving.
+    client
+        .send(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a.txt"}}}"#)
+        .await;
+    let answer = client.answer().await;
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
 }

@@ -124,7 +124,9 @@ pub async fn connect_with(
     options.approver = setup.approver.clone();
     let server = ClawsmithServer::new(setup.core.clone(), options).unwrap();
     let session_id = server.session_id().to_owned();
-    tokio::spawn(server.serve_transport(server_io));
+    // Through the guarded line transport `clawsmith mcp` uses.
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(server.serve_lines(read, write));
     let client = handler.clone().serve(client_io).await.unwrap();
     Connection {
         client,
