@@ -1118,35 +1118,50 @@ fn swap_if_unchanged(
         Err((_, error)) => return Err(error),
     }
     after_exchange_hook();
-    // A writer that opened the old file before the exchange may still write to it, and that write
-    // would vanish with it. Watch the old file (for a while when it was written recently): bytes
-    // appended to it are carried over to the new file; any other change puts the old file back.
-    let recently_written = in_doubt(&checked, expected.read_at);
+    // Anything but a quiet (or only appended-to) old file undoes the swap: the edit then fails
+    // as a whole, with nothing of it written. (A write that reached the new file in the few
+    // microseconds it was in place goes with it: a rewrite racing the swap has no lossless
+    // answer.)
+    let watched = watch_old_file(&mut old_file, new_file, &checked, expected, path);
+    if !matches!(watched, Ok(true)) {
+        exchange("put back").map_err(|(_, error)| error)?;
+        return Err(watched.err().unwrap_or_else(|| changed(path)));
+    }
+    Ok(())
+}
+
+/// After the exchange: a writer that opened the old file before it may still write to it, and
+/// that write would vanish with it. Watches the old file (for a while when it was written
+/// recently) and carries bytes appended to it over to the new file. `false` when it changed in
+/// another way (rewritten, shrunk, its original bytes touched).
+fn watch_old_file(
+    old_file: &mut File,
+    new_file: &File,
+    checked: &Stat,
+    expected: &FileVersion,
+    path: &WorkspacePath,
+) -> Result<bool, FsError> {
+    let recently_written = in_doubt(checked, expected.read_at);
     let started = std::time::Instant::now();
-    let mut seen = checked;
+    let mut seen = *checked;
     let mut pause = SETTLE_FIRST_PAUSE;
     let mut quiet_for = std::time::Duration::ZERO;
     loop {
-        let now = fstat(&old_file, path)?;
+        let now = fstat(&*old_file, path)?;
         if Stamp::of(&now).written() != Stamp::of(&seen).written() {
-            if !carry_appended(&mut old_file, new_file, &seen, &now, expected, path)? {
-                exchange("put back").map_err(|(_, error)| error)?;
-                return Err(changed(path));
+            if !carry_appended(old_file, new_file, &seen, &now, expected, path)? {
+                return Ok(false);
             }
             seen = now;
             (pause, quiet_for) = (SETTLE_FIRST_PAUSE, std::time::Duration::ZERO);
             continue;
         }
         if !recently_written {
-            return Ok(());
+            return Ok(true);
         }
         if quiet_for >= SETTLE_QUIET || started.elapsed() >= SETTLE_MAX {
             // A same-size rewrite within one timestamp tick leaves the stamp alone: compare bytes.
-            if !original_bytes_intact(&mut old_file, expected, path)? {
-                exchange("put back").map_err(|(_, error)| error)?;
-                return Err(changed(path));
-            }
-            return Ok(());
+            return original_bytes_intact(old_file, expected, path);
         }
         std::thread::sleep(pause);
         quiet_for += pause;
