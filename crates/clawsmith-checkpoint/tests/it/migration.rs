@@ -31,7 +31,9 @@ fn version_2_journal_rows_survive_and_call_ids_become_per_turn() {
         store.journal_start(&start("t1", "call_1")).unwrap();
     }
     {
-        // Turn the file back into version 2: the journal's old key, the old version number.
+        // Turn the file back into version 2: the journal's old key, the old version number. The
+        // migrations after V3 run again on this file; they only add indexes `IF NOT EXISTS`. A
+        // later migration that cannot run twice must be undone here as well.
         #[allow(clippy::disallowed_methods)] // The test plays the part of an older build.
         let raw = Connection::open(&path).unwrap();
         raw.execute_batch(
