@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use clawsmith_core::{CommandHook, Hook};
-use clawsmith_protocol::Verdict;
+use clawsmith_protocol::{Capability, Verdict};
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_security::{
     DecidedBy, PermissionMode, PermissionPolicy, ProtectedPaths, Rule, RuleEffect, RuleSet,
@@ -396,7 +396,7 @@ fn check(
     let disaster = input
         .get("command")
         .and_then(serde_json::Value::as_str)
-        .filter(|_| tool == "run_command")
+        .filter(|_| facts.capabilities.contains(Capability::ProcessExecute))
         .map(clawsmith_sandbox::classify::check_command);
     let approver = options.yes;
     if out.json {
