@@ -138,28 +138,40 @@ rule = "run_command(rm *)"
 #[test]
 fn a_hook_denial_reaches_the_model_with_its_reason() {
     let f = Fixture::new();
-    let config = r#"
-mode = "full"
-
-[[hooks]]
-name = "no-fridays"
-command = "/bin/sh"
-args = ["-c", "cat >/dev/null; echo '{\"decision\":\"deny\",\"reason\":\"no writes on Fridays\"}'"]
-timeout_ms = 5000
-"#;
-    let result = f.call_with(
-        config,
-        &[],
-        "write_file",
-        json!({"path": "new.txt", "content": "x"}),
-    );
-    check(&result, "denied", Some("hook_denied"));
-    let content = result["content"].as_str().unwrap();
-    assert!(
-        content.contains("no-fridays") && content.contains("no writes on Fridays"),
-        "{content}"
-    );
-    assert!(!f.ws().join("new.txt").exists());
+    // (the hook's shell script, timeout_ms, what the model reads)
+    let table = [
+        (
+            r#"cat >/dev/null; echo '{\"decision\":\"deny\",\"reason\":\"no writes on Fridays\"}'"#,
+            5000,
+            "no writes on Fridays",
+        ),
+        ("sleep 5", 200, "timed out after 200 ms"),
+        (
+            "echo broken >&2; exit 3",
+            5000,
+            "exited with status 3: broken",
+        ),
+        ("echo maybe", 5000, "returned invalid output"),
+    ];
+    for (script, timeout_ms, reason) in table {
+        let config = format!(
+            "mode = \"full\"\n[[hooks]]\nname = \"no-fridays\"\ncommand = \"/bin/sh\"\n\
+             args = [\"-c\", \"{script}\"]\ntimeout_ms = {timeout_ms}\n"
+        );
+        let result = f.call_with(
+            &config,
+            &[],
+            "write_file",
+            json!({"path": "new.txt", "content": "x"}),
+        );
+        check(&result, "denied", Some("hook_denied"));
+        let content = result["content"].as_str().unwrap();
+        assert!(
+            content.contains("refused by hook `no-fridays`") && content.contains(reason),
+            "{script}: {content}"
+        );
+        assert!(!f.ws().join("new.txt").exists());
+    }
 }
 
 #[test]
