@@ -129,8 +129,17 @@ DROP TABLE journal;
 ALTER TABLE journal_v3 RENAME TO journal;
 "#;
 
+/// Version 4: opening a session reads what it needs by index, whatever the history's length —
+/// the last event of a kind (the last `model.request` holds the activations), and the restore
+/// plans and open checkpoints of one session.
+const V4: &str = r#"
+CREATE INDEX IF NOT EXISTS events_kind ON events(session_id, type, sequence);
+CREATE INDEX IF NOT EXISTS restore_plans_session ON restore_plans(session_id);
+CREATE INDEX IF NOT EXISTS checkpoints_state ON checkpoints(session_id, state);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

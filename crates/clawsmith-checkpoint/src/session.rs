@@ -179,6 +179,46 @@ impl Store {
         })
     }
 
+    /// The session's latest event of `kind` (`model.request`, …), by index: what opening a
+    /// session reads instead of its whole history.
+    pub fn last_event_of_kind(
+        &self,
+        session_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        self.read("reading the last event of a kind", |tx| {
+            let json: Option<String> = tx
+                .query_row(
+                    "SELECT event_json FROM events WHERE session_id = ?1 AND type = ?2
+                     ORDER BY sequence DESC LIMIT 1",
+                    params![session_id, kind],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("reading the last event of a kind")?;
+            json.map(|json| serde_json::from_str(&json).json_ctx("reading an event"))
+                .transpose()
+        })
+    }
+
+    /// Whether a process that died could have left anything in this session for recovery: an
+    /// open turn, an open journal entry, a pending approval or a restore plan. Each is an index
+    /// lookup; a session without any of them needs no scan of its history. (Every call of a turn
+    /// is answered before its checkpoint closes, so unanswered calls imply an open turn.)
+    pub fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.read("looking for unfinished work", |tx| {
+            tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE session_id = ?1 AND state = 'open')
+                     OR EXISTS (SELECT 1 FROM journal WHERE session_id = ?1 AND closed_at IS NULL)
+                     OR EXISTS (SELECT 1 FROM pending_approvals WHERE session_id = ?1)
+                     OR EXISTS (SELECT 1 FROM restore_plans WHERE session_id = ?1)",
+                [session_id],
+                |row| row.get(0),
+            )
+            .ctx("looking for unfinished work")
+        })
+    }
+
     /// The session's last event sequence (0 before its first event): one index lookup.
     pub fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
         self.read("reading the event sequence", |tx| {

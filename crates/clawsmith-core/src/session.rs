@@ -270,13 +270,17 @@ impl SessionHandle {
         })
     }
 
+    /// The activations of the last model request, read by index (not the whole history).
     fn restore_activations(&self) -> Result<(), CoreError> {
-        let events = self.shared.store.events(&self.id)?;
-        let last = events.iter().rev().find_map(|event| match &event.payload {
-            EventPayload::ModelRequest(request) => Some(request),
-            _ => None,
-        });
-        if let Some(request) = last {
+        let last = self
+            .shared
+            .store
+            .last_event_of_kind(&self.id, "model.request")?;
+        if let Some(Event {
+            payload: EventPayload::ModelRequest(request),
+            ..
+        }) = &last
+        {
             let active: BTreeSet<String> = request
                 .composition
                 .activated_tools
@@ -301,6 +305,10 @@ impl SessionHandle {
     fn recover(&self) -> Result<RecoveryReport, CoreError> {
         let store = &self.shared.store;
         let mut report = RecoveryReport::default();
+        // The common case costs a few index lookups, whatever the history's length.
+        if !store.has_unfinished_work(&self.id)? {
+            return Ok(report);
+        }
         // An undo killed mid-restore left its plan; finish it before any new turn touches the
         // workspace (it only rewrites paths still in the state the plan recorded).
         for restore in store.recover_session_restores(&self.shared.workspace, &self.id)? {

@@ -436,3 +436,40 @@ fn sessions_left_by_single_calls_are_pruned_whole_once_expired() {
         people.stdout
     );
 }
+
+#[test]
+fn opening_a_long_session_reads_only_what_it_needs() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap();
+    let read = r#"{"path":"a.txt"}"#;
+    assert_eq!(
+        f.try_call(&["--session", "long"], "read_file", read).code,
+        0
+    );
+    // 200,000 more events and messages the session's open has no business reading: each row is
+    // garbage, so a full scan (the old `restore_activations` and recovery) fails on the first.
+    let filled = Command::new("sqlite3")
+        .arg(f.state().join("clawsmith.db"))
+        .arg(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+             INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+                 SELECT 'long', 1000 + i, 'tool.completed', 0, 'not json' FROM n;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000)
+             INSERT INTO messages (session_id, idx, message_json)
+                 SELECT 'long', 1000 + i, 'not json' FROM n;",
+        )
+        .status()
+        .unwrap();
+    assert!(filled.success());
+    for _ in 0..2 {
+        let run = f.try_call(&["--session", "long"], "read_file", read);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(run.json()["status"], "success", "{}", run.stdout);
+    }
+    let turn = f.run(
+        &["turn", "--workspace", ws, "--session", "long"],
+        &json!([{"id": "r", "name": "read_file", "arguments": read}]).to_string(),
+    );
+    assert_eq!(turn.code, 0, "{}", turn.stderr);
+}
