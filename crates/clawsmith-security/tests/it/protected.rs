@@ -449,3 +449,63 @@ fn resolved_paths_are_held_to_the_same_rules() {
         );
     }
 }
+
+mod spelled_anyhow {
+    use clawsmith_protocol::{Capability, Risk, Verdict};
+    use clawsmith_security::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn component() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "a", "src", ".git", ".", "..", "", "hooks", "config", "modules", ".gitx", "git",
+        ])
+    }
+
+    /// Where `components` lead from the workspace root, or `None` when they leave it.
+    fn lands_in(components: &[&str]) -> Option<Vec<String>> {
+        let mut stack: Vec<String> = Vec::new();
+        for component in components {
+            match *component {
+                "" | "." => {}
+                ".." => {
+                    stack.pop()?;
+                }
+                name => stack.push(name.to_owned()),
+            }
+        }
+        Some(stack)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+
+        /// However a path is spelled, a write that lands in a `.git` is never allowed on the
+        /// mode's say-so below `full`, nor under a broad allow rule.
+        #[test]
+        fn a_write_landing_in_git_is_never_allowed_below_full(
+            components in prop::collection::vec(component(), 1..7),
+            leading_dot_slash in any::<bool>(),
+        ) {
+            let mut path = components.join("/");
+            if leading_dot_slash {
+                path = format!("./{path}");
+            }
+            let facts = ToolFacts::from_declaration(
+                "write_file",
+                Risk::WorkspaceWrite,
+                &clawsmith_protocol::CapabilityDeclaration::Declared(vec![
+                    Capability::FilesystemWrite,
+                ]),
+            );
+            let mut policy = PermissionPolicy::new(PermissionMode::AcceptEdits);
+            policy.rules = RuleSet::new().with(RuleEffect::Allow, "write_file(**)").unwrap();
+            let verdict = policy.decide(&facts, &json!({"path": path})).verdict;
+            if let Some(landed) = lands_in(&components)
+                && landed.iter().any(|component| component == ".git")
+            {
+                prop_assert_ne!(verdict, Verdict::Allow, "{}", path);
+            }
+        }
+    }
+}
