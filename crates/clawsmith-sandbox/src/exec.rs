@@ -209,8 +209,8 @@ pub(crate) struct Spawned {
     /// The host temp dir of a command in the host's view; removed when dropped. A command in
     /// the built view has a private tmpfs `/tmp` that dies with its mount namespace.
     pub(crate) temp_dir: Option<tempfile::TempDir>,
-    /// The workspace repository's code paths before the command (see `git_guard`).
-    pub(crate) git: Option<crate::git_guard::GitSnapshot>,
+    /// The workspace's repositories before the command (see `git_guard`).
+    pub(crate) git: Option<crate::git_guard::Repositories>,
 }
 
 /// The processes of one command, as clawsmith can reach them.
@@ -339,10 +339,12 @@ pub(crate) fn spawn_checked(
         return Err(RunError::WorkspaceReplaced(config.workspace_root.clone()));
     }
     let cwd = resolve_cwd(&workspace, cwd)?;
-    let git = (config.policy != SandboxPolicy::Off).then(|| crate::git_guard::snapshot(&workspace));
+    let git = (config.policy != SandboxPolicy::Off)
+        .then(|| crate::git_guard::Repositories::before(&workspace));
     let request = SpawnRequest {
         config,
         command,
+        repositories: git.as_ref(),
         workspace: &workspace,
         identity,
         cwd: &cwd,
@@ -390,6 +392,7 @@ impl SpawnFailure {
 struct SpawnRequest<'a> {
     config: &'a SandboxConfig,
     command: &'a str,
+    repositories: Option<&'a crate::git_guard::Repositories>,
     workspace: &'a Path,
     identity: (u64, u64),
     cwd: &'a Path,
@@ -445,6 +448,7 @@ impl SpawnRequest<'_> {
             host_temp_dir: temp_dir.as_ref().map(|_| temp_path.as_path()),
             pty,
             pty_slave: pty_slave.as_deref(),
+            repositories: self.repositories,
         };
         let plan = platform::plan(config, target, world)
             .map_err(|Unavailable(reason)| SpawnFailure::Setup(reason))?;

@@ -1,16 +1,21 @@
-//! The post-command check of the workspace repository's code-execution points.
+//! The post-command check of the workspace's repositories' code-execution points.
 //!
-//! During a command, the built view keeps the workspace's `.git` pinned (it cannot be renamed,
-//! removed or replaced) and binds read-only every code path that *exists*: `hooks`, `config`,
-//! `commondir`, `worktrees`, … A bind mount cannot protect a path that does not exist yet, so a
-//! command could still create `.git/commondir` (pointing git at a directory with its own hooks),
-//! `.git/config.worktree`, `.git/worktrees/*`, or — in a workspace with no repository — a whole
-//! new `.git` with planted hooks or an `core.fsmonitor` in its config. This check runs after the
-//! command's whole process tree is gone (so nothing races it), takes back whatever the command
-//! created there, and reports it: the user's next `git status` runs no planted code.
+//! During a command, the built view keeps every repository's `.git` of the workspace pinned (it
+//! cannot be renamed, removed or replaced) and binds read-only every code path that *exists*:
+//! `hooks`, `config`, `commondir`, `worktrees`, … (see [`scan`] for which repositories: the
+//! workspace's own and the nested ones, `sub/.git`). A bind mount cannot protect a path that does
+//! not exist yet, so a command could still create `.git/commondir` (pointing git at a directory
+//! with its own hooks), `.git/config.worktree`, `.git/worktrees/*`, or a whole new repository
+//! (`git init` at the root or in any subdirectory) with planted hooks or a `core.fsmonitor` in its
+//! config. This check runs after the command's whole process tree is gone (so nothing races it),
+//! takes back whatever the command created there — a new repository keeps its objects and refs,
+//! loses what would run — and reports it: the user's next `git` command, in the workspace or in a
+//! nested repository, runs no planted code.
 //!
-//! It looks at the workspace's own repository only; nested repositories (`sub/.git`) made by a
-//! command are not inspected (the workspace manifest of a later round will see them).
+//! [`scan`] walks directories only, without following links, skipping the usual heavy trees
+//! (`node_modules`, `target`, virtual environments, caches) and stopping after
+//! [`SCAN_MAX_DIRS`] directories; a repository beyond is not protected, and the report says the
+//! scan was cut.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -50,7 +55,57 @@ const DANGEROUS_KEYS: &[&str] = &[
     "pager.*",
 ];
 
-/// What the repository looked like before the command.
+/// Directories the repository scan visits at most, per scan.
+pub(crate) const SCAN_MAX_DIRS: usize = 20_000;
+
+/// Directory names the scan does not enter (besides `.git` itself).
+const SCAN_SKIP: &[&str] = &[
+    "node_modules",
+    "target",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".tox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".cache",
+    ".gradle",
+];
+
+/// The `.git` entries (directories, `gitdir:` files, links) under `workspace`, the workspace's
+/// own first when it has one; and whether the scan was cut at [`SCAN_MAX_DIRS`].
+pub(crate) fn scan(workspace: &Path) -> (Vec<PathBuf>, bool) {
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([workspace.to_path_buf()]);
+    let mut visited = 0;
+    while let Some(dir) = queue.pop_front() {
+        visited += 1;
+        if visited > SCAN_MAX_DIRS {
+            return (found, true);
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if name == ".git" {
+                found.push(entry.path());
+            } else if kind.is_dir()
+                && !SCAN_SKIP
+                    .iter()
+                    .any(|skip| name.as_encoded_bytes() == skip.as_bytes())
+            {
+                queue.push_back(entry.path());
+            }
+        }
+    }
+    (found, false)
+}
+
+/// What one repository looked like before the command.
 #[derive(Debug)]
 pub(crate) struct GitSnapshot {
     git_dir: PathBuf,
@@ -60,10 +115,88 @@ pub(crate) struct GitSnapshot {
     missing: Vec<&'static str>,
 }
 
-/// Takes the snapshot of `workspace/.git` (a directory, a `gitdir:` file, or nothing).
-pub(crate) fn snapshot(workspace: &Path) -> GitSnapshot {
-    let git_dir = workspace.join(".git");
-    let absent = std::fs::symlink_metadata(&git_dir).is_err();
+/// Every repository of the workspace before the command.
+#[derive(Debug)]
+pub(crate) struct Repositories {
+    workspace: PathBuf,
+    /// The workspace's own `.git` (present or not) first, then the nested ones found.
+    snapshots: Vec<GitSnapshot>,
+    /// Whether the scan was cut (repositories deeper than it went are not protected).
+    cut: bool,
+}
+
+impl Repositories {
+    /// Scans `workspace` and takes the snapshot of each repository.
+    pub(crate) fn before(workspace: &Path) -> Repositories {
+        let own = workspace.join(".git");
+        let (found, cut) = scan(workspace);
+        let mut snapshots = vec![snapshot(&own)];
+        snapshots.extend(
+            found
+                .iter()
+                .filter(|git| **git != own)
+                .map(|git| snapshot(git)),
+        );
+        Repositories {
+            workspace: workspace.to_path_buf(),
+            snapshots,
+            cut,
+        }
+    }
+
+    /// The `.git` entries that exist now, for the view to pin and protect.
+    pub(crate) fn present(&self) -> impl Iterator<Item = &Path> {
+        self.snapshots
+            .iter()
+            .filter(|snapshot| !snapshot.absent)
+            .map(|snapshot| snapshot.git_dir.as_path())
+    }
+
+    /// Takes back what the command created at any repository's code paths, and cleans the
+    /// repositories it made; returns what it did, relative to the workspace.
+    pub(crate) fn restore(&self) -> Vec<String> {
+        let mut restored = Vec::new();
+        let relative = |git: &Path, what: String| {
+            let base = git
+                .parent()
+                .and_then(|dir| dir.strip_prefix(&self.workspace).ok())
+                .filter(|dir| !dir.as_os_str().is_empty())
+                .map(|dir| format!("{}/", dir.display()))
+                .unwrap_or_default();
+            format!("{base}{what}")
+        };
+        for snapshot in &self.snapshots {
+            for what in snapshot.restore() {
+                restored.push(relative(&snapshot.git_dir, what));
+            }
+        }
+        // Repositories the command made anywhere else in the workspace.
+        let (after, _) = scan(&self.workspace);
+        for git in after {
+            if self.snapshots.iter().any(|s| s.git_dir == git) {
+                continue;
+            }
+            let new = GitSnapshot {
+                git_dir: git.clone(),
+                absent: true,
+                missing: Vec::new(),
+            };
+            for what in new.restore() {
+                restored.push(relative(&git, what));
+            }
+        }
+        if self.cut && !restored.is_empty() {
+            restored.push(format!(
+                "(repository scan cut at {SCAN_MAX_DIRS} directories)"
+            ));
+        }
+        restored
+    }
+}
+
+/// Takes the snapshot of one `.git` (a directory, a `gitdir:` file, or nothing).
+fn snapshot(git_dir: &Path) -> GitSnapshot {
+    let absent = std::fs::symlink_metadata(git_dir).is_err();
     let missing = if absent {
         Vec::new()
     } else {
@@ -74,7 +207,7 @@ pub(crate) fn snapshot(workspace: &Path) -> GitSnapshot {
             .collect()
     };
     GitSnapshot {
-        git_dir,
+        git_dir: git_dir.to_path_buf(),
         absent,
         missing,
     }

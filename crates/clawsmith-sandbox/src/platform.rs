@@ -143,6 +143,8 @@ pub(crate) struct Target<'a> {
     pub(crate) pty: bool,
     /// The PTY slave's path on the host (`/dev/pts/N`), for a PTY command.
     pub(crate) pty_slave: Option<&'a Path>,
+    /// The workspace's repositories, whose `.git` are pinned and code paths made read-only.
+    pub(crate) repositories: Option<&'a crate::git_guard::Repositories>,
 }
 
 /// How the command's world is made.
@@ -411,30 +413,38 @@ fn view(
     let tmp_bytes = config.limits.tmp_bytes.unwrap_or(1 << 30);
     let shm_bytes = (tmp_bytes / 4).max(1 << 20);
 
-    // .git: pinned (cannot be renamed, replaced or removed) and its code paths read-only.
+    // Every .git: pinned (cannot be renamed, replaced or removed) and its code paths read-only.
     let mut pinned = Vec::new();
     let mut read_only = Vec::new();
     let mut protected_names = Vec::new();
-    let git = target.workspace.join(".git");
-    if let Ok(meta) = std::fs::symlink_metadata(&git)
-        && !meta.file_type().is_symlink()
-    {
-        pinned.push(at(&git)?);
+    for git in target.repositories.into_iter().flat_map(|r| r.present()) {
+        let Ok(meta) = std::fs::symlink_metadata(git) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() {
+            continue;
+        }
+        let name = git
+            .strip_prefix(target.workspace)
+            .unwrap_or(git)
+            .display()
+            .to_string();
+        pinned.push(at(git)?);
         if meta.is_file() {
-            read_only.push(at(&git)?);
-            protected_names.push(".git".to_owned());
-        } else {
-            for name in GIT_CODE_PATHS {
-                let path = git.join(name);
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                if meta.file_type().is_symlink() {
-                    continue;
-                }
-                read_only.push(at(&path)?);
-                protected_names.push(format!(".git/{name}"));
+            read_only.push(at(git)?);
+            protected_names.push(name);
+            continue;
+        }
+        for code in GIT_CODE_PATHS {
+            let path = git.join(code);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                continue;
             }
+            read_only.push(at(&path)?);
+            protected_names.push(format!("{name}/{code}"));
         }
     }
     for path in &config.protected_paths {
@@ -530,6 +540,17 @@ fn hidden(
             files.push(staged_path);
         }
     }
+    // What lies under a covered directory is out of sight already (and its path is gone).
+    let covered = dirs.clone();
+    let under_covered = |path: &CString| {
+        covered.iter().any(|dir| {
+            let dir = dir.as_bytes();
+            let path = path.as_bytes();
+            path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
+        })
+    };
+    dirs.retain(|dir| !under_covered(dir));
+    files.retain(|file| !under_covered(file));
     Ok((dirs, files))
 }
 

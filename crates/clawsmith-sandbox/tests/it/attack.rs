@@ -191,6 +191,18 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
             ),
             output_must_not_contain: &[],
         },
+        Row {
+            name: "9b nested repositories: existing ones protected, new ones made harmless",
+            script: format!(
+                "echo x > sub/.git/hooks/post-commit; printf '[core]\\n\\tfsmonitor = touch \
+                 {outside}/pwned\\n' >> sub/.git/config; mv sub/.git sub/.git-old; \
+                 mkdir -p made && cd made && git init -q && printf '#!/bin/sh\\ntouch \
+                 {outside}/pwned\\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit \
+                 && git config core.fsmonitor 'touch {outside}/pwned' && git config user.name kept \
+                 && echo made"
+            ),
+            output_must_not_contain: &[],
+        },
     ]
 }
 
@@ -212,15 +224,20 @@ async fn run_table() -> usize {
     let socket_path = fixture.outside.join("agent.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let git = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&fixture.workspace)
-        .status();
-    assert!(git.is_ok_and(|s| s.success()), "git init");
+    std::fs::create_dir_all(fixture.workspace.join("sub")).unwrap();
+    for dir in [fixture.workspace.clone(), fixture.workspace.join("sub")] {
+        let git = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .current_dir(&dir)
+            .status();
+        assert!(git.is_ok_and(|s| s.success()), "git init");
+    }
+    let sub_config = std::fs::read(fixture.workspace.join("sub/.git/config")).unwrap();
 
     let mut config = fixture.config();
     config.home = Some(home.clone());
-    config.hidden_paths = vec![state.clone()];
+    // As the core passes them: the state dir and the database files in it.
+    config.hidden_paths = vec![state.clone(), state.join("clawsmith.db")];
     let rows = table(&fixture, &home, &state, std::process::id());
     let before = Outside::take(&fixture.outside);
     let git_before = Outside::take(&fixture.workspace.join(".git"));
@@ -338,6 +355,46 @@ async fn run_table() -> usize {
         !fixture.outside.join("pwned").exists(),
         "planted code ran at the user's next git command"
     );
+    // Row 9b: the nested repository kept its code, the one the command made lost its own, and
+    // real git commands in both run nothing planted.
+    let sub = fixture.workspace.join("sub");
+    assert!(sub.join(".git/HEAD").exists(), "sub/.git was moved");
+    assert!(!sub.join(".git/hooks/post-commit").exists());
+    assert_eq!(std::fs::read(sub.join(".git/config")).unwrap(), sub_config);
+    let made = fixture.workspace.join("made");
+    assert!(
+        made.join(".git/HEAD").exists(),
+        "the new repository itself is kept"
+    );
+    assert!(
+        !made.join(".git/hooks/post-commit").exists(),
+        "planted hook left"
+    );
+    let made_config = std::fs::read_to_string(made.join(".git/config")).unwrap();
+    assert!(!made_config.contains("fsmonitor"), "{made_config}");
+    assert!(
+        made_config.contains("kept"),
+        "harmless keys stay: {made_config}"
+    );
+    for dir in [&sub, &made] {
+        let commit = std::process::Command::new("git")
+            .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
+            .args(["commit", "-q", "--allow-empty", "-m", "after"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(commit.status.success(), "{commit:?}");
+        let status = std::process::Command::new("git")
+            .arg("status")
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    }
+    assert!(
+        !fixture.outside.join("pwned").exists(),
+        "planted code ran in a nested repository"
+    );
     ran
 }
 
@@ -347,7 +404,8 @@ async fn attack_table() {
         return;
     }
     let ran = run_table().await;
-    assert_eq!(ran, 10);
+    assert_eq!(ran, 11);
+    println!("attack rows ran: {ran} as uid {}", nix::unistd::geteuid());
     // And again as an unprivileged user, when we are root and setpriv is there.
     if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
         return;
@@ -387,7 +445,7 @@ async fn attack_table() {
         String::from_utf8_lossy(&rerun.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&rerun.stdout).contains("1 passed"),
+        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 11 as uid 65534"),
         "{}",
         String::from_utf8_lossy(&rerun.stdout)
     );
