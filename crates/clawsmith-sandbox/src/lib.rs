@@ -41,7 +41,8 @@
 //!   to the `clone` the filter can read), descriptors above 2 closed on exec, `pid_max` of the
 //!   PID namespace as a process limit that binds root, `RLIMIT_AS` capped by the machine's
 //!   memory, a size-limited `/tmp`.
-//! - **The workspace's `.git` cannot be turned against the user**: it is bound onto itself (a
+//! - **The workspace's repositories cannot be turned against the user**: each `.git` (the
+//!   workspace's and the nested ones) is bound onto itself (a
 //!   mount point cannot be renamed, removed or replaced), its existing code paths (`hooks`,
 //!   `config`, `commondir`, `worktrees`, `modules`, …) are read-only, and after the command
 //!   (`git_guard`) whatever it created at a code path that did not exist — or the hooks and
@@ -82,8 +83,8 @@
 //! file changes are not recorded for undo), does not store artifacts (a command log is referred to
 //! as `command-log/<id>` and read through `command_output`). Reads of the host stay open (minus
 //! the hidden paths) so that toolchains work; writes to caches outside the workspace (`~/.cargo`,
-//! `~/.npm`) need an extra writable root. It does not inspect nested repositories (`sub/.git`) a
-//! command makes, nor protect a `.git` that is a symlink. A unix socket the host binds after the
+//! `~/.npm`) need an extra writable root. It does not protect repositories beyond the bounded scan
+//! of `git_guard`, nor a `.git` that is a symlink. A unix socket the host binds after the
 //! command started, or in another network namespace, is not covered. The memory of a command
 //! tree is bounded per process (`RLIMIT_AS`), not as a whole (no cgroup). Outside Linux it has
 //! no platform sandbox.
