@@ -5,8 +5,10 @@
 //! -32601 and accepts any number of `initialize` requests; a client then waits forever or
 //! confuses the session. [`inspect`] answers each of those itself (table in the tests).
 //! Backpressure: a request takes one of [`MAX_UNANSWERED_REQUESTS`] slots, freed once its
-//! answer is written; with no slot free the transport stops reading, so a client that never
-//! reads stdout stalls itself instead of making the server execute and queue every request.
+//! answer is written; a request read with no slot free waits for one, and meanwhile nothing more
+//! is read, so a client that never reads stdout stalls itself instead of making the server
+//! execute and queue every request. Answers and notifications take no slot, so the answer to
+//! an elicitation question still gets through while up to that many requests wait.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -169,8 +171,8 @@ pub(crate) struct ServerTransport<R> {
     reader: LineReader<R>,
     writer: LineWriter,
     slots: Arc<Semaphore>,
-    /// The slot taken for the next request, before reading it.
-    slot: Option<OwnedSemaphorePermit>,
+    /// A request read and admitted, waiting for a slot before rmcp sees it.
+    parked: Option<Box<RxJsonRpcMessage<RoleServer>>>,
     unanswered: Arc<Mutex<HashMap<RequestId, OwnedSemaphorePermit>>>,
     /// An error answer waiting for room in the write queue.
     refusal: Option<Value>,
@@ -186,7 +188,7 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
             reader: LineReader::new(read, MAX_REQUEST_LINE_BYTES),
             writer: LineWriter::spawn(write),
             slots: Arc::new(Semaphore::new(MAX_UNANSWERED_REQUESTS)),
-            slot: None,
+            parked: None,
             unanswered: Arc::new(Mutex::new(HashMap::new())),
             refusal: None,
             initialized: false,
@@ -220,9 +222,6 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
                         ));
                     }
                     self.initialized = true;
-                }
-                if let Some(slot) = self.slot.take() {
-                    self.unanswered().insert(request.id.clone(), slot);
                 }
             }
             JsonRpcMessage::Notification(notification) => {
@@ -264,7 +263,7 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            // Cancel-safe: the refusal, the slot and a partial line all live in `self`.
+            // Cancel-safe: the refusal, the parked request and a partial line live in `self`.
             if self.refusal.is_some() {
                 let queue = self.writer.queue()?;
                 let permit = queue.reserve().await.ok()?;
@@ -275,8 +274,13 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                     });
                 }
             }
-            if self.slot.is_none() {
-                self.slot = Some(Arc::clone(&self.slots).acquire_owned().await.ok()?);
+            if self.parked.is_some() {
+                let slot = Arc::clone(&self.slots).acquire_owned().await.ok()?;
+                let message = self.parked.take()?;
+                if let JsonRpcMessage::Request(request) = message.as_ref() {
+                    self.unanswered().insert(request.id.clone(), slot);
+                }
+                return Some(*message);
             }
             match self.reader.next().await {
                 LineRead::Eof => return None,
@@ -294,6 +298,9 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                     Inbound::Skip => {}
                     Inbound::Refuse(answer) => self.refusal = Some(answer),
                     Inbound::Message(message) => match self.admit(&message) {
+                        Ok(()) if matches!(*message, JsonRpcMessage::Request(_)) => {
+                            self.parked = Some(message);
+                        }
                         Ok(()) => return Some(*message),
                         Err(answer) => self.refusal = Some(answer),
                     },

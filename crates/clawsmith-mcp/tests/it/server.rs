@@ -777,3 +777,35 @@ async fn every_bad_line_gets_its_json_rpc_error_and_the_connection_survives() {
     assert_eq!(answer["id"], 8, "{answer}");
     assert_eq!(answer["result"]["isError"], false, "{answer}");
 }
+
+#[tokio::test]
+async fn elicitation_answers_get_through_while_every_request_slot_is_taken() {
+    let setup = setup(CoreSpec {
+        approver: true,
+        ..CoreSpec::mode(PermissionMode::Ask)
+    });
+    let handler = TestClient {
+        elicitation: Some(ElicitationAction::Accept),
+        ..TestClient::default()
+    };
+    let connection = connect(&setup, handler).await;
+    // As many calls as there are slots: each asks the client, whose answers need reading while
+    // all the slots are taken by calls waiting for their turn.
+    let calls = (0..clawsmith_mcp::MAX_UNANSWERED_REQUESTS).map(|index| {
+        connection.call(
+            "write_file",
+            json!({"path": format!("f{index}.txt"), "content": "x"}),
+        )
+    });
+    let results =
+        tokio::time::timeout(std::time::Duration::from_secs(120), futures_join_all(calls))
+            .await
+            .expect("every call answered (harness deadline)");
+    for result in &results {
+        assert_outcome(result, false, "success", None);
+    }
+    assert_eq!(
+        connection.handler.elicitations.load(Ordering::SeqCst),
+        clawsmith_mcp::MAX_UNANSWERED_REQUESTS
+    );
+}
