@@ -544,9 +544,8 @@ async fn stateless_clients_are_asked_through_input_required_rounds() {
     }
 }
 
-#[tokio::test]
-async fn a_round_trip_answer_only_counts_for_the_call_it_was_asked_about() {
-    use rmcp::model::CallToolResponse;
+/// A core in `ask` mode with the eliciting approver, and a client that accepts every question.
+fn asking_setup() -> (crate::support::Setup, TestClient) {
     let setup = setup(CoreSpec {
         approver: true,
         ..CoreSpec::mode(PermissionMode::Ask)
@@ -555,6 +554,13 @@ async fn a_round_trip_answer_only_counts_for_the_call_it_was_asked_about() {
         elicitation: Some(ElicitationAction::Accept),
         ..TestClient::default()
     };
+    (setup, handler)
+}
+
+#[tokio::test]
+async fn a_round_trip_answer_only_counts_for_the_call_it_was_asked_about() {
+    use rmcp::model::CallToolResponse;
+    let (setup, handler) = asking_setup();
     let client = connect_stateless(&setup, handler).await;
     let accept = || {
         let mut responses = rmcp::model::InputResponses::new();
@@ -780,14 +786,7 @@ async fn every_bad_line_gets_its_json_rpc_error_and_the_connection_survives() {
 
 #[tokio::test]
 async fn elicitation_answers_get_through_while_every_request_slot_is_taken() {
-    let setup = setup(CoreSpec {
-        approver: true,
-        ..CoreSpec::mode(PermissionMode::Ask)
-    });
-    let handler = TestClient {
-        elicitation: Some(ElicitationAction::Accept),
-        ..TestClient::default()
-    };
+    let (setup, handler) = asking_setup();
     let connection = connect(&setup, handler).await;
     // As many calls as there are slots: each asks the client, whose answers need reading while
     // all the slots are taken by calls waiting for their turn.
