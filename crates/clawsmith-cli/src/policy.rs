@@ -158,11 +158,16 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
                 return Err(at(Some(field.span()), "a hook needs a name and a command"));
             }
         }
-        let mut hook = CommandHook::new(
-            entry.name.get_ref().trim(),
-            entry.command.get_ref(),
-            entry.args.clone(),
-        );
+        // `./check.sh` means beside this file, wherever clawsmith runs from; a bare name is
+        // looked up on `PATH`.
+        let command = Path::new(entry.command.get_ref());
+        let program = match path.parent() {
+            Some(directory) if command.is_relative() && command.components().count() > 1 => {
+                directory.join(command)
+            }
+            _ => command.to_path_buf(),
+        };
+        let mut hook = CommandHook::new(entry.name.get_ref().trim(), program, entry.args.clone());
         if let Some(timeout) = &entry.timeout_ms {
             if !(1..=MAX_HOOK_TIMEOUT_MS).contains(timeout.get_ref()) {
                 return Err(at(

@@ -175,6 +175,29 @@ fn a_hook_denial_reaches_the_model_with_its_reason() {
 }
 
 #[test]
+fn a_relative_hook_command_is_found_beside_the_configuration() {
+    let f = Fixture::new();
+    let hooks = f.dir.path().join("hooks");
+    std::fs::create_dir(&hooks).unwrap();
+    let script = hooks.join("deny.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\necho '{\"decision\":\"deny\",\"reason\":\"beside the file\"}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = "mode = \"full\"\n[[hooks]]\nname = \"local\"\ncommand = \"./hooks/deny.sh\"\n";
+    let result = f.call_with(config, &[], "todo_list", json!({}));
+    check(&result, "denied", Some("hook_denied"));
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("beside the file")
+    );
+}
+
+#[test]
 fn git_is_protected_for_file_tools() {
     let f = Fixture::new();
     std::fs::create_dir_all(f.ws().join(".git/hooks")).unwrap();
