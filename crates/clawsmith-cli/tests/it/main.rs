@@ -7,6 +7,7 @@ mod hostile_state;
 mod mcp;
 mod policy;
 mod sessions;
+mod signals;
 mod state;
 mod undo;
 
