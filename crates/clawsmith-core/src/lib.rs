@@ -101,8 +101,9 @@
 //! ## What this crate does not do
 //! It does not talk to model providers (a front end sends [`RequestEvidence::tools`] and feeds
 //! the assistant's calls back), does not decide permissions itself (clawsmith-security), does
-//! not touch workspace files except through clawsmith-fs tools and the workspace handle, does not
-//! spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
+//! not open or change workspace files except through clawsmith-fs tools and the workspace handle
+//! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
+//! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
 //! not replay interrupted calls, ever. Two processes running turns in the *same* session at the
 //! same time are not coordinated beyond what the store's transactions guarantee (recovery in one
 //! would close the other's running calls).
