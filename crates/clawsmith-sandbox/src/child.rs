@@ -546,24 +546,33 @@ impl View {
             )?;
             mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
         }
+        // A path that vanished since the parent looked (a host socket closed, a file removed)
+        // has nothing left to hide: skipped, not an error.
         for path in &self.hidden_dirs {
-            mount(
+            unless_vanished(mount(
                 tmpfs,
                 path,
                 tmpfs,
                 libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 Some(c"size=4k,mode=0755"),
-            )?;
+            ))?;
         }
         for path in &self.hidden_files {
-            mount(c"/dev/null".as_ptr(), path, none, libc::MS_BIND, None)?;
-            mount(
-                none,
+            if unless_vanished(mount(
+                c"/dev/null".as_ptr(),
                 path,
                 none,
-                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                libc::MS_BIND,
                 None,
-            )?;
+            ))? {
+                mount(
+                    none,
+                    path,
+                    none,
+                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                    None,
+                )?;
+            }
         }
 
         // SAFETY: chdir/pivot_root/umount2 over static and prepared strings.
@@ -572,6 +581,17 @@ impl View {
         check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })?;
         check(unsafe { libc::chdir(c"/".as_ptr()) })?;
         Ok(())
+    }
+}
+
+/// `Ok(true)` when the mount was made, `Ok(false)` when its target no longer exists.
+fn unless_vanished(result: io::Result<()>) -> io::Result<bool> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(error) if matches!(error.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            Ok(false)
+        }
+        Err(error) => Err(error),
     }
 }
 
