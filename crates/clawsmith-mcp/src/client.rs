@@ -41,6 +41,9 @@ pub const MCP_SOURCE_PREFIX: &str = "mcp:";
 pub const MAX_LIST_PAGES: usize = 64;
 /// Most tools taken from one server; the rest are left out (reported).
 pub const MAX_SERVER_TOOLS: usize = 512;
+/// Largest definition (name, description, schemas… as JSON) of one tool; a larger tool is left
+/// out (reported). With [`MAX_SERVER_TOOLS`] it bounds what one server's listing keeps (32 MiB).
+pub const MAX_TOOL_DEFINITION_BYTES: usize = 64 * 1024;
 /// How much of a server's stderr is kept (its tail) for the report; the rest is read and dropped.
 pub const STDERR_TAIL_BYTES: usize = 4096;
 /// The code of a call the server did not answer within its `call_timeout_ms`.
@@ -162,21 +165,37 @@ pub async fn connect_server(server: &McpServerConfig) -> Result<McpStartup, McpE
         after_ms: server.startup_timeout().as_millis(),
         stderr: stderr.suffix(),
     };
-    let (listed, mut problems) =
-        tokio::time::timeout_at(deadline, list_tools(connection.service.peer(), server))
-            .await
-            .map_err(|_| timed_out("tools/list"))??;
+    let listed = tokio::time::timeout_at(deadline, list_tools(connection.service.peer(), server))
+        .await
+        .map_err(|_| timed_out("tools/list"))??;
+    let mut problems: Vec<McpError> = listed
+        .cut
+        .map(|message| McpError::Listing {
+            server: server.name.clone(),
+            message,
+        })
+        .into_iter()
+        .collect();
+    let mut left_out: Vec<String> = listed
+        .oversized
+        .iter()
+        .map(|name| {
+            format!(
+                "`{name}` (its definition is over {} KiB)",
+                MAX_TOOL_DEFINITION_BYTES / 1024
+            )
+        })
+        .collect();
     let connection = Arc::new(connection);
     let capabilities = match &server.capabilities {
         Some(list) => CapabilityDeclaration::Raw(serde_json::json!(list)),
         None => CapabilityDeclaration::Missing,
     };
     let risk = server.risk.unwrap_or(Risk::Execute);
-    let remote_names: Vec<&str> = listed.iter().map(|tool| tool.name.as_ref()).collect();
+    let remote_names: Vec<&str> = listed.tools.iter().map(|tool| tool.name.as_ref()).collect();
     let names = assign_names(&server.name, &remote_names);
     let mut tools = Vec::new();
-    let mut left_out = Vec::new();
-    for (remote, name) in listed.into_iter().zip(names) {
+    for (remote, name) in listed.tools.into_iter().zip(names) {
         let schema = serde_json::Value::Object(remote.input_schema.as_ref().clone());
         let refusal = match &name {
             Err(reason) => Some(reason.clone()),
@@ -275,21 +294,22 @@ async fn spawn(
     Ok((connection, stderr))
 }
 
+/// What a bounded `tools/list` gave.
+#[derive(Default)]
+struct Listed {
+    tools: Vec<rmcp::model::Tool>,
+    /// Names of tools whose definition was over [`MAX_TOOL_DEFINITION_BYTES`] (dropped at once).
+    oversized: Vec<String>,
+    /// Why the listing stopped early, if it did.
+    cut: Option<String>,
+}
+
 /// Every page of `tools/list`, within [`MAX_LIST_PAGES`] and [`MAX_SERVER_TOOLS`]; a repeated
-/// cursor ends the listing. Going over a limit keeps what was listed and reports it.
-async fn list_tools(
-    peer: &Peer<RoleClient>,
-    server: &McpServerConfig,
-) -> Result<(Vec<rmcp::model::Tool>, Vec<McpError>), McpError> {
-    let mut tools = Vec::new();
+/// cursor ends the listing. Going over a limit keeps what was listed and says so in `cut`.
+async fn list_tools(peer: &Peer<RoleClient>, server: &McpServerConfig) -> Result<Listed, McpError> {
+    let mut listed = Listed::default();
     let mut cursors = HashSet::new();
     let mut cursor = None;
-    let cut_short = |message: String| {
-        vec![McpError::Listing {
-            server: server.name.clone(),
-            message,
-        }]
-    };
     for _ in 0..MAX_LIST_PAGES {
         let page = peer
             .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
@@ -298,23 +318,37 @@ async fn list_tools(
                 server: server.name.clone(),
                 message: format!("tools/list failed: {error}"),
             })?;
-        tools.extend(page.tools);
-        if tools.len() > MAX_SERVER_TOOLS {
-            tools.truncate(MAX_SERVER_TOOLS);
-            let message = format!("more than {MAX_SERVER_TOOLS} tools; kept the first ones");
-            return Ok((tools, cut_short(message)));
+        for tool in page.tools {
+            // Kept definitions are bounded one by one, so the whole listing is too.
+            let bytes = serde_json::to_vec(&tool).map_or(usize::MAX, |json| json.len());
+            if bytes > MAX_TOOL_DEFINITION_BYTES {
+                listed.oversized.push(tool.name.to_string());
+            } else {
+                listed.tools.push(tool);
+            }
+        }
+        if listed.tools.len() > MAX_SERVER_TOOLS {
+            listed.tools.truncate(MAX_SERVER_TOOLS);
+            listed.cut = Some(format!(
+                "more than {MAX_SERVER_TOOLS} tools; kept the first ones"
+            ));
+            return Ok(listed);
         }
         let Some(next) = page.next_cursor else {
-            return Ok((tools, Vec::new()));
+            return Ok(listed);
         };
         if !cursors.insert(next.clone()) {
-            let message = format!("tools/list repeated the cursor {next:?}; listing stopped");
-            return Ok((tools, cut_short(message)));
+            listed.cut = Some(format!(
+                "tools/list repeated the cursor {next:?}; listing stopped"
+            ));
+            return Ok(listed);
         }
         cursor = Some(next);
     }
-    let message = format!("tools/list went on past {MAX_LIST_PAGES} pages; listing stopped");
-    Ok((tools, cut_short(message)))
+    listed.cut = Some(format!(
+        "tools/list went on past {MAX_LIST_PAGES} pages; listing stopped"
+    ));
+    Ok(listed)
 }
 
 /// The table names of a server's tools, in order: [`tool_name`] when it is unique among them;

@@ -90,7 +90,9 @@
 //!   error naming the cap, never a silent drop: a call becomes `tool_failed`, a listing leaves
 //!   the server out. The connection stays usable.
 //! - **Listing budget.** At most [`MAX_LIST_PAGES`] pages and [`MAX_SERVER_TOOLS`] tools; a
-//!   repeated cursor stops the loop. What was listed is kept, and the cut is reported.
+//!   repeated cursor stops the loop. What was listed is kept, and the cut is reported. A tool
+//!   whose definition is over [`MAX_TOOL_DEFINITION_BYTES`] (64 KiB) is dropped as its page
+//!   arrives (reported), so what one server's listing keeps is bounded too.
 //! - **Names.** Sanitising (`a.b`, `a/b` → `a_b`) or truncating to 128 bytes can make names
 //!   collide; every tool of a colliding group gets `_` and 8 hex digits of FNV-1a of its own
 //!   remote name, so the names do not depend on listing order. A name still taken (a duplicate)
@@ -122,9 +124,9 @@ mod transport;
 
 pub use crate::approval::{APPROVAL_REQUESTED, ElicitingApprover, NO_ELICITATION};
 pub use crate::client::{
-    MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, MAX_SERVER_TOOLS, MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX,
-    McpConnection, McpStartup, McpTool, STDERR_TAIL_BYTES, TIMEOUT, connect_server,
-    connect_servers, tool_name,
+    MAX_DESCRIPTION_BYTES, MAX_LIST_PAGES, MAX_SERVER_TOOLS, MAX_TOOL_DEFINITION_BYTES,
+    MCP_SOURCE_PREFIX, MCP_TOOL_PREFIX, McpConnection, McpStartup, McpTool, STDERR_TAIL_BYTES,
+    TIMEOUT, connect_server, connect_servers, tool_name,
 };
 pub use crate::config::{
     DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_SERVER_NAME_BYTES, McpConfig,

@@ -129,7 +129,8 @@ enum Hostile {
     HugeList,
     /// Tools `big` (answer over 16 MiB), `slow` (never answers), `small`.
     HugeAnswer,
-    /// Tool names that collide once sanitised or truncated, a duplicate, a broken schema.
+    /// Tool names that collide once sanitised or truncated, a duplicate, a broken schema, a
+    /// definition over 64 KiB.
     Collisions,
     /// 64 MiB on stderr before answering `initialize`; tools `echo` and `slow` (never answers).
     StderrFlood,
@@ -198,12 +199,14 @@ fn hostile_answer(
                 let long = "x".repeat(130);
                 let mut broken = tool("broken");
                 broken["inputSchema"] = json!({"type": 5});
+                let mut fat = tool("fat");
+                fat["description"] = Value::from("f".repeat(100 * 1024));
                 Some(answer(
                     id,
                     json!({"tools": [
                         tool("a.b"), tool("a/b"), tool("a_b"), tool("plain"),
                         tool(&format!("{long}1")), tool(&format!("{long}2")),
-                        tool("same"), tool("same"), broken,
+                        tool("same"), tool("same"), broken, fat,
                     ]}),
                 ))
             }
