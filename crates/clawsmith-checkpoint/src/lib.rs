@@ -78,8 +78,9 @@
 //! ## What it does not do
 //! It never opens a workspace path itself: every read, hash, write and delete of a restore goes
 //! through `clawsmith_fs::Workspace`. It does not run tools, decide permissions, or turn unfinished
-//! journal entries into `tool.completed` events (the core does that on recovery, A8). It does not
-//! remove directories a turn created (only files are checkpointed). A write whose post state was
+//! journal entries into `tool.completed` events (the core does that on recovery, A8). Only files are checkpointed: a
+//! directory is removed by undo only when it is the parent of a file the turn created, empty
+//! now and born during the turn (`statx` birth time; a file system without one keeps it). A write whose post state was
 //! never recorded (the process died between the write and `after_change`) makes that one path a
 //! conflict: undo refuses to guess what the tool wrote. Pruning frees pages inside the SQLite file
 //! for reuse; it does not `VACUUM` the file smaller.

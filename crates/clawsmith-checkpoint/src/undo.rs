@@ -96,6 +96,9 @@ pub struct UndoReport {
     pub restored: Vec<String>,
     /// Paths removed (created by the turns).
     pub removed: Vec<String>,
+    /// Directories removed with them: parents of removed files, born during the turns and empty
+    /// now (a `mkdir` the turn ran). Directories that existed before stay.
+    pub removed_directories: Vec<String>,
 }
 
 /// What [`Store::recover_restores`] did with one interrupted restore.
@@ -166,6 +169,7 @@ struct TargetFile {
 struct TurnRow {
     id: i64,
     turn_id: String,
+    created_at: u64,
     files_undone: bool,
     session_undone: bool,
 }
@@ -193,6 +197,7 @@ impl Store {
                 turns: Vec::new(),
                 restored: Vec::new(),
                 removed: Vec::new(),
+                removed_directories: Vec::new(),
             };
             require_session(tx, session_id)?;
             if pending_plans(tx, Some(session_id))? > 0 {
@@ -281,9 +286,9 @@ impl Store {
                 params![session_id, root, now, json],
             )
             .ctx("planning an undo")?;
-            Ok((report, Some((tx.last_insert_rowid(), plan))))
+            Ok((report, Some((tx.last_insert_rowid(), plan, target.created_at))))
         })?;
-        let (mut report, Some((plan_id, plan))) = planned else {
+        let (mut report, Some((plan_id, plan, since_ms))) = planned else {
             return Ok(planned.0);
         };
         for action in &plan.actions {
@@ -294,6 +299,9 @@ impl Store {
             }
         }
         self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
+        // Best effort, after the plan: a directory left behind is empty, never wrong content.
+        let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
+        report.removed_directories = remove_created_directories(workspace, &report.removed, since);
         Ok(report)
     }
 
@@ -442,6 +450,36 @@ fn resolve(workspace: &Workspace, path: &str) -> Result<clawsmith_fs::WorkspaceP
 }
 
 /// The checkpoints of the session from `from_id` on, oldest first.
+/// Removes, deepest first, the parents of `removed` files that were born at or after `since`
+/// and are empty now; returns them.
+fn remove_created_directories(
+    workspace: &Workspace,
+    removed: &[String],
+    since: std::time::SystemTime,
+) -> Vec<String> {
+    let mut parents: Vec<&str> = removed
+        .iter()
+        .flat_map(|path| {
+            std::iter::successors(path.rsplit_once('/').map(|(parent, _)| parent), |parent| {
+                parent.rsplit_once('/').map(|(above, _)| above)
+            })
+        })
+        .collect();
+    parents.sort_by_key(|parent| std::cmp::Reverse((parent.matches('/').count(), *parent)));
+    parents.dedup();
+    parents
+        .into_iter()
+        .filter(|parent| {
+            workspace.resolve(parent).is_ok_and(|path| {
+                workspace
+                    .remove_empty_directory_born_since(&path, since)
+                    .unwrap_or(false)
+            })
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 fn turns_from(
     tx: &Transaction<'_>,
     session_id: &str,
@@ -449,7 +487,7 @@ fn turns_from(
 ) -> Result<Vec<TurnRow>, StoreError> {
     let mut statement = tx
         .prepare(
-            "SELECT id, turn_id, files_undone, session_undone FROM checkpoints
+            "SELECT id, turn_id, files_undone, session_undone, created_at FROM checkpoints
              WHERE session_id = ?1 AND id >= ?2 ORDER BY id",
         )
         .ctx("planning an undo")?;
@@ -460,6 +498,7 @@ fn turns_from(
                 turn_id: row.get(1)?,
                 files_undone: row.get(2)?,
                 session_undone: row.get(3)?,
+                created_at: row.get(4)?,
             })
         })
         .ctx("planning an undo")?;

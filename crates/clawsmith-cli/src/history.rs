@@ -349,7 +349,8 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
         out.json_line(&json!({
             "sessionId": report.session_id, "turnId": report.turn_id, "scope": scope,
             "outcome": outcome, "turns": report.turns, "restored": report.restored,
-            "removed": report.removed, "conflicts": conflicts,
+            "removed": report.removed, "removedDirectories": report.removed_directories,
+            "conflicts": conflicts,
         }))?;
     } else {
         match &report.outcome {
@@ -364,6 +365,9 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
                 }
                 for path in &report.removed {
                     out.line(&format!("  removed {path}"))?;
+                }
+                for path in &report.removed_directories {
+                    out.line(&format!("  removed directory {path}/"))?;
                 }
             }
             UndoOutcome::AlreadyUndone => out.line(&format!(

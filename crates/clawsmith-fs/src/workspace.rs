@@ -743,6 +743,48 @@ impl Workspace {
         }
     }
 
+    /// Removes the directory at `path` when it is empty, is a directory itself (a symlink is
+    /// never followed) and was born at or after `since` (its birth time, `statx`). `Ok(false)`
+    /// when any of that is not so, or when the file system keeps no birth time. Undo calls it for
+    /// the parents of files a turn created: a directory made during the turn (by `mkdir` in a
+    /// command) goes with them, one that existed before stays.
+    pub fn remove_empty_directory_born_since(
+        &self,
+        path: &WorkspacePath,
+        since: std::time::SystemTime,
+    ) -> Result<bool, FsError> {
+        let Some(dir) = self.open_parent_if_exists(path)? else {
+            return Ok(false);
+        };
+        let name = entry_name(path)?;
+        let found = match rustix::fs::statx(
+            dir.as_fd(),
+            name,
+            AtFlags::SYMLINK_NOFOLLOW,
+            rustix::fs::StatxFlags::TYPE | rustix::fs::StatxFlags::BTIME,
+        ) {
+            Ok(found) => found,
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(false),
+            Err(errno) => return Err(io_error("inspect", path, errno.into())),
+        };
+        let is_directory =
+            FileType::from_raw_mode(u32::from(found.stx_mode)) == FileType::Directory;
+        let has_birth_time = found.stx_mask & rustix::fs::StatxFlags::BTIME.bits() != 0;
+        let born = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(found.stx_btime.tv_sec).unwrap_or(0),
+                found.stx_btime.tv_nsec,
+            );
+        if !is_directory || !has_birth_time || born < since {
+            return Ok(false);
+        }
+        match rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOTEMPTY | Errno::EXIST | Errno::NOENT) => Ok(false),
+            Err(errno) => Err(io_error("remove directory", path, errno.into())),
+        }
+    }
+
     /// Removes temp files that a killed writer left next to `path` (`.clawsmith-tmp-<pid>-…`,
     /// regular files only, and only when process `<pid>` no longer exists, so a live writer's
     /// temp file is never touched). Returns the removed paths, workspace-relative. A missing

@@ -112,12 +112,11 @@ pub fn run_binary(args: &[&str], stdin: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
+    // A command refused before it reads stdin (a session in use, a bad flag) closes it early.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    if let Err(error) = written {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "{error}");
+    }
     let output = child.wait_with_output().unwrap();
     Run {
         code: output.status.code().unwrap_or(-1),

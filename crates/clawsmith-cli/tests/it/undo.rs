@@ -114,3 +114,69 @@ fn session_undo_keeps_files_and_prune_reports() {
     assert_eq!(prune.code, 0);
     assert!(prune.stdout.contains("freed"), "{}", prune.stdout);
 }
+
+/// Whether the file system under `dir` records birth times (`statx`): undo needs them to tell a
+/// directory the turn made from one that was there.
+fn birth_times_recorded(dir: &std::path::Path) -> bool {
+    std::fs::metadata(dir).and_then(|m| m.created()).is_ok()
+}
+
+#[test]
+fn undo_removes_the_directories_a_turn_made_and_keeps_the_others() {
+    let f = Fixture::new();
+    if !birth_times_recorded(&f.ws()) {
+        eprintln!(
+            "skipped: the file system under {} records no birth times",
+            f.ws().display()
+        );
+        return;
+    }
+    std::fs::create_dir(f.ws().join("kept")).unwrap();
+    std::fs::create_dir(f.ws().join("kept-empty")).unwrap();
+    let ws = f.ws();
+    let write = |path: &str| json!({"id": path, "name": "write_file", "arguments": json!({"path": path, "content": "x\n"}).to_string()});
+    let calls = json!([
+        [{"id": "mk", "name": "run_command", "arguments": json!({"command": "mkdir -p made/deep made/other"}).to_string()}],
+        [write("made/deep/x.txt"), write("made/other/y.txt"), write("kept/z.txt")]
+    ]);
+    let run = f.run(
+        &[
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mode",
+            "full",
+            "--sandbox",
+            "best-effort",
+            "--session",
+            "s",
+        ],
+        &calls.to_string(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let last = run.lines().pop().unwrap();
+    for result in last["results"].as_array().unwrap() {
+        assert_eq!(result["result"]["status"], "success", "{result}");
+    }
+    let turn = last["turnId"].as_str().unwrap().to_owned();
+    let undo = f.undo(true, &["all", &turn]).json();
+    assert_eq!(undo["outcome"], "undone", "{undo}");
+    let mut removed: Vec<&str> = undo["removedDirectories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    removed.sort_unstable();
+    assert_eq!(removed, ["made", "made/deep", "made/other"]);
+    // (path, whether it exists after the undo)
+    for (path, exists) in [
+        ("made", false),
+        ("kept", true),
+        ("kept-empty", true),
+        ("kept/z.txt", false),
+        ("a.txt", true),
+    ] {
+        assert_eq!(f.ws().join(path).exists(), exists, "{path}");
+    }
+}
