@@ -547,13 +547,13 @@ async fn a_timed_out_command_leaves_no_process() {
     let fixture = Fixture::new();
     let outcome = run(
         &fixture.config(),
-        "setsid sleep 1004.5 & (sleep 1007.5 &) ; sleep 60",
+        "setsid sleep 1004.5 & (sleep 1007.5 &) ; sleep 1008.5",
         Some(Duration::from_millis(500)),
     )
     .await
     .unwrap();
     assert!(outcome.stopped.is_some(), "{outcome:?}");
-    for marker in ["sleep 1004.5", "sleep 1007.5", "sleep 60"] {
+    for marker in ["sleep 1004.5", "sleep 1007.5", "sleep 1008.5"] {
         assert!(
             survivors(marker).is_empty(),
             "{marker}: {:?}",
