@@ -20,7 +20,7 @@ use clawsmith_core::{CommandHook, Hook};
 use clawsmith_protocol::{Capability, Verdict};
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_security::{
-    DecidedBy, PermissionMode, PermissionPolicy, ProtectedPaths, Rule, RuleEffect, RuleSet,
+    DecidedBy, PathSet, PermissionMode, PermissionPolicy, ProtectedPaths, Rule, RuleEffect, RuleSet,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -60,8 +60,9 @@ pub struct PolicyConfig {
     sandbox: SandboxSection,
     writable_roots: Vec<PathBuf>,
     protected_paths: Vec<String>,
-    /// `hidden_paths`: the literal ones (relative to the workspace, or absolute) are covered in
-    /// every command's view (`SandboxConfig::hidden_paths`); shown by `policy check`.
+    /// `hidden_paths`: every tool call naming one is refused (the permission policy), and the
+    /// literal ones (relative to the workspace, or absolute) are covered in every command's view
+    /// (`SandboxConfig::hidden_paths`); shown by `policy check`.
     pub hidden_paths: Vec<String>,
 }
 
@@ -198,7 +199,7 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
     ] {
         let mut checked = Vec::new();
         for entry in entries {
-            ProtectedPaths::new()
+            PathSet::new()
                 .with(entry.get_ref())
                 .map_err(|error| at(Some(entry.span()), &format!("{key}: {error}")))?;
             checked.push(entry.get_ref().clone());
@@ -256,20 +257,29 @@ impl PolicyConfig {
         default_mode: PermissionMode,
         workspace: &Path,
     ) -> Result<PermissionPolicy> {
+        // Patterns are workspace-relative; an absolute one inside the workspace is made so.
+        let path_set = |patterns: &[String], key: &str| -> Result<PathSet> {
+            let mut set = PathSet::new();
+            for pattern in patterns {
+                let relative = Path::new(pattern)
+                    .strip_prefix(workspace)
+                    .map(|relative| relative.to_string_lossy().into_owned())
+                    .unwrap_or_else(|_| pattern.clone());
+                set = set
+                    .with(&relative)
+                    .with_context(|| format!("{key} {pattern}"))?;
+            }
+            Ok(set)
+        };
         let mut protected = ProtectedPaths::new();
-        for pattern in &self.protected_paths {
-            let relative = Path::new(pattern)
-                .strip_prefix(workspace)
-                .map(|relative| relative.to_string_lossy().into_owned())
-                .unwrap_or_else(|_| pattern.clone());
-            protected = protected
-                .with(&relative)
-                .with_context(|| format!("protected path {pattern}"))?;
+        for pattern in path_set(&self.protected_paths, "protected path")?.patterns() {
+            protected = protected.with(pattern)?;
         }
         let mut policy = PermissionPolicy::new(self.mode_for(flag, default_mode));
         policy.rules = self.rules.clone();
         policy.workspace_root = Some(workspace.to_path_buf());
         policy.protected_paths = protected;
+        policy.hidden_paths = path_set(&self.hidden_paths, "hidden path")?;
         Ok(policy)
     }
 
@@ -390,6 +400,7 @@ fn check(
     let decided_by = match (explanation.decided_by, &decision.rule) {
         (DecidedBy::Rule, Some(rule)) => format!("rule `{rule}`"),
         (DecidedBy::ProtectedPath, _) => "protected path".to_owned(),
+        (DecidedBy::HiddenPath, _) => "hidden path".to_owned(),
         _ => format!("{} mode", mode.as_str()),
     };
     let verdict = match decision.verdict {

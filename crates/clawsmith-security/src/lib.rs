@@ -33,6 +33,8 @@
 //!   executes from (hooks, config, `commondir`, worktrees, module hooks and config, a `.git`
 //!   entry itself). Only an allow rule whose pattern names the protected place lifts either —
 //!   `edit_file(.git/config)`, never `edit_file(**)`. The check is lexical like the rules.
+//! - *Hidden is hidden.* A call naming a path of [`PermissionPolicy::hidden_paths`] is refused
+//!   in every mode, whatever the rules say, reads included.
 //!
 //! ## What this crate does not do
 //! It runs no hooks and prompts no one (the core does), and it never inspects files or command
@@ -53,4 +55,4 @@ pub use permission::{
     CallSubjects, DecidedBy, Explanation, PermissionMode, PermissionPolicy, Rule, RuleConfig,
     RuleEffect, RuleError, RuleSet, authorize,
 };
-pub use protected::{ProtectedPaths, Protection};
+pub use protected::{PathSet, ProtectedPaths, Protection};

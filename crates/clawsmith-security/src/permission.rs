@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::capability::ToolFacts;
-use crate::protected::{ProtectedPaths, Protection};
+use crate::protected::{PathSet, ProtectedPaths, Protection};
 
 /// The default per effective risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
@@ -339,6 +339,8 @@ pub enum DecidedBy {
     Rule,
     /// The call writes a protected path and no rule naming it matched.
     ProtectedPath,
+    /// The call names a hidden path.
+    HiddenPath,
     /// The mode's default for the effective risk.
     Mode,
 }
@@ -364,6 +366,8 @@ pub struct PermissionPolicy {
     /// Paths a file write may not reach on the mode's say-so alone (every `.git`, plus the
     /// configured ones): see [`ProtectedPaths`].
     pub protected_paths: ProtectedPaths,
+    /// Paths no tool may name, for reading or writing, whatever the mode and the rules.
+    pub hidden_paths: PathSet,
 }
 
 impl PermissionPolicy {
@@ -399,6 +403,12 @@ impl PermissionPolicy {
 
     /// [`PermissionPolicy::explain`] over subjects the host extended.
     pub fn explain_subjects(&self, tool: &ToolFacts, subjects: &CallSubjects) -> Explanation {
+        if let Some(decision) = self.hidden_decision(tool, subjects) {
+            return Explanation {
+                decision,
+                decided_by: DecidedBy::HiddenPath,
+            };
+        }
         let risk = tool.effective_risk;
         let protected = self.protected_subjects(tool, subjects);
         let names_every_protected_path = |rule: &Rule| {
@@ -484,6 +494,27 @@ impl PermissionPolicy {
             .collect();
         protected.sort_by_key(|(_, level)| std::cmp::Reverse(*level));
         protected
+    }
+
+    /// A refusal when a path subject of the call (as spelled or where it really leads) is hidden.
+    fn hidden_decision(
+        &self,
+        tool: &ToolFacts,
+        subjects: &CallSubjects,
+    ) -> Option<PermissionDecision> {
+        let hidden = subjects
+            .items
+            .iter()
+            .filter(|subject| subject.kind == SubjectKind::Path)
+            .find(|subject| self.hidden_paths.contains(&subject.text))?;
+        Some(PermissionDecision {
+            verdict: Verdict::Deny,
+            reason: format!(
+                "`{}` is hidden (hidden_paths): {} may not read or write it, in any mode",
+                hidden.text, tool.name
+            ),
+            rule: None,
+        })
     }
 
     /// What the mode does with a protected write no rule decided: `read-only` and `full` with

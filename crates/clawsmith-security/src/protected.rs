@@ -29,7 +29,14 @@ pub enum Protection {
 /// (always), plus the configured globs.
 #[derive(Debug, Clone, Default)]
 pub struct ProtectedPaths {
-    configured: Vec<ConfiguredPath>,
+    configured: PathSet,
+}
+
+/// Workspace-relative globs (`secrets/**`, `.env*`, `deploy`) where a plain directory stands for
+/// everything under it: the configured part of [`ProtectedPaths`], and a policy's hidden paths.
+#[derive(Debug, Clone, Default)]
+pub struct PathSet {
+    entries: Vec<ConfiguredPath>,
 }
 
 #[derive(Debug, Clone)]
@@ -51,6 +58,53 @@ const GIT_EXECUTES_FROM: [&str; 5] = [
     "worktrees",
 ];
 
+impl PathSet {
+    /// No paths.
+    pub fn new() -> PathSet {
+        PathSet::default()
+    }
+
+    /// Adds a workspace-relative glob (`secrets/**`, `.env*`, `deploy`); a plain directory
+    /// stands for everything under it.
+    pub fn with(mut self, pattern: &str) -> Result<PathSet, RuleError> {
+        let text = pattern
+            .trim()
+            .trim_start_matches("./")
+            .trim_end_matches('/');
+        if text.is_empty() {
+            return Err(RuleError::Empty);
+        }
+        let glob = |pattern: &str| compile_glob(text, pattern, true);
+        self.entries.push(ConfiguredPath {
+            text: text.to_owned(),
+            matchers: [glob(text)?, glob(&format!("{text}/**"))?],
+            literal_prefix: literal_prefix(text),
+        });
+        Ok(self)
+    }
+
+    /// The patterns, as written (normalized).
+    pub fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|path| path.text.as_str())
+    }
+
+    /// Whether `path` (workspace-relative, normalized, `/`-separated) is in the set.
+    pub fn contains(&self, path: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|entry| entry.matchers.iter().any(|m| m.is_match(path)))
+    }
+
+    /// Whether a pattern whose literal part is `prefix` names a place in the set: the prefix is
+    /// in the set, or lies under an entry's own literal part.
+    fn named_by_prefix(&self, prefix: &str) -> bool {
+        self.entries.iter().any(|entry| {
+            entry.matchers.iter().any(|m| m.is_match(prefix))
+                || (!entry.literal_prefix.is_empty() && under(prefix, &entry.literal_prefix))
+        })
+    }
+}
+
 impl ProtectedPaths {
     /// Only the built-in `.git` protection.
     pub fn new() -> ProtectedPaths {
@@ -60,25 +114,13 @@ impl ProtectedPaths {
     /// Adds a workspace-relative glob (`secrets/**`, `.env*`, `deploy`); a plain directory
     /// protects everything under it.
     pub fn with(mut self, pattern: &str) -> Result<ProtectedPaths, RuleError> {
-        let text = pattern
-            .trim()
-            .trim_start_matches("./")
-            .trim_end_matches('/');
-        if text.is_empty() {
-            return Err(RuleError::Empty);
-        }
-        let glob = |pattern: &str| compile_glob(text, pattern, true);
-        self.configured.push(ConfiguredPath {
-            text: text.to_owned(),
-            matchers: [glob(text)?, glob(&format!("{text}/**"))?],
-            literal_prefix: literal_prefix(text),
-        });
+        self.configured = self.configured.with(pattern)?;
         Ok(self)
     }
 
     /// The configured patterns, as written (normalized).
     pub fn configured(&self) -> impl Iterator<Item = &str> {
-        self.configured.iter().map(|path| path.text.as_str())
+        self.configured.patterns()
     }
 
     /// How `path` (workspace-relative, normalized, `/`-separated) is protected, if at all.
@@ -92,8 +134,7 @@ impl ProtectedPaths {
             .max();
         let configured = self
             .configured
-            .iter()
-            .any(|protected| protected.matchers.iter().any(|m| m.is_match(path)))
+            .contains(path)
             .then_some(Protection::Explicit);
         git.max(configured)
     }
@@ -107,15 +148,8 @@ impl ProtectedPaths {
         if prefix.is_empty() {
             return false;
         }
-        let path_is_configured = self
-            .configured
-            .iter()
-            .any(|protected| protected.matchers.iter().any(|m| m.is_match(path)));
-        let names_configured = self.configured.iter().any(|protected| {
-            protected.matchers.iter().any(|m| m.is_match(&prefix))
-                || (!protected.literal_prefix.is_empty()
-                    && under(&prefix, &protected.literal_prefix))
-        });
+        let path_is_configured = self.configured.contains(path);
+        let names_configured = self.configured.named_by_prefix(&prefix);
         let path_is_git = path.split('/').any(|component| component == ".git");
         let names_git = prefix.split('/').any(|component| component == ".git");
         (!path_is_git || names_git) && (!path_is_configured || names_configured)

@@ -246,6 +246,36 @@ fn git_is_protected_for_file_tools() {
 }
 
 #[test]
+fn hidden_paths_are_refused_to_file_tools_in_every_mode() {
+    let f = Fixture::new();
+    std::fs::write(f.ws().join(".env"), "TOKEN=1\n").unwrap();
+    let config = "mode = \"full\"\nhidden_paths = [\".env\"]\n\
+                  [[rules]]\ndecision = \"allow\"\nrule = \"read_file\"\n";
+    // (tool, arguments)
+    let table = [
+        ("read_file", json!({"path": ".env"})),
+        ("read_file", json!({"path": "x/../.env"})),
+        (
+            "edit_file",
+            json!({"path": ".env", "oldText": "1", "newText": "2"}),
+        ),
+        ("rename_file", json!({"from": ".env", "to": "leaked.txt"})),
+        (
+            "write_file",
+            json!({"path": ".env", "content": "TOKEN=2\n"}),
+        ),
+    ];
+    for (tool, arguments) in table {
+        let result = f.call_with(config, &[], tool, arguments);
+        check(&result, "denied", Some("permission_denied"));
+        let content = result["content"].as_str().unwrap();
+        assert!(content.contains("`.env` is hidden"), "{content}");
+        assert!(!content.contains("TOKEN"), "{content}");
+    }
+    assert_eq!(crate::read(&f.ws().join(".env")), "TOKEN=1\n");
+}
+
+#[test]
 fn the_mode_comes_from_the_flag_then_the_file() {
     let f = Fixture::new();
     let write = |path: &str| json!({"path": path, "content": "x"});
@@ -391,6 +421,12 @@ fn policy_check_explains_without_running() {
             r#"{"path":"a.txt"}"#,
             "allow",
             "accept-edits mode",
+        ),
+        (
+            "read_file",
+            r#"{"path":"secrets/prod/key.pem"}"#,
+            "deny",
+            "hidden path",
         ),
     ];
     for (tool, arguments, verdict, decided_by) in table {

@@ -31,6 +31,7 @@ fn policy(mode: PermissionMode, allow: &[&str], protected: &[&str]) -> Permissio
         rules,
         workspace_root: Some("/ws".into()),
         protected_paths,
+        hidden_paths: PathSet::new(),
     }
 }
 
@@ -505,6 +506,76 @@ mod spelled_anyhow {
                 && landed.iter().any(|component| component == ".git")
             {
                 prop_assert_ne!(verdict, Verdict::Allow, "{}", path);
+            }
+        }
+    }
+}
+
+#[test]
+fn hidden_paths_are_refused_to_every_tool_in_every_mode() {
+    let hidden = PathSet::new()
+        .with(".env*")
+        .unwrap()
+        .with("secrets")
+        .unwrap();
+    let reader = ToolFacts::from_declaration(
+        "read_file",
+        Risk::Read,
+        &clawsmith_protocol::CapabilityDeclaration::Declared(vec![Capability::FilesystemRead]),
+    );
+    // (tool facts, input, where the path really leads, hidden)
+    let table = [
+        (&reader, json!({"path": ".env"}), None, true),
+        (&reader, json!({"path": "./.env.local"}), None, true),
+        (&reader, json!({"path": "a/../.env"}), None, true),
+        (&reader, json!({"path": "/ws/.env"}), None, true),
+        (&reader, json!({"path": "secrets"}), None, true),
+        (&reader, json!({"path": "secrets/prod/key.pem"}), None, true),
+        (
+            &reader,
+            json!({"path": "link/key.pem"}),
+            Some("secrets/key.pem"),
+            true,
+        ),
+        (&reader, json!({"path": "src/.env"}), None, false),
+        (&reader, json!({"path": "secretsauce.md"}), None, false),
+        (
+            &writer("rename_file"),
+            json!({"from": "a", "to": ".env"}),
+            None,
+            true,
+        ),
+        (
+            &writer("rename_file"),
+            json!({"from": "secrets/a", "to": "b"}),
+            None,
+            true,
+        ),
+        (&writer("write_file"), json!({"path": ".envrc"}), None, true),
+    ];
+    for (facts, input, resolved, is_hidden) in table {
+        for mode in PermissionMode::ALL {
+            let mut policy = policy(mode, &[facts.name.as_str(), "read_file(**)"], &[]);
+            policy.hidden_paths = hidden.clone();
+            let subjects = policy
+                .subjects(&input)
+                .with_resolved_paths(resolved.map(str::to_owned), Some("/ws".as_ref()));
+            let explanation = policy.explain_subjects(facts, &subjects);
+            assert_eq!(
+                explanation.decided_by == DecidedBy::HiddenPath,
+                is_hidden,
+                "{} {input}: {}",
+                mode.as_str(),
+                explanation.decision.reason
+            );
+            if is_hidden {
+                assert_eq!(explanation.decision.verdict, Verdict::Deny);
+                assert!(
+                    explanation
+                        .decision
+                        .reason
+                        .contains("is hidden (hidden_paths)")
+                );
             }
         }
     }

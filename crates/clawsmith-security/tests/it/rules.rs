@@ -36,6 +36,7 @@ fn policy(mode: PermissionMode, rules: &[(RuleEffect, &str)]) -> PermissionPolic
         rules: set,
         workspace_root: Some("/ws".into()),
         protected_paths: ProtectedPaths::new(),
+        hidden_paths: PathSet::new(),
     }
 }
 
