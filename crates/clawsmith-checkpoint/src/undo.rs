@@ -114,6 +114,8 @@ pub struct RecoveredRestore {
     pub already_done: Vec<String>,
     /// Paths changed by someone else since; left alone.
     pub skipped: Vec<UndoConflict>,
+    /// Temp files the killed undo left beside the paths it was restoring, removed.
+    pub swept_temp_files: Vec<String>,
 }
 
 /// An interrupted restore waiting for [`Store::recover_restores`].
@@ -357,6 +359,7 @@ impl Store {
                 completed: Vec::new(),
                 already_done: Vec::new(),
                 skipped: Vec::new(),
+                swept_temp_files: Vec::new(),
             };
             for action in &plan.actions {
                 // A plan row is data from the file, not a promise: a path that does not resolve
@@ -383,6 +386,11 @@ impl Store {
                     continue;
                 }
                 let path = resolve(workspace, &action.path)?;
+                // A restore killed between its temp file and its rename left the temp file
+                // beside the target (only dead writers' regular files are removed). Best effort.
+                if let Ok(swept) = workspace.sweep_stale_temp_files(&path) {
+                    result.swept_temp_files.extend(swept);
+                }
                 let found = workspace
                     .hash_file(&path)
                     .map(|hash| hash.map(|hash| hash_hex(&hash)));

@@ -406,3 +406,39 @@ fn a_damaged_page_in_a_used_database_is_an_error_not_a_panic() {
         }
     }
 }
+
+#[test]
+fn recovery_sweeps_the_temp_files_a_killed_undo_left() {
+    let damaged = damaged();
+    damaged.insert_plan(serde_json::json!([{
+        "path": "a.txt",
+        "current": hex(EDITED),
+        "target": {"sha256": hex(ORIGINAL), "mode": 0o644},
+    }]));
+    // (temp file beside the target, whether recovery removes it): a dead writer's goes, a live
+    // writer's (this process) and anything not named like ours stay.
+    let own = format!(".clawsmith-tmp-{}-7-0", std::process::id());
+    let cases = [
+        (".clawsmith-tmp-999999999-7-0", true),
+        (own.as_str(), false),
+        ("notes.txt", false),
+    ];
+    for (name, _) in &cases {
+        std::fs::write(damaged.fixture.root().join(name), "torn").unwrap();
+    }
+    let store = &damaged.fixture.store;
+    let recovered = store
+        .recover_session_restores(&damaged.fixture.workspace, "s")
+        .unwrap();
+    assert_eq!(recovered[0].completed, ["a.txt"]);
+    assert_eq!(damaged.file("a.txt"), ORIGINAL);
+    for (name, swept) in cases {
+        assert_eq!(
+            recovered[0].swept_temp_files.contains(&name.to_string()),
+            swept,
+            "{name}: {:?}",
+            recovered[0].swept_temp_files
+        );
+        assert_eq!(damaged.fixture.root().join(name).exists(), !swept, "{name}");
+    }
+}
