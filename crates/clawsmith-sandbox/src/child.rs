@@ -79,7 +79,8 @@ pub(crate) struct Namespaces {
     /// The read end of the lifeline (see the module docs) and the write end to close.
     pub(crate) lifeline_read: RawFd,
     pub(crate) lifeline_write: RawFd,
-    /// `kernel.pid_max` of the new PID namespace: a process-count limit that binds root too.
+    /// `kernel.pid_max` of the new PID namespace (Linux 6.14+): a process-count limit that
+    /// binds root too.
     pub(crate) pid_max: Option<CString>,
     /// The filesystem view.
     pub(crate) view: View,

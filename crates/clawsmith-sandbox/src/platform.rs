@@ -254,9 +254,12 @@ fn build_world(
     if !config.network_allowed {
         clone_flags |= libc::CLONE_NEWNET;
     }
+    // `kernel.pid_max` belongs to the PID namespace since Linux 6.14; on older kernels the
+    // namespace has no process limit of its own (RLIMIT_NPROC still binds non-root users).
     let pid_max = config
         .limits
         .processes
+        .filter(|_| kernel_at_least(6, 14))
         .map(|processes| cstring(&(processes.saturating_add(1).max(301)).to_string()))
         .transpose()?;
     setup.namespaces = Some(Namespaces {
@@ -298,6 +301,20 @@ fn build_world(
         no_new_privs: true,
         unconfined_reason: None,
     })
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    static RELEASE: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    let release = *RELEASE.get_or_init(|| {
+        let text = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = text
+            .trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|part| part.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    });
+    release >= (major, minor)
 }
 
 /// The Landlock ABI, when both second walls (Landlock and seccomp) are there.
