@@ -638,3 +638,74 @@ fn compare_and_swap_refuses_any_change_since_the_read() {
         }
     }
 }
+
+/// Ignore files are now parsed from bytes read through the handle: git's syntax and precedence
+/// still hold (deeper files win, `.ignore` over `.gitignore` over `.git/info/exclude`).
+#[test]
+fn ignore_rules_read_through_the_handle_keep_git_semantics() {
+    // (files as (path, content), expected `glob_files **/*` output)
+    let cases: [(&[(&str, &str)], &str); 6] = [
+        (
+            &[
+                (".gitignore", "*.log\n"),
+                ("sub/.gitignore", "!keep.log\n"),
+                ("sub/keep.log", ""),
+                ("sub/x.log", ""),
+            ],
+            ".gitignore\nsub/.gitignore\nsub/keep.log",
+        ),
+        (
+            &[
+                (".gitignore", "*.tmp\n"),
+                (".ignore", "!a.tmp\n"),
+                ("a.tmp", ""),
+                ("b.tmp", ""),
+            ],
+            ".gitignore\n.ignore\na.tmp",
+        ),
+        (
+            &[
+                (".gitignore", "/top.txt\n"),
+                ("top.txt", ""),
+                ("sub/top.txt", ""),
+            ],
+            ".gitignore\nsub/top.txt",
+        ),
+        (
+            &[
+                (".gitignore", "build/\n"),
+                ("build/out.txt", ""),
+                ("sub/build", ""),
+            ],
+            ".gitignore\nsub/build",
+        ),
+        (
+            &[
+                (".git/info/exclude", "secret.txt\n"),
+                ("secret.txt", ""),
+                ("open.txt", ""),
+            ],
+            "open.txt",
+        ),
+        (
+            &[
+                (".gitignore", "\u{feff}# comment\r\n*.bak\r\n"),
+                ("a.bak", ""),
+                ("a.txt", ""),
+            ],
+            ".gitignore\na.txt",
+        ),
+    ];
+    for (files, expected) in cases {
+        let fixture = Fixture::new();
+        for (path, content) in files {
+            fixture.write(path, content);
+        }
+        let tools = Tools::new(&fixture);
+        assert_eq!(
+            tools.ok("glob_files", json!({"pattern": "**/*"})),
+            expected,
+            "{files:?}"
+        );
+    }
+}
