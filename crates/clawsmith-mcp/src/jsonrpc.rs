@@ -10,20 +10,16 @@
 //! execute and queue every request. Answers and notifications take no slot, so the answer to
 //! an elicitation question still gets through while up to that many requests wait.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, InitializeRequestParams, JsonRpcMessage,
-    PaginatedRequestParams, RequestId,
+    PaginatedRequestParams,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::transport::{LineRead, LineReader, LineWriter, Outgoing};
+use crate::transport::{LineRead, LineReader, LineWriter, Outgoing, RequestSlots};
 
 /// Longest request line (one JSON-RPC message) `clawsmith mcp` reads; a longer one is answered
 /// with -32600 and skipped.
@@ -170,10 +166,7 @@ pub(crate) fn inspect(line: &[u8]) -> Inbound {
 pub(crate) struct ServerTransport<R> {
     reader: LineReader<R>,
     writer: LineWriter,
-    slots: Arc<Semaphore>,
-    /// A request read and admitted, waiting for a slot before rmcp sees it.
-    parked: Option<Box<RxJsonRpcMessage<RoleServer>>>,
-    unanswered: Arc<Mutex<HashMap<RequestId, OwnedSemaphorePermit>>>,
+    requests: RequestSlots<RxJsonRpcMessage<RoleServer>>,
     /// An error answer waiting for room in the write queue.
     refusal: Option<Value>,
     initialized: bool,
@@ -187,62 +180,36 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
         ServerTransport {
             reader: LineReader::new(read, MAX_REQUEST_LINE_BYTES),
             writer: LineWriter::spawn(write),
-            slots: Arc::new(Semaphore::new(MAX_UNANSWERED_REQUESTS)),
-            parked: None,
-            unanswered: Arc::new(Mutex::new(HashMap::new())),
+            requests: RequestSlots::new(MAX_UNANSWERED_REQUESTS),
             refusal: None,
             initialized: false,
         }
     }
 
-    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, OwnedSemaphorePermit>> {
-        self.unanswered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The rules rmcp does not enforce on a well-formed message: `Err` is the error answer.
-    fn admit(&mut self, message: &RxJsonRpcMessage<RoleServer>) -> Result<(), Value> {
-        match message {
-            JsonRpcMessage::Request(request) => {
-                let id = serde_json::to_value(&request.id).ok();
-                if self.unanswered().contains_key(&request.id) {
+    fn check(&mut self, message: &RxJsonRpcMessage<RoleServer>) -> Result<(), Value> {
+        if let JsonRpcMessage::Request(request) = message {
+            let id = serde_json::to_value(&request.id).ok();
+            if self.requests.is_unanswered(&request.id) {
+                return Err(refusal(
+                    id.as_ref(),
+                    ErrorCode::INVALID_REQUEST,
+                    "Invalid Request: this id is already in use by a request not answered yet",
+                ));
+            }
+            if request.request.method() == "initialize" {
+                if self.initialized {
                     return Err(refusal(
                         id.as_ref(),
                         ErrorCode::INVALID_REQUEST,
-                        "Invalid Request: this id is already in use by a request not answered yet",
+                        "Invalid Request: the connection is already initialized",
                     ));
                 }
-                if request.request.method() == "initialize" {
-                    if self.initialized {
-                        return Err(refusal(
-                            id.as_ref(),
-                            ErrorCode::INVALID_REQUEST,
-                            "Invalid Request: the connection is already initialized",
-                        ));
-                    }
-                    self.initialized = true;
-                }
+                self.initialized = true;
             }
-            JsonRpcMessage::Notification(notification) => {
-                // rmcp drops the answer of a cancelled request: free its slot now.
-                if let Some(id) = cancelled_request(&notification.notification) {
-                    self.unanswered().remove(&id);
-                }
-            }
-            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
         }
         Ok(())
     }
-}
-
-/// The request a `notifications/cancelled` names.
-fn cancelled_request(notification: &impl serde::Serialize) -> Option<RequestId> {
-    let value = serde_json::to_value(notification).ok()?;
-    if value.get("method")? != "notifications/cancelled" {
-        return None;
-    }
-    serde_json::from_value(value.get("params")?.get("requestId")?.clone()).ok()
 }
 
 impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
@@ -252,12 +219,7 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let answered = match &item {
-            JsonRpcMessage::Response(response) => Some(&response.id),
-            JsonRpcMessage::Error(error) => error.id.as_ref(),
-            _ => None,
-        };
-        let release = answered.and_then(|id| self.unanswered().remove(id));
+        let release = self.requests.release(&item);
         self.writer.send(&item, release)
     }
 
@@ -274,13 +236,8 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                     });
                 }
             }
-            if self.parked.is_some() {
-                let slot = Arc::clone(&self.slots).acquire_owned().await.ok()?;
-                let message = self.parked.take()?;
-                if let JsonRpcMessage::Request(request) = message.as_ref() {
-                    self.unanswered().insert(request.id.clone(), slot);
-                }
-                return Some(*message);
+            if let Some(request) = self.requests.admitted().await {
+                return Some(request);
             }
             match self.reader.next().await {
                 LineRead::Eof => return None,
@@ -297,11 +254,12 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                 LineRead::Line => match inspect(self.reader.line()) {
                     Inbound::Skip => {}
                     Inbound::Refuse(answer) => self.refusal = Some(answer),
-                    Inbound::Message(message) => match self.admit(&message) {
-                        Ok(()) if matches!(*message, JsonRpcMessage::Request(_)) => {
-                            self.parked = Some(message);
+                    Inbound::Message(message) => match self.check(&message) {
+                        Ok(()) => {
+                            if let Some(message) = self.requests.admit(message) {
+                                return Some(message);
+                            }
                         }
-                        Ok(()) => return Some(*message),
                         Err(answer) => self.refusal = Some(answer),
                     },
                 },

@@ -86,6 +86,9 @@
 //!   `startup_timeout_ms` (default [`DEFAULT_STARTUP_TIMEOUT_MS`], 10 s); each call has
 //!   `call_timeout_ms` (default [`DEFAULT_CALL_TIMEOUT_MS`], 60 s) and ends with code
 //!   [`TIMEOUT`] (`timeout`), the request cancelled on the server.
+//! - **Requests from the server** (pings, sampling…) take one of 32 slots until our answer is
+//!   written, as a client's do on the server side: a server that floods requests and never reads
+//!   our answers stalls its own connection (its calls time out), not this process.
 //! - **Size.** A line over [`MAX_ANSWER_LINE_BYTES`] (16 MiB) fails the waiting request with an
 //!   error naming the cap, never a silent drop: a call becomes `tool_failed`, a listing leaves
 //!   the server out. The connection stays usable.

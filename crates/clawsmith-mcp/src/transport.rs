@@ -6,7 +6,7 @@
 //! The server side ([`crate::jsonrpc::ServerTransport`]) builds on [`LineReader`] and
 //! [`LineWriter`]; [`ClientTransport`] is the client side, over a spawned server's stdio.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use rmcp::model::{ErrorCode as JsonRpcErrorCode, ErrorData, JsonRpcMessage, Requ
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// Longest line (one JSON-RPC message) read from an external MCP server: a larger answer fails
 /// the request it answers with a clear error.
@@ -186,7 +186,102 @@ impl LineWriter {
     }
 }
 
+/// Requests the peer sent that are read and not answered yet, at most `limit`: a request waits
+/// for a slot after it is read and before the service sees it (meanwhile nothing more is read),
+/// and its slot frees once its answer is written (or the peer cancels it: rmcp then drops the
+/// answer). Answers and notifications take no slot. This is the backpressure of both sides: a
+/// peer that sends requests and never reads the answers stalls itself.
+pub(crate) struct RequestSlots<M> {
+    slots: Arc<Semaphore>,
+    unanswered: Arc<Mutex<HashMap<RequestId, OwnedSemaphorePermit>>>,
+    /// A request read, waiting for its slot.
+    parked: Option<Box<M>>,
+}
+
+impl<Req, Resp, Not> RequestSlots<JsonRpcMessage<Req, Resp, Not>> {
+    pub(crate) fn new(limit: usize) -> Self {
+        RequestSlots {
+            slots: Arc::new(Semaphore::new(limit)),
+            unanswered: Arc::new(Mutex::new(HashMap::new())),
+            parked: None,
+        }
+    }
+
+    fn unanswered(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, OwnedSemaphorePermit>> {
+        self.unanswered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a request with this id waits for its answer.
+    pub(crate) fn is_unanswered(&self, id: &RequestId) -> bool {
+        self.unanswered().contains_key(id)
+    }
+
+    /// Holds `message` until it has a slot (requests) or passes it on (anything else); frees the
+    /// slot of a request the peer cancels.
+    pub(crate) fn admit(
+        &mut self,
+        message: Box<JsonRpcMessage<Req, Resp, Not>>,
+    ) -> Option<JsonRpcMessage<Req, Resp, Not>>
+    where
+        Not: serde::Serialize,
+    {
+        match message.as_ref() {
+            JsonRpcMessage::Request(_) => {
+                self.parked = Some(message);
+                None
+            }
+            JsonRpcMessage::Notification(notification) => {
+                if let Some(id) = cancelled_request(&notification.notification) {
+                    self.unanswered().remove(&id);
+                }
+                Some(*message)
+            }
+            _ => Some(*message),
+        }
+    }
+
+    /// The parked request once it has its slot; `None` at once when nothing is parked.
+    /// Cancel-safe: the request stays parked until the slot is taken.
+    pub(crate) async fn admitted(&mut self) -> Option<JsonRpcMessage<Req, Resp, Not>> {
+        self.parked.as_ref()?;
+        let slot = Arc::clone(&self.slots).acquire_owned().await.ok()?;
+        let message = self.parked.take()?;
+        if let JsonRpcMessage::Request(request) = message.as_ref() {
+            self.unanswered().insert(request.id.clone(), slot);
+        }
+        Some(*message)
+    }
+
+    /// The slot of the request `message` answers, if it is an answer: dropped once written.
+    pub(crate) fn release<Req2, Resp2, Not2>(
+        &self,
+        message: &JsonRpcMessage<Req2, Resp2, Not2>,
+    ) -> Option<OwnedSemaphorePermit> {
+        let id = match message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        }?;
+        self.unanswered().remove(id)
+    }
+}
+
+/// The request a `notifications/cancelled` names.
+fn cancelled_request(notification: &impl serde::Serialize) -> Option<RequestId> {
+    let value = serde_json::to_value(notification).ok()?;
+    if value.get("method")? != "notifications/cancelled" {
+        return None;
+    }
+    serde_json::from_value(value.get("params")?.get("requestId")?.clone()).ok()
+}
+
 /// The client side over a spawned server's stdout (read) and stdin (write).
+///
+/// Requests the *server* sends (sampling, roots, pings…) take [`RequestSlots`] like a client's
+/// requests do on the server side: a server that floods requests and never reads our answers
+/// stalls its own connection (its calls then time out) instead of growing this process.
 ///
 /// A line over [`MAX_ANSWER_LINE_BYTES`] cannot be parsed, so its request id is unknown: every
 /// request still waiting for an answer is failed with an error that says why (a server answers
@@ -199,7 +294,11 @@ pub(crate) struct ClientTransport<R> {
     server: String,
     pending: Arc<Mutex<HashSet<RequestId>>>,
     failures: VecDeque<RxJsonRpcMessage<RoleClient>>,
+    server_requests: RequestSlots<RxJsonRpcMessage<RoleClient>>,
 }
+
+/// Requests an external server may have waiting for our answers.
+const MAX_SERVER_REQUESTS: usize = 32;
 
 impl<R: AsyncRead + Unpin + Send> ClientTransport<R> {
     pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
@@ -214,6 +313,7 @@ impl<R: AsyncRead + Unpin + Send> ClientTransport<R> {
             server: server.to_owned(),
             pending: Arc::new(Mutex::new(HashSet::new())),
             failures: VecDeque::new(),
+            server_requests: RequestSlots::new(MAX_SERVER_REQUESTS),
         }
     }
 
@@ -279,13 +379,17 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleClient> for ClientTransport<R> {
         if let JsonRpcMessage::Request(request) = &item {
             self.pending().insert(request.id.clone());
         }
-        self.writer.send(&item, None)
+        let release = self.server_requests.release(&item);
+        self.writer.send(&item, release)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
             if let Some(failure) = self.failures.pop_front() {
                 return Some(failure);
+            }
+            if let Some(request) = self.server_requests.admitted().await {
+                return Some(request);
             }
             match self.reader.next().await {
                 LineRead::Eof => return None,
@@ -299,7 +403,9 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleClient> for ClientTransport<R> {
                     self.fail_pending(&message);
                 }
                 LineRead::Line => {
-                    if let Some(message) = self.parse() {
+                    if let Some(message) = self.parse()
+                        && let Some(message) = self.server_requests.admit(Box::new(message))
+                    {
                         return Some(message);
                     }
                 }

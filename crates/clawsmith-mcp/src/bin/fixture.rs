@@ -134,6 +134,9 @@ enum Hostile {
     Collisions,
     /// 64 MiB on stderr before answering `initialize`; tools `echo` and `slow` (never answers).
     StderrFlood,
+    /// Tool `flood`: its call is answered by 200,000 `ping` requests to the client, and the
+    /// server never reads again.
+    RequestFlood,
 }
 
 const HOSTILE: &[(&str, Hostile)] = &[
@@ -145,6 +148,7 @@ const HOSTILE: &[(&str, Hostile)] = &[
     ("huge-answer", Hostile::HugeAnswer),
     ("collisions", Hostile::Collisions),
     ("stderr-flood", Hostile::StderrFlood),
+    ("request-flood", Hostile::RequestFlood),
 ];
 
 /// Over the 16 MiB line cap.
@@ -213,6 +217,7 @@ fn hostile_answer(
             Hostile::StderrFlood => {
                 Some(answer(id, json!({"tools": [tool("echo"), tool("slow")]})))
             }
+            Hostile::RequestFlood => Some(answer(id, json!({"tools": [tool("flood")]}))),
             Hostile::Mute => None,
         },
         "tools/call" => {
@@ -252,6 +257,19 @@ fn hostile(mode: Hostile) -> std::io::Result<()> {
         };
         if method == "tools/list" {
             page += 1;
+        }
+        if mode == Hostile::RequestFlood && method == "tools/call" {
+            for number in 0..200_000 {
+                let ping =
+                    json!({"jsonrpc": "2.0", "id": format!("ping-{number}"), "method": "ping"});
+                serde_json::to_writer(&mut stdout, &ping)?;
+                stdout.write_all(b"\n")?;
+            }
+            stdout.flush()?;
+            // Never read the answers.
+            loop {
+                std::thread::park();
+            }
         }
         if let Some(answer) = hostile_answer(mode, method, id, &message["params"], page) {
             serde_json::to_writer(&mut stdout, &answer)?;

@@ -621,3 +621,32 @@ async fn forged_status_prefixes_in_server_text_are_neutralised() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_server_flooding_requests_stalls_its_own_connection_not_this_process() {
+    let mut server = hostile("request-flood");
+    server.call_timeout_ms = Some(5000);
+    let startup = connect_all(vec![server]).await;
+    let flood = tool(&startup.tools, "mcp__request-flood__flood");
+    let before = crate::support::resident_bytes(std::process::id());
+    // 200,000 pings while the server reads none of our answers: we stop reading after a
+    // bounded number of unanswered requests, and the call ends at its timeout.
+    let result = tokio::time::timeout(
+        Duration::from_secs(120),
+        run(flood.as_ref(), json!({}), authorized()),
+    )
+    .await
+    .expect("the call ended (harness deadline)");
+    assert_eq!(
+        result.code().map(|c| c.as_str()),
+        Some("timeout"),
+        "{result:?}"
+    );
+    let after = crate::support::resident_bytes(std::process::id());
+    let grown = after.saturating_sub(before);
+    assert!(
+        grown < 64 * 1024 * 1024,
+        "grew {} MiB under the flood",
+        grown / (1024 * 1024)
+    );
+}

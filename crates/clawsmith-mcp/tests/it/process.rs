@@ -182,21 +182,6 @@ fn disconnects_and_signals_close_the_running_call_like_a_clean_exit() {
     }
 }
 
-/// VmRSS of `pid`, in bytes.
-fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|line| line.starts_with("VmRSS:"))
-        .unwrap();
-    let kib: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|kib| kib.parse().ok())
-        .unwrap();
-    kib * 1024
-}
-
 #[test]
 fn a_client_that_never_reads_stalls_the_server_instead_of_growing_it() {
     const REQUESTS: usize = 20_000;
@@ -228,7 +213,7 @@ fn a_client_that_never_reads_stalls_the_server_instead_of_growing_it() {
         unchanged = if now == last { unchanged + 1 } else { 0 };
         last = now;
     }
-    let resident = resident_bytes(server.pid());
+    let resident = crate::support::resident_bytes(server.pid());
     let sent = written.load(Ordering::SeqCst);
     assert!(
         sent < REQUESTS,

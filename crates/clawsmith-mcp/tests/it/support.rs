@@ -185,3 +185,18 @@ pub fn assert_outcome(result: &CallToolResult, is_error: bool, status: &str, cod
         None => assert!(structured(result, "code").is_null(), "code of {result:?}"),
     }
 }
+
+/// VmRSS of process `pid`, in bytes.
+pub fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmRSS:"))
+        .unwrap();
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .unwrap();
+    kib * 1024
+}
