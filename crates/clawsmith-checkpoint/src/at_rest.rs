@@ -76,18 +76,11 @@ pub(crate) fn event_json(event: &Event, output_in_message: bool) -> Result<Strin
     }
 }
 
-/// Gives every stored `tool.completed` whose `output` was left out the content of its tool
-/// message (`tool_results`: call id → content, the last message per id).
-pub(crate) fn fill_legacy_output(
-    events: &mut [Event],
-    tool_results: &std::collections::HashMap<String, String>,
-) {
-    for event in events {
-        if let EventPayload::ToolCompleted(completed) = &mut event.payload
-            && completed.output.is_empty()
-            && let Some(content) = tool_results.get(&completed.tool_call_id)
-        {
-            completed.output.clone_from(content);
-        }
+/// Gives a stored `tool.completed` whose `output` was left out the content of its tool message.
+pub(crate) fn fill_legacy_output(event: &mut Event, content: String) {
+    if let EventPayload::ToolCompleted(completed) = &mut event.payload
+        && completed.output.is_empty()
+    {
+        completed.output = content;
     }
 }

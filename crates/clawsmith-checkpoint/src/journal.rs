@@ -105,9 +105,14 @@ impl Store {
             if let Some((call_id, status)) = journaled {
                 close_entry(tx, session_id, call_id, status, timestamp_ms)?;
             }
-            let event = insert_event(tx, session_id, completed, timestamp_ms, output_in_message)?;
-            insert_message(tx, session_id, &json)?;
-            Ok(event)
+            let index = insert_message(tx, session_id, &json)?;
+            insert_event(
+                tx,
+                session_id,
+                completed,
+                timestamp_ms,
+                output_in_message.then_some(index),
+            )
         })
     }
 

@@ -138,8 +138,15 @@ CREATE INDEX IF NOT EXISTS restore_plans_session ON restore_plans(session_id);
 CREATE INDEX IF NOT EXISTS checkpoints_state ON checkpoints(session_id, state);
 "#;
 
+/// Version 5: a `tool.completed` stored without its legacy `output` names the tool message that
+/// holds the text (`message_idx`), so reading any page of events derives it by primary key
+/// (call ids repeat across turns, so the id alone would not say which message).
+const V5: &str = r#"
+ALTER TABLE events ADD COLUMN message_idx INTEGER;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

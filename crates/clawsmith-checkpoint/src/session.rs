@@ -155,27 +155,80 @@ impl Store {
     ) -> Result<Event, StoreError> {
         self.write("appending an event", |tx| {
             require_session(tx, session_id)?;
-            insert_event(tx, session_id, payload, timestamp_ms, false)
+            insert_event(tx, session_id, payload, timestamp_ms, None)
         })
     }
 
     /// The session's events in sequence order.
     pub fn events(&self, session_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.events_page(session_id, 0, u64::MAX)
+    }
+
+    /// At most `limit` events of the session with a sequence above `after_sequence`, in order:
+    /// a page of a long history, in memory bounded by the page.
+    pub fn events_page(
+        &self,
+        session_id: &str,
+        after_sequence: u64,
+        limit: u64,
+    ) -> Result<Vec<Event>, StoreError> {
         self.read("reading events", |tx| {
             require_session(tx, session_id)?;
             let mut statement = tx
-                .prepare("SELECT event_json FROM events WHERE session_id = ?1 ORDER BY sequence")
+                .prepare(
+                    "SELECT e.event_json, json_extract(m.message_json, '$.content')
+                     FROM events e LEFT JOIN messages m
+                         ON m.session_id = e.session_id AND m.idx = e.message_idx
+                     WHERE e.session_id = ?1 AND e.sequence > ?2
+                     ORDER BY e.sequence LIMIT ?3",
+                )
                 .ctx("reading events")?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = statement
-                .query_map([session_id], |row| row.get::<_, String>(0))
+                .query_map(params![session_id, after_sequence, limit], |row| {
+                    Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+                })
                 .ctx("reading events")?;
             let mut events = Vec::new();
-            for json in rows {
-                let json = json.ctx("reading events")?;
-                events.push(serde_json::from_str(&json).json_ctx("reading events")?);
+            for row in rows {
+                let (json, output) = row.ctx("reading events")?;
+                let mut event: Event = serde_json::from_str(&json).json_ctx("reading events")?;
+                if let Some(output) = output {
+                    crate::at_rest::fill_legacy_output(&mut event, output);
+                }
+                events.push(event);
             }
-            crate::at_rest::fill_legacy_output(&mut events, &tool_results(tx, session_id)?);
             Ok(events)
+        })
+    }
+
+    /// At most `limit` messages of the session from index `from_index` on, in order.
+    pub fn messages_page(
+        &self,
+        session_id: &str,
+        from_index: u64,
+        limit: u64,
+    ) -> Result<Vec<ModelMessage>, StoreError> {
+        self.read("reading messages", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx
+                .prepare(
+                    "SELECT message_json FROM messages WHERE session_id = ?1 AND idx >= ?2
+                     ORDER BY idx LIMIT ?3",
+                )
+                .ctx("reading messages")?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = statement
+                .query_map(params![session_id, from_index, limit], |row| {
+                    row.get::<_, String>(0)
+                })
+                .ctx("reading messages")?;
+            let mut messages = Vec::new();
+            for json in rows {
+                let json = json.ctx("reading messages")?;
+                messages.push(serde_json::from_str(&json).json_ctx("reading messages")?);
+            }
+            Ok(messages)
         })
     }
 
@@ -388,14 +441,15 @@ pub(crate) fn insert_message(
     Ok(index)
 }
 
-/// Inserts an event with the session's next sequence; `output_in_message` as in
-/// [`crate::at_rest::event_json`]. Returns the event as given (unmasked, for live sinks).
+/// Inserts an event with the session's next sequence. `output_message`: the index of the tool
+/// message that holds the legacy `output` of this `tool.completed`, which is then not stored
+/// again ([`crate::at_rest::event_json`]). Returns the event as given (unmasked, for sinks).
 pub(crate) fn insert_event(
     tx: &Transaction<'_>,
     session_id: &str,
     payload: EventPayload,
     timestamp_ms: u64,
-    output_in_message: bool,
+    output_message: Option<u64>,
 ) -> Result<Event, StoreError> {
     let sequence = last_event_sequence(tx, session_id)? + 1;
     let event = Event {
@@ -404,50 +458,21 @@ pub(crate) fn insert_event(
         timestamp_ms,
         payload,
     };
-    let json = crate::at_rest::event_json(&event, output_in_message)?;
+    let json = crate::at_rest::event_json(&event, output_message.is_some())?;
     tx.execute(
-        "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json, message_idx)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         params![
             session_id,
             sequence,
             event.payload.kind(),
             timestamp_ms,
-            json
+            json,
+            output_message
         ],
     )
     .ctx("appending an event")?;
     Ok(event)
-}
-
-/// Call id → content of the session's tool messages (the last one per id): where the legacy
-/// `output` of `tool.completed` is read from.
-fn tool_results(
-    tx: &Transaction<'_>,
-    session_id: &str,
-) -> Result<std::collections::HashMap<String, String>, StoreError> {
-    let mut statement = tx
-        .prepare(
-            "SELECT json_extract(message_json, '$.toolCallId'), json_extract(message_json, '$.content')
-             FROM messages WHERE session_id = ?1 AND json_extract(message_json, '$.role') = 'tool'
-             ORDER BY idx",
-        )
-        .ctx("reading tool results")?;
-    let rows = statement
-        .query_map([session_id], |row| {
-            Ok((
-                row.get::<_, Option<String>>(0)?,
-                row.get::<_, Option<String>>(1)?,
-            ))
-        })
-        .ctx("reading tool results")?;
-    let mut results = std::collections::HashMap::new();
-    for row in rows {
-        if let (Some(id), Some(content)) = row.ctx("reading tool results")? {
-            results.insert(id, content);
-        }
-    }
-    Ok(results)
 }
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
@@ -557,19 +582,24 @@ fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
 
 fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<(), StoreError> {
     let mut statement = tx
-        .prepare("SELECT event_json FROM events WHERE session_id = ?1 ORDER BY sequence")
+        .prepare(
+            "SELECT event_json, message_idx FROM events WHERE session_id = ?1 ORDER BY sequence",
+        )
         .ctx("forking events")?;
     let rows = statement
-        .query_map([parent_id], |row| row.get::<_, String>(0))
+        .query_map([parent_id], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, Option<u64>>(1)?))
+        })
         .ctx("forking events")?;
     let mut insert = tx
         .prepare(
-            "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
-             VALUES (?1, ?2, ?3, ?4, ?5)",
+            "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json, message_idx)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .ctx("forking events")?;
-    for json in rows {
-        let json = json.ctx("forking events")?;
+    for row in rows {
+        // Messages are copied with the same indices, so the link to them holds in the fork.
+        let (json, message_idx) = row.ctx("forking events")?;
         let mut event: Event = serde_json::from_str(&json).json_ctx("forking events")?;
         event.session_id = new_id.to_string();
         let json = serde_json::to_string(&event).json_ctx("forking events")?;
@@ -579,7 +609,8 @@ fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<()
                 event.sequence,
                 event.payload.kind(),
                 event.timestamp_ms,
-                json
+                json,
+                message_idx
             ])
             .ctx("forking events")?;
     }

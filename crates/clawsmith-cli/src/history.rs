@@ -1,5 +1,6 @@
 //! `session` and `undo` and `prune`: commands over the store alone.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -81,55 +82,115 @@ pub fn session_list(store: &Store, out: &Output) -> Result<i32> {
     Ok(0)
 }
 
-pub fn session_show(store: &Store, id: &str, out: &Output) -> Result<i32> {
+/// Which part of a session `session show` prints.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ShowRange {
+    /// Events after this sequence only (page through a long session with the `nextSince` it
+    /// printed).
+    #[arg(long, value_name = "SEQUENCE", default_value_t = 0)]
+    pub since: u64,
+    /// At most this many events (and messages) shown.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+}
+
+/// Rows read from the store at a time: `session show` never holds a whole history in memory.
+const SHOW_PAGE: u64 = 1_000;
+
+pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> Result<i32> {
     let session = store
         .get_session(id)?
         .with_context(|| format!("no session {id:?}"))?;
-    let messages = store.messages(id)?;
-    let events = store.events(id)?;
     let todos = store.todos(id)?;
+    let limit = range.limit.unwrap_or(u64::MAX);
+    let mut stdout = std::io::stdout().lock();
     if out.json {
-        out.json_line(&json!({
-            "id": session.id, "parentId": session.parent_id, "createdAtMs": session.created_at_ms,
-            "workspaceRoot": session.workspace_root, "messages": messages, "events": events,
-            "todos": todos,
-        }))?;
-        return Ok(0);
+        write!(
+            stdout,
+            "{{\"id\":{},\"parentId\":{},\"createdAtMs\":{},\"workspaceRoot\":{},\"todos\":{},\"messages\":[",
+            json!(session.id),
+            json!(session.parent_id),
+            session.created_at_ms,
+            json!(session.workspace_root),
+            json!(todos)
+        )?;
+    } else {
+        writeln!(
+            stdout,
+            "session {}  workspace {}",
+            session.id, session.workspace_root
+        )?;
+        if let Some(parent) = &session.parent_id {
+            writeln!(stdout, "forked from {parent}")?;
+        }
+        writeln!(stdout, "{} todos", todos.len())?;
     }
-    out.line(&format!(
-        "session {}  workspace {}",
-        session.id, session.workspace_root
-    ))?;
-    if let Some(parent) = &session.parent_id {
-        out.line(&format!("forked from {parent}"))?;
+    let mut shown = 0;
+    let mut first = true;
+    while shown < limit {
+        let page = store.messages_page(id, shown, SHOW_PAGE.min(limit - shown))?;
+        if page.is_empty() {
+            break;
+        }
+        shown += page.len() as u64;
+        for message in &page {
+            if out.json {
+                if !std::mem::take(&mut first) {
+                    write!(stdout, ",")?;
+                }
+                serde_json::to_writer(&mut stdout, message)?;
+            } else {
+                writeln!(stdout, "{}", message_line(message))?;
+            }
+        }
     }
-    out.line(&format!(
-        "{} messages, {} events, {} todos",
-        messages.len(),
-        events.len(),
-        todos.len()
-    ))?;
-    for message in &messages {
-        let status = message
-            .tool_status()
-            .map(|s| format!(" [{}]", s.as_str()))
-            .unwrap_or_default();
-        let name = message
-            .tool_name
-            .as_deref()
-            .map(|n| format!(" {n}"))
-            .unwrap_or_default();
-        let first = message.content.lines().next().unwrap_or_default();
-        out.line(&format!(
-            "  {:?}{name}{status}: {}",
-            message.role,
-            clip(first, 100)
-        ))?;
+    if out.json {
+        write!(stdout, "],\"events\":[")?;
     }
-    for event in &events {
-        out.line(&format!("  #{} {}", event.sequence, event.payload.kind()))?;
+    let (mut after, mut shown, mut first) = (range.since, 0, true);
+    while shown < limit {
+        let page = store.events_page(id, after, SHOW_PAGE.min(limit - shown))?;
+        let Some(last) = page.last() else { break };
+        after = last.sequence;
+        shown += page.len() as u64;
+        for event in &page {
+            if out.json {
+                if !std::mem::take(&mut first) {
+                    write!(stdout, ",")?;
+                }
+                serde_json::to_writer(&mut stdout, event)?;
+            } else {
+                writeln!(stdout, "  #{} {}", event.sequence, event.payload.kind())?;
+            }
+        }
     }
+    let more = shown == limit && !store.events_page(id, after, 1)?.is_empty();
+    if out.json {
+        write!(stdout, "]")?;
+        if more {
+            write!(stdout, ",\"nextSince\":{after}")?;
+        }
+        writeln!(stdout, "}}")?;
+    } else if more {
+        writeln!(stdout, "  … more events: --since {after}")?;
+    }
+    stdout.flush()?;
     Ok(0)
+}
+
+/// One message, one line, for people.
+fn message_line(message: &clawsmith_protocol::ModelMessage) -> String {
+    let status = message
+        .tool_status()
+        .map(|s| format!(" [{}]", s.as_str()))
+        .unwrap_or_default();
+    let name = message
+        .tool_name
+        .as_deref()
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
+    let first = message.content.lines().next().unwrap_or_default();
+    format!("  {:?}{name}{status}: {}", message.role, clip(first, 100))
 }
 
 pub fn session_fork(

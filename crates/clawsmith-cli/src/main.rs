@@ -130,11 +130,13 @@ enum Command {
 enum SessionCommand {
     /// Every session, newest first.
     List,
-    /// A session's messages, events and todos.
+    /// A session's messages, events and todos (streamed; page with --since and --limit).
     Show {
         /// The session id.
         #[arg(value_parser = history::session_id)]
         id: String,
+        #[command(flatten)]
+        range: history::ShowRange,
     },
     /// Fork a session: the child shares history and blobs; undo in one never touches the other.
     Fork {
@@ -256,7 +258,9 @@ fn run(cli: Cli) -> Result<i32> {
             let store = state::open_existing_store(&state_dir()?)?;
             match command {
                 SessionCommand::List => history::session_list(&store, &out),
-                SessionCommand::Show { id } => history::session_show(&store, &id, &out),
+                SessionCommand::Show { id, range } => {
+                    history::session_show(&store, &id, range, &out)
+                }
                 SessionCommand::Fork { id, new_id } => {
                     history::session_fork(&store, &id, new_id, &out)
                 }

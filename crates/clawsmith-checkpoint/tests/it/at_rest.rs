@@ -177,6 +177,24 @@ fn the_legacy_output_is_stored_once_and_arguments_are_bounded() {
             &ModelMessage::tool_result("r", "read_file", marker.clone(), result.summary()),
         )
         .unwrap();
+    // Providers number calls per turn: each `tool.completed` gets its own turn's text back.
+    for (turn, text) in [("t1", "first answer"), ("t2", "second answer")] {
+        let result = ToolExecutionResult::success(text);
+        let completed = ToolCompleted::new("call_0", turn, "read_file", &result);
+        let message = ModelMessage::tool_result("call_0", "read_file", text, result.summary());
+        let closed = EventPayload::ToolCompleted(completed);
+        store.close_call("s", None, closed, 2, &message).unwrap();
+    }
+    let outputs: Vec<String> = store
+        .events_page("s", 1, 10)
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event.payload {
+            EventPayload::ToolCompleted(done) => Some(done.output),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outputs, ["first answer", "second answer"]);
     drop(store);
     let bytes = database_bytes(dir.path());
     let copies = bytes
@@ -197,7 +215,8 @@ fn the_legacy_output_is_stored_once_and_arguments_are_bounded() {
     store
         .append_message("s", &ModelMessage::assistant_with_calls("", vec![call]))
         .unwrap();
-    let stored = &store.messages("s").unwrap()[1].tool_calls[0].arguments;
+    let messages = store.messages("s").unwrap();
+    let stored = &messages.last().unwrap().tool_calls[0].arguments;
     assert!(
         stored.len() < MAX_STORED_ARGUMENT_BYTES + 100,
         "{}",

@@ -473,3 +473,52 @@ fn opening_a_long_session_reads_only_what_it_needs() {
     );
     assert_eq!(turn.code, 0, "{}", turn.stderr);
 }
+
+#[test]
+fn session_show_pages_through_events() {
+    let f = Fixture::new();
+    for _ in 0..3 {
+        let run = f.try_call(&["--session", "s"], "read_file", r#"{"path":"a.txt"}"#);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let all = f.run(&["--json", "session", "show", "s"], "").json();
+    let total = all["events"].as_array().unwrap().len() as u64;
+    assert!(total >= 6, "{all}");
+    assert_eq!(all["messages"].as_array().unwrap().len(), 6, "{all}");
+    let end = total.to_string();
+    // (--since, --limit, sequences shown, nextSince)
+    let cases = [
+        ("0", "2", vec![1, 2], Some(2)),
+        ("2", "2", vec![3, 4], Some(4)),
+        ("4", "1000", (5..=total).collect(), None),
+        (end.as_str(), "5", vec![], None),
+    ];
+    for (since, limit, sequences, next) in cases {
+        let page = f
+            .run(
+                &[
+                    "--json", "session", "show", "s", "--since", since, "--limit", limit,
+                ],
+                "",
+            )
+            .json();
+        let shown: Vec<u64> = page["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["sequence"].as_u64().unwrap())
+            .collect();
+        assert_eq!(shown, sequences, "--since {since} --limit {limit}");
+        assert_eq!(
+            page["nextSince"].as_u64(),
+            next,
+            "--since {since} --limit {limit}"
+        );
+    }
+    let people = f.run(&["session", "show", "s", "--limit", "2"], "");
+    assert!(
+        people.stdout.contains("more events: --since 2"),
+        "{}",
+        people.stdout
+    );
+}
