@@ -10,6 +10,7 @@
 //! execute and queue every request. Answers and notifications take no slot, so the answer to
 //! an elicitation question still gets through while up to that many requests wait.
 
+use clawsmith_protocol::CancellationSignal;
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, InitializeRequestParams, JsonRpcMessage,
     PaginatedRequestParams,
@@ -170,12 +171,16 @@ pub(crate) struct ServerTransport<R> {
     /// An error answer waiting for room in the write queue.
     refusal: Option<Value>,
     initialized: bool,
+    /// Fired when the client closes its end: the running call is cancelled at once instead of
+    /// after rmcp's drain of in-flight answers (nobody is left to read them).
+    on_eof: CancellationSignal,
 }
 
 impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
     pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
         read: R,
         write: W,
+        on_eof: CancellationSignal,
     ) -> ServerTransport<R> {
         ServerTransport {
             reader: LineReader::new(read, MAX_REQUEST_LINE_BYTES),
@@ -183,6 +188,7 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
             requests: RequestSlots::new(MAX_UNANSWERED_REQUESTS),
             refusal: None,
             initialized: false,
+            on_eof,
         }
     }
 
@@ -240,7 +246,10 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                 return Some(request);
             }
             match self.reader.next().await {
-                LineRead::Eof => return None,
+                LineRead::Eof => {
+                    self.on_eof.cancel();
+                    return None;
+                }
                 LineRead::Oversized => {
                     self.refusal = Some(refusal(
                         None,

@@ -78,7 +78,8 @@
 //! - **Disconnects and signals.** EOF on stdin, SIGTERM, SIGHUP and SIGINT end the connection
 //!   the same way: the running call is cancelled through the turn's cancellation signal
 //!   (`cancelled`), its turn and checkpoint are finished, no other turn starts, and only then
-//!   does [`serve_stdio`] return: the store is left as after a clean exit. Stdin and stdout are
+//!   does [`serve_stdio`] return: the store is left as after a clean exit. EOF cancels at once
+//!   (rmcp would first wait up to 5 s for answers nobody is left to read). Stdin and stdout are
 //!   non-blocking pipes, so a client holding them open cannot keep the process alive.
 //!
 //! Client (external servers):

@@ -142,7 +142,7 @@ pub async fn serve_stdio(core: Arc<AgentCore>, options: ServerOptions) -> Result
     let stop = termination_signals()?;
     let (read, write) = stdio_pipes();
     ClawsmithServer::new(core, options)?
-        .serve_until(ServerTransport::new(read, write), stop)
+        .serve_lines_until(read, write, stop)
         .await
 }
 
@@ -234,8 +234,24 @@ impl ClawsmithServer {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        self.serve_until(ServerTransport::new(read, write), std::future::pending())
+        self.serve_lines_until(read, write, std::future::pending())
             .await
+    }
+
+    /// [`ClawsmithServer::serve_lines`] until `stop` resolves too. The client closing `read`
+    /// cancels the running call at once.
+    async fn serve_lines_until<R, W>(
+        self,
+        read: R,
+        write: W,
+        stop: impl Future<Output = ()>,
+    ) -> Result<(), McpError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let transport = ServerTransport::new(read, write, self.inner.shutdown.clone());
+        self.serve_until(transport, stop).await
     }
 
     /// Serves over `transport` until the client disconnects or `stop` resolves. Either way the
