@@ -136,17 +136,39 @@ impl StderrTail {
     }
 }
 
-/// Starts every configured server (in order), lists its tools and wraps each one as a deferred
-/// extension tool `mcp__<server>__<tool>`. A server that cannot be started, does not answer in
-/// time or breaks the listing rules is left out and reported in [`McpStartup::problems`]; the
-/// other servers still load. Nothing here fails the whole start-up.
+/// Starts every configured server, lists its tools and wraps each one as a deferred extension
+/// tool `mcp__<server>__<tool>`. The servers start at the same time, so start-up waits for the
+/// slowest one, not for the sum of their timeouts; tools and problems come back in
+/// configuration order. A server that cannot be started, does not answer in time or breaks the
+/// listing rules is left out and reported in [`McpStartup::problems`]; the other servers still
+/// load. Nothing here fails the whole start-up.
 pub async fn connect_servers(config: &McpConfig) -> McpStartup {
+    let mut connecting = tokio::task::JoinSet::new();
+    let mut names = HashMap::new();
+    for (index, server) in config.mcp_servers.iter().cloned().enumerate() {
+        let name = server.name.clone();
+        let task = connecting.spawn(async move { (index, connect_server(&server).await) });
+        names.insert(task.id(), name);
+    }
+    let mut connected = Vec::new();
+    while let Some(joined) = connecting.join_next_with_id().await {
+        connected.push(match joined {
+            Ok((_, indexed)) => indexed,
+            // A bug, not a server's fault: reported like a server that broke, never a panic here.
+            Err(error) => {
+                let server = names.get(&error.id()).cloned().unwrap_or_default();
+                let message = format!("connecting failed inside clawsmith: {error}");
+                (usize::MAX, Err(McpError::Connect { server, message }))
+            }
+        });
+    }
+    connected.sort_by_key(|(index, _)| *index);
     let mut startup = McpStartup::default();
-    for server in &config.mcp_servers {
-        match connect_server(server).await {
-            Ok(connected) => {
-                startup.tools.extend(connected.tools);
-                startup.problems.extend(connected.problems);
+    for (_, result) in connected {
+        match result {
+            Ok(server) => {
+                startup.tools.extend(server.tools);
+                startup.problems.extend(server.problems);
             }
             Err(problem) => startup.problems.push(problem),
         }

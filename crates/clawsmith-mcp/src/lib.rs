@@ -109,6 +109,7 @@
 //!   `[MCP server `x` answered]`, so it cannot pass for a failure clawsmith reported.
 //! - **Reported and left out.** A server that cannot be spawned, fails its handshake, times out
 //!   or whose listing fails is one entry of [`McpStartup::problems`]; the other servers load.
+//!   Servers start together, so start-up waits for the slowest, not the sum of their timeouts.
 //!
 //! ## What this crate does not do
 //! It does not build the core (the CLI does: permission mode, sandbox, store, the approver), does

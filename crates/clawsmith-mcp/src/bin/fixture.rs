@@ -8,6 +8,8 @@
 //!   in full mode, as `clawsmith mcp` runs it, for the disconnect, signal and backpressure tests.
 //! - a hostile mode ([`Hostile`]): a hand-written JSON-RPC loop that breaks one rule of the
 //!   protocol or of good manners, for the client's limits.
+//! - `rendezvous DIR SELF OTHER`: creates `DIR/SELF`, waits for `DIR/OTHER`, then serves as the
+//!   well-behaved server: two of them only both start when they are started together.
 
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -302,6 +304,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     match arguments.first().map(String::as_str) {
         None => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let running = Fixture.serve(rmcp::transport::stdio()).await?;
+                running.waiting().await?;
+                Ok::<(), Box<dyn std::error::Error>>(())
+            })?;
+        }
+        Some("rendezvous") => {
+            let [dir, own, other] = &arguments[1..] else {
+                return Err("usage: rendezvous DIR SELF OTHER".into());
+            };
+            let dir = std::path::Path::new(dir);
+            std::fs::write(dir.join(own), "")?;
+            while !dir.join(other).exists() {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;

@@ -650,3 +650,31 @@ async fn a_server_flooding_requests_stalls_its_own_connection_not_this_process()
         grown / (1024 * 1024)
     );
 }
+
+#[tokio::test]
+async fn servers_start_together_so_start_up_waits_for_the_slowest_not_the_sum() {
+    // Two servers that each wait for the other to exist before answering: started one after
+    // the other, the first would time out.
+    let dir = tempfile::tempdir().unwrap();
+    let rendezvous = |own: &str, other: &str| {
+        let mut server = fixture(None, None);
+        server.name = own.to_owned();
+        server.args = ["rendezvous", &dir.path().to_string_lossy(), own, other]
+            .map(str::to_owned)
+            .to_vec();
+        server.startup_timeout_ms = Some(5000);
+        server
+    };
+    let startup = connect_all(vec![rendezvous("a", "b"), rendezvous("b", "a")]).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let names = tool_names(&startup);
+    assert_eq!(names.len(), 8, "{names:?}");
+    assert!(
+        names[..4].iter().all(|name| name.starts_with("mcp__a__")),
+        "{names:?}"
+    );
+    assert!(
+        names[4..].iter().all(|name| name.starts_with("mcp__b__")),
+        "{names:?}"
+    );
+}
