@@ -671,6 +671,9 @@ async fn watch(
     let mut status = None;
     let mut eof = false;
     let mut stopped: Option<CommandState> = None;
+    let mut masker = LogMasker::default();
+    // A word held back by the masker is written once output pauses (a prompt awaiting input).
+    let mut flush_held: Option<Pin<Box<Sleep>>> = None;
 
     while !(eof && status.is_some()) {
         tokio::select! {
@@ -678,7 +681,11 @@ async fn watch(
                 Ok(0) => eof = true,
                 Ok(n) => {
                     let total = entry.output_bytes.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
-                    append_bounded(&entry, &mut log, &buffer[..n], config.max_log_bytes);
+                    let masked = masker.push(&buffer[..n]);
+                    append_bounded(&entry, &mut log, &masked, config.max_log_bytes);
+                    flush_held = masker
+                        .holds_bytes()
+                        .then(|| Box::pin(tokio::time::sleep(MASK_HOLD_PAUSE)));
                     if stopped.is_none() && total > config.sandbox.output_kill_after_bytes {
                         stopped = Some(CommandState::Killed);
                         kill_unreaped(&guard, Signal::SIGKILL);
@@ -711,9 +718,14 @@ async fn watch(
                 kill_unreaped(&guard, Signal::SIGKILL);
                 kill_at = None;
             },
+            () = maybe_sleep(&mut flush_held) => {
+                append_bounded(&entry, &mut log, &masker.finish(), config.max_log_bytes);
+                flush_held = None;
+            },
             () = maybe_sleep(&mut drain_until) => break,
         }
     }
+    append_bounded(&entry, &mut log, &masker.finish(), config.max_log_bytes);
     wait_tree_gone(tree).await;
     drop(guard);
     drop(temp_dir);
@@ -746,6 +758,62 @@ async fn watch(
     *entry.status.lock().unwrap_or_else(PoisonError::into_inner) = (state, exit);
 }
 
+/// Masks secrets in a command's output before it reaches the log, with the detector the store
+/// uses (`clawsmith_protocol::redact`): state at rest holds no secret it knows. Output arrives in
+/// chunks that may cut a secret in two, so the trailing run of non-blank bytes (a word that may
+/// go on) waits for the next chunk, the end, or a pause of [`MASK_HOLD_PAUSE`] (a prompt waiting
+/// for input), up to [`MASK_HOLD_MAX`] bytes; output ending in a blank is written at once.
+#[derive(Debug, Default)]
+struct LogMasker {
+    held: Vec<u8>,
+}
+
+/// The longest word held back while waiting for the rest of it.
+const MASK_HOLD_MAX: usize = 4096;
+
+/// How long a held word waits for more output before it is written as it is.
+const MASK_HOLD_PAUSE: Duration = Duration::from_millis(50);
+
+impl LogMasker {
+    /// What can be written now, masked.
+    fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.held.extend_from_slice(chunk);
+        let word = self
+            .held
+            .iter()
+            .rev()
+            .take_while(|byte| !byte.is_ascii_whitespace())
+            .count();
+        let ready = if word > MASK_HOLD_MAX {
+            self.held.len()
+        } else {
+            self.held.len() - word
+        };
+        let ready: Vec<u8> = self.held.drain(..ready).collect();
+        mask_output(&ready)
+    }
+
+    /// Whether a word is waiting for the rest of it.
+    fn holds_bytes(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// The rest, masked, at the end of the output or when it pauses.
+    fn finish(&mut self) -> Vec<u8> {
+        mask_output(&std::mem::take(&mut self.held))
+    }
+}
+
+/// `bytes` with secrets masked in every valid UTF-8 run; other bytes pass as they are.
+fn mask_output(bytes: &[u8]) -> Vec<u8> {
+    let mut masked = Vec::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        masked.extend_from_slice(clawsmith_protocol::redact::redact_text(chunk.valid()).as_bytes());
+        masked.extend_from_slice(chunk.invalid());
+    }
+    masked
+}
+
 fn append_bounded(entry: &CommandEntry, log: &mut File, chunk: &[u8], max: u64) {
     let written = entry.log_bytes.load(Ordering::SeqCst);
     if written >= max {
@@ -765,4 +833,38 @@ fn append_bounded(entry: &CommandEntry, log: &mut File, chunk: &[u8], max: u64) 
         }
     }
     entry.log_bytes.fetch_add(appended, Ordering::SeqCst);
+}
+
+#[cfg(test)]
+mod log_masking_tests {
+    use super::LogMasker;
+
+    /// Chunks as they come out of a command, and the log they must leave.
+    #[test]
+    fn secrets_are_masked_even_when_a_chunk_cuts_them() {
+        let token = "ghp_Zq8Lm2Xv7Rt4Np1Ks9Wd3Fh6Jb5Gc0Ya2Ue7Qo";
+        let cases: [(&[&str], &str); 4] = [
+            (&["TOKEN=", token, "\n"], "TOKEN=[REDACTED]\n"),
+            (
+                &["key ghp_Zq8Lm2", "Xv7Rt4Np1Ks9Wd3Fh6Jb5Gc0Ya2Ue7Qo done\n"],
+                "key [REDACTED] done\n",
+            ),
+            (
+                &["password=hun", "ter2\n", "plain\n"],
+                "password=[REDACTED]\nplain\n",
+            ),
+            (&["Continue? ", "y\n"], "Continue? y\n"),
+        ];
+        for (chunks, expected) in cases {
+            let mut masker = LogMasker::default();
+            let mut log = Vec::new();
+            for chunk in chunks {
+                log.extend(masker.push(chunk.as_bytes()));
+            }
+            log.extend(masker.finish());
+            assert_eq!(String::from_utf8(log).unwrap(), expected, "{chunks:?}");
+        }
+        // A prompt without a trailing word is written at once, not held for the next chunk.
+        assert_eq!(LogMasker::default().push(b"Password: "), b"Password: ");
+    }
 }

@@ -182,6 +182,25 @@ fn state_is_private_and_free_of_secrets_whatever_the_umask() {
             assert_eq!(*mode, wanted, "{} has mode {mode:04o}", path.display());
         }
     };
+    // The command's log, once its output is in, holds the masked line and not the token.
+    let log = logs.join("cmd-1.log");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("TOKEN=")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no output in {}",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("TOKEN=[REDACTED]") && !logged.contains(GITHUB_TOKEN),
+        "{logged}"
+    );
     let running = tree(&state);
     for name in ["clawsmith.db-wal", "clawsmith.db-shm", "cmd-1.log"] {
         assert!(
