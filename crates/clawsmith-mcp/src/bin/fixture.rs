@@ -300,18 +300,23 @@ async fn serve(arguments: &[String]) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// The well-behaved server, through rmcp, until the client leaves.
+fn well_behaved() -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let running = Fixture.serve(rmcp::transport::stdio()).await?;
+        running.waiting().await?;
+        Ok(())
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let arguments: Vec<String> = std::env::args().skip(1).collect();
     match arguments.first().map(String::as_str) {
         None => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let running = Fixture.serve(rmcp::transport::stdio()).await?;
-                running.waiting().await?;
-                Ok::<(), Box<dyn std::error::Error>>(())
-            })?;
+            well_behaved()?;
         }
         Some("rendezvous") => {
             let [dir, own, other] = &arguments[1..] else {
@@ -322,14 +327,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while !dir.join(other).exists() {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async {
-                let running = Fixture.serve(rmcp::transport::stdio()).await?;
-                running.waiting().await?;
-                Ok::<(), Box<dyn std::error::Error>>(())
-            })?;
+            well_behaved()?;
         }
         Some("serve") => {
             // The runtime `clawsmith mcp` uses, dropped as it drops it once serving returns.
