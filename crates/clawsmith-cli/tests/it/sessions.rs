@@ -90,18 +90,57 @@ fn assert_each_call_closed_once(f: &Fixture, session: &str) -> Value {
     show
 }
 
-/// An MCP server on session `s` that makes one call; its whole exchange.
+/// An MCP client on session `s` that makes one call and hangs up once it is answered (or once
+/// the server is gone); the whole exchange.
 fn mcp_on_session(f: &Fixture, extra: &[&str]) -> Run {
+    use std::io::{BufRead, BufReader, Read, Write};
     let requests = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}),
     ];
-    let stdin: String = requests.iter().map(|r| format!("{r}\n")).collect();
-    let ws = f.ws();
-    let mut args = vec!["mcp", "--workspace", ws.to_str().unwrap(), "--session", "s"];
-    args.extend_from_slice(extra);
-    f.run(&args, &stdin)
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(f.state())
+        .args(["mcp", "--session", "s", "--workspace"])
+        .arg(f.ws())
+        .args(extra)
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for request in &requests {
+        // A server that refused to start has closed its end already.
+        let _ = writeln!(stdin, "{request}");
+    }
+    let mut stdout = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while lines.read_line(&mut line).unwrap_or(0) > 0 {
+        stdout.push_str(&line);
+        let answered = serde_json::from_str::<Value>(&line).is_ok_and(|m| m["id"] == 2);
+        line.clear();
+        if answered {
+            break;
+        }
+    }
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    }
 }
 
 #[test]
