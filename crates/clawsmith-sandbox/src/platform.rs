@@ -689,7 +689,8 @@ fn compile(
 
 /// What no command may do, whatever the view (`EPERM`): push keystrokes into a terminal
 /// (`TIOCSTI`, `TIOCLINUX`), create device nodes, use the kernel keyring, change mounts, make or
-/// join namespaces, or open an `io_uring` (which would run calls behind this filter's back).
+/// join namespaces, open an `io_uring` (which would run calls behind this filter's back), load
+/// BPF programs, or use `userfaultfd` (a staple of kernel exploits).
 fn base_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
     static FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, Unavailable>> =
         std::sync::OnceLock::new();
@@ -759,6 +760,7 @@ fn base_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
                 libc::SYS_setns,
                 libc::SYS_io_uring_setup,
                 libc::SYS_bpf,
+                libc::SYS_userfaultfd,
             ] {
                 rules.insert(call, Vec::new());
             }
