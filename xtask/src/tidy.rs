@@ -10,9 +10,17 @@ use anyhow::{Context, Result, bail};
 /// benchmarks (dev-dependencies) may reach further down, never up.
 pub const LAYERS: &[(&str, &[&str])] = &[
     ("clawsmith-protocol", &[]),
-    ("clawsmith-security", &["clawsmith-protocol"]),
+    // The one bash parse: a leaf, read by the permission rules and the disaster check.
+    ("clawsmith-shell", &[]),
+    (
+        "clawsmith-security",
+        &["clawsmith-protocol", "clawsmith-shell"],
+    ),
     ("clawsmith-fs", &["clawsmith-protocol"]),
-    ("clawsmith-sandbox", &["clawsmith-protocol"]),
+    (
+        "clawsmith-sandbox",
+        &["clawsmith-protocol", "clawsmith-shell"],
+    ),
     (
         "clawsmith-checkpoint",
         &["clawsmith-protocol", "clawsmith-fs"],
@@ -323,6 +331,16 @@ mod tests {
                 false,
             ),
             (edge("clawsmith-fs", "clawsmith-sandbox", "normal"), false),
+            (edge("clawsmith-sandbox", "clawsmith-shell", "normal"), true),
+            (
+                edge("clawsmith-security", "clawsmith-shell", "normal"),
+                true,
+            ),
+            (
+                edge("clawsmith-shell", "clawsmith-protocol", "normal"),
+                false,
+            ),
+            (edge("clawsmith-fs", "clawsmith-shell", "normal"), false),
             (edge("clawsmith-checkpoint", "clawsmith-fs", "normal"), true),
             (
                 edge("clawsmith-fs", "clawsmith-checkpoint", "normal"),

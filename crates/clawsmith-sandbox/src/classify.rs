@@ -1,29 +1,25 @@
 //! The disaster check (SPEC C1): a pure function over the command text that no approval can
 //! override.
 //!
-//! The text is parsed with tree-sitter-bash and every simple command is examined wherever it
-//! hides: lists (`&&`, `||`, `;`), pipelines, subshells, `{ …; }` groups, `$(…)` and backticks,
-//! process substitutions, `if`/`for`/`while`/`case` bodies and functions. Strings handed to a
-//! shell again (`bash -c '…'`, `eval …`, `echo … | sh`, here-strings and here-documents fed to a
-//! shell) are parsed again, up to [`MAX_NESTING`] levels. Wrappers that run their arguments as a
-//! command (`env`, `nohup`, `nice`, `timeout`, `xargs`, `command`, `exec`, `time`, `stdbuf`,
-//! `setsid`, `chroot`, `busybox`, `find -exec` …) are peeled off first.
+//! The text is read by `clawsmith-shell`, the one bash parse, which yields every simple command
+//! wherever it hides (lists, pipelines, subshells, substitutions, function bodies, strings handed
+//! to a shell again, wrappers such as `env`, `timeout`, `xargs` or `find -exec`), every file
+//! redirect, every function definition and whatever it could not read. This module only judges
+//! those parts, in source order; the first rule that fires decides.
 //!
-//! Words are resolved statically: quotes and backslashes are removed (`\rm`, `"rm"`, `r''m` all
-//! name `rm`), and `/bin/rm` is reduced to its base name. Expansions stay as their source text so
-//! `"$HOME"` and `${HOME}` can be recognised as targets, while a command *name* that is only known
-//! at run time (`$cmd -rf /`) is not guessed at.
-//!
-//! Text that does not parse cleanly and mentions a blocked word fails closed (rule
-//! `unparseable`). Quoted text that is only *printed* or *searched* (`echo "rm -rf /"`,
-//! `grep -r sudo docs`) is data, not a command, and passes.
+//! A command *name* only known at run time (`$cmd -rf /`) is not guessed at. Text that does not
+//! parse cleanly and mentions a blocked word fails closed (rule `unparseable`). Quoted text that
+//! is only *printed* or *searched* (`echo "rm -rf /"`, `grep -r sudo docs`) is data, not a
+//! command, and passes.
 
+use clawsmith_shell::{
+    Function, Part, Redirect, SimpleCommand, UnparsedReason, find_exec_commands, program_name,
+};
 use serde::Serialize;
-use tree_sitter::{Node, Parser};
 
 /// How many times a string may be handed to a shell again (`bash -c "bash -c '…'"`) before the
 /// check gives up and blocks.
-pub const MAX_NESTING: usize = 8;
+pub use clawsmith_shell::MAX_NESTING;
 
 /// The rules the check knows, by the name a verdict reports.
 pub mod rule {
@@ -95,25 +91,14 @@ impl CommandVerdict {
 
 /// Checks `text` (one `bash -c` script) against every disaster rule.
 pub fn check_command(text: &str) -> CommandVerdict {
-    match check_script(text, 0) {
-        Some(blocked) => blocked,
-        None => CommandVerdict::allowed(),
-    }
+    clawsmith_shell::parse(text)
+        .parts()
+        .iter()
+        .find_map(check_part)
+        .unwrap_or_else(CommandVerdict::allowed)
 }
 
 type Check = Option<CommandVerdict>;
-
-const SHELLS: &[&str] = &[
-    "sh",
-    "bash",
-    "zsh",
-    "dash",
-    "ksh",
-    "mksh",
-    "ash",
-    "fish",
-    "busybox-sh",
-];
 
 /// Command words whose mere presence in unparseable text fails closed.
 const BLOCKED_WORDS: &[&str] = &[
@@ -150,51 +135,60 @@ const BLOCKED_WORDS: &[&str] = &[
     "eval",
 ];
 
-fn check_script(text: &str, depth: usize) -> Check {
-    if depth > MAX_NESTING {
-        return Some(CommandVerdict::blocked(
-            rule::NESTING_TOO_DEEP,
-            format!("shell strings nested more than {MAX_NESTING} levels deep"),
-        ));
+fn check_part(part: &Part) -> Check {
+    match part {
+        Part::Command(command) => check_simple_command(command),
+        Part::Redirect(redirect) => check_redirect(redirect),
+        Part::Function(function) => check_function(function),
+        Part::Unparsed(unparsed) => match unparsed.reason {
+            UnparsedReason::TooDeep => Some(CommandVerdict::blocked(
+                rule::NESTING_TOO_DEEP,
+                format!("shell strings nested more than {MAX_NESTING} levels deep"),
+            )),
+            UnparsedReason::Syntax => {
+                textual_fork_bomb(&unparsed.text).or_else(|| fail_closed(&unparsed.text))
+            }
+        },
     }
-    let sanitized = parser_safe(text);
-    let text = sanitized.as_ref();
-    let mut parser = Parser::new();
-    let parsed = parser
-        .set_language(&tree_sitter_bash::LANGUAGE.into())
-        .ok()
-        .and_then(|()| parser.parse(text, None));
-    let Some(tree) = parsed else {
-        return fail_closed(text);
-    };
-    let root = tree.root_node();
-    let walker = Walker {
-        source: text.as_bytes(),
-        depth,
-    };
-    if let Some(found) = walker.walk(root) {
-        return Some(found);
-    }
-    if root.has_error() {
-        return textual_fork_bomb(text).or_else(|| fail_closed(text));
-    }
-    None
 }
 
-/// Characters from U+30000 up (unassigned planes, tags, variation selectors, private use) are
-/// replaced by `x` before parsing: tree-sitter-bash 0.25 reads out of bounds on some of them
-/// (`{` followed by U+E01D1 crashes the process). No shell treats them specially, and any
-/// single non-blank character keeps word boundaries where bash sees them, so verdicts do not
-/// change: a word containing one is not a blocked name either way.
-fn parser_safe(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.chars().all(|c| (c as u32) < 0x30000) {
-        return std::borrow::Cow::Borrowed(text);
+/// A command whose program is only known at run time is not guessed at.
+fn check_simple_command(command: &SimpleCommand) -> Check {
+    let program = command.program.as_deref()?;
+    let args: Vec<&str> = command.args().iter().map(|w| w.text.as_str()).collect();
+    check_simple(program, &args)
+}
+
+/// `> /dev/sda`, `>> /dev/nvme0n1`, `&> /dev/mem`, `> /proc/sysrq-trigger`.
+fn check_redirect(redirect: &Redirect) -> Check {
+    if !redirect.writes() {
+        return None;
     }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| if (c as u32) < 0x30000 { c } else { 'x' })
-            .collect(),
-    )
+    let target = &redirect.target.text;
+    if is_block_device(target) {
+        return Some(CommandVerdict::blocked(
+            rule::BLOCK_DEVICE_WRITE,
+            format!("redirects output onto the device {target}"),
+        ));
+    }
+    (target == "/proc/sysrq-trigger")
+        .then(|| CommandVerdict::blocked(rule::POWER_STATE, "writes to /proc/sysrq-trigger"))
+}
+
+/// A function that calls itself in a pipeline or in the background: `f(){ f|f& };f`.
+fn check_function(function: &Function) -> Check {
+    let Function {
+        name,
+        self_calls,
+        forks,
+        ..
+    } = function;
+    (*self_calls >= 2 || (*self_calls >= 1 && *forks)).then(|| {
+        CommandVerdict::blocked(
+            rule::FORK_BOMB,
+            format!("function `{name}` calls itself recursively in parallel (fork bomb)"),
+        )
+    })
 }
 
 fn fail_closed(text: &str) -> Check {
@@ -216,584 +210,6 @@ fn textual_fork_bomb(text: &str) -> Check {
         .then(|| CommandVerdict::blocked(rule::FORK_BOMB, "the classic fork bomb"))
 }
 
-struct Walker<'s> {
-    source: &'s [u8],
-    depth: usize,
-}
-
-/// A word after quote removal. `dynamic` is set when part of it is only known at run time.
-#[derive(Debug, Clone)]
-struct Word {
-    text: String,
-    dynamic: bool,
-}
-
-impl Walker<'_> {
-    fn text(&self, node: Node<'_>) -> &str {
-        node.utf8_text(self.source).unwrap_or("")
-    }
-
-    /// Visits every node; each simple command, redirect and function is checked.
-    fn walk(&self, node: Node<'_>) -> Check {
-        match node.kind() {
-            "command" => {
-                if let Some(found) = self.check_command_node(node) {
-                    return Some(found);
-                }
-                if let Some(found) = self.check_shell_stdin_redirect(node) {
-                    return Some(found);
-                }
-            }
-            "file_redirect" => {
-                if let Some(found) = self.check_redirect(node) {
-                    return Some(found);
-                }
-            }
-            "function_definition" => {
-                if let Some(found) = self.check_function(node) {
-                    return Some(found);
-                }
-            }
-            "pipeline" => {
-                if let Some(found) = self.check_pipe_into_shell(node) {
-                    return Some(found);
-                }
-            }
-            "redirected_statement" => {
-                if let Some(found) = self.check_shell_stdin_redirect(node) {
-                    return Some(found);
-                }
-            }
-            _ => {}
-        }
-        let mut cursor = node.walk();
-        for child in node.children(&mut cursor) {
-            if let Some(found) = self.walk(child) {
-                return Some(found);
-            }
-        }
-        None
-    }
-
-    fn resolve(&self, node: Node<'_>) -> Word {
-        match node.kind() {
-            "word" | "number" | "command_name" => {
-                if node.kind() == "command_name"
-                    && let Some(inner) = node.named_child(0)
-                {
-                    return self.resolve(inner);
-                }
-                Word {
-                    text: unescape_word(self.text(node)),
-                    dynamic: false,
-                }
-            }
-            "raw_string" => {
-                let raw = self.text(node);
-                Word {
-                    text: raw
-                        .strip_prefix('\'')
-                        .and_then(|r| r.strip_suffix('\''))
-                        .unwrap_or(raw)
-                        .to_owned(),
-                    dynamic: false,
-                }
-            }
-            "ansi_c_string" => {
-                let raw = self.text(node);
-                let inner = raw
-                    .strip_prefix("$'")
-                    .and_then(|r| r.strip_suffix('\''))
-                    .unwrap_or(raw);
-                Word {
-                    text: unescape_ansi_c(inner),
-                    dynamic: false,
-                }
-            }
-            "string" | "translated_string" | "concatenation" => {
-                let mut word = Word {
-                    text: String::new(),
-                    dynamic: false,
-                };
-                let mut cursor = node.walk();
-                for child in node.children(&mut cursor) {
-                    match child.kind() {
-                        "\"" | "$\"" => {}
-                        "string_content" => word
-                            .text
-                            .push_str(&unescape_double_quoted(self.text(child))),
-                        "simple_expansion" | "expansion" => {
-                            word.text.push_str(self.text(child));
-                            word.dynamic = true;
-                        }
-                        _ if child.is_named() => {
-                            let inner = self.resolve(child);
-                            word.text.push_str(&inner.text);
-                            word.dynamic |= inner.dynamic;
-                        }
-                        _ => word.text.push_str(self.text(child)),
-                    }
-                }
-                word
-            }
-            _ => Word {
-                text: self.text(node).to_owned(),
-                dynamic: true,
-            },
-        }
-    }
-
-    /// The argv of a simple command: name then arguments, assignments skipped.
-    fn argv(&self, node: Node<'_>) -> Vec<Word> {
-        let mut argv = Vec::new();
-        let mut cursor = node.walk();
-        let mut seen_name = false;
-        for child in node.children(&mut cursor) {
-            match child.kind() {
-                "command_name" => {
-                    seen_name = true;
-                    argv.push(self.resolve(child));
-                }
-                "variable_assignment"
-                | "file_redirect"
-                | "herestring_redirect"
-                | "heredoc_redirect" => {}
-                _ if seen_name && child.is_named() => argv.push(self.resolve(child)),
-                _ => {}
-            }
-        }
-        argv
-    }
-
-    fn check_command_node(&self, node: Node<'_>) -> Check {
-        let argv = self.argv(node);
-        self.check_argv(&argv)
-    }
-
-    fn check_argv(&self, argv: &[Word]) -> Check {
-        let first = argv.first()?;
-        let looked_up = looked_up_name(&first.text);
-        let name = match &looked_up {
-            Some(name) => command_base_name(name),
-            None if first.dynamic => return None,
-            None => command_base_name(&first.text),
-        };
-        let args = &argv[1..];
-        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        if let Some(found) = check_simple(name, &texts) {
-            return Some(found);
-        }
-        match self.unwrap_wrapper(name, args) {
-            Unwrapped::Command(inner) => self.check_argv(inner),
-            Unwrapped::Script(script) => check_script(&script, self.depth + 1),
-            Unwrapped::Nothing => None,
-        }
-    }
-
-    /// Peels off wrappers that run their arguments as a command or a script.
-    fn unwrap_wrapper<'w>(&self, name: &str, args: &'w [Word]) -> Unwrapped<'w> {
-        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        if SHELLS.contains(&name) {
-            return match shell_script_argument(&texts) {
-                Some(index) => Unwrapped::Script(args[index].text.clone()),
-                None => Unwrapped::Nothing,
-            };
-        }
-        let skip = match name {
-            "eval" => return Unwrapped::Script(texts.join(" ")),
-            // `alias x='rm -rf /'` and `trap 'rm -rf /' EXIT` store scripts that run later.
-            "alias" => {
-                let bodies: Vec<&str> = texts
-                    .iter()
-                    .filter_map(|t| t.split_once('=').map(|(_, body)| body))
-                    .collect();
-                return Unwrapped::Script(bodies.join("\n"));
-            }
-            "trap" => {
-                return match texts.iter().find(|t| !t.starts_with('-')) {
-                    Some(script) => Unwrapped::Script((*script).to_owned()),
-                    None => Unwrapped::Nothing,
-                };
-            }
-            "env" => {
-                // `env -S 'cmd args'` / `--split-string=…` hand a string to be split.
-                let mut i = 0;
-                while i < texts.len() {
-                    let t = texts[i];
-                    if t == "-S" || t == "--split-string" {
-                        return match texts.get(i + 1) {
-                            Some(s) => Unwrapped::Script((*s).to_owned()),
-                            None => Unwrapped::Nothing,
-                        };
-                    }
-                    if let Some(s) = t.strip_prefix("--split-string=") {
-                        return Unwrapped::Script(s.to_owned());
-                    }
-                    if let Some(s) = t.strip_prefix("-S")
-                        && !s.is_empty()
-                    {
-                        return Unwrapped::Script(s.to_owned());
-                    }
-                    if t == "--" {
-                        i += 1;
-                        break;
-                    }
-                    if t.starts_with('-') {
-                        i += if matches!(t, "-u" | "--unset" | "-C" | "--chdir") {
-                            2
-                        } else {
-                            1
-                        };
-                        continue;
-                    }
-                    if t.contains('=') {
-                        i += 1;
-                        continue;
-                    }
-                    break;
-                }
-                i
-            }
-            "nohup" | "builtin" | "unbuffer" | "caffeinate" | "doas-nopass" | "fakeroot"
-            | "proxychains" | "proxychains4" | "torsocks" | "firejail" | "catchsegv"
-            | "valgrind" | "strace" | "ltrace" | "gdb" | "sg" => skip_options(&texts, &[], 0),
-            "time" => skip_options(&texts, &["-f", "--format", "-o", "--output"], 0),
-            "command" => {
-                if texts
-                    .iter()
-                    .take_while(|t| t.starts_with('-'))
-                    .any(|t| t.contains('v') || t.contains('V'))
-                {
-                    // `command -v rm` only looks the name up.
-                    return Unwrapped::Nothing;
-                }
-                skip_options(&texts, &[], 0)
-            }
-            "exec" => skip_options(&texts, &["-a"], 0),
-            "setsid" => skip_options(&texts, &[], 0),
-            "nice" => skip_options(&texts, &["-n", "--adjustment"], 0),
-            "ionice" => skip_options(&texts, &["-c", "-n", "-t", "--class", "--classdata"], 0),
-            "chrt" => skip_options(&texts, &["-T", "-P", "-D"], 1),
-            "taskset" => {
-                if texts
-                    .first()
-                    .is_some_and(|t| t.starts_with('-') && t.contains('p'))
-                {
-                    return Unwrapped::Nothing;
-                }
-                skip_options(&texts, &[], 1)
-            }
-            "timeout" => skip_options(&texts, &["-s", "--signal", "-k", "--kill-after"], 1),
-            "stdbuf" => skip_options(
-                &texts,
-                &["-i", "-o", "-e", "--input", "--output", "--error"],
-                0,
-            ),
-            "chroot" => skip_options(&texts, &["--userspec", "--groups"], 1),
-            "flock" => skip_options(
-                &texts,
-                &["-w", "--timeout", "-E", "--conflict-exit-code"],
-                1,
-            ),
-            "xargs" => skip_options(
-                &texts,
-                &[
-                    "-I",
-                    "-i",
-                    "-n",
-                    "-P",
-                    "-L",
-                    "-l",
-                    "-d",
-                    "-E",
-                    "-e",
-                    "-s",
-                    "-a",
-                    "--max-args",
-                    "--max-procs",
-                    "--max-lines",
-                    "--delimiter",
-                    "--eof",
-                    "--max-chars",
-                    "--arg-file",
-                    "--replace",
-                    "--process-slot-var",
-                ],
-                0,
-            ),
-            "busybox" | "toybox" => 0,
-            "watch" => {
-                let i = skip_options(&texts, &["-n", "--interval", "-d", "--differences"], 0);
-                return if i < texts.len() {
-                    Unwrapped::Script(texts[i..].join(" "))
-                } else {
-                    Unwrapped::Nothing
-                };
-            }
-            "su" | "runuser" => {
-                // `su` itself is blocked above; `runuser -c` is treated the same way.
-                return match texts.iter().position(|t| *t == "-c" || *t == "--command") {
-                    Some(i) if i + 1 < texts.len() => Unwrapped::Script(texts[i + 1].to_owned()),
-                    _ => Unwrapped::Nothing,
-                };
-            }
-            _ => return Unwrapped::Nothing,
-        };
-        if skip < args.len() {
-            Unwrapped::Command(&args[skip..])
-        } else {
-            Unwrapped::Nothing
-        }
-    }
-
-    /// `> /dev/sda`, `>> /dev/nvme0n1`, `&> /dev/mem`, `> /proc/sysrq-trigger`.
-    fn check_redirect(&self, node: Node<'_>) -> Check {
-        let mut cursor = node.walk();
-        let mut writes = false;
-        for child in node.children(&mut cursor) {
-            if !child.is_named() {
-                let op = self.text(child);
-                writes |= op.contains('>');
-            }
-        }
-        if !writes {
-            return None;
-        }
-        let destination = node.child_by_field_name("destination")?;
-        let target = self.resolve(destination);
-        if is_block_device(&target.text) {
-            return Some(CommandVerdict::blocked(
-                rule::BLOCK_DEVICE_WRITE,
-                format!("redirects output onto the device {}", target.text),
-            ));
-        }
-        if target.text == "/proc/sysrq-trigger" {
-            return Some(CommandVerdict::blocked(
-                rule::POWER_STATE,
-                "writes to /proc/sysrq-trigger",
-            ));
-        }
-        None
-    }
-
-    /// A function that calls itself in a pipeline or in the background: `f(){ f|f& };f`.
-    fn check_function(&self, node: Node<'_>) -> Check {
-        let name = node.child_by_field_name("name").map(|n| self.text(n))?;
-        let body = node.child_by_field_name("body")?;
-        let mut calls = 0;
-        let mut piped_or_backgrounded = false;
-        self.count_calls(body, name, &mut calls, &mut piped_or_backgrounded, false);
-        (calls >= 2 || (calls >= 1 && piped_or_backgrounded)).then(|| {
-            CommandVerdict::blocked(
-                rule::FORK_BOMB,
-                format!("function `{name}` calls itself recursively in parallel (fork bomb)"),
-            )
-        })
-    }
-
-    fn count_calls(
-        &self,
-        node: Node<'_>,
-        name: &str,
-        calls: &mut usize,
-        parallel: &mut bool,
-        in_pipeline: bool,
-    ) {
-        if node.kind() == "command"
-            && let Some(first) = self.argv(node).first()
-            && first.text == name
-        {
-            *calls += 1;
-            let backgrounded = node
-                .next_sibling()
-                .is_some_and(|s| !s.is_named() && self.text(s) == "&");
-            *parallel |= in_pipeline || backgrounded;
-        }
-        let in_pipeline = in_pipeline || node.kind() == "pipeline";
-        if !node.is_named() && self.text(node) == "&" {
-            *parallel = true;
-        }
-        let mut cursor = node.walk();
-        for child in node.children(&mut cursor) {
-            self.count_calls(child, name, calls, parallel, in_pipeline);
-        }
-    }
-
-    /// `echo 'rm -rf /' | sh`: static text printed into a shell is a script.
-    fn check_pipe_into_shell(&self, node: Node<'_>) -> Check {
-        let mut cursor = node.walk();
-        let stages: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
-        for pair in stages.windows(2) {
-            let (Some(producer), Some(consumer)) = (as_command(pair[0]), as_command(pair[1]))
-            else {
-                continue;
-            };
-            let consumer_argv = self.argv(consumer);
-            let produced = self.static_output(producer);
-            if let (Some(first), Some(produced)) = (consumer_argv.first(), &produced)
-                && command_base_name(&first.text) == "xargs"
-            {
-                // `echo / | xargs rm -rf`: xargs appends what it reads to its command.
-                let mut argv = consumer_argv.clone();
-                argv.extend(produced.split_whitespace().map(|t| Word {
-                    text: t.to_owned(),
-                    dynamic: false,
-                }));
-                if let Some(found) = self.check_argv(&argv) {
-                    return Some(found);
-                }
-            }
-            if !self.is_bare_shell(consumer) {
-                continue;
-            }
-            let argv = self.argv(producer);
-            let Some(first) = argv.first() else { continue };
-            let producer_name = command_base_name(&first.text);
-            if matches!(producer_name, "echo" | "printf" | "cat") {
-                let script: Vec<&str> = argv[1..]
-                    .iter()
-                    .map(|w| w.text.as_str())
-                    .filter(|t| !t.starts_with('-'))
-                    .collect();
-                let script = script.join(" ").replace("\\n", "\n");
-                if let Some(found) = check_script(&script, self.depth + 1) {
-                    return Some(found);
-                }
-            }
-        }
-        None
-    }
-
-    /// `sh <<< 'rm -rf /'` and `bash <<EOF … EOF`: the redirect hangs either on the
-    /// `redirected_statement` around the command or on the command itself.
-    fn check_shell_stdin_redirect(&self, node: Node<'_>) -> Check {
-        let command = match node.kind() {
-            "command" => node,
-            _ => as_command(node.child_by_field_name("body")?)?,
-        };
-        if !self.is_bare_shell(command) {
-            return None;
-        }
-        let mut cursor = node.walk();
-        for child in node.children(&mut cursor) {
-            let script = match child.kind() {
-                "herestring_redirect" => child
-                    .named_child(0)
-                    .map(|n| self.resolve(n).text)
-                    .unwrap_or_default(),
-                "heredoc_redirect" => {
-                    let mut inner = child.walk();
-                    child
-                        .children(&mut inner)
-                        .filter(|c| c.kind() == "heredoc_body")
-                        .map(|c| self.text(c).to_owned())
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                }
-                _ => continue,
-            };
-            if let Some(found) = check_script(&script, self.depth + 1) {
-                return Some(found);
-            }
-        }
-        None
-    }
-
-    /// What `echo`/`printf` with static arguments prints, roughly.
-    fn static_output(&self, producer: Node<'_>) -> Option<String> {
-        let argv = self.argv(producer);
-        let first = argv.first()?;
-        if !matches!(command_base_name(&first.text), "echo" | "printf") {
-            return None;
-        }
-        let words: Vec<&str> = argv[1..]
-            .iter()
-            .map(|w| w.text.as_str())
-            .filter(|t| !t.starts_with('-'))
-            .collect();
-        Some(words.join(" ").replace("\\n", "\n"))
-    }
-
-    /// A shell reading its script from standard input (no `-c`, no script file).
-    fn is_bare_shell(&self, command: Node<'_>) -> bool {
-        let argv = self.argv(command);
-        let Some(first) = argv.first() else {
-            return false;
-        };
-        let name = command_base_name(&first.text);
-        SHELLS.contains(&name) && argv[1..].iter().all(|w| w.text.starts_with('-'))
-    }
-}
-
-enum Unwrapped<'w> {
-    Command(&'w [Word]),
-    Script(String),
-    Nothing,
-}
-
-fn as_command(node: Node<'_>) -> Option<Node<'_>> {
-    match node.kind() {
-        "command" => Some(node),
-        "redirected_statement" => node.child_by_field_name("body").and_then(as_command),
-        _ => None,
-    }
-}
-
-/// `bash -c 'script'`, `sh -xc 'script'`, `bash -l -c 'script'`: the index of the script.
-fn shell_script_argument(args: &[&str]) -> Option<usize> {
-    let mut i = 0;
-    let mut wants_command = false;
-    while i < args.len() {
-        let t = args[i];
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if t.starts_with("--") {
-            if t == "--rcfile" || t == "--init-file" {
-                i += 1;
-            }
-            i += 1;
-            continue;
-        }
-        if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
-            if t[1..].contains('c') {
-                wants_command = true;
-            }
-            if t == "-o" || t == "+o" || t == "-O" || t == "+O" {
-                i += 1;
-            }
-            i += 1;
-            continue;
-        }
-        break;
-    }
-    (wants_command && i < args.len()).then_some(i)
-}
-
-/// Index of the first non-option argument, skipping options that take a value (`with_value`)
-/// and then `positional` leading operands (e.g. the duration of `timeout`).
-fn skip_options(args: &[&str], with_value: &[&str], positional: usize) -> usize {
-    let mut i = 0;
-    while i < args.len() {
-        let t = args[i];
-        if t == "--" {
-            i += 1;
-            break;
-        }
-        if !t.starts_with('-') || t == "-" {
-            break;
-        }
-        // `-n5` / `--signal=KILL` carry their value; `-n 5` takes the next word.
-        if with_value.contains(&t) {
-            i += 2;
-        } else {
-            i += 1;
-        }
-    }
-    i + positional
-}
-
 /// `find / -delete`, `find / -exec rm -rf {} +`.
 fn find_check(args: &[&str]) -> Check {
     let starts: Vec<&str> = args
@@ -808,42 +224,32 @@ fn find_check(args: &[&str]) -> Check {
             format!("find -delete over {start}"),
         ));
     }
-    let mut i = 0;
-    while i < args.len() {
-        if matches!(args[i], "-exec" | "-execdir" | "-ok" | "-okdir") {
-            let end = args[i + 1..]
-                .iter()
-                .position(|a| *a == ";" || *a == "+")
-                .map_or(args.len(), |p| i + 1 + p);
-            let inner = &args[i + 1..end];
-            if let Some(name) = inner.first() {
-                let name = command_base_name(name);
-                let per_file = inner[1..].contains(&"{}");
-                if per_file && let Some(start) = starts.iter().find(|s| is_protected_target(s)) {
-                    let rule = match name {
-                        "rm" | "shred" | "unlink" => Some(rule::RECURSIVE_DELETE_ROOT),
-                        "chmod" | "chown" | "chgrp" => Some(rule::RECURSIVE_PERMISSION_ROOT),
-                        _ => None,
-                    };
-                    if let Some(rule) = rule {
-                        return Some(CommandVerdict::blocked(
-                            rule,
-                            format!("find -exec {name} over every file under {start}"),
-                        ));
-                    }
-                }
-                let mut inner_args: Vec<&str> = inner[1..].to_vec();
-                // `{}` stands for every file found under the start points.
-                if inner_args.contains(&"{}") {
-                    inner_args.extend(starts.iter().copied());
-                }
-                if let Some(found) = check_simple(name, &inner_args) {
-                    return Some(found);
-                }
+    for range in find_exec_commands(args) {
+        let inner = &args[range];
+        let Some(name) = inner.first() else { continue };
+        let name = program_name(name);
+        let per_file = inner[1..].contains(&"{}");
+        if per_file && let Some(start) = starts.iter().find(|s| is_protected_target(s)) {
+            let rule = match name {
+                "rm" | "shred" | "unlink" => Some(rule::RECURSIVE_DELETE_ROOT),
+                "chmod" | "chown" | "chgrp" => Some(rule::RECURSIVE_PERMISSION_ROOT),
+                _ => None,
+            };
+            if let Some(rule) = rule {
+                return Some(CommandVerdict::blocked(
+                    rule,
+                    format!("find -exec {name} over every file under {start}"),
+                ));
             }
-            i = end;
         }
-        i += 1;
+        let mut inner_args: Vec<&str> = inner[1..].to_vec();
+        // `{}` stands for every file found under the start points.
+        if inner_args.contains(&"{}") {
+            inner_args.extend(starts.iter().copied());
+        }
+        if let Some(found) = check_simple(name, &inner_args) {
+            return Some(found);
+        }
     }
     None
 }
@@ -1173,90 +579,6 @@ fn is_block_device(target: &str) -> bool {
             device.starts_with(p) && device.len() > p.len()
                 || (p.ends_with('/') && device.starts_with(p))
         })
-}
-
-/// `$(which rm)`, `` `command -v rm` ``, `$(type -P rm)`: the name looked up.
-fn looked_up_name(text: &str) -> Option<String> {
-    let inner = text
-        .strip_prefix("$(")
-        .and_then(|t| t.strip_suffix(')'))
-        .or_else(|| text.strip_prefix('`').and_then(|t| t.strip_suffix('`')))?;
-    let words: Vec<&str> = inner.split_whitespace().collect();
-    match words.as_slice() {
-        ["which" | "whereis", name] | ["command", "-v" | "-V", name] => Some(unescape_word(name)),
-        ["type", "-P" | "-p" | "-fP" | "-Pf", name] => Some(unescape_word(name)),
-        _ => None,
-    }
-}
-
-/// `/usr/bin/rm` → `rm`, `\rm` → `rm` (the backslash is gone after unescaping). A relative path
-/// (`./init`) names a program of the workspace, not the system's, and is kept whole.
-fn command_base_name(name: &str) -> &str {
-    if name.starts_with('/') {
-        name.rsplit('/').next().unwrap_or(name)
-    } else {
-        name
-    }
-}
-
-fn unescape_word(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            match chars.next() {
-                Some('\n') | None => {}
-                Some(next) => out.push(next),
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn unescape_double_quoted(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' && matches!(chars.peek(), Some('"' | '\\' | '$' | '`' | '\n')) {
-            if let Some(next) = chars.next()
-                && next != '\n'
-            {
-                out.push(next);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn unescape_ansi_c(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('x') => {
-                let mut hex = String::new();
-                while hex.len() < 2 && chars.peek().is_some_and(char::is_ascii_hexdigit) {
-                    hex.extend(chars.next());
-                }
-                if let Some(ch) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                    out.push(ch);
-                }
-            }
-            Some(other) => out.push(other),
-            None => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -8,9 +8,10 @@
 //! ## Main types
 //! - [`classify::check_command`] → [`classify::CommandVerdict`]: the disaster check (C1), a pure
 //!   function over the command text that runs before anything else and that no approval
-//!   overrides. It parses with tree-sitter-bash and walks every simple command through lists,
-//!   pipelines, subshells, substitutions, `bash -c` strings, `eval`, here-strings into shells and
-//!   wrappers (`env`, `nohup`, `timeout`, `xargs`, `find -exec`, …). Serialized as
+//!   overrides. It judges the parts `clawsmith-shell` (the one bash parse, shared with the
+//!   permission rules) reads: every simple command through lists, pipelines, subshells,
+//!   substitutions, `bash -c` strings, `eval`, here-strings into shells and wrappers (`env`,
+//!   `nohup`, `timeout`, `xargs`, `find -exec`, …), every redirect and function. Serialized as
 //!   `{"verdict":"blocked"|"allowed","rule":…,"reason":…}`.
 //! - [`SandboxConfig`]: workspace, timeouts, output cap, [`ResourceLimits`], environment
 //!   allow-list, extra writable roots, protected paths, network flag and [`SandboxPolicy`]
