@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
@@ -35,6 +35,7 @@ pub enum LeaseWait {
 #[derive(Debug)]
 pub struct SessionLease {
     key: PathBuf,
+    session_id: String,
     fresh: bool,
 }
 
@@ -56,6 +57,21 @@ impl SessionLease {
     /// lease may close calls left open (their owner is dead); a shared one must not.
     pub fn is_fresh(&self) -> bool {
         self.fresh
+    }
+}
+
+impl SessionLease {
+    /// Whether this is the lease of `session_id`.
+    pub(crate) fn is_for(&self, session_id: &str) -> bool {
+        self.session_id == session_id
+    }
+
+    /// Removes the lock file of a session that no longer exists (pruned), while still holding
+    /// it; a process waiting on it then finds the name gone and locks a new file.
+    pub(crate) fn remove_lock_file(&self) {
+        if !self.key.starts_with("memory:") {
+            let _ = std::fs::remove_file(&self.key);
+        }
     }
 }
 
@@ -97,7 +113,11 @@ impl Store {
             let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(entry) = held.get_or_insert_with(HashMap::new).get_mut(&key) {
                 entry.holders += 1;
-                return Ok(SessionLease { key, fresh: false });
+                return Ok(SessionLease {
+                    key,
+                    session_id: session_id.to_string(),
+                    fresh: false,
+                });
             }
         }
         // Taking the OS lock may block (LeaseWait::Wait); never while holding HELD.
@@ -110,7 +130,11 @@ impl Store {
         if let Some(entry) = map.get_mut(&key) {
             // Another thread of this process took it meanwhile; share theirs, drop ours.
             entry.holders += 1;
-            return Ok(SessionLease { key, fresh: false });
+            return Ok(SessionLease {
+                key,
+                session_id: session_id.to_string(),
+                fresh: false,
+            });
         }
         map.insert(
             key.clone(),
@@ -119,7 +143,11 @@ impl Store {
                 _file: file,
             },
         );
-        Ok(SessionLease { key, fresh: true })
+        Ok(SessionLease {
+            key,
+            session_id: session_id.to_string(),
+            fresh: true,
+        })
     }
 }
 
@@ -160,20 +188,31 @@ fn lock_file(path: &Path, session_id: &str, wait: LeaseWait) -> Result<File, Sto
             .create(dir)
             .map_err(io_error)?;
     }
-    let mut file = open_private(path).map_err(io_error)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => match wait {
-            LeaseWait::Fail => {
-                return Err(StoreError::SessionInUse {
-                    session_id: session_id.to_string(),
-                    pid: holder_pid(&mut file),
-                });
-            }
-            LeaseWait::Wait => file.lock().map_err(io_error)?,
-        },
-        Err(std::fs::TryLockError::Error(error)) => return Err(io_error(error)),
-    }
+    // Pruning a session removes its lock file while holding it; whoever locked the old file
+    // meanwhile holds a name that is gone, and tries again on the new one.
+    let mut file = loop {
+        let mut file = open_private(path).map_err(io_error)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => match wait {
+                LeaseWait::Fail => {
+                    return Err(StoreError::SessionInUse {
+                        session_id: session_id.to_string(),
+                        pid: holder_pid(&mut file),
+                    });
+                }
+                LeaseWait::Wait => file.lock().map_err(io_error)?,
+            },
+            Err(std::fs::TryLockError::Error(error)) => return Err(io_error(error)),
+        }
+        let locked = file.metadata().map_err(io_error)?;
+        match std::fs::symlink_metadata(path) {
+            Ok(named) if named.ino() == locked.ino() && named.dev() == locked.dev() => break file,
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io_error(error)),
+        }
+    };
     file.set_len(0).map_err(io_error)?;
     file.seek(SeekFrom::Start(0)).map_err(io_error)?;
     writeln!(file, "{}", std::process::id()).map_err(io_error)?;

@@ -111,9 +111,14 @@ impl Store {
             self.write_rolled_back("pruning (dry run)", body)
         } else {
             self.write("pruning", body)
-        };
-        drop(held);
-        report
+        }?;
+        // The lock files of removed sessions go too (still held), so `locks/` stays bounded.
+        for lease in held.into_inner() {
+            if report.sessions.iter().any(|id| lease.is_for(id)) && !dry_run {
+                lease.remove_lock_file();
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -460,4 +460,10 @@ fn a_session_in_use_by_a_writer_is_not_pruned() {
         .prune(&RetentionPolicy::default(), now, false)
         .unwrap();
     assert_eq!(report.sessions, ["busy"]);
+    // Their lock files went with them: `locks/` does not grow with every session ever made.
+    let locks = dir.path().join(clawsmith_checkpoint::LOCK_DIR);
+    assert_eq!(std::fs::read_dir(&locks).unwrap().count(), 0);
+    // A session of the same name later takes a new lock file.
+    store.create_session("busy", "/w").unwrap();
+    assert!(store.lease_session("busy").unwrap().is_fresh());
 }
