@@ -8,19 +8,26 @@
 //! answer is written; a request read with no slot free waits for one, and meanwhile nothing more
 //! is read, so a client that never reads stdout stalls itself instead of making the server
 //! execute and queue every request. Answers and notifications take no slot, so the answer to
-//! an elicitation question still gets through while up to that many requests wait.
+//! an elicitation question still gets through while up to that many requests wait; and while
+//! such a question is open, a request finding no slot is refused (-32000) rather than parked,
+//! since the answer that would free a slot may be behind it.
+
+use std::collections::HashSet;
 
 use clawsmith_protocol::CancellationSignal;
 use rmcp::model::{
     CallToolRequestParams, ErrorCode, InitializeRequestParams, JsonRpcMessage,
-    PaginatedRequestParams,
+    PaginatedRequestParams, RequestId,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
 
-use crate::transport::{LineRead, LineReader, LineWriter, Outgoing, RequestSlots};
+use crate::transport::{
+    LineRead, LineReader, LineWriter, Outgoing, RequestSlots, cancelled_request,
+};
 
 /// Longest request line (one JSON-RPC message) `clawsmith mcp` reads; a longer one is answered
 /// with -32600 and skipped.
@@ -162,6 +169,22 @@ pub(crate) fn inspect(line: &[u8]) -> Inbound {
     }
 }
 
+/// The refusal of a request that found every slot taken while the server waits for the client.
+fn busy(request: &RxJsonRpcMessage<RoleServer>) -> Value {
+    let id = match request {
+        JsonRpcMessage::Request(request) => serde_json::to_value(&request.id).ok(),
+        _ => None,
+    };
+    refusal(
+        id.as_ref(),
+        SERVER_BUSY,
+        &format!(
+            "Server busy: {MAX_UNANSWERED_REQUESTS} requests wait for their answers while the \
+             server waits for this client's answer to its question; retry after answering it"
+        ),
+    )
+}
+
 /// The server transport: [`inspect`] on every line, one `initialize`, unique ids in flight, and
 /// the slots of [`MAX_UNANSWERED_REQUESTS`].
 pub(crate) struct ServerTransport<R> {
@@ -174,7 +197,16 @@ pub(crate) struct ServerTransport<R> {
     /// Fired when the client closes its end: the running call is cancelled at once instead of
     /// after rmcp's drain of in-flight answers (nobody is left to read them).
     on_eof: CancellationSignal,
+    /// Our own requests to the client (elicitation) waiting for its answer. While any waits, a
+    /// request finding every slot taken is refused instead of stalling the reading: the answer
+    /// that would free a slot may be behind it.
+    asking: watch::Sender<HashSet<RequestId>>,
+    asking_changes: watch::Receiver<HashSet<RequestId>>,
 }
+
+/// JSON-RPC's implementation-defined server error, for a request refused while every slot is
+/// taken and the server waits for the client.
+const SERVER_BUSY: ErrorCode = ErrorCode(-32000);
 
 impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
     pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
@@ -182,6 +214,7 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
         write: W,
         on_eof: CancellationSignal,
     ) -> ServerTransport<R> {
+        let (asking, asking_changes) = watch::channel(HashSet::new());
         ServerTransport {
             reader: LineReader::new(read, MAX_REQUEST_LINE_BYTES),
             writer: LineWriter::spawn(write),
@@ -189,6 +222,22 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
             refusal: None,
             initialized: false,
             on_eof,
+            asking,
+            asking_changes,
+        }
+    }
+
+    /// The client answered one of our requests: it no longer waits.
+    fn answered(&mut self, message: &RxJsonRpcMessage<RoleServer>) {
+        let id = match message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.asking.send_modify(|asking| {
+                asking.remove(id);
+            });
         }
     }
 
@@ -225,6 +274,22 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        match &item {
+            JsonRpcMessage::Request(request) => {
+                let id = request.id.clone();
+                self.asking.send_modify(|asking| {
+                    asking.insert(id);
+                });
+            }
+            JsonRpcMessage::Notification(notification) => {
+                if let Some(id) = cancelled_request(&notification.notification) {
+                    self.asking.send_modify(|asking| {
+                        asking.remove(&id);
+                    });
+                }
+            }
+            _ => {}
+        }
         let release = self.requests.release(&item);
         self.writer.send(&item, release)
     }
@@ -242,8 +307,14 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                     });
                 }
             }
-            if let Some(request) = self.requests.admitted().await {
-                return Some(request);
+            if self.requests.is_parked() {
+                tokio::select! {
+                    request = self.requests.admitted() => return request,
+                    _ = self.asking_changes.wait_for(|asking| !asking.is_empty()) => {
+                        self.refusal = self.requests.take_parked().map(|request| busy(&request));
+                        continue;
+                    }
+                }
             }
             match self.reader.next().await {
                 LineRead::Eof => {
@@ -266,6 +337,7 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
                     Inbound::Message(message) => match self.check(&message) {
                         Ok(()) => {
                             if let Some(message) = self.requests.admit(message) {
+                                self.answered(&message);
                                 return Some(message);
                             }
                         }

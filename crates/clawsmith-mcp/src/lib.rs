@@ -68,7 +68,10 @@
 //! Server (`clawsmith mcp`):
 //! - **Backpressure.** At most [`MAX_UNANSWERED_REQUESTS`] (32) requests are read and not yet
 //!   answered; a slot frees once its answer is *written*. A client that never reads stdout
-//!   stalls the server's reading, so memory stays bounded instead of growing per request.
+//!   stalls the server's reading, so memory stays bounded instead of growing per request. While
+//!   the server waits for the client's answer to an elicitation question, a request finding
+//!   every slot taken is refused with -32000 ("Server busy") instead: the answer that would free
+//!   a slot may be queued behind it.
 //! - **JSON-RPC errors per the spec.** A line over [`MAX_REQUEST_LINE_BYTES`] (4 MiB) is -32600
 //!   and skipped; an unparsable line or nesting deeper than serde_json's 128 levels is -32700
 //!   (no stack overflow); a batch (MCP removed them), a non-object, a wrong `jsonrpc`, a bad

@@ -242,6 +242,16 @@ impl<Req, Resp, Not> RequestSlots<JsonRpcMessage<Req, Resp, Not>> {
         }
     }
 
+    /// Whether a request waits for its slot.
+    pub(crate) fn is_parked(&self) -> bool {
+        self.parked.is_some()
+    }
+
+    /// Gives up on the parked request (to refuse it instead).
+    pub(crate) fn take_parked(&mut self) -> Option<Box<JsonRpcMessage<Req, Resp, Not>>> {
+        self.parked.take()
+    }
+
     /// The parked request once it has its slot; `None` at once when nothing is parked.
     /// Cancel-safe: the request stays parked until the slot is taken.
     pub(crate) async fn admitted(&mut self) -> Option<JsonRpcMessage<Req, Resp, Not>> {
@@ -269,7 +279,7 @@ impl<Req, Resp, Not> RequestSlots<JsonRpcMessage<Req, Resp, Not>> {
 }
 
 /// The request a `notifications/cancelled` names.
-fn cancelled_request(notification: &impl serde::Serialize) -> Option<RequestId> {
+pub(crate) fn cancelled_request(notification: &impl serde::Serialize) -> Option<RequestId> {
     let value = serde_json::to_value(notification).ok()?;
     if value.get("method")? != "notifications/cancelled" {
         return None;

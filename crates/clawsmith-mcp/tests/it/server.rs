@@ -808,3 +808,37 @@ async fn elicitation_answers_get_through_while_every_request_slot_is_taken() {
         clawsmith_mcp::MAX_UNANSWERED_REQUESTS
     );
 }
+
+#[tokio::test]
+async fn more_asking_calls_than_slots_are_answered_or_refused_busy_never_stuck() {
+    let (setup, handler) = asking_setup();
+    let connection = connect(&setup, handler).await;
+    let calls = (0..clawsmith_mcp::MAX_UNANSWERED_REQUESTS + 8).map(|index| {
+        let params = rmcp::model::CallToolRequestParams::new("write_file").with_arguments(
+            json!({"path": format!("f{index}.txt"), "content": "x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        connection.client.peer().call_tool(params)
+    });
+    let answers =
+        tokio::time::timeout(std::time::Duration::from_secs(120), futures_join_all(calls))
+            .await
+            .expect("every call answered (harness deadline)");
+    let mut succeeded = 0;
+    for answer in answers {
+        match answer {
+            Ok(result) => {
+                assert_outcome(&result, false, "success", None);
+                succeeded += 1;
+            }
+            Err(rmcp::ServiceError::McpError(error)) => {
+                assert_eq!(error.code.0, -32000, "{error:?}");
+                assert!(error.message.contains("Server busy"), "{error:?}");
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(succeeded >= 1);
+}
