@@ -180,7 +180,7 @@ impl SessionHandle {
 
     /// Appends a message that is not a tool call or result (system, user, assistant text).
     pub fn append_message(&self, message: &ModelMessage) -> Result<u64, CoreError> {
-        Ok(self.shared.store.append_message(&self.id, message)?)
+        self.with_lease(|| Ok(self.shared.store.append_message(&self.id, message)?))
     }
 
     /// The tools the next request would show (without promoting pending activations).
@@ -192,9 +192,26 @@ impl SessionHandle {
 
     /// Records a model request outside a turn; see [`Turn::model_request`].
     pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
-        let evidence = model_request(&self.shared, &self.id, None, sink)?;
-        self.note_sequence()?;
-        Ok(evidence)
+        self.with_lease(|| {
+            let evidence = model_request(&self.shared, &self.id, None, sink)?;
+            self.note_sequence()?;
+            Ok(evidence)
+        })
+    }
+
+    /// Runs a write outside a turn under the session's lease: the one kept from opening (which
+    /// stays kept for the first turn), else one taken for this write alone.
+    fn with_lease<T>(&self, write: impl FnOnce() -> Result<T, CoreError>) -> Result<T, CoreError> {
+        let kept = self
+            .lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kept.is_some() {
+            return write();
+        }
+        drop(kept);
+        let _lease = self.lease_for_turn()?;
+        write()
     }
 
     /// Remembers the session's last event sequence as known to this handle.
