@@ -73,16 +73,23 @@
 //!   current session's artifacts, and returns at most 32 KiB per call (so reading never makes
 //!   another artifact).
 //! - **Redaction (A5)** is a small scanner (secret-named keys, `Authorization` credentials,
-//!   well-known token prefixes, URL passwords, PEM private keys) applied to display title, body,
-//!   field labels and values, followed by the protocol's bounds. The model's `content` is not
-//!   redacted: the model must see what the tool returned.
+//!   well-known token prefixes, URL passwords, PEM private keys; `clawsmith_protocol::redact`)
+//!   applied to display title, body, field labels and values, followed by the protocol's bounds.
+//!   The live `content` is not redacted: the model must see what the tool returned. What is
+//!   stored (messages, events, journal arguments) the store masks with the same scanner.
 //! - **Deferred tools (A9).** Activation is per session and takes effect at the *next* model
 //!   request: `search_tools` marks hits pending, [`Turn::model_request`] promotes them and stores
 //!   the `model.request` evidence (`requestId`, `toolNames`, `toolSchemaSha256`,
 //!   `composition.activatedTools`). Until then a call is `inactive_tool` (retryable). Reopening a
 //!   session restores the activations of its last request. The hash is SHA-256 over canonical
 //!   JSON (sorted keys, no whitespace) of the shown list.
-//! - **Recovery (A8)** runs on every open: each assistant tool call without a result gets one —
+//! - **One writer per session.** Opening takes the session's lease (the store's `flock`) before
+//!   recovery, and each turn holds it for its life; a second process gets
+//!   `session … is in use by pid N` (or waits). A lease taken fresh means any open call's owner
+//!   is dead, so only then does recovery run; a handle that finds the session changed since it
+//!   last wrote it recovers before its next turn.
+//! - **Recovery (A8)** runs on open (by index when nothing was left open): each assistant tool
+//!   call without a result gets one —
 //!   `unknown`/`interrupted` if it had started (open journal entry or `tool.started`),
 //!   `cancelled` if it never started; open journal entries are closed `unknown`, unanswered
 //!   approvals are dropped, open turn checkpoints are finished. Nothing is ever re-run.
@@ -104,9 +111,9 @@
 //! not open or change workspace files except through clawsmith-fs tools and the workspace handle
 //! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
 //! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
-//! not replay interrupted calls, ever. Two processes running turns in the *same* session at the
-//! same time are not coordinated beyond what the store's transactions guarantee (recovery in one
-//! would close the other's running calls).
+//! not replay interrupted calls, ever. It does not serialize two handles of one session inside
+//! one process (they share the lease); the host does, as the MCP server serializes a
+//! connection's turns.
 
 mod approval;
 mod core;
