@@ -386,8 +386,17 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleClient> for ClientTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if let JsonRpcMessage::Request(request) = &item {
-            self.pending().insert(request.id.clone());
+        match &item {
+            JsonRpcMessage::Request(request) => {
+                self.pending().insert(request.id.clone());
+            }
+            // A call that timed out or was cancelled waits for nothing any more.
+            JsonRpcMessage::Notification(notification) => {
+                if let Some(id) = cancelled_request(&notification.notification) {
+                    self.pending().remove(&id);
+                }
+            }
+            _ => {}
         }
         let release = self.server_requests.release(&item);
         self.writer.send(&item, release)
