@@ -218,18 +218,19 @@ pub async fn connect_server(server: &McpServerConfig) -> Result<McpStartup, McpE
     let names = assign_names(&server.name, &remote_names);
     let mut tools = Vec::new();
     for (remote, name) in listed.tools.into_iter().zip(names) {
+        // The core refuses a schema that does not compile: check it here, per tool.
         let schema = serde_json::Value::Object(remote.input_schema.as_ref().clone());
-        let refusal = match &name {
-            Err(reason) => Some(reason.clone()),
-            Ok(_) => jsonschema::validator_for(&schema)
-                .err()
-                .map(|error| format!("its input schema is invalid: {error}")),
+        let checked = name.and_then(|name| match jsonschema::validator_for(&schema) {
+            Ok(_) => Ok(name),
+            Err(error) => Err(format!("its input schema is invalid: {error}")),
+        });
+        let name = match checked {
+            Ok(name) => name,
+            Err(reason) => {
+                left_out.push(format!("`{}` ({reason})", remote.name));
+                continue;
+            }
         };
-        if let Some(reason) = refusal {
-            left_out.push(format!("`{}` ({reason})", remote.name));
-            continue;
-        }
-        let name = name.unwrap_or_default();
         let tool = McpTool::new(
             Arc::clone(&connection),
             name,
