@@ -55,6 +55,7 @@ pub fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     let metadata = cargo_metadata(root)?;
     problems.extend(check_layers(&workspace_edges(&metadata)?));
+    problems.extend(check_owned_dependencies(&dependencies(&metadata)?));
     problems.extend(check_protocol_is_plain(root)?);
     for (name, dir) in workspace_crates(&metadata)? {
         problems.extend(check_crate(&name, &dir)?);
@@ -97,24 +98,55 @@ fn cargo_metadata(root: &Path) -> Result<serde_json::Value> {
     serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
 }
 
+/// (from, to, kind) for every dependency of a workspace member, of any kind.
+fn dependencies(metadata: &serde_json::Value) -> Result<Vec<(String, String, String)>> {
+    let packages = metadata["packages"]
+        .as_array()
+        .context("metadata has no packages")?;
+    let mut dependencies = Vec::new();
+    for package in packages {
+        let from = package["name"].as_str().unwrap_or_default();
+        for dependency in package["dependencies"].as_array().into_iter().flatten() {
+            let to = dependency["name"].as_str().unwrap_or_default();
+            let kind = dependency["kind"].as_str().unwrap_or("normal").to_owned();
+            dependencies.push((from.to_owned(), to.to_owned(), kind));
+        }
+    }
+    Ok(dependencies)
+}
+
 /// (from, to, kind) for every dependency between workspace members.
 fn workspace_edges(metadata: &serde_json::Value) -> Result<Vec<(String, String, String)>> {
     let packages = metadata["packages"]
         .as_array()
         .context("metadata has no packages")?;
     let members: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
-    let mut edges = Vec::new();
-    for package in packages {
-        let from = package["name"].as_str().unwrap_or_default();
-        for dependency in package["dependencies"].as_array().into_iter().flatten() {
-            let to = dependency["name"].as_str().unwrap_or_default();
-            if members.contains(to) {
-                let kind = dependency["kind"].as_str().unwrap_or("normal").to_owned();
-                edges.push((from.to_owned(), to.to_owned(), kind));
-            }
-        }
-    }
+    let mut edges = dependencies(metadata)?;
+    edges.retain(|(_, to, _)| members.contains(to.as_str()));
     Ok(edges)
+}
+
+/// External dependencies that carry one piece of knowledge, and the one crate that owns it.
+pub const OWNED_DEPENDENCIES: &[(&str, &str)] = &[
+    // One bash parse: the permission rules and the disaster check must read commands alike.
+    ("tree-sitter", "clawsmith-shell"),
+    ("tree-sitter-bash", "clawsmith-shell"),
+];
+
+/// Dependencies (from, to, kind) of [`OWNED_DEPENDENCIES`] used outside their owner.
+pub fn check_owned_dependencies(dependencies: &[(String, String, String)]) -> Vec<String> {
+    dependencies
+        .iter()
+        .filter_map(|(from, to, _)| {
+            let (_, owner) = OWNED_DEPENDENCIES.iter().find(|(name, _)| name == to)?;
+            (from != owner).then(|| {
+                format!(
+                    "{from} depends on {to}, which only {owner} may use (one owner per piece of \
+                     knowledge)"
+                )
+            })
+        })
+        .collect()
 }
 
 /// Layering violations among `edges`.
@@ -316,6 +348,22 @@ mod tests {
 
     fn edge(from: &str, to: &str, kind: &str) -> (String, String, String) {
         (from.into(), to.into(), kind.into())
+    }
+
+    #[test]
+    fn owned_dependencies_stay_with_their_owner() {
+        // ((crate, dependency), allowed)
+        let table = [
+            (("clawsmith-shell", "tree-sitter"), true),
+            (("clawsmith-shell", "tree-sitter-bash"), true),
+            (("clawsmith-sandbox", "tree-sitter-bash"), false),
+            (("clawsmith-security", "tree-sitter"), false),
+            (("clawsmith-sandbox", "libc"), true),
+        ];
+        for ((from, to), allowed) in table {
+            let problems = check_owned_dependencies(&[edge(from, to, "dev")]);
+            assert_eq!(problems.is_empty(), allowed, "{from} -> {to}: {problems:?}");
+        }
     }
 
     #[test]

@@ -20,11 +20,17 @@
 //! ## Decisions
 //! - *Fail closed, explain why.* A distrusted declaration is recorded with its reason
 //!   ([`NormalizedCapabilities::failed_closed`]) so a refusal can say what was wrong.
-//! - *Refusals are generous, allows are strict.* A deny or ask rule with an argument pattern
-//!   matches if any subject matches, including any segment of a compound command
-//!   (`git status; rm -rf x` is caught by `deny run_command(rm *)`). An allow rule must cover the
-//!   whole call: every path subject (both ends of a rename), and a command only when it has no shell
-//!   operators — otherwise `allow run_command(git status*)` would allow `git status; curl … | sh`.
+//! - *Refusals are generous, allows are strict.* A command is read by `clawsmith-shell`, the
+//!   one bash parse the disaster check uses too, into the simple commands it would run (through
+//!   lists, substitutions, `bash -c` strings, `eval` and wrappers such as `env`, `timeout`,
+//!   `xargs`, `sudo`, `find -exec`), unquoted and without leading assignments. A deny or ask rule
+//!   with an argument pattern matches if any subject matches, for a command if its text or any
+//!   simple command does (`git status; rm -rf x`, `\rm x`, `FOO=1 rm x` and `bash -c 'rm x'`
+//!   are all caught by `deny run_command(rm *)`). An allow rule must cover the whole call: every
+//!   path subject (both ends of a rename), and every simple command of a command as written,
+//!   assignments included — otherwise `allow run_command(git status*)` would allow
+//!   `git status; curl … | sh` or `LD_PRELOAD=… git status`. A script that did not parse
+//!   completely, or that redirects output into a file, is never allowed by a rule.
 //!   Paths are normalized lexically; a path that leaves the workspace is never allowed by a rule.
 //! - *`read-only` is a ceiling.* No allow or ask rule lifts a call above `read` in that mode.
 //! - *`.git` is code.* Git runs hooks and config from `.git` outside any sandbox, so a tool that
@@ -37,8 +43,9 @@
 //!   in every mode, whatever the rules say, reads included.
 //!
 //! ## What this crate does not do
-//! It runs no hooks and prompts no one (the core does), and it never inspects files or command
-//! semantics: the disaster check that no approval can override lives in `clawsmith-sandbox`.
+//! It runs no hooks and prompts no one (the core does), it never inspects files, and it does not
+//! parse bash itself (`clawsmith-shell` does) nor judge what a command would do to the machine:
+//! the disaster check that no approval can override lives in `clawsmith-sandbox`.
 #![deny(missing_docs)]
 
 mod capability;

@@ -4,6 +4,7 @@ use std::path::{Component, Path, PathBuf};
 use std::str::FromStr;
 
 use clawsmith_protocol::{Capability, PermissionDecision, Risk, Verdict};
+use clawsmith_shell::SimpleCommand;
 use globset::{GlobBuilder, GlobMatcher};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -202,22 +203,24 @@ impl Rule {
             return true;
         };
         match self.effect {
-            // Refusals match if any part of any subject matches: `git status; rm x` is caught by
-            // `deny run_command(rm *)`.
+            // Refusals match if any spelling of any subject matches: `git status; rm x`,
+            // `bash -c 'rm x'` and `\rm x` are all caught by `deny run_command(rm *)`.
             RuleEffect::Deny | RuleEffect::Ask => subjects.items.iter().any(|subject| {
                 subject
-                    .refusal_candidates()
+                    .refusal_spellings()
                     .any(|text| pattern_matches(pattern, subject.kind, text))
             }),
-            // An allow must cover the whole call: every subject, and a command only when it is a
-            // single simple command (no `;`, `&&`, `|`, `$(…)`, redirections).
+            // An allow must cover the whole call: every subject, and for a command every simple
+            // command it runs, as written; never a script the parse could not read in full.
             RuleEffect::Allow => {
                 !subjects.items.is_empty()
                     && subjects
                         .items
                         .iter()
-                        .all(|subject| match subject.allow_candidate() {
-                            Some(text) => pattern_matches(pattern, subject.kind, text),
+                        .all(|subject| match &subject.allow_spellings {
+                            Some(texts) => texts
+                                .iter()
+                                .all(|text| pattern_matches(pattern, subject.kind, text)),
                             None => false,
                         })
             }
@@ -578,20 +581,84 @@ enum SubjectKind {
 struct Subject {
     kind: SubjectKind,
     text: String,
-    /// For commands: the text split at shell control operators.
-    segments: Vec<String>,
-    /// Whether the text can stand for the whole call in an allow rule.
-    simple: bool,
+    /// For commands: how each simple command reads (see [`Subject::command`]); a refusal
+    /// matches the text or any of these.
+    spellings: Vec<String>,
+    /// What an allow rule must match, every one of them; `None` when no rule may allow it.
+    allow_spellings: Option<Vec<String>>,
 }
 
 impl Subject {
-    fn refusal_candidates(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.text.as_str()).chain(self.segments.iter().map(String::as_str))
+    /// A path or free text: an allow rule matches it whole, or not at all when `allowable` is
+    /// false (a path leaving the workspace).
+    fn plain(kind: SubjectKind, text: String, allowable: bool) -> Subject {
+        Subject {
+            kind,
+            allow_spellings: allowable.then(|| vec![text.clone()]),
+            text,
+            spellings: Vec::new(),
+        }
     }
 
-    fn allow_candidate(&self) -> Option<&str> {
-        self.simple.then_some(self.text.as_str())
+    /// A shell command, read by the one bash parse (`clawsmith-shell`). Each simple command
+    /// it would run is spelled as written after quote removal (`FOO=1 rm x` for `FOO=1 \rm x`),
+    /// without its assignments (`rm x`), and by its program (`rm x` for `/bin/rm x`); a refusal
+    /// matches any of them. An allow rule must match every simple command as written,
+    /// assignments included, so `allow run_command(cargo test*)` covers neither
+    /// `LD_PRELOAD=x cargo test` nor `cargo test; rm x` nor `/tmp/cargo test`. No rule allows a
+    /// script that did not parse completely, nor one that redirects output into a file.
+    fn command(command: &str) -> Subject {
+        let text = command.trim().to_owned();
+        let script = clawsmith_shell::parse(command);
+        let mut spellings = Vec::new();
+        let mut allow_spellings = Vec::new();
+        for simple in script.commands() {
+            let as_written = spell(simple.assignments.iter().chain(&simple.words), simple);
+            spellings.push(spell(simple.words.iter(), simple));
+            if let Some(program) = &simple.program {
+                let words = std::iter::once(program.as_str())
+                    .chain(simple.args().iter().map(|word| word.text.as_str()));
+                spellings.push(spell_texts(words, simple));
+            }
+            spellings.push(as_written.clone());
+            allow_spellings.push(as_written);
+        }
+        if allow_spellings.is_empty() {
+            // Nothing runs (empty, or only comments): an allow rule has the text to match.
+            allow_spellings.push(text.clone());
+        }
+        let writes_file = script
+            .redirects()
+            .any(|redirect| redirect.writes_file() && redirect.target.text != "/dev/null");
+        let allowable = script.is_complete() && !writes_file;
+        Subject {
+            kind: SubjectKind::Command,
+            text,
+            spellings,
+            allow_spellings: allowable.then_some(allow_spellings),
+        }
     }
+
+    fn refusal_spellings(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.text.as_str()).chain(self.spellings.iter().map(String::as_str))
+    }
+}
+
+/// `words` joined by spaces; ` …` stands for the arguments `xargs` appends at run time, so
+/// `rm *` matches `xargs rm` while `git status` (no star) does not match `xargs git status`.
+fn spell<'w>(
+    words: impl Iterator<Item = &'w clawsmith_shell::Word>,
+    command: &SimpleCommand,
+) -> String {
+    spell_texts(words.map(|word| word.text.as_str()), command)
+}
+
+fn spell_texts<'w>(words: impl Iterator<Item = &'w str>, command: &SimpleCommand) -> String {
+    let mut text = words.collect::<Vec<_>>().join(" ");
+    if command.input_arguments {
+        text.push_str(" …");
+    }
+    text
 }
 
 /// The parts of a call's input that argument patterns match.
@@ -611,13 +678,8 @@ impl CallSubjects {
         workspace_root: Option<&Path>,
     ) -> CallSubjects {
         for path in paths {
-            let (text, simple) = normalize_path(&path, workspace_root);
-            let subject = Subject {
-                kind: SubjectKind::Path,
-                text,
-                segments: Vec::new(),
-                simple,
-            };
+            let (text, inside) = normalize_path(&path, workspace_root);
+            let subject = Subject::plain(SubjectKind::Path, text, inside);
             if !self.items.contains(&subject) {
                 self.items.push(subject);
             }
@@ -633,60 +695,25 @@ impl CallSubjects {
         let field = |name: &str| input.get(name).and_then(serde_json::Value::as_str);
         let mut items = Vec::new();
         if let Some(command) = field("command") {
-            let segments = split_command(command);
-            let simple = !has_shell_operators(command);
-            items.push(Subject {
-                kind: SubjectKind::Command,
-                text: command.trim().to_owned(),
-                segments,
-                simple,
-            });
+            items.push(Subject::command(command));
             return CallSubjects { items };
         }
         for name in ["path", "from", "to"] {
             if let Some(path) = field(name) {
-                let (text, simple) = normalize_path(path, workspace_root);
-                items.push(Subject {
-                    kind: SubjectKind::Path,
-                    text,
-                    segments: Vec::new(),
-                    simple,
-                });
+                let (text, inside) = normalize_path(path, workspace_root);
+                items.push(Subject::plain(SubjectKind::Path, text, inside));
             }
         }
         if items.is_empty() {
             for name in ["pattern", "query", "url"] {
                 if let Some(text) = field(name) {
-                    items.push(Subject {
-                        kind: SubjectKind::Text,
-                        text: text.to_owned(),
-                        segments: Vec::new(),
-                        simple: true,
-                    });
+                    items.push(Subject::plain(SubjectKind::Text, text.to_owned(), true));
                     break;
                 }
             }
         }
         CallSubjects { items }
     }
-}
-
-fn has_shell_operators(command: &str) -> bool {
-    command.chars().any(|c| {
-        matches!(
-            c,
-            ';' | '&' | '|' | '`' | '$' | '>' | '<' | '\n' | '\r' | '(' | ')'
-        )
-    })
-}
-
-fn split_command(command: &str) -> Vec<String> {
-    command
-        .split([';', '&', '|', '\n', '\r', '`', '(', ')'])
-        .map(|part| part.trim().trim_start_matches('$').trim())
-        .filter(|part| !part.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 fn normalize_path(path: &str, workspace_root: Option<&Path>) -> (String, bool) {

@@ -31,8 +31,8 @@
 //! ## Fail closed
 //! Text tree-sitter cannot parse cleanly (a syntax error anywhere in the script or in a nested
 //! one) and scripts nested too deep are reported as [`Unparsed`] parts, after whatever could be
-//! read. A caller must treat [`Script::is_complete`]` == false` as "the parse does not know
-//! everything this would run": the permission rules never allow such a script, the disaster
+//! read. A caller must treat a script that is not [`Script::is_complete`] as "the parse does not
+//! know everything this would run": the permission rules never allow such a script, the disaster
 //! check refuses it when it mentions a blocked word.
 //!
 //! ## What this crate does not know

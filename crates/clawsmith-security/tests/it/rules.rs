@@ -398,3 +398,181 @@ fn bad_rules_are_refused_with_reasons() {
     assert!(!set.is_empty());
     assert!(serde_json::from_value::<RuleConfig>(json!({"permit": []})).is_err());
 }
+
+#[test]
+fn command_rules_see_every_simple_command_of_the_one_bash_parse() {
+    // (rule, command, expected) under `ask` mode: a refusal matches when any simple command
+    // does, an allow must cover every one, and never a script that did not parse completely.
+    let table = [
+        (RuleEffect::Deny, "rm *", "rm -rf x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "\\rm x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "'rm' x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "\"r\"m x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "/bin/rm x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "FOO=1 rm x", Verdict::Deny),
+        (
+            RuleEffect::Deny,
+            "rm *",
+            "bash -c 'rm -rf x'",
+            Verdict::Deny,
+        ),
+        (
+            RuleEffect::Deny,
+            "rm *",
+            "sh -c \"echo a; rm x\"",
+            Verdict::Deny,
+        ),
+        (RuleEffect::Deny, "rm *", "echo $(rm x)", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "true && rm x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "xargs rm < list", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "env A=1 rm x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "timeout 5 rm x", Verdict::Deny),
+        (
+            RuleEffect::Deny,
+            "rm *",
+            "nohup nice -n 5 rm x",
+            Verdict::Deny,
+        ),
+        (RuleEffect::Deny, "rm *", "sudo -u root rm x", Verdict::Deny),
+        (
+            RuleEffect::Deny,
+            "rm *",
+            "find . -exec rm {} \\;",
+            Verdict::Deny,
+        ),
+        (RuleEffect::Deny, "rm *", "eval \"rm x\"", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "echo 'rm x' | sh", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "sh <<< 'rm x'", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "$(which rm) x", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "f() { rm x; }; f", Verdict::Deny),
+        (RuleEffect::Deny, "rm *", "echo rm", Verdict::Ask),
+        (RuleEffect::Deny, "rm *", "echo \"rm -rf x\"", Verdict::Ask),
+        (RuleEffect::Deny, "rm *", "grep rm file", Verdict::Ask),
+        (RuleEffect::Deny, "rm *", "git rm x", Verdict::Ask),
+        (
+            RuleEffect::Ask,
+            "git push*",
+            "cd x && git push",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test -p x",
+            Verdict::Allow,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "'cargo' test",
+            Verdict::Allow,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test 2>&1",
+            Verdict::Allow,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test > /dev/null",
+            Verdict::Allow,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test; rm x",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test $(rm x)",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test && cargo test",
+            Verdict::Allow,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test > log",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "LD_PRELOAD=x.so cargo test",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "PATH=/tmp; cargo test",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "export PATH=/tmp; cargo test",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "/tmp/cargo test",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "timeout 5 cargo test",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "bash -c 'cargo test'",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test (",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo test*",
+            "cargo test; if",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "cargo() { rm x; }*",
+            "cargo() { rm x; }",
+            Verdict::Ask,
+        ),
+        (
+            RuleEffect::Allow,
+            "git status",
+            "echo . | xargs git status",
+            Verdict::Ask,
+        ),
+        (RuleEffect::Allow, "*", "a; b | c", Verdict::Allow),
+        (RuleEffect::Allow, "*", "a; b (", Verdict::Ask),
+    ];
+    for (effect, pattern, command, expected) in table {
+        let rule = format!("run_command({pattern})");
+        check(
+            &policy(PermissionMode::Ask, &[(effect, &rule)]),
+            &run_command(),
+            json!({ "command": command }),
+            expected,
+        );
+    }
+}
