@@ -112,6 +112,7 @@ pub fn prepare_state_dir(state: &Path) -> Result<()> {
         bail!("the state directory {} is not a directory", state.display());
     }
     require_trusted("state directory", state, &metadata)?;
+    require_safe_ancestors(state)?;
     tighten(state, &metadata, 0o700)?;
     let entries = std::fs::read_dir(state)
         .with_context(|| format!("listing the state directory {}", state.display()))?;
@@ -169,6 +170,38 @@ fn require_trusted(what: &str, path: &Path, metadata: &Metadata) -> Result<()> {
             path.display(),
             path.display()
         );
+    }
+    Ok(())
+}
+
+/// Refuses a state directory whose ancestors another user could rename it out of (and a
+/// look-alike in): each must be owned by root or the current user, and not writable by others
+/// unless sticky (as `/tmp` is).
+fn require_safe_ancestors(state: &Path) -> Result<()> {
+    let canonical = state
+        .canonicalize()
+        .with_context(|| format!("resolving the state directory {}", state.display()))?;
+    let uid = current_uid();
+    for ancestor in canonical.ancestors().skip(1) {
+        let metadata = std::fs::metadata(ancestor)
+            .with_context(|| format!("reading {}", ancestor.display()))?;
+        let mode = metadata.mode() & 0o7777;
+        let foreign = metadata.uid() != 0 && metadata.uid() != uid;
+        let open_to_all = mode & 0o002 != 0 && mode & 0o1000 == 0;
+        if foreign || open_to_all {
+            bail!(
+                "refusing the state directory {}: its parent {} is {} (mode {mode:04o}), so \
+                 another user could swap the state directory. Choose a --state-dir under \
+                 directories only you (or root) can change",
+                state.display(),
+                ancestor.display(),
+                if foreign {
+                    format!("owned by uid {}", metadata.uid())
+                } else {
+                    "writable by everyone without the sticky bit".to_owned()
+                }
+            );
+        }
     }
     Ok(())
 }

@@ -339,6 +339,17 @@ fn a_state_dir_or_config_another_user_could_plant_is_refused() {
             refusal: &["group or others can write", "chmod go-w"],
         },
         Hostile {
+            what: "state dir under a directory anyone can rename it out of",
+            plant: |f, _| {
+                let open = f.dir.path().join("open");
+                std::fs::create_dir(&open).unwrap();
+                std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+                std::fs::create_dir(open.join("state")).unwrap();
+                std::os::unix::fs::symlink(open.join("state"), f.state()).unwrap();
+            },
+            refusal: &["writable by everyone without the sticky bit", "/open"],
+        },
+        Hostile {
             what: "configuration owned by another user",
             plant: |f, marker| {
                 std::fs::create_dir(f.state()).unwrap();
