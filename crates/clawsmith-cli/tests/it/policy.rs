@@ -102,8 +102,8 @@ mode = "full"
 decision = "deny"
 rule = "run_command(rm *)"
 "#;
-    // The spellings the rule matcher splits today. (`\rm x`, `FOO=1 rm x` and `bash -c 'rm x'`
-    // need the shared bash parse, a later step; they are not run here.)
+    // Every simple command of the one bash parse (clawsmith-shell) is matched: lists,
+    // substitutions, quoting, assignments, nested shells and wrappers.
     let spellings = [
         "rm -rf build",
         "rm a.txt",
@@ -114,6 +114,19 @@ rule = "run_command(rm *)"
         "echo `rm a.txt`",
         "ls\nrm a.txt",
         "ls | rm a.txt",
+        "\\rm a.txt",
+        "'rm' a.txt",
+        "/bin/rm a.txt",
+        "FOO=1 rm a.txt",
+        "bash -c 'rm -rf build'",
+        "sh -c \"echo a; rm a.txt\"",
+        "eval \"rm a.txt\"",
+        "echo a.txt | xargs rm",
+        "env A=1 rm a.txt",
+        "timeout 5 rm a.txt",
+        "nohup nice -n 5 rm a.txt",
+        "find . -name a.txt -exec rm {} \\;",
+        "sh <<< 'rm a.txt'",
     ];
     for command in spellings {
         let result = f.call_with(
