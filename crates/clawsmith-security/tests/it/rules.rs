@@ -576,3 +576,60 @@ fn command_rules_see_every_simple_command_of_the_one_bash_parse() {
         );
     }
 }
+
+#[test]
+fn a_deny_rule_holds_in_every_frame_and_wrapper() {
+    // Every wrapper inside every frame: `deny run_command(rm *)` refuses each in `full` mode.
+    let wrappers = [
+        "",
+        "\\",
+        "FOO=1 ",
+        "env ",
+        "env A=1 ",
+        "nohup ",
+        "nice -n 5 ",
+        "timeout -s KILL 5 ",
+        "command ",
+        "builtin ",
+        "exec ",
+        "time ",
+        "stdbuf -oL ",
+        "setsid ",
+        "sudo -u root ",
+        "xargs ",
+        "busybox ",
+    ];
+    let frames = [
+        "{}",
+        "true && {}",
+        "false || {}",
+        "echo a; {}",
+        "ls | {}",
+        "( {} )",
+        "{ {}; }",
+        "echo $({})",
+        "echo `{}`",
+        "bash -c '{}'",
+        "sh -c \"{}\"",
+        "if true; then {}; fi",
+        "for i in 1; do {}; done",
+        "eval '{}'",
+        "f() { {}; }",
+        "trap '{}' EXIT",
+    ];
+    let p = policy(
+        PermissionMode::Full,
+        &[(RuleEffect::Deny, "run_command(rm *)")],
+    );
+    for frame in frames {
+        for wrapper in wrappers {
+            let command = frame.replacen("{}", &format!("{wrapper}rm -rf x"), 1);
+            check(
+                &p,
+                &run_command(),
+                json!({ "command": command }),
+                Verdict::Deny,
+            );
+        }
+    }
+}
