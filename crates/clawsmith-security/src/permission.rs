@@ -613,12 +613,16 @@ impl Subject {
         let mut spellings = Vec::new();
         let mut allow_spellings = Vec::new();
         for simple in script.commands() {
-            let as_written = spell(simple.assignments.iter().chain(&simple.words), simple);
-            spellings.push(spell(simple.words.iter(), simple));
+            fn text_of(word: &clawsmith_shell::Word) -> &str {
+                &word.text
+            }
+            let assignments = simple.assignments.iter().map(text_of);
+            let words = simple.words.iter().map(text_of);
+            let as_written = spell(assignments.chain(words.clone()), simple);
+            spellings.push(spell(words, simple));
             if let Some(program) = &simple.program {
-                let words = std::iter::once(program.as_str())
-                    .chain(simple.args().iter().map(|word| word.text.as_str()));
-                spellings.push(spell_texts(words, simple));
+                let args = simple.args().iter().map(text_of);
+                spellings.push(spell(std::iter::once(program.as_str()).chain(args), simple));
             }
             spellings.push(as_written.clone());
             allow_spellings.push(as_written);
@@ -646,14 +650,7 @@ impl Subject {
 
 /// `words` joined by spaces; ` …` stands for the arguments `xargs` appends at run time, so
 /// `rm *` matches `xargs rm` while `git status` (no star) does not match `xargs git status`.
-fn spell<'w>(
-    words: impl Iterator<Item = &'w clawsmith_shell::Word>,
-    command: &SimpleCommand,
-) -> String {
-    spell_texts(words.map(|word| word.text.as_str()), command)
-}
-
-fn spell_texts<'w>(words: impl Iterator<Item = &'w str>, command: &SimpleCommand) -> String {
+fn spell<'w>(words: impl Iterator<Item = &'w str>, command: &SimpleCommand) -> String {
     let mut text = words.collect::<Vec<_>>().join(" ");
     if command.input_arguments {
         text.push_str(" …");
