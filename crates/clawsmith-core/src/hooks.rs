@@ -77,6 +77,9 @@ impl CommandHook {
         // Landlock, limits) but offers no plain spawn helper; a hook is a program the host
         // configured, so it is spawned here with tokio (not std::process, which clippy.toml
         // reserves for the sandbox) with a minimal environment and a timeout.
+        // The documented exception to "only the sandbox spawns" (ARCHITECTURE): a hook is the
+        // user's own program, run with an empty environment, never a model's command.
+        #[allow(clippy::disallowed_methods)]
         let mut command = tokio::process::Command::new(&self.program);
         command
             .args(&self.args)

@@ -262,6 +262,9 @@ async fn spawn(
     // The MCP client is the one place outside the sandbox crate that starts a process: the
     // server is a program the *user* configured, run like the user's own MCP hosts run it
     // (stdio, no sandbox), but with an environment reduced to the allow-list.
+    // The documented exception to "only the sandbox spawns" (ARCHITECTURE): a server the user
+    // configured, started with an empty environment plus the variables they listed.
+    #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(&server.command);
     command
         .args(&server.args)

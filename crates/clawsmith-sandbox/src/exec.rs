@@ -531,6 +531,8 @@ fn shell_command(
     } else {
         "/bin/sh"
     };
+    // The one place a model's command becomes a process (the power this crate owns).
+    #[allow(clippy::disallowed_methods)]
     let mut process = tokio::process::Command::new(shell);
     process
         .arg("-c")
