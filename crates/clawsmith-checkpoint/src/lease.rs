@@ -16,7 +16,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use crate::error::StoreError;
 use crate::store::Store;
@@ -37,6 +37,8 @@ pub struct SessionLease {
     key: PathBuf,
     session_id: String,
     fresh: bool,
+    /// Whether `key` names a lock file (file-backed store) rather than an in-memory store.
+    on_disk: bool,
 }
 
 /// The leases this process holds: lock-file path (or in-memory store key) → holders and the
@@ -47,7 +49,7 @@ struct Held {
     _file: Option<File>,
 }
 
-static HELD: Mutex<Option<HashMap<PathBuf, Held>>> = Mutex::new(None);
+static HELD: LazyLock<Mutex<HashMap<PathBuf, Held>>> = LazyLock::new(Mutex::default);
 
 /// Directory of the lock files, beside the database.
 pub const LOCK_DIR: &str = "locks";
@@ -69,7 +71,7 @@ impl SessionLease {
     /// Removes the lock file of a session that no longer exists (pruned), while still holding
     /// it; a process waiting on it then finds the name gone and locks a new file.
     pub(crate) fn remove_lock_file(&self) {
-        if !self.key.starts_with("memory:") {
+        if self.on_disk {
             let _ = std::fs::remove_file(&self.key);
         }
     }
@@ -78,11 +80,10 @@ impl SessionLease {
 impl Drop for SessionLease {
     fn drop(&mut self) {
         let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(map) = held.as_mut() else { return };
-        if let Some(entry) = map.get_mut(&self.key) {
+        if let Some(entry) = held.get_mut(&self.key) {
             entry.holders -= 1;
             if entry.holders == 0 {
-                map.remove(&self.key);
+                held.remove(&self.key);
             }
         }
     }
@@ -101,6 +102,7 @@ impl Store {
         session_id: &str,
         wait: LeaseWait,
     ) -> Result<SessionLease, StoreError> {
+        let on_disk = self.path().is_some();
         let key = match self.path() {
             Some(database) => lock_path(database, session_id),
             None => PathBuf::from(format!(
@@ -109,45 +111,54 @@ impl Store {
                 crate::blob::hash_hex(&crate::blob::sha256(session_id.as_bytes()))
             )),
         };
-        {
-            let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(entry) = held.get_or_insert_with(HashMap::new).get_mut(&key) {
-                entry.holders += 1;
-                return Ok(SessionLease {
-                    key,
-                    session_id: session_id.to_string(),
-                    fresh: false,
-                });
-            }
-        }
-        // Taking the OS lock may block (LeaseWait::Wait); never while holding HELD.
-        let file = match self.path() {
-            Some(_) => Some(lock_file(&key, session_id, wait)?),
-            None => None,
-        };
-        let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-        let map = held.get_or_insert_with(HashMap::new);
-        if let Some(entry) = map.get_mut(&key) {
-            // Another thread of this process took it meanwhile; share theirs, drop ours.
-            entry.holders += 1;
-            return Ok(SessionLease {
-                key,
-                session_id: session_id.to_string(),
-                fresh: false,
-            });
-        }
-        map.insert(
-            key.clone(),
-            Held {
-                holders: 1,
-                _file: file,
-            },
-        );
-        Ok(SessionLease {
-            key,
+        let lease = |fresh| SessionLease {
+            key: key.clone(),
             session_id: session_id.to_string(),
-            fresh: true,
-        })
+            fresh,
+            on_disk,
+        };
+        // Another thread of this process may be between its OS lock and its entry here: the
+        // lock then names our own pid, and a moment later the entry is there to share.
+        let mut attempts = 0;
+        loop {
+            if let Some(entry) = HELD
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_mut(&key)
+            {
+                entry.holders += 1;
+                return Ok(lease(false));
+            }
+            // Taking the OS lock may block (LeaseWait::Wait); never while holding HELD.
+            let file = if on_disk {
+                match lock_file(&key, session_id, wait) {
+                    Err(StoreError::SessionInUse { pid, .. })
+                        if pid == Some(std::process::id()) && attempts < 100 =>
+                    {
+                        attempts += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        continue;
+                    }
+                    result => Some(result?),
+                }
+            } else {
+                None
+            };
+            let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = held.get_mut(&key) {
+                // Only an in-memory store gets here (an OS lock excludes a second taker).
+                entry.holders += 1;
+                return Ok(lease(false));
+            }
+            held.insert(
+                key.clone(),
+                Held {
+                    holders: 1,
+                    _file: file,
+                },
+            );
+            return Ok(lease(true));
+        }
     }
 }
 

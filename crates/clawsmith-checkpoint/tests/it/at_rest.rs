@@ -318,3 +318,30 @@ fn another_process_holding_the_session_is_named_or_waited_for() {
     assert!(lease.is_fresh());
     holder.wait().unwrap();
 }
+
+#[test]
+fn threads_of_one_process_share_the_lease_without_refusing_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let stores: Vec<Store> = (0..8)
+        .map(|_| Store::open(dir.path().join("db")).unwrap())
+        .collect();
+    let barrier = std::sync::Barrier::new(stores.len());
+    let leases: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                scope.spawn(|| {
+                    barrier.wait();
+                    store.lease_session("s")
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let fresh = leases
+        .iter()
+        .map(|lease| lease.as_ref().map(|l| l.is_fresh()))
+        .collect::<Result<Vec<bool>, _>>()
+        .unwrap();
+    assert_eq!(fresh.iter().filter(|f| **f).count(), 1, "{fresh:?}");
+}
