@@ -145,8 +145,14 @@ const V5: &str = r#"
 ALTER TABLE events ADD COLUMN message_idx INTEGER;
 "#;
 
+/// Version 6: the open calls of a session by index (recovery's first question on every open),
+/// not by walking every call the session ever journaled.
+const V6: &str = r#"
+CREATE INDEX IF NOT EXISTS journal_open ON journal(session_id) WHERE closed_at IS NULL;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

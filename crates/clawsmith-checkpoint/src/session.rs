@@ -242,8 +242,10 @@ impl Store {
         self.read("reading the last event of a kind", |tx| {
             let json: Option<String> = tx
                 .query_row(
-                    "SELECT event_json FROM events WHERE session_id = ?1 AND type = ?2
-                     ORDER BY sequence DESC LIMIT 1",
+                    // Without statistics SQLite walks the primary key backwards, through the
+                    // whole history when the kind is rare; the index answers in one lookup.
+                    "SELECT event_json FROM events INDEXED BY events_kind
+                     WHERE session_id = ?1 AND type = ?2 ORDER BY sequence DESC LIMIT 1",
                     params![session_id, kind],
                     |row| row.get(0),
                 )
