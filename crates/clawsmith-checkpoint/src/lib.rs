@@ -89,6 +89,7 @@ mod artifact;
 mod at_rest;
 mod blob;
 mod checkpoint;
+mod content;
 mod diff;
 mod error;
 mod journal;

@@ -13,6 +13,7 @@ use clawsmith_sandbox::{CommandExecutionService, RunCommandTool, SandboxConfig, 
 use clawsmith_security::PermissionPolicy;
 
 use crate::approval::Approver;
+use crate::capture::Captures;
 use crate::error::CoreError;
 use crate::hooks::Hook;
 use crate::search::{Activations, SearchDocument, SearchToolsTool};
@@ -102,6 +103,10 @@ pub(crate) struct Shared {
     pub cancel_grace: Duration,
     pub activations: Arc<Activations>,
     pub record_tool_schemas: bool,
+    /// The recorder of the file tools, which also records what commands change.
+    pub recorder: Arc<dyn ChangeRecorder>,
+    /// The per-session workspace manifests taken around commands.
+    pub captures: Captures,
 }
 
 impl Shared {
@@ -175,7 +180,7 @@ impl AgentCore {
                 deferred,
             });
         };
-        for tool in clawsmith_fs::builtin_tools(workspace.clone(), recorder) {
+        for tool in clawsmith_fs::builtin_tools(workspace.clone(), recorder.clone()) {
             push("builtin:fs", tool, false);
         }
         sandbox.workspace_root = workspace.root().to_path_buf();
@@ -256,6 +261,8 @@ impl AgentCore {
                 cancel_grace,
                 activations,
                 record_tool_schemas,
+                recorder,
+                captures: Captures::default(),
             }),
         })
     }

@@ -116,6 +116,7 @@
 //! connection's turns.
 
 mod approval;
+mod capture;
 mod core;
 mod error;
 mod hooks;
@@ -139,6 +140,7 @@ pub use clawsmith_security as security;
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
 };
+pub use crate::capture::CAPTURE_CONTENT_LIMIT;
 pub use crate::core::{AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL};
 pub use crate::error::CoreError;
 pub use crate::hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, Hook, HookFuture};

@@ -24,6 +24,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, EventSink};
+use crate::capture::execute_with_capture;
 use crate::core::Shared;
 use crate::error::CoreError;
 use crate::normalize::{
@@ -636,7 +637,7 @@ async fn run_serial(
                     Some(tool_context) => match start_call(context, &call, &prepared, batch)? {
                         Err(failure) => (false, failure),
                         Ok(journaled) => {
-                            let result = execute_tool(
+                            let result = execute_with_capture(
                                 context.shared,
                                 prepared.entry,
                                 prepared.input,

@@ -127,4 +127,6 @@ pub use tools::{
     SEARCH_MAX_BYTES_PER_FILE, SEARCH_MAX_FILES_VISITED, SEARCH_MAX_RESULTS,
     SEARCH_MAX_TOTAL_BYTES, SearchFilesInput, WRITE_MAX_BYTES, WriteFileInput, builtin_tools,
 };
-pub use workspace::{FileVersion, MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath};
+pub use workspace::{
+    FileListing, FileSnapshot, FileStamp, FileVersion, MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath,
+};

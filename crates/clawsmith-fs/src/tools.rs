@@ -7,7 +7,7 @@
 
 mod read;
 mod search;
-mod walk;
+pub(crate) mod walk;
 mod write;
 
 use std::sync::Arc;

@@ -25,6 +25,10 @@ use crate::error::FsError;
 use crate::escape::escape_control;
 use crate::recorder::{PostState, PriorState};
 
+mod manifest;
+
+pub use manifest::{FileListing, FileSnapshot, FileStamp};
+
 /// The largest file [`Workspace::read_state`] snapshots into memory for the checkpoint.
 pub const MAX_SNAPSHOT_BYTES: u64 = 128 * 1024 * 1024;
 

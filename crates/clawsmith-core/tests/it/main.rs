@@ -5,6 +5,7 @@
 mod support;
 
 mod artifacts;
+mod capture;
 mod codes;
 mod crash;
 mod hooks;

@@ -1,0 +1,31 @@
+//! File contents kept ahead of a change nobody announces (a command's), in the blob store.
+
+use crate::blob::{get_blob, hash_hex, put_blob};
+use crate::error::StoreError;
+use crate::store::Store;
+
+impl Store {
+    /// Stores each content once (content-addressed, one transaction) and returns their hex
+    /// hashes in order. The core keeps the files of its workspace manifest here before a command
+    /// runs, so their prior content exists when the command turns out to have changed them.
+    /// Like every blob, one that no checkpoint or artifact refers to is freed by
+    /// [`Store::prune`].
+    pub fn store_contents(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError> {
+        if contents.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write("storing file contents", |tx| {
+            contents
+                .iter()
+                .map(|content| put_blob(tx, content))
+                .collect()
+        })
+    }
+
+    /// The content stored under `sha256`, `None` if it is not (or no longer) stored. A blob that
+    /// no longer matches its hash is [`StoreError::CorruptBlob`].
+    pub fn stored_content(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        let hash = hash_hex(sha256);
+        self.read("reading a file content", |tx| get_blob(tx, &hash))
+    }
+}

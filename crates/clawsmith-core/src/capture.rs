@@ -1,0 +1,314 @@
+//! Undo for what commands change (issue 16): a manifest of the workspace before each foreground
+//! `run_command`, compared with the workspace after it; every difference becomes a change of the
+//! running turn, recorded through the same [`ChangeRecorder`] the file tools use, so undo treats
+//! it like any other change (one precheck over post hashes, then one restore plan).
+//!
+//! The manifest lists every regular file the search walk visits (same ignore rules), with its
+//! stamp (device, inode, size, mode, times) and SHA-256; the content of each file up to
+//! [`CAPTURE_CONTENT_LIMIT`] sits in the store's blob table before the command starts, so a
+//! file the command rewrites or deletes can be put back. The manifest is kept per session in
+//! memory and refreshed incrementally: only files whose stamp moved are read again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use clawsmith_checkpoint::Store;
+use clawsmith_fs::{
+    ChangeOrigin, ChangeRecorder, FileStamp, PostState, PriorState, Workspace, escape_control,
+};
+use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
+
+use crate::core::Shared;
+use crate::pipeline::execute_tool;
+use crate::table::ToolEntry;
+
+/// Files larger than this are tracked by hash only: undo cannot give them back.
+pub const CAPTURE_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// Contents are written to the store in transactions of about this many bytes.
+const STORE_BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+/// At most this many paths are named in a result's "not captured" note.
+const NOT_CAPTURED_NOTES_MAX: usize = 20;
+
+/// What the manifest knows about one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Known {
+    stamp: FileStamp,
+    sha256: [u8; 32],
+    /// Whether the content is in the store (false above the limit).
+    stored: bool,
+}
+
+type Manifest = BTreeMap<String, Known>;
+
+/// The manifests of the sessions of one core, by session id.
+#[derive(Debug, Default)]
+pub(crate) struct Captures {
+    manifests: Mutex<HashMap<String, Manifest>>,
+}
+
+/// A path a command changed that undo cannot restore, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct NotCaptured {
+    pub path: String,
+    pub reason: String,
+}
+
+impl Captures {
+    /// Brings the session's manifest up to date right before a command; returns it.
+    fn before_command(&self, workspace: &Workspace, store: &Store, session_id: &str) -> Manifest {
+        let previous = self.take(session_id);
+        let manifest = refresh(workspace, store, &previous);
+        self.put(session_id, manifest.clone());
+        manifest
+    }
+
+    /// Compares the workspace with `before` right after the command and records every
+    /// difference as a change of the call `origin`. Returns what could not be recorded.
+    fn after_command(
+        &self,
+        workspace: &Workspace,
+        store: &Store,
+        recorder: &dyn ChangeRecorder,
+        origin: &ChangeOrigin,
+        before: &Manifest,
+    ) -> Vec<NotCaptured> {
+        let after = refresh(workspace, store, before);
+        let not_captured = record_differences(store, recorder, origin, before, &after);
+        self.put(&origin.session_id, after);
+        not_captured
+    }
+
+    fn take(&self, session_id: &str) -> Manifest {
+        self.lock().remove(session_id).unwrap_or_default()
+    }
+
+    fn put(&self, session_id: &str, manifest: Manifest) {
+        self.lock().insert(session_id.to_owned(), manifest);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Manifest>> {
+        // A panic while holding the lock leaves a manifest that is merely stale: the next
+        // refresh compares stamps again, so the poisoned value is still safe to use.
+        self.manifests
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The note appended to a command's result when something it changed cannot be undone.
+fn not_captured_note(not_captured: &[NotCaptured]) -> Option<String> {
+    if not_captured.is_empty() {
+        return None;
+    }
+    let mut lines: Vec<String> = not_captured
+        .iter()
+        .take(NOT_CAPTURED_NOTES_MAX)
+        .map(|entry| {
+            format!(
+                "[not captured for undo: {}: {}]",
+                escape_control(&entry.path),
+                entry.reason
+            )
+        })
+        .collect();
+    if not_captured.len() > NOT_CAPTURED_NOTES_MAX {
+        lines.push(format!(
+            "[… and {} more not captured for undo]",
+            not_captured.len() - NOT_CAPTURED_NOTES_MAX
+        ));
+    }
+    Some(lines.join("\n"))
+}
+
+/// Lists the workspace and reads every file whose stamp differs from `previous` (content into
+/// the store up to the limit, hash only above it). A file that cannot be read is left out, as if
+/// absent: a command that changes it is then reported as creating it.
+fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifest {
+    let listing = workspace.list_files();
+    let mut manifest = Manifest::new();
+    let mut pending: Vec<Vec<u8>> = Vec::new();
+    let mut pending_bytes = 0;
+    for (path, stamp) in listing.files {
+        if let Some(known) = previous.get(&path)
+            && known.stamp == stamp
+        {
+            manifest.insert(path, known.clone());
+            continue;
+        }
+        let Ok(Some(snapshot)) = workspace.snapshot_file(&path, CAPTURE_CONTENT_LIMIT) else {
+            continue;
+        };
+        let stored = snapshot.content.is_some();
+        if let Some(content) = snapshot.content {
+            pending_bytes += content.len();
+            pending.push(content);
+        }
+        if pending_bytes >= STORE_BATCH_BYTES {
+            flush(store, &mut pending, &mut manifest);
+            pending_bytes = 0;
+        }
+        manifest.insert(
+            path,
+            Known {
+                stamp: snapshot.stamp,
+                sha256: snapshot.sha256,
+                stored,
+            },
+        );
+    }
+    flush(store, &mut pending, &mut manifest);
+    manifest
+}
+
+/// Writes the pending contents; if the store refuses, the files they belong to are marked not
+/// stored (undo will name them instead of failing later).
+fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
+    if pending.is_empty() {
+        return;
+    }
+    let contents: Vec<&[u8]> = pending.iter().map(Vec::as_slice).collect();
+    if store.store_contents(&contents).is_err() {
+        let lost: BTreeSet<[u8; 32]> = pending
+            .iter()
+            .map(|content| clawsmith_checkpoint::sha256(content))
+            .collect();
+        for known in manifest.values_mut() {
+            if lost.contains(&known.sha256) {
+                known.stored = false;
+            }
+        }
+    }
+    pending.clear();
+}
+
+/// Records each path whose content or mode differs between `before` and `after`, in path order.
+fn record_differences(
+    store: &Store,
+    recorder: &dyn ChangeRecorder,
+    origin: &ChangeOrigin,
+    before: &Manifest,
+    after: &Manifest,
+) -> Vec<NotCaptured> {
+    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let mut not_captured = Vec::new();
+    for path in paths {
+        let (prior, post) = (before.get(path), after.get(path));
+        let same = |a: &Known, b: &Known| a.sha256 == b.sha256 && a.stamp.mode == b.stamp.mode;
+        if let (Some(prior), Some(post)) = (prior, post)
+            && same(prior, post)
+        {
+            continue;
+        }
+        if let Err(reason) = record_one(store, recorder, origin, path, prior, post) {
+            not_captured.push(NotCaptured {
+                path: path.clone(),
+                reason,
+            });
+        }
+    }
+    not_captured
+}
+
+fn record_one(
+    store: &Store,
+    recorder: &dyn ChangeRecorder,
+    origin: &ChangeOrigin,
+    path: &str,
+    prior: Option<&Known>,
+    post: Option<&Known>,
+) -> Result<(), String> {
+    let prior_state = match prior {
+        None => PriorState::Absent,
+        Some(known) if !known.stored => {
+            return Err(format!(
+                "larger than {} MiB before the command, its content was not kept",
+                CAPTURE_CONTENT_LIMIT / (1024 * 1024)
+            ));
+        }
+        Some(known) => match store.stored_content(&known.sha256) {
+            Ok(Some(content)) => PriorState::File {
+                content,
+                mode: known.stamp.mode,
+            },
+            Ok(None) => return Err("its prior content is no longer stored".to_owned()),
+            Err(error) => return Err(format!("its prior content cannot be read: {error}")),
+        },
+    };
+    let post_state = match post {
+        None => PostState::Absent,
+        Some(known) => PostState::File {
+            sha256: known.sha256,
+            size: known.stamp.size,
+            mode: known.stamp.mode,
+        },
+    };
+    recorder
+        .before_change(origin, path, &prior_state)
+        .map_err(|error| error.message)?;
+    recorder
+        .after_change(origin, path, &post_state)
+        .map_err(|error| error.message)
+}
+
+/// Runs a tool call, with capture around it when the tool is the foreground `run_command`.
+pub(crate) async fn execute_with_capture(
+    shared: &Arc<Shared>,
+    entry: &ToolEntry,
+    input: serde_json::Value,
+    context: ToolExecutionContext,
+    cancellation: &CancellationSignal,
+) -> ToolExecutionResult {
+    if !captures_changes(entry) {
+        return execute_tool(shared, entry, input, context, cancellation).await;
+    }
+    let origin = ChangeOrigin::from_context(&context);
+    let before = {
+        let shared = Arc::clone(shared);
+        let session_id = origin.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            shared
+                .captures
+                .before_command(&shared.workspace, &shared.store, &session_id)
+        })
+        .await
+    };
+    let mut result = execute_tool(shared, entry, input, context, cancellation).await;
+    let not_captured = match before {
+        Ok(before) => {
+            let shared = Arc::clone(shared);
+            let origin = origin.clone();
+            tokio::task::spawn_blocking(move || {
+                shared.captures.after_command(
+                    &shared.workspace,
+                    &shared.store,
+                    shared.recorder.as_ref(),
+                    &origin,
+                    &before,
+                )
+            })
+            .await
+            .unwrap_or_else(|error| {
+                vec![NotCaptured {
+                    path: ".".to_owned(),
+                    reason: format!("the capture after the command failed: {error}"),
+                }]
+            })
+        }
+        Err(error) => vec![NotCaptured {
+            path: ".".to_owned(),
+            reason: format!("the workspace manifest before the command failed: {error}"),
+        }],
+    };
+    if let Some(note) = not_captured_note(&not_captured) {
+        result.content.push('\n');
+        result.content.push_str(&note);
+    }
+    result
+}
+
+/// Whether a call's workspace changes are captured: the foreground command tool.
+fn captures_changes(entry: &ToolEntry) -> bool {
+    entry.origin() == "builtin:command"
+}

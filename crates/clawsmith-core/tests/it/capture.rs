@@ -1,0 +1,342 @@
+//! Undo covers what commands change (issue 16): each case runs one command through the core in
+//! the kernel sandbox, checks that it changed the tree (or, for a command that nets nothing,
+//! that it did not), then undoes the turn's files and compares the tree byte for byte, modes and
+//! symlinks included, with what it was before the command.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use clawsmith_checkpoint::{ChangeKind, UndoOutcome, UndoScope};
+use clawsmith_core::SessionHandle;
+use clawsmith_fs::Workspace;
+use clawsmith_protocol::ToolStatus;
+use clawsmith_security::{PermissionMode, PermissionPolicy};
+
+use crate::support::*;
+
+/// One entry of a tree as the tests compare it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    File { content: Vec<u8>, mode: u32 },
+    Link(std::path::PathBuf),
+    Directory,
+}
+
+/// Everything under `root` except `.git` (git refreshes its index on a read).
+fn tree(root: &Path) -> BTreeMap<String, Entry> {
+    fn visit(root: &Path, directory: &Path, tree: &mut BTreeMap<String, Entry>) {
+        for item in std::fs::read_dir(directory).unwrap() {
+            let item = item.unwrap();
+            let path = item.path();
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            if relative == ".git" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let entry = if meta.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&path).unwrap())
+            } else if meta.is_dir() {
+                visit(root, &path, tree);
+                Entry::Directory
+            } else {
+                Entry::File {
+                    content: std::fs::read(&path).unwrap(),
+                    mode: meta.permissions().mode() & 0o7777,
+                }
+            };
+            tree.insert(relative, entry);
+        }
+    }
+    let mut found = BTreeMap::new();
+    visit(root, root, &mut found);
+    found
+}
+
+fn session(fixture: &Fixture) -> SessionHandle {
+    fixture
+        .core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full))
+        .open_session(None)
+        .unwrap()
+}
+
+/// Runs `command` as one turn; returns the turn id and the command's result content.
+async fn run(session: &SessionHandle, command: &str) -> (String, String) {
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    let sink = clawsmith_core::CollectingSink::new();
+    let outcome = session
+        .run_turn(vec![call("c1", "run_command", &arguments)], &sink)
+        .await
+        .unwrap();
+    let result = &outcome.results[0].1;
+    assert_eq!(result.status(), ToolStatus::Success, "{}", result.content);
+    (outcome.turn_id.clone(), result.content.clone())
+}
+
+fn undo_files(fixture: &Fixture, session: &SessionHandle, turn: &str) -> UndoOutcome {
+    let workspace = Workspace::open(&fixture.workspace).unwrap();
+    fixture
+        .store
+        .undo(session.id(), turn, UndoScope::Files, &workspace)
+        .unwrap()
+        .outcome
+}
+
+/// Whether this machine can build the command sandbox (user namespaces); says so when not.
+fn sandbox_available() -> bool {
+    let available = clawsmith_sandbox::KernelSupport::probe().user_namespaces;
+    if !available {
+        eprintln!("skipped: the command sandbox needs user namespaces, which this kernel refuses");
+    }
+    available
+}
+
+/// Files a case starts with: `(path, content)`.
+type Files = &'static [(&'static str, &'static str)];
+
+/// `(name, setup files, command, whether the command changes the tree)`.
+const CASES: &[(&str, Files, &str, bool)] = &[
+    (
+        "sed -i",
+        &[("a.txt", "one\ntwo\n")],
+        "sed -i s/one/uno/ a.txt",
+        true,
+    ),
+    ("echo > new", &[], "echo hello > new.txt", true),
+    ("rm", &[("gone.txt", "bye\n")], "rm gone.txt", true),
+    ("mv a b", &[("a", "content of a\n")], "mv a b", true),
+    (
+        "mkdir -p && touch",
+        &[],
+        "mkdir -p a/b && touch a/b/c",
+        true,
+    ),
+    (
+        "chmod +x",
+        &[("run.sh", "#!/bin/sh\n")],
+        "chmod +x run.sh",
+        true,
+    ),
+    (
+        "temp file nets nothing",
+        &[("keep.txt", "kept\n")],
+        "echo x > tmp.txt && rm tmp.txt",
+        false,
+    ),
+    (
+        "rewrite nets nothing",
+        &[("same.txt", "same\n")],
+        "cp same.txt other && mv other same.txt",
+        false,
+    ),
+];
+
+#[tokio::test]
+async fn commands_are_undone_byte_for_byte() {
+    if !sandbox_available() {
+        return;
+    }
+    for (name, files, command, changes) in CASES {
+        check(name, files, command, *changes).await;
+    }
+}
+
+async fn check(name: &str, files: &[(&str, &str)], command: &str, changes: bool) {
+    let fixture = Fixture::new();
+    for (path, content) in files {
+        fixture.write(path, content);
+    }
+    let session = session(&fixture);
+    let before = tree(&fixture.workspace);
+    let (turn, _) = run(&session, command).await;
+    let after = tree(&fixture.workspace);
+    assert_eq!(
+        before != after,
+        changes,
+        "{name}: did the command change the tree?"
+    );
+    let changed = fixture.store.change_list(session.id(), &turn).unwrap();
+    let real: Vec<_> = changed
+        .iter()
+        .filter(|change| change.kind != ChangeKind::Unchanged)
+        .collect();
+    assert_eq!(!real.is_empty(), changes, "{name}: change list {changed:?}");
+    assert_eq!(
+        undo_files(&fixture, &session, &turn),
+        UndoOutcome::Undone,
+        "{name}"
+    );
+    assert_eq!(
+        tree(&fixture.workspace),
+        before,
+        "{name}: undo restored the tree"
+    );
+}
+
+#[tokio::test]
+async fn a_generator_of_a_thousand_files_is_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("keep.txt", "kept\n");
+    let session = session(&fixture);
+    let before = tree(&fixture.workspace);
+    let (turn, _) = run(
+        &session,
+        "mkdir gen && for i in $(seq 1 1000); do echo \"file $i\" > gen/f$i.txt; done",
+    )
+    .await;
+    assert_eq!(tree(&fixture.workspace).len(), before.len() + 1001);
+    assert_eq!(
+        fixture
+            .store
+            .change_list(session.id(), &turn)
+            .unwrap()
+            .len(),
+        1000
+    );
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), before);
+}
+
+#[tokio::test]
+async fn git_checkout_of_a_file_is_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("tracked.txt", "committed\n");
+    // The test builds its repository itself; only the command under test runs in the sandbox.
+    #[allow(clippy::disallowed_methods)]
+    let git = |arguments: &[&str]| {
+        let status = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(arguments)
+            .current_dir(&fixture.workspace)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "git {arguments:?}: {status:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "tracked.txt"]);
+    git(&["commit", "-q", "-m", "init"]);
+    fixture.write(
+        "tracked.txt",
+        "work in progress the user had not committed\n",
+    );
+    let session = session(&fixture);
+    let before = tree(&fixture.workspace);
+    let (turn, _) = run(&session, "git checkout -- tracked.txt").await;
+    assert_eq!(fixture.read("tracked.txt"), "committed\n");
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), before);
+}
+
+#[tokio::test]
+async fn a_user_edit_after_the_command_makes_undo_refuse_and_change_nothing() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "one\n");
+    fixture.write("b.txt", "bee\n");
+    let session = session(&fixture);
+    let (turn, _) = run(&session, "sed -i s/one/uno/ a.txt && rm b.txt").await;
+    fixture.write("a.txt", "the user's own edit\n");
+    let edited = tree(&fixture.workspace);
+    match undo_files(&fixture, &session, &turn) {
+        UndoOutcome::Conflicts(conflicts) => {
+            let paths: Vec<&str> = conflicts.iter().map(|c| c.path.as_str()).collect();
+            assert_eq!(paths, ["a.txt"]);
+        }
+        other => panic!("expected conflicts, got {other:?}"),
+    }
+    assert_eq!(
+        tree(&fixture.workspace),
+        edited,
+        "a refused undo changes nothing"
+    );
+}
+
+#[tokio::test]
+async fn later_commands_hash_only_what_changed_and_undo_in_order() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "1\n");
+    let session = session(&fixture);
+    let start = tree(&fixture.workspace);
+    let (first, _) = run(&session, "echo 2 > a.txt").await;
+    let middle = tree(&fixture.workspace);
+    // A user edit between two commands is the second command's starting point.
+    fixture.write("b.txt", "user\n");
+    let with_user_file = tree(&fixture.workspace);
+    let (second, _) = run(&session, "echo 3 > a.txt && rm b.txt").await;
+    assert_eq!(undo_files(&fixture, &session, &second), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), with_user_file);
+    std::fs::remove_file(fixture.workspace.join("b.txt")).unwrap();
+    assert_eq!(tree(&fixture.workspace), middle);
+    assert_eq!(undo_files(&fixture, &session, &first), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), start);
+}
+
+#[tokio::test]
+async fn ignored_paths_are_never_touched_by_undo() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write(".gitignore", "build/\n");
+    fixture.write("src.txt", "source\n");
+    let session = session(&fixture);
+    let (turn, _) = run(
+        &session,
+        "mkdir -p target build && echo bin > target/out && echo obj > build/o && echo new > src.txt",
+    )
+    .await;
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(fixture.read("src.txt"), "source\n");
+    // Ignored outputs stay as the command left them.
+    assert_eq!(fixture.read("target/out"), "bin\n");
+    assert_eq!(fixture.read("build/o"), "obj\n");
+}
+
+#[tokio::test]
+async fn a_symlink_made_by_a_command_is_not_captured_yet() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("target.txt", "t\n");
+    let session = session(&fixture);
+    let (turn, _) = run(&session, "ln -s target.txt link").await;
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    // Today's behaviour, and a known gap: the walk does not list symlinks, so undo leaves the
+    // link in place. (Issue 16 asks for links to be restored too.)
+    assert!(std::fs::symlink_metadata(fixture.workspace.join("link")).is_ok());
+}
+
+#[tokio::test]
+async fn a_file_over_the_content_limit_is_named_as_not_captured() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    let size = clawsmith_core::CAPTURE_CONTENT_LIMIT as usize + 1;
+    std::fs::write(fixture.workspace.join("big.bin"), vec![b'x'; size]).unwrap();
+    let session = session(&fixture);
+    let (_, content) = run(&session, "echo y >> big.bin").await;
+    assert!(
+        content.contains("[not captured for undo: big.bin: larger than 8 MiB"),
+        "{content}"
+    );
+}
