@@ -467,3 +467,45 @@ fn a_session_in_use_by_a_writer_is_not_pruned() {
     store.create_session("busy", "/w").unwrap();
     assert!(store.lease_session("busy").unwrap().is_fresh());
 }
+
+#[test]
+fn sixty_days_of_one_call_sessions_stay_within_thirty_days_of_them() {
+    let clock = ManualClock::at(START);
+    let store = Store::open_in_memory_with_clock(clock.clock()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = clawsmith_fs::Workspace::open(dir.path()).unwrap();
+    let per_day = 10;
+    let mut most_sessions = 0;
+    for day in 0..60u64 {
+        for index in 0..per_day {
+            // What one `call` or MCP connection leaves: a session, its messages, events and an
+            // artifact with content of its own (a blob).
+            let id = format!("d{day}-{index}");
+            store.create_session(&id, "/w").unwrap();
+            store
+                .append_message(&id, &crate::support::user("read it"))
+                .unwrap();
+            store
+                .append_event(&id, turn_started("t"), clock.now())
+                .unwrap();
+            store.begin_turn(&id, "t").unwrap();
+            store.put_artifact(&id, id.repeat(500).as_bytes()).unwrap();
+            store.finish_turn(&id, "t", &workspace).unwrap();
+        }
+        let report = store
+            .prune(&RetentionPolicy::default(), clock.now(), false)
+            .unwrap();
+        let sessions = store.list_sessions().unwrap().len();
+        most_sessions = most_sessions.max(sessions);
+        if day >= 31 {
+            assert_eq!(report.sessions_removed, per_day as u64, "day {day}");
+            // Their artifacts' content is collected the same day.
+            assert_eq!(report.blobs_removed, per_day as u64, "day {day}");
+        }
+        clock.advance(DAY_MS);
+    }
+    // Thirty days of sessions (and the day being written), never the whole sixty.
+    assert_eq!(most_sessions, 31 * per_day);
+    let oldest = store.list_sessions().unwrap().last().unwrap().id.clone();
+    assert_eq!(oldest, "d29-0");
+}
