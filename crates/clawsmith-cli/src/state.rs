@@ -94,10 +94,10 @@ pub static WAIT_FOR_SESSIONS: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
 /// Creates the state directory (0700) or checks an existing one: it must be a directory the
-/// current user owns that group and others cannot write; looser read/search bits are removed
-/// with a notice, and so are those of the files directly in it (the database, its `-wal` and
-/// `-shm`, the configuration). A symlink where the database or the configuration belongs is
-/// refused: it could point anywhere.
+/// current user owns that group and others cannot write, under ancestors no other user can swap
+/// it in; looser read/search bits are removed with a notice, and so are those of the entries
+/// directly in it (the database, its `-wal` and `-shm`, the configuration, `locks/`,
+/// `commands/`). A symlink among them is refused: it could point anywhere.
 pub fn prepare_state_dir(state: &Path) -> Result<()> {
     if !state.exists() {
         DirBuilder::new()
