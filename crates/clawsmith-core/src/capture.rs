@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use clawsmith_checkpoint::Store;
 use clawsmith_fs::{
-    ChangeOrigin, ChangeRecorder, FileStamp, PostState, PriorState, Workspace, escape_control,
+    ChangeOrigin, ChangeRecorder, FileStamp, OTHER_ENTRIES_MAX, PostState, PriorState, Uncaptured,
+    Workspace, escape_control,
 };
 use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
 
@@ -40,7 +41,16 @@ struct Known {
     stored: bool,
 }
 
-type Manifest = BTreeMap<String, Known>;
+/// The workspace as the last capture saw it.
+#[derive(Debug, Clone, Default)]
+struct Manifest {
+    /// The captured files.
+    files: BTreeMap<String, Known>,
+    /// Everything else that is not a directory: compared by stamp only, to name what changed.
+    others: BTreeMap<String, (Uncaptured, FileStamp)>,
+    /// Whether `others` was cut short.
+    others_truncated: bool,
+}
 
 /// The manifests of the sessions of one core, by session id.
 #[derive(Debug, Default)]
@@ -75,7 +85,8 @@ impl Captures {
         before: &Manifest,
     ) -> Vec<NotCaptured> {
         let after = refresh(workspace, store, before);
-        let not_captured = record_differences(store, recorder, origin, before, &after);
+        let mut not_captured = record_differences(store, recorder, origin, before, &after);
+        not_captured.extend(uncaptured_differences(before, &after));
         self.put(&origin.session_id, after);
         not_captured
     }
@@ -127,14 +138,18 @@ fn not_captured_note(not_captured: &[NotCaptured]) -> Option<String> {
 /// absent: a command that changes it is then reported as creating it.
 fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifest {
     let listing = workspace.list_files();
-    let mut manifest = Manifest::new();
+    let mut manifest = Manifest {
+        files: BTreeMap::new(),
+        others: listing.others,
+        others_truncated: listing.others_truncated,
+    };
     let mut pending: Vec<Vec<u8>> = Vec::new();
     let mut pending_bytes = 0;
     for (path, stamp) in listing.files {
-        if let Some(known) = previous.get(&path)
+        if let Some(known) = previous.files.get(&path)
             && known.stamp == stamp
         {
-            manifest.insert(path, known.clone());
+            manifest.files.insert(path, known.clone());
             continue;
         }
         let Ok(Some(snapshot)) = workspace.snapshot_file(&path, CAPTURE_CONTENT_LIMIT) else {
@@ -149,7 +164,7 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
             flush(store, &mut pending, &mut manifest);
             pending_bytes = 0;
         }
-        manifest.insert(
+        manifest.files.insert(
             path,
             Known {
                 stamp: snapshot.stamp,
@@ -160,6 +175,40 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
     }
     flush(store, &mut pending, &mut manifest);
     manifest
+}
+
+/// The entries outside the capture (ignored paths, symlinks, special files) that the command
+/// created, changed or removed: undo cannot give them back, so the result names them.
+fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCaptured> {
+    let paths: BTreeSet<&String> = before.others.keys().chain(after.others.keys()).collect();
+    let mut found: Vec<NotCaptured> = paths
+        .into_iter()
+        .filter(|path| before.others.get(*path) != after.others.get(*path))
+        .filter_map(|path| {
+            let (kind, _) = after.others.get(path).or_else(|| before.others.get(path))?;
+            let reason = match kind {
+                Uncaptured::Ignored => {
+                    "ignored (an ignore file or a skipped folder such as \
+                                        target/ or .git/); undo never touches it"
+                }
+                Uncaptured::Symlink => "a symlink; undo restores regular files only",
+                Uncaptured::Special => "not a regular file; undo restores regular files only",
+            };
+            Some(NotCaptured {
+                path: path.clone(),
+                reason: reason.to_owned(),
+            })
+        })
+        .collect();
+    if before.others_truncated || after.others_truncated {
+        found.push(NotCaptured {
+            path: ".".to_owned(),
+            reason: format!(
+                "more than {OTHER_ENTRIES_MAX} ignored entries; changes past them were not checked"
+            ),
+        });
+    }
+    found
 }
 
 /// Writes the pending contents; if the store refuses, the files they belong to are marked not
@@ -174,7 +223,7 @@ fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
             .iter()
             .map(|content| clawsmith_checkpoint::sha256(content))
             .collect();
-        for known in manifest.values_mut() {
+        for known in manifest.files.values_mut() {
             if lost.contains(&known.sha256) {
                 known.stored = false;
             }
@@ -191,10 +240,10 @@ fn record_differences(
     before: &Manifest,
     after: &Manifest,
 ) -> Vec<NotCaptured> {
-    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let paths: BTreeSet<&String> = before.files.keys().chain(after.files.keys()).collect();
     let mut not_captured = Vec::new();
     for path in paths {
-        let (prior, post) = (before.get(path), after.get(path));
+        let (prior, post) = (before.files.get(path), after.files.get(path));
         let same = |a: &Known, b: &Known| a.sha256 == b.sha256 && a.stamp.mode == b.stamp.mode;
         if let (Some(prior), Some(post)) = (prior, post)
             && same(prior, post)

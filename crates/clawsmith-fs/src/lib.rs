@@ -128,5 +128,6 @@ pub use tools::{
     SEARCH_MAX_TOTAL_BYTES, SearchFilesInput, WRITE_MAX_BYTES, WriteFileInput, builtin_tools,
 };
 pub use workspace::{
-    FileListing, FileSnapshot, FileStamp, FileVersion, MAX_SNAPSHOT_BYTES, Workspace, WorkspacePath,
+    FileListing, FileSnapshot, FileStamp, FileVersion, MAX_SNAPSHOT_BYTES, OTHER_ENTRIES_MAX,
+    Uncaptured, Workspace, WorkspacePath,
 };

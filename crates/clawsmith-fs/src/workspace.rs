@@ -27,7 +27,7 @@ use crate::recorder::{PostState, PriorState};
 
 mod manifest;
 
-pub use manifest::{FileListing, FileSnapshot, FileStamp};
+pub use manifest::{FileListing, FileSnapshot, FileStamp, OTHER_ENTRIES_MAX, Uncaptured};
 
 /// The largest file [`Workspace::read_state`] snapshots into memory for the checkpoint.
 pub const MAX_SNAPSHOT_BYTES: u64 = 128 * 1024 * 1024;

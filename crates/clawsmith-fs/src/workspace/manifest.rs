@@ -1,17 +1,19 @@
 //! What the files of the workspace look like at one moment, for capturing what a command changed.
 //!
 //! [`Workspace::list_files`] is the search walk (same ignore rules, same skipped directories,
-//! symlinks never followed) with one `statx`-free `fstat` per regular file through an `O_PATH`
-//! descriptor opened beneath the root: no file is opened for reading. [`Workspace::snapshot_file`]
+//! symlinks never followed) for *which* files are captured, and one `lstat` per entry of the
+//! whole tree, under each directory's descriptor opened beneath the root, for their stamps: no
+//! file is opened for reading. Entries the walk leaves out are listed too, so a caller can name
+//! what changed where it captures nothing. [`Workspace::snapshot_file`]
 //! then reads (or, above a limit, only hashes) the files whose stamp changed, through the same
 //! boundary-checked open as every read. The caller keeps the previous listing and compares
 //! stamps, so an unchanged tree costs one walk and no reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::fd::AsFd;
 
-use rustix::fs::{Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use sha2::{Digest, Sha256};
 
 use super::{OpenRefusal, Workspace, file_size, openat_beneath, permission_bits};
@@ -49,14 +51,35 @@ impl FileStamp {
     }
 }
 
-/// Every regular file the walk visits, by workspace-relative path.
+/// Every regular file the walk visits, by workspace-relative path, and every other entry below
+/// the root that is not a directory (what capture cannot restore, so it can say what changed).
 #[derive(Debug, Clone, Default)]
 pub struct FileListing {
-    /// Path → stamp, sorted by path.
+    /// Path → stamp, sorted by path: the regular files the walk visits.
     pub files: BTreeMap<String, FileStamp>,
-    /// Regular files whose names are not UTF-8 (not listed).
+    /// Path → what it is and its stamp: entries the walk does not visit (ignored or skipped
+    /// paths, `.git` included) and symlinks and special files anywhere.
+    pub others: BTreeMap<String, (Uncaptured, FileStamp)>,
+    /// Whether the listing of `others` stopped at [`OTHER_ENTRIES_MAX`].
+    pub others_truncated: bool,
+    /// Entries whose names are not UTF-8 (not listed).
     pub skipped_non_utf8: u64,
 }
+
+/// Why an entry of [`FileListing::others`] is not a captured file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Uncaptured {
+    /// A regular file the walk leaves out (an ignore file, or a skipped directory).
+    Ignored,
+    /// A symlink (never followed, never captured).
+    Symlink,
+    /// A FIFO, socket or device.
+    Special,
+}
+
+/// The stat pass lists at most this many entries the walk leaves out (a `node_modules` can hold
+/// hundreds of thousands); past it, [`FileListing::others_truncated`] says so.
+pub const OTHER_ENTRIES_MAX: usize = 100_000;
 
 /// A file's content as read once through the handle.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,33 +94,80 @@ pub struct FileSnapshot {
 
 impl Workspace {
     /// Every regular file the search walk would visit (the same ignore files and skipped
-    /// directories: `.git`, `node_modules`, `target`, …), with its stamp. Symlinks, special
-    /// files and entries that vanish during the walk are left out.
+    /// directories: `.git`, `node_modules`, `target`, …), with its stamp, plus every other
+    /// non-directory entry below the root (up to [`OTHER_ENTRIES_MAX`]). Only `lstat`s: nothing
+    /// is opened for reading, no symlink is followed.
     pub fn list_files(&self) -> FileListing {
         let mut listing = FileListing::default();
         let Ok(root) = self.resolve(".") else {
             return listing;
         };
         let mut walk = Walk::new(self, &root);
-        for walked in walk.by_ref() {
-            let Walked::File(file) = walked else {
-                continue;
-            };
-            let flags = OFlags::PATH | OFlags::NOFOLLOW;
-            let Ok(probe) =
-                openat_beneath(self.root_fd.as_fd(), &file.relative, flags, Mode::empty())
-            else {
-                continue;
-            };
-            let Ok(stat) = rustix::fs::fstat(&probe) else {
-                continue;
-            };
-            if super::is_regular(&stat) {
-                listing.files.insert(file.relative, FileStamp::of(&stat));
-            }
-        }
-        listing.skipped_non_utf8 = walk.skipped_non_utf8;
+        let visited: HashSet<String> = walk
+            .by_ref()
+            .filter_map(|walked| match walked {
+                Walked::File(file) => Some(file.relative),
+                Walked::Special(..) => None,
+            })
+            .collect();
+        self.stat_tree(String::new(), &visited, &mut listing);
         listing
+    }
+
+    /// Depth first from `relative`: one `statat` per entry under the directory's descriptor.
+    fn stat_tree(&self, relative: String, visited: &HashSet<String>, listing: &mut FileListing) {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        let opened = if relative.is_empty() { "." } else { &relative };
+        let Ok(dir) = openat_beneath(self.root_fd.as_fd(), opened, flags, Mode::empty()) else {
+            return;
+        };
+        let Ok(entries) = rustix::fs::Dir::read_from(&dir) else {
+            return;
+        };
+        let mut directories = Vec::new();
+        for entry in entries {
+            let Ok(entry) = entry else { break };
+            let name = entry.file_name();
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let Ok(text) = name.to_str() else {
+                listing.skipped_non_utf8 += 1;
+                continue;
+            };
+            let path = if relative.is_empty() {
+                text.to_owned()
+            } else {
+                format!("{relative}/{text}")
+            };
+            let Ok(stat) = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) else {
+                continue;
+            };
+            let kind = FileType::from_raw_mode(stat.st_mode);
+            if kind == FileType::Directory {
+                directories.push(path);
+                continue;
+            }
+            let stamp = FileStamp::of(&stat);
+            let other = match kind {
+                FileType::RegularFile if visited.contains(&path) => {
+                    listing.files.insert(path, stamp);
+                    continue;
+                }
+                FileType::RegularFile => Uncaptured::Ignored,
+                FileType::Symlink => Uncaptured::Symlink,
+                _ => Uncaptured::Special,
+            };
+            if listing.others.len() >= OTHER_ENTRIES_MAX {
+                listing.others_truncated = true;
+                continue;
+            }
+            listing.others.insert(path, (other, stamp));
+        }
+        drop(dir);
+        for directory in directories {
+            self.stat_tree(directory, visited, listing);
+        }
     }
 
     /// Reads the regular file at `relative` (a path [`Workspace::list_files`] returned) through
