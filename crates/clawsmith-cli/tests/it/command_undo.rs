@@ -1,0 +1,170 @@
+//! Undo covers what commands change (issue 16), through the binary: `turn` runs one
+//! `run_command` in the kernel sandbox, `undo files TURN` puts the tree back byte for byte
+//! (modes included), refuses after a user edit, and never touches ignored paths.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::Fixture;
+
+/// Everything under `root` but `.git`: path → (content or link target, mode), directories as
+/// `None`.
+fn tree(root: &Path) -> BTreeMap<String, Option<(Vec<u8>, u32)>> {
+    fn visit(root: &Path, directory: &Path, found: &mut BTreeMap<String, Option<(Vec<u8>, u32)>>) {
+        for item in std::fs::read_dir(directory).unwrap() {
+            let path = item.unwrap().path();
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            if relative == ".git" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let entry = if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                Some((target.into_os_string().into_encoded_bytes(), 0))
+            } else if meta.is_dir() {
+                visit(root, &path, found);
+                None
+            } else {
+                Some((std::fs::read(&path).unwrap(), mode))
+            };
+            found.insert(relative, entry);
+        }
+    }
+    let mut found = BTreeMap::new();
+    visit(root, root, &mut found);
+    found
+}
+
+/// Runs `command` as one turn of session `s`; returns the turn id and the result.
+fn run_command(f: &Fixture, command: &str) -> (String, Value) {
+    let ws = f.ws();
+    let arguments = json!({ "command": command }).to_string();
+    let calls = json!([{ "id": "c1", "name": "run_command", "arguments": arguments }]);
+    let run = f.run(
+        &[
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--mode",
+            "full",
+            "--session",
+            "s",
+        ],
+        &calls.to_string(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let last = run.lines().pop().unwrap();
+    let result = last["results"][0]["result"].clone();
+    assert_eq!(result["status"], "success", "{result}");
+    (last["turnId"].as_str().unwrap().to_owned(), result)
+}
+
+/// Whether user namespaces are available for the sandbox; says so when they are not.
+fn sandbox_available() -> bool {
+    let available = std::fs::read_to_string("/proc/sys/user/max_user_namespaces")
+        .is_ok_and(|text| text.trim() != "0");
+    if !available {
+        eprintln!("skipped: the command sandbox needs user namespaces, which this kernel refuses");
+    }
+    available
+}
+
+/// Commands run on the fixture's `a.txt` and `b.txt`.
+const COMMANDS: &[&str] = &[
+    "sed -i s/beta/BETA/ a.txt",
+    "echo hello > new.txt",
+    "rm b.txt",
+    "mv a.txt moved.txt",
+    "mkdir -p x/y && touch x/y/z",
+    "chmod +x a.txt",
+    "mkdir gen && for i in $(seq 1 1000); do echo $i > gen/$i; done",
+    "echo tmp > t && rm t",
+];
+
+#[test]
+fn undo_files_restores_what_a_command_changed() {
+    if !sandbox_available() {
+        return;
+    }
+    for command in COMMANDS {
+        let f = Fixture::new();
+        let before = tree(&f.ws());
+        let (turn, _) = run_command(&f, command);
+        let undo = f.undo(true, &["files", &turn]);
+        assert_eq!(undo.code, 0, "{command}: {}", undo.stderr);
+        assert_eq!(undo.json()["outcome"], "undone", "{command}");
+        assert_eq!(tree(&f.ws()), before, "{command}: the tree is back");
+    }
+}
+
+#[test]
+fn git_checkout_is_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let git = |arguments: &[&str]| {
+        let output = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(arguments)
+            .current_dir(f.ws())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {arguments:?}: {output:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "init"]);
+    std::fs::write(f.ws().join("a.txt"), "uncommitted work\n").unwrap();
+    let before = tree(&f.ws());
+    let (turn, _) = run_command(&f, "git checkout -- a.txt");
+    assert_eq!(crate::read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    assert_eq!(f.undo(true, &["files", &turn]).json()["outcome"], "undone");
+    assert_eq!(tree(&f.ws()), before);
+}
+
+#[test]
+fn a_user_edit_after_the_command_makes_undo_refuse() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let (turn, _) = run_command(&f, "sed -i s/beta/BETA/ a.txt && rm b.txt");
+    std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
+    let before = tree(&f.ws());
+    let undo = f.undo(true, &["files", &turn]);
+    assert_eq!(undo.code, 2, "{}", undo.stderr);
+    assert!(undo.stdout.contains("a.txt"), "{}", undo.stdout);
+    assert_eq!(tree(&f.ws()), before, "a refused undo changes nothing");
+}
+
+#[test]
+fn ignored_paths_are_named_and_left_alone() {
+    if !sandbox_available() {
+        return;
+    }
+    let f = Fixture::new();
+    let (turn, result) = run_command(
+        &f,
+        "mkdir target && echo bin > target/out && echo x > b.txt",
+    );
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains("[not captured for undo: target/out: ignored"),
+        "{content}"
+    );
+    assert_eq!(f.undo(true, &["files", &turn]).json()["outcome"], "undone");
+    assert_eq!(crate::read(&f.ws().join("b.txt")), "gamma\n");
+    assert_eq!(crate::read(&f.ws().join("target/out")), "bin\n");
+}
