@@ -22,6 +22,10 @@
 //! - Undo (K2, K7): [`Store::undo`] with an [`UndoScope`] returns an [`UndoReport`];
 //!   [`Store::recover_restores`] finishes a restore that a crash interrupted.
 //! - Diffs (K4): [`Store::change_list`], [`Store::diff`] → [`FileDiff`].
+//! - Contents kept ahead of an unannounced change: [`Store::store_contents`] and
+//!   [`Store::stored_content`]. The core puts the files of its workspace manifest here before a
+//!   command runs and reads a prior content back when the command changed that file; the change
+//!   itself is then recorded through [`CheckpointRecorder`] like a file tool's.
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
 //! - One writer per session: [`Store::lease_session`] → [`SessionLease`] (or
 //!   [`StoreError::SessionInUse`] naming the holder's pid; [`LeaseWait::Wait`] to queue).

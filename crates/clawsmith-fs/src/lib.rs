@@ -14,6 +14,13 @@
 //!   made only if the file still matches it ([`Workspace::replace_if_unchanged`],
 //!   [`Workspace::remove_if_unchanged`], [`Workspace::rename_if_unchanged`]).
 //! - [`escape_control`]: the one function that makes a name (or a matched line) safe to print.
+//! - [`Workspace::list_files`] → [`FileListing`] and [`Workspace::snapshot_file`] →
+//!   [`FileSnapshot`]: what the core's command capture compares. The listing is the search walk
+//!   (same ignore rules) for which files count, with one `lstat` per entry of the whole tree under
+//!   each directory's descriptor for their [`FileStamp`]s; entries the walk leaves out (ignored,
+//!   symlinks, special files) are listed apart as [`Uncaptured`] so a caller can name what it
+//!   cannot restore. A snapshot reads (or, above a limit, hashes) one file through the same
+//!   boundary-checked open as every read.
 //! - [`builtin_tools`]: the seven [`clawsmith_protocol::Tool`]s in table order. Their argument
 //!   structs ([`ReadFileInput`], [`SearchFilesInput`], …) derive both `Deserialize` and
 //!   `JsonSchema`, so the schema the model sees is generated from the deserializer itself.
