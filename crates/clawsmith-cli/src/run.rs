@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
 use clawsmith_core::{
-    AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CoreConfig, EventSink,
+    AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CallResult, CoreConfig,
+    EventSink, SessionHandle, Turn,
 };
 use clawsmith_protocol::{Event, ToolCall};
 use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig};
@@ -299,12 +300,43 @@ pub fn call(
         name: tool.to_owned(),
         arguments: arguments.to_owned(),
     };
-    let outcome = runtime.block_on(session.run_turn(vec![call], &clawsmith_core::NullSink))?;
-    let Some(first) = outcome.results.into_iter().next() else {
+    let sink = clawsmith_core::NullSink;
+    let searched = calls_search(std::slice::from_ref(&call));
+    let mut turn = session.begin_turn(&sink)?;
+    let results = runtime.block_on(run_request(&mut turn, vec![call], &sink))?;
+    turn.finish(&sink)?;
+    keep_activations(&session, searched, &sink)?;
+    let Some(first) = results.into_iter().next() else {
         bail!("the core produced no result for the call");
     };
     out.json_line(&first.1)?;
     Ok(0)
+}
+
+/// Runs one assistant message's calls as the model request they came from: the request is
+/// recorded first (A9 evidence; `search_tools` hits found by an earlier request become active).
+async fn run_request(
+    turn: &mut Turn,
+    calls: Vec<ToolCall>,
+    sink: &dyn EventSink,
+) -> Result<Vec<CallResult>> {
+    turn.model_request(sink)?;
+    Ok(turn.run_batch(calls, sink).await?)
+}
+
+/// Whether `calls` ask `search_tools`, whose hits are activated for the *next* request.
+fn calls_search(calls: &[ToolCall]) -> bool {
+    calls.iter().any(|call| call.name == "search_tools")
+}
+
+/// This process ends with its turn, and with it what `search_tools` activated for the next
+/// request: record that request's tool list now, so the session's next `call` or `turn` (another
+/// process) opens with the hits active.
+fn keep_activations(session: &SessionHandle, searched: bool, sink: &dyn EventSink) -> Result<()> {
+    if searched {
+        session.model_request(sink)?;
+    }
+    Ok(())
 }
 
 /// Prints every event as it happens: one JSON line each, or a readable line with `--pretty`.
@@ -464,12 +496,15 @@ pub fn turn(
     };
     let mut turn = session.begin_turn(&sink)?;
     let mut results = Vec::new();
+    let mut searched = false;
     for calls in batches {
-        results.extend(runtime.block_on(turn.run_batch(calls, &sink))?);
+        searched |= calls_search(&calls);
+        results.extend(runtime.block_on(run_request(&mut turn, calls, &sink))?);
     }
     let session_id = turn.session_id().to_owned();
     let turn_id = turn.id().to_owned();
     turn.finish(&sink)?;
+    keep_activations(&session, searched, &sink)?;
     out.json_line(&TurnResult {
         r#type: "turn.result",
         session_id: &session_id,

@@ -561,3 +561,86 @@ fn session_show_pages_through_events() {
         people.stdout
     );
 }
+
+/// The smallest MCP server: one tool, `shout`, that answers its word in capitals.
+const SHOUTING_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, params = message.get("method"), message.get("params") or {}
+    if method == "initialize":
+        result = {"protocolVersion": params.get("protocolVersion"), "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "shouter", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "shout", "description": "Shout a word back in capitals",
+                             "inputSchema": {"type": "object", "properties": {"word": {"type": "string"}},
+                                             "required": ["word"]}}]}
+    elif method == "tools/call":
+        word = params.get("arguments", {}).get("word", "")
+        result = {"content": [{"type": "text", "text": word.upper()}]}
+    else:
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"],
+                          "error": {"code": -32601, "message": "no such method"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"#;
+
+#[test]
+fn tools_found_by_search_tools_are_callable_in_the_sessions_next_call_and_turn() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new();
+    let server = f.dir.path().join("shouter.py");
+    std::fs::write(&server, SHOUTING_SERVER).unwrap();
+    std::fs::create_dir(f.state()).unwrap();
+    let config = f.state().join("clawsmith.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[mcp_servers]]\nname = \"py\"\ncommand = \"python3\"\nargs = [{:?}]\nenv = [\"PATH\"]\ncapabilities = []\n",
+            server.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let shout = r#"{"word":"hi"}"#;
+    let before = f.try_call(&["--session", "d"], "mcp__py__shout", shout);
+    assert_eq!(before.code, 0, "{}", before.stderr);
+    assert_eq!(before.json()["code"], "inactive_tool", "{}", before.stdout);
+    let search = f.try_call(
+        &["--session", "d"],
+        "search_tools",
+        r#"{"query":"shout capitals"}"#,
+    );
+    assert!(
+        search.json()["status"] == "success" && search.stdout.contains("mcp__py__shout"),
+        "{}",
+        search.stdout
+    );
+    // (how the next request of the session comes: another `call`, or a turn)
+    let after = f.try_call(&["--session", "d", "--yes"], "mcp__py__shout", shout);
+    assert_eq!(after.json()["status"], "success", "{}", after.stdout);
+    assert!(after.stdout.contains("HI"), "{}", after.stdout);
+    let ws = f.ws();
+    let turn = f.run(
+        &[
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--session",
+            "d",
+            "--yes",
+        ],
+        &json!([{"id": "s", "name": "mcp__py__shout", "arguments": shout}]).to_string(),
+    );
+    let last = turn.lines().pop().unwrap();
+    assert_eq!(last["results"][0]["result"]["status"], "success", "{last}");
+    // Every turn records the request it stands for.
+    let requests = turn
+        .lines()
+        .into_iter()
+        .filter(|event| event["type"] == "model.request")
+        .count();
+    assert_eq!(requests, 1, "{}", turn.stdout);
+}
