@@ -20,6 +20,9 @@
 //!   session's lease; a second writer exits 1 with "session X is in use by pid N", or queues with
 //!   `--wait`. `undo` writes only in the `--workspace` it is given (default: the current
 //!   directory) and refuses a session that works elsewhere.
+//! - **Each batch is a model request.** `call` and each batch of `turn` record the request they
+//!   stand for (A9 evidence); a turn that ran `search_tools` also records the next request's
+//!   list before the process ends, so the hits are callable from the session's next command.
 //! - **Bounded input.** `turn` reads at most 16 MiB of calls from stdin; session ids are 1–128
 //!   printable characters that cannot read as a path.
 //! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
