@@ -128,21 +128,7 @@ impl Store {
 
     /// The session's messages in order.
     pub fn messages(&self, session_id: &str) -> Result<Vec<ModelMessage>, StoreError> {
-        self.read("reading messages", |tx| {
-            require_session(tx, session_id)?;
-            let mut statement = tx
-                .prepare("SELECT message_json FROM messages WHERE session_id = ?1 ORDER BY idx")
-                .ctx("reading messages")?;
-            let rows = statement
-                .query_map([session_id], |row| row.get::<_, String>(0))
-                .ctx("reading messages")?;
-            let mut messages = Vec::new();
-            for json in rows {
-                let json = json.ctx("reading messages")?;
-                messages.push(serde_json::from_str(&json).json_ctx("reading messages")?);
-            }
-            Ok(messages)
-        })
+        self.messages_page(session_id, 0, u64::MAX)
     }
 
     /// Appends an event, assigning the session's next sequence (gap-free from 1) inside the

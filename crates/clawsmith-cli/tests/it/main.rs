@@ -68,6 +68,14 @@ impl Fixture {
         self.run(&full, "")
     }
 
+    /// `clawsmith turn --workspace <ws> EXTRA...` with `calls` (JSON) on stdin.
+    pub fn turn(&self, extra: &[&str], calls: &Value) -> Run {
+        let ws = self.ws();
+        let mut args = vec!["turn", "--workspace", ws.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        self.run(&args, &calls.to_string())
+    }
+
     /// `clawsmith call --workspace <ws> EXTRA... TOOL ARGS`, whatever it answers.
     pub fn try_call(&self, extra: &[&str], tool: &str, arguments: &str) -> Run {
         let ws = self.ws();

@@ -146,13 +146,8 @@ fn mcp_on_session(f: &Fixture, extra: &[&str]) -> Run {
 #[test]
 fn a_second_writer_of_a_running_session_is_refused_with_the_holders_pid() {
     let f = Fixture::new();
-    let ws = f.ws();
-    let ws = ws.to_str().unwrap();
     // An earlier, finished turn of the session, for undo to aim at.
-    let earlier = f.run(
-        &["turn", "--workspace", ws, "--mode", "full", "--session", "s"],
-        &json!([{"id": "w", "name": "write_file", "arguments": json!({"path": "new.txt", "content": "x\n"}).to_string()}]).to_string(),
-    );
+    let earlier = f.turn(&["--mode", "full", "--session", "s"], &json!([{"id": "w", "name": "write_file", "arguments": json!({"path": "new.txt", "content": "x\n"}).to_string()}]));
     assert_eq!(earlier.code, 0, "{}", earlier.stderr);
     let earlier_turn = earlier.lines().pop().unwrap()["turnId"]
         .as_str()
@@ -161,13 +156,10 @@ fn a_second_writer_of_a_running_session_is_refused_with_the_holders_pid() {
     let holder = holding_turn(&f, 5);
     let in_use = format!("session s is in use by pid {}", holder.id());
     let read = r#"{"path":"a.txt"}"#;
-    let one_read = json!([{"id": "r", "name": "read_file", "arguments": read}]).to_string();
+    let one_read = json!([{"id": "r", "name": "read_file", "arguments": read}]);
     let contenders: Vec<(&str, Run)> = vec![
         ("call", f.try_call(&["--session", "s"], "read_file", read)),
-        (
-            "turn",
-            f.run(&["turn", "--workspace", ws, "--session", "s"], &one_read),
-        ),
+        ("turn", f.turn(&["--session", "s"], &one_read)),
         ("mcp", mcp_on_session(&f, &[])),
         (
             "undo",
@@ -251,17 +243,14 @@ fn racing_writers_on_one_session_never_close_a_live_call() {
                 while Instant::now() < deadline {
                     let id = format!("w{writer}-{index}");
                     let run = match writer {
-                        0 => f.run(
-                            &["turn", "--workspace", ws, "--mode", "full", "--sandbox", "best-effort", "--session", "s"],
-                            &json!([{"id": id, "name": "run_command", "arguments": json!({"command": "sleep 0.05"}).to_string()}]).to_string(),
+                        0 => f.turn(
+                            &["--mode", "full", "--sandbox", "best-effort", "--session", "s"],
+                            &json!([{"id": id, "name": "run_command", "arguments": json!({"command": "sleep 0.05"}).to_string()}]),
                         ),
                         1 => f.run(&["call", "--workspace", ws, "--session", "s", "read_file", r#"{"path":"a.txt"}"#], ""),
                         2 => mcp_on_session(f, &[]),
                         _ => {
-                            let turn = f.run(
-                                &["turn", "--workspace", ws, "--mode", "full", "--session", "s"],
-                                &json!([{"id": id, "name": "write_file", "arguments": json!({"path": format!("{id}.txt"), "content": "x"}).to_string()}]).to_string(),
-                            );
+                            let turn = f.turn(&["--mode", "full", "--session", "s"], &json!([{"id": id, "name": "write_file", "arguments": json!({"path": format!("{id}.txt"), "content": "x"}).to_string()}]));
                             match turn.lines().pop().and_then(|l| l["turnId"].as_str().map(str::to_owned)) {
                                 Some(turn_id) if turn.code == 0 => f.undo(false, &["files", &turn_id, "--session", "s"]),
                                 _ => turn,
@@ -306,12 +295,8 @@ fn racing_writers_on_one_session_never_close_a_live_call() {
 #[test]
 fn two_undos_of_one_turn_one_wins_the_other_says_why() {
     let f = Fixture::new();
-    let ws = f.ws();
     for round in 0..4 {
-        let turn = f.run(
-            &["turn", "--workspace", ws.to_str().unwrap(), "--mode", "full", "--session", "s"],
-            &json!([{"id": format!("e{round}"), "name": "write_file", "arguments": json!({"path": format!("r{round}.txt"), "content": "x"}).to_string()}]).to_string(),
-        );
+        let turn = f.turn(&["--mode", "full", "--session", "s"], &json!([{"id": format!("e{round}"), "name": "write_file", "arguments": json!({"path": format!("r{round}.txt"), "content": "x"}).to_string()}]));
         assert_eq!(turn.code, 0, "{}", turn.stderr);
         let turn_id = turn.lines().pop().unwrap()["turnId"]
             .as_str()
@@ -479,8 +464,6 @@ fn sessions_left_by_single_calls_are_pruned_whole_once_expired() {
 #[test]
 fn opening_a_long_session_reads_only_what_it_needs() {
     let f = Fixture::new();
-    let ws = f.ws();
-    let ws = ws.to_str().unwrap();
     let read = r#"{"path":"a.txt"}"#;
     assert_eq!(
         f.try_call(&["--session", "long"], "read_file", read).code,
@@ -506,9 +489,9 @@ fn opening_a_long_session_reads_only_what_it_needs() {
         assert_eq!(run.code, 0, "{}", run.stderr);
         assert_eq!(run.json()["status"], "success", "{}", run.stdout);
     }
-    let turn = f.run(
-        &["turn", "--workspace", ws, "--session", "long"],
-        &json!([{"id": "r", "name": "read_file", "arguments": read}]).to_string(),
+    let turn = f.turn(
+        &["--session", "long"],
+        &json!([{"id": "r", "name": "read_file", "arguments": read}]),
     );
     assert_eq!(turn.code, 0, "{}", turn.stderr);
 }
@@ -622,17 +605,9 @@ fn tools_found_by_search_tools_are_callable_in_the_sessions_next_call_and_turn()
     let after = f.try_call(&["--session", "d", "--yes"], "mcp__py__shout", shout);
     assert_eq!(after.json()["status"], "success", "{}", after.stdout);
     assert!(after.stdout.contains("HI"), "{}", after.stdout);
-    let ws = f.ws();
-    let turn = f.run(
-        &[
-            "turn",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--session",
-            "d",
-            "--yes",
-        ],
-        &json!([{"id": "s", "name": "mcp__py__shout", "arguments": shout}]).to_string(),
+    let turn = f.turn(
+        &["--session", "d", "--yes"],
+        &json!([{"id": "s", "name": "mcp__py__shout", "arguments": shout}]),
     );
     let last = turn.lines().pop().unwrap();
     assert_eq!(last["results"][0]["result"]["status"], "success", "{last}");

@@ -499,18 +499,7 @@ fn undo_writes_only_in_the_workspace_it_is_given() {
     let f = Fixture::new();
     let ws = f.ws();
     let calls = json!([{"id": "e1", "name": "edit_file", "arguments": json!({"path": "a.txt", "oldText": "beta", "newText": "BETA"}).to_string()}]);
-    let turn = f.run(
-        &[
-            "turn",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--mode",
-            "full",
-            "--session",
-            "s",
-        ],
-        &calls.to_string(),
-    );
+    let turn = f.turn(&["--mode", "full", "--session", "s"], &calls);
     assert_eq!(turn.code, 0, "{}", turn.stderr);
     let turn_id = turn.lines().pop().unwrap()["turnId"]
         .as_str()

@@ -3,25 +3,13 @@ use serde_json::json;
 use crate::{Fixture, read};
 
 fn turn_with_changes(f: &Fixture) -> String {
-    let ws = f.ws();
     let calls = json!([
         {"id": "e1", "name": "edit_file", "arguments": "{\"path\":\"a.txt\",\"oldText\":\"beta\",\"newText\":\"BETA\"}"},
         {"id": "e2", "name": "write_file", "arguments": "{\"path\":\"new.txt\",\"content\":\"fresh\\n\"}"},
         {"id": "e3", "name": "rename_file", "arguments": "{\"from\":\"b.txt\",\"to\":\"moved.txt\"}"},
         {"id": "e4", "name": "todo_write", "arguments": "{\"todos\":[{\"id\":\"1\",\"content\":\"x\",\"status\":\"pending\"}]}"}
     ]);
-    let run = f.run(
-        &[
-            "turn",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--mode",
-            "full",
-            "--session",
-            "s",
-        ],
-        &calls.to_string(),
-    );
+    let run = f.turn(&["--mode", "full", "--session", "s"], &calls);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let last = run.lines().pop().unwrap();
     for result in last["results"].as_array().unwrap() {
@@ -133,17 +121,13 @@ fn undo_removes_the_directories_a_turn_made_and_keeps_the_others() {
     }
     std::fs::create_dir(f.ws().join("kept")).unwrap();
     std::fs::create_dir(f.ws().join("kept-empty")).unwrap();
-    let ws = f.ws();
     let write = |path: &str| json!({"id": path, "name": "write_file", "arguments": json!({"path": path, "content": "x\n"}).to_string()});
     let calls = json!([
         [{"id": "mk", "name": "run_command", "arguments": json!({"command": "mkdir -p made/deep made/other"}).to_string()}],
         [write("made/deep/x.txt"), write("made/other/y.txt"), write("kept/z.txt")]
     ]);
-    let run = f.run(
+    let run = f.turn(
         &[
-            "turn",
-            "--workspace",
-            ws.to_str().unwrap(),
             "--mode",
             "full",
             "--sandbox",
@@ -151,7 +135,7 @@ fn undo_removes_the_directories_a_turn_made_and_keeps_the_others() {
             "--session",
             "s",
         ],
-        &calls.to_string(),
+        &calls,
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let last = run.lines().pop().unwrap();
