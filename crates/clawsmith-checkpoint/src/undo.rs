@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 
-use clawsmith_fs::Workspace;
+use clawsmith_fs::{Workspace, is_symlink_mode};
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
@@ -391,10 +391,11 @@ impl Store {
                 if let Ok(swept) = workspace.sweep_stale_temp_files(&path) {
                     result.swept_temp_files.extend(swept);
                 }
-                let found = workspace
-                    .hash_file(&path)
-                    .map(|hash| hash.map(|hash| hash_hex(&hash)));
-                let target = action.target.as_ref().map(|target| target.sha256.clone());
+                let found = current_key(workspace, &path);
+                let target = action
+                    .target
+                    .as_ref()
+                    .and_then(|target| state_key(Some(&target.sha256), Some(target.mode)));
                 match found {
                     Ok(found) if found == target => result.already_done.push(action.path.clone()),
                     Ok(found) if found == action.current => {
@@ -440,10 +441,10 @@ impl Store {
             Some(target) => {
                 let content = self.read("reading a blob", |tx| require_blob(tx, &target.sha256))?;
                 workspace
-                    .restore_file(&path, &content, target.mode, true)
+                    .restore_entry(&path, &content, target.mode, true)
                     .map_err(workspace_error)
             }
-            None => workspace.remove_file(&path).map_err(workspace_error),
+            None => workspace.remove_entry(&path).map_err(workspace_error),
         }
     }
 }
@@ -513,6 +514,30 @@ fn turns_from(
     rows.collect::<Result<Vec<_>, _>>().ctx("planning an undo")
 }
 
+/// What undo compares at a path: the content's hex SHA-256, prefixed `link:` for a symlink (the
+/// hash of its target), so a regular file holding a link's target never passes for the link.
+fn state_key(hash: Option<&String>, mode: Option<u32>) -> Option<String> {
+    let hash = hash?;
+    Some(match mode {
+        Some(mode) if is_symlink_mode(mode) => format!("link:{hash}"),
+        _ => hash.clone(),
+    })
+}
+
+/// The [`state_key`] of what is at `path` now (`None` = absent).
+fn current_key(
+    workspace: &Workspace,
+    path: &clawsmith_fs::WorkspacePath,
+) -> Result<Option<String>, clawsmith_fs::FsError> {
+    Ok(workspace.hash_entry(path)?.map(|(hash, is_link)| {
+        if is_link {
+            format!("link:{}", hash_hex(&hash))
+        } else {
+            hash_hex(&hash)
+        }
+    }))
+}
+
 /// Simulates the rollback newest first; returns the final action per path or every conflict.
 fn precheck(
     tx: &Transaction<'_>,
@@ -531,10 +556,9 @@ fn precheck(
                 Some(state) => state.clone(),
                 None => {
                     let found = match workspace.resolve(&record.path) {
-                        Ok(path) => workspace
-                            .hash_file(&path)
-                            .map(|hash| hash.map(|hash| hash_hex(&hash)))
-                            .map_err(|error| error.to_string()),
+                        Ok(path) => {
+                            current_key(workspace, &path).map_err(|error| error.to_string())
+                        }
                         Err(error) => Err(error.to_string()),
                     };
                     if let Ok(found) = &found {
@@ -546,8 +570,9 @@ fn precheck(
             let already_conflicting = conflicts
                 .iter()
                 .any(|conflict| conflict.path == record.path);
+            let expected = state_key(record.post_hash.as_ref(), record.post_mode);
             match &state {
-                Ok(found) if *found == record.post_hash => {}
+                Ok(found) if *found == expected => {}
                 _ if already_conflicting => {}
                 Ok(found) => conflicts.push(UndoConflict {
                     path: record.path.clone(),
@@ -568,7 +593,10 @@ fn precheck(
                     reason: reason.clone(),
                 }),
             }
-            simulated.insert(record.path.clone(), Ok(record.pre_hash.clone()));
+            simulated.insert(
+                record.path.clone(),
+                Ok(state_key(record.pre_hash.as_ref(), record.pre_mode)),
+            );
             let target = match (&record.pre_hash, record.pre_mode) {
                 (Some(hash), mode) => Some(TargetFile {
                     sha256: hash.clone(),

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use clawsmith_checkpoint::Store;
 use clawsmith_fs::{
-    ChangeOrigin, ChangeRecorder, FileStamp, OTHER_ENTRIES_MAX, PostState, PriorState, Uncaptured,
-    Workspace, escape_control,
+    ChangeOrigin, ChangeRecorder, FileStamp, OTHER_ENTRIES_MAX, PostState, PriorState,
+    SYMLINK_MODE, Uncaptured, Workspace, escape_control,
 };
 use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
 
@@ -36,9 +36,23 @@ const NOT_CAPTURED_NOTES_MAX: usize = 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Known {
     stamp: FileStamp,
+    /// SHA-256 of the content, or of the target for a symlink.
     sha256: [u8; 32],
     /// Whether the content is in the store (false above the limit).
     stored: bool,
+    /// A symlink: its "content" is its target.
+    is_link: bool,
+}
+
+impl Known {
+    /// The mode the recorder gets: permission bits, or [`SYMLINK_MODE`] for a link.
+    fn recorded_mode(&self) -> u32 {
+        if self.is_link {
+            SYMLINK_MODE | 0o777
+        } else {
+            self.stamp.mode
+        }
+    }
 }
 
 /// The workspace as the last capture saw it.
@@ -170,8 +184,32 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
                 stamp: snapshot.stamp,
                 sha256: snapshot.sha256,
                 stored,
+                is_link: false,
             },
         );
+    }
+    for (path, stamp) in listing.links {
+        if let Some(known) = previous.files.get(&path)
+            && known.is_link
+            && known.stamp == stamp
+        {
+            manifest.files.insert(path, known.clone());
+            continue;
+        }
+        let Ok(resolved) = workspace.resolve(&path) else {
+            continue;
+        };
+        let Ok(Some(target)) = workspace.read_link(&resolved) else {
+            continue;
+        };
+        let known = Known {
+            stamp,
+            sha256: clawsmith_checkpoint::sha256(&target),
+            stored: true,
+            is_link: true,
+        };
+        pending.push(target);
+        manifest.files.insert(path, known);
     }
     flush(store, &mut pending, &mut manifest);
     manifest
@@ -191,8 +229,9 @@ fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCapture
                     "ignored (an ignore file or a skipped folder such as \
                                         target/ or .git/); undo never touches it"
                 }
-                Uncaptured::Symlink => "a symlink; undo restores regular files only",
-                Uncaptured::Special => "not a regular file; undo restores regular files only",
+                Uncaptured::Special => {
+                    "not a regular file or symlink; undo restores files and links only"
+                }
             };
             Some(NotCaptured {
                 path: path.clone(),
@@ -244,7 +283,8 @@ fn record_differences(
     let mut not_captured = Vec::new();
     for path in paths {
         let (prior, post) = (before.files.get(path), after.files.get(path));
-        let same = |a: &Known, b: &Known| a.sha256 == b.sha256 && a.stamp.mode == b.stamp.mode;
+        let same =
+            |a: &Known, b: &Known| a.sha256 == b.sha256 && a.recorded_mode() == b.recorded_mode();
         if let (Some(prior), Some(post)) = (prior, post)
             && same(prior, post)
         {
@@ -279,7 +319,7 @@ fn record_one(
         Some(known) => match store.stored_content(&known.sha256) {
             Ok(Some(content)) => PriorState::File {
                 content,
-                mode: known.stamp.mode,
+                mode: known.recorded_mode(),
             },
             Ok(None) => return Err("its prior content is no longer stored".to_owned()),
             Err(error) => return Err(format!("its prior content cannot be read: {error}")),
@@ -290,7 +330,7 @@ fn record_one(
         Some(known) => PostState::File {
             sha256: known.sha256,
             size: known.stamp.size,
-            mode: known.stamp.mode,
+            mode: known.recorded_mode(),
         },
     };
     recorder

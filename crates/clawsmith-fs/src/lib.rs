@@ -136,5 +136,5 @@ pub use tools::{
 };
 pub use workspace::{
     FileListing, FileSnapshot, FileStamp, FileVersion, MAX_SNAPSHOT_BYTES, OTHER_ENTRIES_MAX,
-    Uncaptured, Workspace, WorkspacePath,
+    SYMLINK_MODE, Uncaptured, Workspace, WorkspacePath, is_symlink_mode,
 };

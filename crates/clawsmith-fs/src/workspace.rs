@@ -27,7 +27,10 @@ use crate::recorder::{PostState, PriorState};
 
 mod manifest;
 
-pub use manifest::{FileListing, FileSnapshot, FileStamp, OTHER_ENTRIES_MAX, Uncaptured};
+pub use manifest::{
+    FileListing, FileSnapshot, FileStamp, OTHER_ENTRIES_MAX, SYMLINK_MODE, Uncaptured,
+    is_symlink_mode,
+};
 
 /// The largest file [`Workspace::read_state`] snapshots into memory for the checkpoint.
 pub const MAX_SNAPSHOT_BYTES: u64 = 128 * 1024 * 1024;

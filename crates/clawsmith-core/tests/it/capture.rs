@@ -316,24 +316,63 @@ async fn ignored_paths_are_never_touched_by_undo() {
     assert_eq!(fixture.read("build/o"), "obj\n");
 }
 
+/// `(command, whether the fixture starts with the link `link -> target.txt`)`.
+const LINK_CASES: &[(&str, bool)] = &[
+    ("ln -s target.txt link", false),
+    ("ln -sfn other.txt link", true),
+    ("rm link", true),
+    ("rm link && echo now a file > link", true),
+    ("rm target.txt && ln -s link target.txt", true),
+    ("mkdir -p d/e && ln -s ../../target.txt d/e/up", false),
+];
+
 #[tokio::test]
-async fn a_symlink_made_by_a_command_is_named_not_captured_yet() {
+async fn symlinks_a_command_makes_changes_or_removes_are_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    for (command, with_link) in LINK_CASES {
+        let fixture = Fixture::new();
+        fixture.write("target.txt", "t\n");
+        if *with_link {
+            std::os::unix::fs::symlink("target.txt", fixture.workspace.join("link")).unwrap();
+        }
+        let session = session(&fixture);
+        let before = tree(&fixture.workspace);
+        let (turn, content) = run(&session, command).await;
+        assert_ne!(tree(&fixture.workspace), before, "{command}");
+        assert!(!content.contains("not captured"), "{command}: {content}");
+        assert_eq!(
+            undo_files(&fixture, &session, &turn),
+            UndoOutcome::Undone,
+            "{command}"
+        );
+        assert_eq!(
+            tree(&fixture.workspace),
+            before,
+            "{command}: undo restored the tree"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_file_where_the_command_left_a_link_makes_undo_refuse() {
     if !sandbox_available() {
         return;
     }
     let fixture = Fixture::new();
-    fixture.write("target.txt", "t\n");
+    fixture.write("target.txt", "target.txt");
     let session = session(&fixture);
-    let (turn, content) = run(&session, "ln -s target.txt link").await;
-    assert!(
-        content
-            .contains("[not captured for undo: link: a symlink; undo restores regular files only]"),
-        "{content}"
-    );
-    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
-    // Today's behaviour, and a known gap: links are named, not restored, so undo leaves the
-    // link in place. (Issue 16 asks for links to be restored too.)
-    assert!(std::fs::symlink_metadata(fixture.workspace.join("link")).is_ok());
+    let (turn, _) = run(&session, "ln -s target.txt link").await;
+    // The user replaces the link by a file holding the link's target: not what the turn left.
+    std::fs::remove_file(fixture.workspace.join("link")).unwrap();
+    fixture.write("link", "target.txt");
+    let edited = tree(&fixture.workspace);
+    assert!(matches!(
+        undo_files(&fixture, &session, &turn),
+        UndoOutcome::Conflicts(_)
+    ));
+    assert_eq!(tree(&fixture.workspace), edited);
 }
 
 #[tokio::test]

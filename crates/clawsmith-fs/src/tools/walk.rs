@@ -86,6 +86,9 @@ pub(crate) struct Walk<'w> {
     pub skipped_non_utf8: u64,
     /// Ignore files that could not be used, in the order met.
     pub skipped: Vec<Skipped>,
+    /// Every directory the walk entered (workspace-relative, the root as `""`): what it did not
+    /// enter is ignored or skipped.
+    pub entered: Vec<String>,
 }
 
 /// A directory being walked: its remaining entries and its ignore rules.
@@ -105,6 +108,7 @@ impl<'w> Walk<'w> {
             frames: Vec::new(),
             skipped_non_utf8: 0,
             skipped: Vec::new(),
+            entered: Vec::new(),
         };
         walk.enter(String::new());
         walk
@@ -112,6 +116,7 @@ impl<'w> Walk<'w> {
 
     /// Lists `relative` and loads its ignore files; an unreadable directory is skipped.
     fn enter(&mut self, relative: String) {
+        self.entered.push(relative.clone());
         let Ok(mut entries) = self.workspace.list_directory(&relative) else {
             return;
         };

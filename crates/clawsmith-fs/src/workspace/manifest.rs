@@ -12,11 +12,12 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use sha2::{Digest, Sha256};
 
-use super::{OpenRefusal, Workspace, file_size, openat_beneath, permission_bits};
+use super::{OpenRefusal, Workspace, WorkspacePath, file_size, openat_beneath, permission_bits};
 use crate::error::FsError;
 use crate::tools::walk::{Walk, Walked};
 
@@ -57,8 +58,10 @@ impl FileStamp {
 pub struct FileListing {
     /// Path → stamp, sorted by path: the regular files the walk visits.
     pub files: BTreeMap<String, FileStamp>,
+    /// Path → stamp: the symlinks in the directories the walk enters (never followed).
+    pub links: BTreeMap<String, FileStamp>,
     /// Path → what it is and its stamp: entries the walk does not visit (ignored or skipped
-    /// paths, `.git` included) and symlinks and special files anywhere.
+    /// paths, `.git` included) and special files anywhere.
     pub others: BTreeMap<String, (Uncaptured, FileStamp)>,
     /// Whether the listing of `others` stopped at [`OTHER_ENTRIES_MAX`].
     pub others_truncated: bool,
@@ -69,10 +72,8 @@ pub struct FileListing {
 /// Why an entry of [`FileListing::others`] is not a captured file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Uncaptured {
-    /// A regular file the walk leaves out (an ignore file, or a skipped directory).
+    /// A regular file or symlink the walk leaves out (an ignore file, or a skipped directory).
     Ignored,
-    /// A symlink (never followed, never captured).
-    Symlink,
     /// A FIFO, socket or device.
     Special,
 }
@@ -110,12 +111,14 @@ impl Workspace {
                 Walked::Special(..) => None,
             })
             .collect();
-        self.stat_tree(String::new(), &visited, &mut listing);
+        let entered: HashSet<String> = std::mem::take(&mut walk.entered).into_iter().collect();
+        let scope = Scope { visited, entered };
+        self.stat_tree(String::new(), &scope, &mut listing);
         listing
     }
 
     /// Depth first from `relative`: one `statat` per entry under the directory's descriptor.
-    fn stat_tree(&self, relative: String, visited: &HashSet<String>, listing: &mut FileListing) {
+    fn stat_tree(&self, relative: String, scope: &Scope, listing: &mut FileListing) {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::NONBLOCK;
         let opened = if relative.is_empty() { "." } else { &relative };
         let Ok(dir) = openat_beneath(self.root_fd.as_fd(), opened, flags, Mode::empty()) else {
@@ -150,12 +153,15 @@ impl Workspace {
             }
             let stamp = FileStamp::of(&stat);
             let other = match kind {
-                FileType::RegularFile if visited.contains(&path) => {
+                FileType::RegularFile if scope.visited.contains(&path) => {
                     listing.files.insert(path, stamp);
                     continue;
                 }
-                FileType::RegularFile => Uncaptured::Ignored,
-                FileType::Symlink => Uncaptured::Symlink,
+                FileType::Symlink if scope.entered.contains(&relative) => {
+                    listing.links.insert(path, stamp);
+                    continue;
+                }
+                FileType::RegularFile | FileType::Symlink => Uncaptured::Ignored,
                 _ => Uncaptured::Special,
             };
             if listing.others.len() >= OTHER_ENTRIES_MAX {
@@ -166,7 +172,7 @@ impl Workspace {
         }
         drop(dir);
         for directory in directories {
-            self.stat_tree(directory, visited, listing);
+            self.stat_tree(directory, scope, listing);
         }
     }
 
@@ -210,4 +216,154 @@ impl Workspace {
             content,
         }))
     }
+}
+
+/// The file-type bits (`S_IFLNK`) that mark a symlink in a recorder state's or checkpoint row's
+/// mode: its "content" is the link's target, its mode `SYMLINK_MODE | 0o777`.
+pub const SYMLINK_MODE: u32 = 0o120_000;
+
+/// Whether `mode` (a recorder or checkpoint mode) describes a symlink.
+pub fn is_symlink_mode(mode: u32) -> bool {
+    mode & 0o170_000 == SYMLINK_MODE
+}
+
+impl Workspace {
+    /// What undo compares: SHA-256 of the regular file's content, or of the symlink's target
+    /// (never followed), with whether it is a link; `None` when absent. A directory or special
+    /// file is an error.
+    pub fn hash_entry(&self, path: &WorkspacePath) -> Result<Option<([u8; 32], bool)>, FsError> {
+        match self.read_link(path)? {
+            Some(target) => Ok(Some((Sha256::digest(&target).into(), true))),
+            None => Ok(self.hash_file(path)?.map(|hash| (hash, false))),
+        }
+    }
+
+    /// The target of the symlink at `path` (never followed); `None` when the entry is absent or
+    /// not a symlink.
+    pub fn read_link(&self, path: &WorkspacePath) -> Result<Option<Vec<u8>>, FsError> {
+        let Some(dir) = self.open_parent_if_exists(path)? else {
+            return Ok(None);
+        };
+        let name = super::entry_name(path)?;
+        match super::stat_entry(dir.as_fd(), name) {
+            Ok(Some(stat)) if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink => {}
+            Ok(_) => return Ok(None),
+            Err(errno) => return Err(super::io_error("inspect", path, errno.into())),
+        }
+        match rustix::fs::readlinkat(dir.as_fd(), name, Vec::new()) {
+            Ok(target) => Ok(Some(target.into_bytes())),
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::INVAL) => Ok(None),
+            Err(errno) => Err(super::io_error("read link", path, errno.into())),
+        }
+    }
+
+    /// Atomically puts a symlink to `target` at `path`: a link under a temp name in the same
+    /// directory, then a rename over the entry. An existing entry must be a regular file or a
+    /// symlink. Missing parents are created (inside the workspace only) when `create_parents`.
+    pub fn restore_symlink(
+        &self,
+        path: &WorkspacePath,
+        target: &[u8],
+        create_parents: bool,
+    ) -> Result<(), FsError> {
+        let dir = if create_parents {
+            self.create_parent_dirs(path)?
+        } else {
+            self.open_parent(path)?
+        };
+        let name = super::entry_name(path)?;
+        self.check_replaceable(dir.as_fd(), name, path)?;
+        let target = std::ffi::OsStr::from_bytes(target);
+        let temp = format!(
+            ".clawsmith-tmp-{}-link-{}",
+            std::process::id(),
+            LINK_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        rustix::fs::symlinkat(target, dir.as_fd(), temp.as_str())
+            .map_err(|errno| super::io_error("create link", path, errno.into()))?;
+        rustix::fs::renameat(dir.as_fd(), temp.as_str(), dir.as_fd(), name).map_err(|errno| {
+            let _ = rustix::fs::unlinkat(dir.as_fd(), temp.as_str(), AtFlags::empty());
+            super::io_error("rename", path, errno.into())
+        })
+    }
+
+    /// What undo writes back: a symlink to `content` when `mode` says a link
+    /// ([`is_symlink_mode`]), else a regular file with `content` and `mode` — atomically either
+    /// way, also where a symlink stands now (the file is written under a temp name beside it,
+    /// then renamed over the link).
+    pub fn restore_entry(
+        &self,
+        path: &WorkspacePath,
+        content: &[u8],
+        mode: u32,
+        create_parents: bool,
+    ) -> Result<(), FsError> {
+        if is_symlink_mode(mode) {
+            return self.restore_symlink(path, content, create_parents);
+        }
+        if self.read_link(path)?.is_none() {
+            return self.restore_file(path, content, mode, create_parents);
+        }
+        let temp_name = format!(
+            ".clawsmith-tmp-{}-file-{}",
+            std::process::id(),
+            LINK_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let temp = match path.parent_str() {
+            Some("") | None => self.resolve(&temp_name)?,
+            Some(parent) => self.resolve(&format!("{parent}/{temp_name}"))?,
+        };
+        self.restore_file(&temp, content, mode, false)?;
+        let dir = self.open_parent(path)?;
+        let name = super::entry_name(path)?;
+        rustix::fs::renameat(dir.as_fd(), temp_name.as_str(), dir.as_fd(), name).map_err(|errno| {
+            let _ = rustix::fs::unlinkat(dir.as_fd(), temp_name.as_str(), AtFlags::empty());
+            super::io_error("rename", path, errno.into())
+        })
+    }
+
+    /// Removes the regular file or symlink at `path` (a link is never followed); `Ok(())` when
+    /// it is already absent.
+    pub fn remove_entry(&self, path: &WorkspacePath) -> Result<(), FsError> {
+        if self.read_link(path)?.is_none() {
+            return self.remove_file(path);
+        }
+        let dir = self.open_parent(path)?;
+        let name = super::entry_name(path)?;
+        match rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(errno) => Err(super::io_error("delete", path, errno.into())),
+        }
+    }
+
+    fn check_replaceable(
+        &self,
+        dir: std::os::fd::BorrowedFd<'_>,
+        name: &str,
+        path: &WorkspacePath,
+    ) -> Result<(), FsError> {
+        match super::stat_entry(dir, name) {
+            Ok(None) => Ok(()),
+            Ok(Some(stat))
+                if matches!(
+                    FileType::from_raw_mode(stat.st_mode),
+                    FileType::RegularFile | FileType::Symlink
+                ) =>
+            {
+                Ok(())
+            }
+            Ok(Some(_)) => Err(FsError::NotRegularFile {
+                path: path.display().to_owned(),
+            }),
+            Err(errno) => Err(super::io_error("inspect", path, errno.into())),
+        }
+    }
+}
+
+static LINK_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// What the walk decided: the files it visits and the directories it enters.
+struct Scope {
+    visited: HashSet<String>,
+    entered: HashSet<String>,
 }
