@@ -1,6 +1,6 @@
 //! Undo covers what commands change (issue 16), through the binary: `turn` runs one
 //! `run_command` in the kernel sandbox, `undo files TURN` puts the tree back byte for byte
-//! (modes included), refuses after a user edit, and never touches ignored paths.
+//! (modes and symlinks included), refuses after a user edit, and never touches ignored paths.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -83,6 +83,8 @@ const COMMANDS: &[&str] = &[
     "chmod +x a.txt",
     "mkdir gen && for i in $(seq 1 1000); do echo $i > gen/$i; done",
     "echo tmp > t && rm t",
+    "ln -s a.txt link",
+    "rm b.txt && ln -s a.txt b.txt",
 ];
 
 #[test]
