@@ -82,7 +82,8 @@
 //! ## What it does not do
 //! It never opens a workspace path itself: every read, hash, write and delete of a restore goes
 //! through `clawsmith_fs::Workspace`. It does not run tools, decide permissions, or turn unfinished
-//! journal entries into `tool.completed` events (the core does that on recovery, A8). Only files are checkpointed: a
+//! journal entries into `tool.completed` events (the core does that on recovery, A8). Only files and symlinks (a link's
+//! target stored as its content, its mode `clawsmith_fs::SYMLINK_MODE`) are checkpointed: a
 //! directory is removed by undo only when it is the parent of a file the turn created, empty
 //! now and born during the turn (`statx` birth time; a file system without one keeps it). A write whose post state was
 //! never recorded (the process died between the write and `after_change`) makes that one path a

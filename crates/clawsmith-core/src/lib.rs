@@ -98,13 +98,15 @@
 //!   [`CoreConfig::change_recorder`]), and [`Turn::finish`] closes it and returns the manifest.
 //! - **Commands are checkpointed too (issue 16).** Around each foreground `run_command` the core
 //!   brings the session's workspace manifest up to date (`capture.rs`: every regular file the
-//!   search walk visits, with its stamp and SHA-256, contents up to [`CAPTURE_CONTENT_LIMIT`] put
+//!   search walk visits and every symlink in the folders it enters, with its stamp and SHA-256 of
+//!   content or link target, contents up to [`CAPTURE_CONTENT_LIMIT`] put
 //!   in the store's blobs *before* the command starts), walks again when the command ends, and
-//!   reports each difference — created, modified, deleted, mode changed — to the same
+//!   reports each difference — created, modified, deleted, mode or link changed — to the same
 //!   `ChangeRecorder` as the file tools (prior content from the blob store, post hash), so undo
 //!   restores it with the same precheck. The manifest is kept per session in memory and only
-//!   files whose stamp moved are read again. What cannot be restored (ignored paths, larger
-//!   files, symlinks, special files) is named in the command's result as
+//!   files whose stamp moved are read again. A link travels as a file whose content is its
+//!   target and whose mode is `SYMLINK_MODE`. What cannot be restored (ignored paths, larger
+//!   files, special files) is named in the command's result as
 //!   `[not captured for undo: <path>: <why>]`. The walks run on the blocking pool.
 //! - **Hooks.** [`Hook`] is in-process; [`CommandHook`] runs a program with the `HookInput` JSON
 //!   on stdin and reads a `HookDecision` from stdout; a non-zero exit, invalid output, a failure
@@ -122,8 +124,8 @@
 //! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
 //! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
 //! not replay interrupted calls, ever. Its command capture covers the foreground `run_command`
-//! only (not background commands or extension tools that execute processes), restores regular
-//! files only (symlinks are named, not restored), and lives in memory: a command interrupted by
+//! only (not background commands or extension tools that execute processes), restores files and
+//! symlinks (not empty directories), and lives in memory: a command interrupted by
 //! `kill -9` of clawsmith leaves changes the checkpoint does not hold. It does not serialize two handles of one session inside
 //! one process (they share the lease); the host does, as the MCP server serializes a
 //! connection's turns.

@@ -8,8 +8,9 @@
 //! - [`Workspace`]: the handle. [`Workspace::open`] canonicalizes the root once and keeps a
 //!   descriptor of it. [`Workspace::resolve`] is the lexical check (F1, part 1) and yields a
 //!   [`WorkspacePath`], the validated, normalized, workspace-relative path that every other method
-//!   takes. Checkpoint restores use [`Workspace::read_state`], [`Workspace::restore_file`],
-//!   [`Workspace::remove_file`] and [`Workspace::hash_file`]; the tools use the rest.
+//!   takes. Checkpoint restores use [`Workspace::read_state`], [`Workspace::restore_entry`]
+//!   (a regular file, or a symlink when the mode says [`SYMLINK_MODE`]),
+//!   [`Workspace::remove_entry`] and [`Workspace::hash_entry`]; the tools use the rest.
 //! - [`FileVersion`]: what a read-modify-write saw ([`Workspace::read_versioned`]); the change is
 //!   made only if the file still matches it ([`Workspace::replace_if_unchanged`],
 //!   [`Workspace::remove_if_unchanged`], [`Workspace::rename_if_unchanged`]).
