@@ -355,15 +355,17 @@ impl SessionHandle {
         }
         let messages = store.messages(&self.id)?;
         let events = store.events(&self.id)?;
+        // Call ids repeat across turns (providers number them per turn): a start names the
+        // latest turn of its id, a completion is keyed by turn and id.
         let mut started_turn: HashMap<&str, &str> = HashMap::new();
-        let mut completed: HashSet<&str> = HashSet::new();
+        let mut completed: HashSet<(&str, &str)> = HashSet::new();
         for event in &events {
             match &event.payload {
                 EventPayload::ToolStarted(started) => {
                     started_turn.insert(&started.tool_call_id, &started.turn_id);
                 }
                 EventPayload::ToolCompleted(done) => {
-                    completed.insert(&done.tool_call_id);
+                    completed.insert((&done.turn_id, &done.tool_call_id));
                 }
                 _ => {}
             }
@@ -372,14 +374,18 @@ impl SessionHandle {
             .iter()
             .map(|entry| (entry.call_id.as_str(), entry.turn_id.as_str()))
             .collect();
-        // Results owed: per call id, calls minus results, in order of the calls.
+        // Results owed: per call id, calls minus results. Results follow their calls in order,
+        // so the unanswered calls of an id are its *last* ones: a reused id's earlier, answered
+        // calls are skipped.
         let mut owed: HashMap<&str, i64> = HashMap::new();
+        let mut total: HashMap<&str, i64> = HashMap::new();
         let mut order: Vec<&ToolCall> = Vec::new();
         for message in &messages {
             match message.role {
                 Role::Assistant => {
                     for call in &message.tool_calls {
                         *owed.entry(&call.id).or_default() += 1;
+                        *total.entry(&call.id).or_default() += 1;
                         order.push(call);
                     }
                 }
@@ -397,14 +403,15 @@ impl SessionHandle {
             |checkpoint| checkpoint.turn_id.clone(),
         );
         let mut journal_closed: HashSet<&str> = HashSet::new();
+        let mut seen: HashMap<&str, i64> = HashMap::new();
         for call in order {
-            let Some(count) = owed.get_mut(call.id.as_str()) else {
-                continue;
-            };
-            if *count <= 0 {
+            let occurrence = seen.entry(call.id.as_str()).or_default();
+            *occurrence += 1;
+            let answered = total.get(call.id.as_str()).copied().unwrap_or(0)
+                - owed.get(call.id.as_str()).copied().unwrap_or(0).max(0);
+            if *occurrence <= answered {
                 continue;
             }
-            *count -= 1;
             let turn_id = journal_turn
                 .get(call.id.as_str())
                 .or_else(|| started_turn.get(call.id.as_str()))
@@ -434,7 +441,7 @@ impl SessionHandle {
                 call,
                 turn_id,
                 &result,
-                !completed.contains(call.id.as_str()),
+                !completed.contains(&(turn_id, call.id.as_str())),
             )?;
         }
         // Journal entries without an unanswered call (their result message exists): close them.
@@ -443,7 +450,7 @@ impl SessionHandle {
                 continue;
             }
             store.journal_close(&self.id, &entry.call_id, ToolStatus::Unknown)?;
-            if !completed.contains(entry.call_id.as_str()) {
+            if !completed.contains(&(entry.turn_id.as_str(), entry.call_id.as_str())) {
                 let result = interrupted_result(&entry.tool_name);
                 emit(
                     &self.shared,

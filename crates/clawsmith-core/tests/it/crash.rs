@@ -120,6 +120,26 @@ async fn child_process_entry() {
                 ],
             )
         }
+        "reused_id" => {
+            // Providers number calls per turn: `call_0` again in the second turn, which is
+            // killed while its command runs.
+            let core = core_for(&layout, store, None);
+            let session = core.open_session(Some(SESSION.into())).unwrap();
+            session
+                .run_turn(
+                    vec![call(
+                        "call_0",
+                        "write_file",
+                        r#"{"path": "first.txt", "content": "first turn"}"#,
+                    )],
+                    &NullSink,
+                )
+                .await
+                .unwrap();
+            let arguments =
+                serde_json::json!({"command": "echo ran >> runs.txt; exec sleep 10"}).to_string();
+            (core, vec![call("call_0", "run_command", &arguments)])
+        }
         other => panic!("unknown scenario {other}"),
     };
     let session = core.open_session(Some(SESSION.into())).unwrap();
@@ -238,4 +258,47 @@ fn killed_during_edit_file() {
     let checkpoints = store.checkpoints(SESSION).unwrap();
     assert_eq!(checkpoints.len(), 1);
     assert_eq!(checkpoints[0].file_count, 1);
+}
+
+#[test]
+fn killed_during_a_call_whose_id_an_earlier_turn_used() {
+    let root = tempfile::tempdir().unwrap();
+    let layout = Layout::under(root.path());
+    std::fs::create_dir(&layout.workspace).unwrap();
+    run_and_kill(root.path(), "reused_id", &layout.workspace.join("runs.txt"));
+    let store = Arc::new(Store::open(&layout.db).unwrap());
+    let core = core_for(&layout, store.clone(), None);
+    let session = core.open_session(Some(SESSION.into())).unwrap();
+    assert_eq!(session.recovery().interrupted, ["call_0"]);
+    let messages = session.messages().unwrap();
+    assert_history_paired(&messages);
+    // The first turn's answer is untouched; the second turn's call got the interrupted one,
+    // naming the tool that was really running.
+    let answers: Vec<_> = messages
+        .iter()
+        .filter(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some("call_0"))
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:#?}");
+    assert_eq!(
+        answers[0].tool_result.as_ref().unwrap().status,
+        ToolStatus::Success
+    );
+    let second = answers[1].tool_result.as_ref().unwrap();
+    assert_eq!(second.status, ToolStatus::Unknown);
+    assert!(
+        answers[1].content.contains("run_command"),
+        "{}",
+        answers[1].content
+    );
+    // Each turn's call has exactly one completion, in its own turn.
+    let events = session.events().unwrap();
+    let done = completed(&events);
+    let turns: Vec<_> = done.iter().map(|c| c.turn_id.clone()).collect();
+    assert_eq!(done.len(), 2, "{done:#?}");
+    assert_ne!(turns[0], turns[1], "one completion per turn");
+    assert_eq!(done[1].status, ToolStatus::Unknown);
+    assert_eq!(done[1].tool_name, "run_command");
+    assert!(store.unfinished_calls(SESSION).unwrap().is_empty());
+    let again = core.open_session(Some(SESSION.into())).unwrap();
+    assert!(again.recovery().is_empty());
 }
