@@ -295,7 +295,8 @@ pub fn call(
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;
     let call = ToolCall {
-        // Unique per process: a continued session refuses a call id it has journaled before.
+        // Unique anyway (ids need only be unique within a turn): the id names this call in the
+        // journal, events and `session show` of a continued session.
         id: format!("call-{}", crate::new_id()),
         name: tool.to_owned(),
         arguments: arguments.to_owned(),
