@@ -96,6 +96,12 @@ pub struct FileChange {
     pub lines_added: Option<u64>,
     /// Lines removed; `None` when not computable.
     pub lines_removed: Option<u64>,
+    /// Who made the change when it was not a file tool: `command` (issue 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The call that made it, when `origin` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 /// What [`Store::finish_turn`] returns (K1): paths and stats only.
@@ -122,6 +128,8 @@ pub(crate) struct FileRecord {
     pub bytes_after: u64,
     pub lines_added: Option<u64>,
     pub lines_removed: Option<u64>,
+    pub origin: Option<String>,
+    pub call_id: Option<String>,
 }
 
 impl FileRecord {
@@ -139,6 +147,8 @@ impl FileRecord {
             bytes_after: self.bytes_after,
             lines_added: self.lines_added,
             lines_removed: self.lines_removed,
+            origin: self.origin.clone(),
+            call_id: self.call_id.clone(),
         }
     }
 }
@@ -436,7 +446,7 @@ pub(crate) fn checkpoint_id(
 
 /// The id of the turn's checkpoint if it is open; `None` if the turn has no checkpoint;
 /// [`StoreError::TurnClosed`] if it is finished or undone.
-fn open_checkpoint_id(
+pub(crate) fn open_checkpoint_id(
     tx: &Transaction<'_>,
     session_id: &str,
     turn_id: &str,
@@ -519,7 +529,7 @@ pub(crate) fn file_records(
     let mut statement = tx
         .prepare(
             "SELECT path, pre_hash, pre_mode, post_hash, post_mode, bytes_before, bytes_after,
-                 lines_added, lines_removed
+                 lines_added, lines_removed, origin, call_id
              FROM checkpoint_files WHERE checkpoint_id = ?1 ORDER BY position",
         )
         .ctx("reading checkpoint files")?;
@@ -535,6 +545,8 @@ pub(crate) fn file_records(
                 bytes_after: row.get(6)?,
                 lines_added: row.get(7)?,
                 lines_removed: row.get(8)?,
+                origin: row.get(9)?,
+                call_id: row.get(10)?,
             })
         })
         .ctx("reading checkpoint files")?;
@@ -569,9 +581,10 @@ pub(crate) fn copy_checkpoints(
         let copy = tx.last_insert_rowid();
         tx.execute(
             "INSERT INTO checkpoint_files (checkpoint_id, path, position, pre_hash, pre_mode,
-                 post_hash, post_mode, bytes_before, bytes_after, lines_added, lines_removed)
+                 post_hash, post_mode, bytes_before, bytes_after, lines_added, lines_removed,
+                 origin, call_id)
              SELECT ?2, path, position, pre_hash, pre_mode, post_hash, post_mode, bytes_before,
-                 bytes_after, lines_added, lines_removed
+                 bytes_after, lines_added, lines_removed, origin, call_id
              FROM checkpoint_files WHERE checkpoint_id = ?1",
             params![id, copy],
         )

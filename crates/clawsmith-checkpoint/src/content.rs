@@ -1,7 +1,10 @@
 //! File contents kept ahead of a change nobody announces (a command's), in the blob store.
 
+use rusqlite::params;
+
 use crate::blob::{get_blob, hash_hex, put_blob};
-use crate::error::StoreError;
+use crate::checkpoint::open_checkpoint_id;
+use crate::error::{SqlContext, StoreError};
 use crate::store::Store;
 
 impl Store {
@@ -27,5 +30,33 @@ impl Store {
     pub fn stored_content(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
         let hash = hash_hex(sha256);
         self.read("reading a file content", |tx| get_blob(tx, &hash))
+    }
+
+    /// Names who changed `path` in the open turn when it was not a file tool: `origin` (the
+    /// core writes `command`) and the call id, shown by `undo list` and in change lists. The
+    /// change itself must already be recorded ([`CheckpointRecorder`](crate::CheckpointRecorder)).
+    pub fn attribute_change(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        origin: &str,
+        call_id: &str,
+    ) -> Result<(), StoreError> {
+        self.write("attributing a change", |tx| {
+            let Some(id) = open_checkpoint_id(tx, session_id, turn_id)? else {
+                return Err(StoreError::UnknownTurn {
+                    session_id: session_id.to_string(),
+                    turn_id: turn_id.to_string(),
+                });
+            };
+            tx.execute(
+                "UPDATE checkpoint_files SET origin = ?3, call_id = ?4
+                 WHERE checkpoint_id = ?1 AND path = ?2",
+                params![id, path, origin, call_id],
+            )
+            .ctx("attributing a change")?;
+            Ok(())
+        })
     }
 }

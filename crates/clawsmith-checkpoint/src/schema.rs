@@ -151,8 +151,15 @@ const V6: &str = r#"
 CREATE INDEX IF NOT EXISTS journal_open ON journal(session_id) WHERE closed_at IS NULL;
 "#;
 
+/// Version 7: a change a command made names it (issue 16): `origin` (`command`; `NULL` for a file
+/// tool's change) and the call's id.
+const V7: &str = r#"
+ALTER TABLE checkpoint_files ADD COLUMN origin TEXT;
+ALTER TABLE checkpoint_files ADD COLUMN call_id TEXT;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -278,7 +278,15 @@ pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i
                 (Some(added), Some(removed)) => format!(" +{added} -{removed}"),
                 _ => String::new(),
             };
-            out.line(&format!("    {:?} {}{lines}", change.kind, change.path))?;
+            let origin = match (&change.origin, &change.call_id) {
+                (Some(origin), Some(call)) => format!("  ({origin} {call})"),
+                (Some(origin), None) => format!("  ({origin})"),
+                _ => String::new(),
+            };
+            out.line(&format!(
+                "    {:?} {}{lines}{origin}",
+                change.kind, change.path
+            ))?;
         }
     }
     Ok(0)

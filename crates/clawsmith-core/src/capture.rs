@@ -26,6 +26,9 @@ use crate::table::ToolEntry;
 /// Files larger than this are tracked by hash only: undo cannot give them back.
 pub const CAPTURE_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
 
+/// The origin a command's changes carry in the checkpoint (`undo list`, change lists).
+pub const COMMAND_ORIGIN: &str = "command";
+
 /// Contents are written to the store in transactions of about this many bytes.
 const STORE_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
@@ -338,7 +341,17 @@ fn record_one(
         .map_err(|error| error.message)?;
     recorder
         .after_change(origin, path, &post_state)
-        .map_err(|error| error.message)
+        .map_err(|error| error.message)?;
+    // The label only tells `undo list` who made the change; the change is recorded either way
+    // (and a host's own recorder may not write into this store at all).
+    let _ = store.attribute_change(
+        &origin.session_id,
+        &origin.turn_id,
+        path,
+        COMMAND_ORIGIN,
+        &origin.tool_call_id,
+    );
+    Ok(())
 }
 
 /// Runs a tool call, with capture around it when the tool is the foreground `run_command`.

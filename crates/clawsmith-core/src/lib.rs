@@ -155,7 +155,7 @@ pub use clawsmith_security as security;
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
 };
-pub use crate::capture::CAPTURE_CONTENT_LIMIT;
+pub use crate::capture::{CAPTURE_CONTENT_LIMIT, COMMAND_ORIGIN};
 pub use crate::core::{AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL};
 pub use crate::error::CoreError;
 pub use crate::hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, Hook, HookFuture};

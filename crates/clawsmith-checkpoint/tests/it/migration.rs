@@ -49,6 +49,8 @@ fn version_2_journal_rows_survive_and_call_ids_become_per_turn() {
              ALTER TABLE journal_v2 RENAME TO journal;
              DROP INDEX events_kind; DROP INDEX restore_plans_session;
              DROP INDEX checkpoints_state; ALTER TABLE events DROP COLUMN message_idx;
+             ALTER TABLE checkpoint_files DROP COLUMN origin;
+             ALTER TABLE checkpoint_files DROP COLUMN call_id;
              PRAGMA user_version = 2;",
         )
         .unwrap();

@@ -143,6 +143,17 @@ fn a_user_edit_after_the_command_makes_undo_refuse() {
     }
     let f = Fixture::new();
     let (turn, _) = run_command(&f, "sed -i s/beta/BETA/ a.txt && rm b.txt");
+    // `undo list` says which call of which origin made each change.
+    let list = f.run(&["undo", "list"], "");
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for line in ["Modified a.txt", "Deleted b.txt"] {
+        let shown = format!("{line} +");
+        let attributed = list
+            .stdout
+            .lines()
+            .any(|l| l.contains(line) && l.ends_with("(command c1)"));
+        assert!(attributed, "{shown}… (command c1) not in {}", list.stdout);
+    }
     std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
     let before = tree(&f.ws());
     let undo = f.undo(true, &["files", &turn]);

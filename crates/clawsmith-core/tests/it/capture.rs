@@ -161,6 +161,15 @@ async fn check(name: &str, files: &[(&str, &str)], command: &str, changes: bool)
         .filter(|change| change.kind != ChangeKind::Unchanged)
         .collect();
     assert_eq!(!real.is_empty(), changes, "{name}: change list {changed:?}");
+    // Each change names the command that made it.
+    for change in &real {
+        assert_eq!(
+            change.origin.as_deref(),
+            Some(clawsmith_core::COMMAND_ORIGIN),
+            "{name}"
+        );
+        assert_eq!(change.call_id.as_deref(), Some("c1"), "{name}");
+    }
     assert_eq!(
         undo_files(&fixture, &session, &turn),
         UndoOutcome::Undone,
