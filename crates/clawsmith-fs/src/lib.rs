@@ -50,9 +50,11 @@
 //!   `rename_file` uses `RENAME_NOREPLACE`. No `fsync`: the guarantee is atomicity towards
 //!   readers and failures, not durability across power loss.
 //! - **Special files are never opened for reading** unless proven regular: a read first opens
-//!   with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode. A FIFO, a
-//!   socket or a device can therefore never block a tool, and a symlink to `/dev/zero` leads
-//!   outside the root and is refused.
+//!   with `O_PATH`, checks the type, then opens `O_NONBLOCK` and compares the inode (a search
+//!   candidate is proven by the walk's own listing of its directory, and opened without following
+//!   a final symlink). Whatever is swapped in after the proof is opened non-blocking, found not
+//!   regular by `fstat` and closed unread. A FIFO, a socket or a device can therefore never block
+//!   a tool, and a symlink to `/dev/zero` leads outside the root and is refused.
 //! - **Search is ripgrep's stack with budgets, walked through the handle.** The walk lists each
 //!   directory itself, opened beneath the root without following a final symlink, from the
 //!   workspace root (so every ignore file on the way applies, with or without a git repository,

@@ -430,6 +430,21 @@ impl Workspace {
         }
     }
 
+    /// Opens a regular file the search walk found, for reading. `relative` is built from
+    /// directory entries (no `.`, `..` or empty component), so it skips the lexical check; the
+    /// kernel still refuses any way out of the root, and the final component is not followed
+    /// (the walk never follows symlinks). The walk's listing already proved the entry a regular
+    /// file, so no `O_PATH` probe precedes the open (two system calls fewer per searched file):
+    /// an entry swapped for something else since is opened non-blocking, found not regular by
+    /// `fstat`, and closed unread, exactly as when the swap falls between a probe and the open.
+    /// `None` if it cannot be opened or is not a regular file (any more).
+    pub(crate) fn open_walked_for_read(&self, relative: &str) -> Option<(File, u64)> {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
+        let fd = openat_beneath(self.root_fd.as_fd(), relative, flags, Mode::empty()).ok()?;
+        let stat = rustix::fs::fstat(&fd).ok()?;
+        is_regular(&stat).then(|| (File::from(fd), file_size(&stat)))
+    }
+
     /// Reads a file the walk does not trust (an ignore file): beneath the root (symlinks inside
     /// are followed, any way out is refused), regular only, opened non-blocking, at most `limit`
     /// bytes. `Ok(None)` when nothing is there. Never blocks: a FIFO, socket or device is refused

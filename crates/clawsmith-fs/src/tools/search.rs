@@ -210,7 +210,7 @@ fn search(
             continue;
         }
         let shown_path = escape_control(&file.relative);
-        if matcher.is_match(file.name.as_bytes()).unwrap_or(false)
+        if matcher.is_match(file.name().as_bytes()).unwrap_or(false)
             && workspace.entry_is_regular_beneath(&file.relative)
         {
             hits.push(shown_path.to_string());
@@ -346,7 +346,13 @@ fn search(
 }
 
 /// Reads up to `min(room, 1 MB)` bytes of `file` into `buffer` through the workspace handle;
-/// returns the file's size, `None` if it cannot be opened (e.g. it turned into a symlink).
+/// returns the file's size, `None` if it cannot be opened (e.g. it turned into a symlink or a
+/// FIFO since the walk listed it).
+///
+/// The file is read up to the size it had when opened: one `read` for a small file, without the
+/// second one that would only confirm its end (bytes appended after the open are not searched,
+/// as they would not be a moment earlier). A file that says it is empty is read to its end, as
+/// some kernel files report no size.
 fn read_candidate(
     workspace: &Workspace,
     file: &WalkedFile,
@@ -354,10 +360,18 @@ fn read_candidate(
     buffer: &mut Vec<u8>,
 ) -> Option<u64> {
     buffer.clear();
-    let path = workspace.resolve(&file.relative).ok()?;
-    let (opened, size) = workspace.open_for_read(&path).ok()?;
+    let (opened, size) = workspace.open_walked_for_read(&file.relative)?;
     let allowed = room.min(SEARCH_MAX_BYTES_PER_FILE);
-    opened.take(allowed).read_to_end(buffer).ok()?;
+    let wanted = if size == 0 {
+        allowed
+    } else {
+        size.min(allowed)
+    };
+    if size > 0 {
+        // `wanted` is at most 1 MiB, so it fits a `usize`.
+        buffer.reserve(usize::try_from(wanted).unwrap_or(0));
+    }
+    opened.take(wanted).read_to_end(buffer).ok()?;
     Some(size)
 }
 
@@ -606,7 +620,7 @@ impl FileFilter {
         if self.whole_path {
             self.matcher.is_match(&file.relative)
         } else {
-            self.matcher.is_match(&file.name)
+            self.matcher.is_match(file.name())
         }
     }
 }

@@ -47,10 +47,18 @@ const IGNORE_FILES: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
 
 /// A file found by the walk.
 pub(crate) struct WalkedFile {
-    /// Workspace-relative, `/`-separated.
+    /// Workspace-relative, `/`-separated, built from directory entries: already normalized (no
+    /// `.`, `..` or empty component), so it is opened as is.
     pub relative: String,
+    /// Where the last component starts in `relative` (one allocation per file, not two).
+    name_start: usize,
+}
+
+impl WalkedFile {
     /// The last component.
-    pub name: String,
+    pub(crate) fn name(&self) -> &str {
+        &self.relative[self.name_start..]
+    }
 }
 
 /// What the walk yields: a regular file, or a special file (FIFO, socket, device) to report.
@@ -97,6 +105,8 @@ struct Frame {
     entries: std::vec::IntoIter<DirectoryEntry>,
     /// One matcher per [`IGNORE_FILES`] entry.
     rules: [Gitignore; 3],
+    /// Whether any of `rules` has a pattern (most directories have no ignore file).
+    has_rules: bool,
 }
 
 impl<'w> Walk<'w> {
@@ -131,10 +141,12 @@ impl<'w> Walk<'w> {
             let file = join(&relative, IGNORE_FILES[index]);
             self.load_rules(&directory, file)
         });
+        let has_rules = rules.iter().any(|rules| !rules.is_empty());
         self.frames.push(Frame {
             relative,
             entries: entries.into_iter(),
             rules,
+            has_rules,
         });
     }
 
@@ -169,6 +181,10 @@ impl<'w> Walk<'w> {
     /// Whether the rules of the open directories ignore `relative`: for each kind of ignore
     /// file in precedence order, the deepest directory with an opinion decides.
     fn ignored(&self, relative: &str, is_dir: bool) -> bool {
+        // The common case (no ignore file on the way) costs no path building.
+        if !self.frames.iter().any(|frame| frame.has_rules) {
+            return false;
+        }
         let path = self.root.join(relative);
         for kind in 0..IGNORE_FILES.len() {
             for frame in self.frames.iter().rev() {
@@ -208,8 +224,8 @@ impl Iterator for Walk<'_> {
                 continue;
             }
             let file = WalkedFile {
+                name_start: relative.len() - name.len(),
                 relative,
-                name: name.to_owned(),
             };
             match entry.kind {
                 FileType::Directory => self.enter(file.relative),

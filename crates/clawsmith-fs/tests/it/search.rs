@@ -201,6 +201,75 @@ fn search_byte_budget_boundaries() {
     );
 }
 
+/// Budgets on a larger tree: each cuts the answer where it is reached in walk order, the same
+/// on every run (a later file is never read and never shown).
+#[test]
+fn search_read_ahead_keeps_walk_order_and_budgets() {
+    let check = |files: &[(String, Vec<u8>)], input: serde_json::Value, expected: &str| {
+        let fixture = Fixture::new();
+        for (name, content) in files {
+            fixture.write(name, content);
+        }
+        let tools = Tools::new(&fixture);
+        for _ in 0..5 {
+            assert_eq!(tools.ok("search_files", input.clone()), expected);
+        }
+    };
+    let mib = 1024 * 1024;
+    let small = |count: usize| -> Vec<(String, Vec<u8>)> {
+        (0..count)
+            .map(|i| (format!("d{:02}/f{i:03}.txt", i / 10), b"needle\n".to_vec()))
+            .collect()
+    };
+    let hit = |i: usize| format!("d{:02}/f{i:03}.txt:1: needle", i / 10);
+    let hits = |range: std::ops::Range<usize>| range.map(hit).collect::<Vec<_>>().join("\n");
+
+    // The result budget stops at the 51st hit of 300 files.
+    check(
+        &small(300),
+        json!({"query": "needle"}),
+        &format!(
+            "{}\n[results limited to 50; more matches exist: narrow the query, `path` or `glob`, \
+             or raise maxResults (at most 100)]",
+            hits(0..50)
+        ),
+    );
+
+    // The byte budget: 40 files of 7 bytes, then two of 1 MiB minus 150 bytes leave 20 bytes,
+    // so the next file is read only up to its first 20 bytes (its second line is not) and the
+    // files after it are never read.
+    let mut files = small(40);
+    files.push(("e/a.txt".into(), vec![b'x'; mib - 150]));
+    files.push(("e/b.txt".into(), vec![b'y'; mib - 150]));
+    let mut last = b"needle first\n".to_vec();
+    last.extend(b"x".repeat(100));
+    last.extend(b"\nneedle second\n");
+    files.push(("e/c.txt".into(), last));
+    files.extend((0..40).map(|i| (format!("f/{i:02}.txt"), b"needle\n".to_vec())));
+    check(
+        &files,
+        json!({"query": "needle", "maxResults": 100}),
+        &format!(
+            "{}\ne/c.txt:1: needle first\n[search stopped after reading 2097152 bytes in total; \
+             narrow `path` or `glob` to search the rest]",
+            hits(0..40)
+        ),
+    );
+
+    // The visited budget counts files the `glob` filter leaves out.
+    let mut files = small(60);
+    files.extend((0..2_000).map(|i| (format!("z/{i:04}.rs"), b"needle\n".to_vec())));
+    check(
+        &files,
+        json!({"query": "needle", "glob": "*.txt", "maxResults": 100}),
+        &format!(
+            "{}\n[search stopped after visiting 2000 files; narrow `path` or `glob` to search the \
+             rest]",
+            hits(0..60)
+        ),
+    );
+}
+
 #[test]
 fn search_is_deterministic() {
     let fixture = Fixture::new();
