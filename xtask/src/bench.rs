@@ -270,6 +270,12 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         search_scale(&bin, &data, &options)
     });
     attempt("memory", &mut rows, &mut || memory_rows(&bin, &data));
+    attempt("mcp-unread-client", &mut rows, &mut || {
+        mcp_unread_client(&bin, &data)
+    });
+    attempt("history-scale", &mut rows, &mut || {
+        history_scale(&bin, &data, &options)
+    });
     attempt("crate-pairs", &mut rows, &mut || {
         crate_pairs(root, &cargo, &options)
     });
@@ -680,6 +686,134 @@ fn memory_rows(bin: &Path, data: &Path) -> Result<Vec<Row>> {
             note: String::new(),
         },
     ])
+}
+
+/// Peak resident memory of `clawsmith mcp` while a client writes 20,000 `read_file` requests and
+/// reads none of the answers (issue 14: backpressure, target ≤ 50 MiB).
+fn mcp_unread_client(bin: &Path, data: &Path) -> Result<Vec<Row>> {
+    let workspace = data.join("unread-ws");
+    std::fs::create_dir_all(&workspace)?;
+    std::fs::write(workspace.join("a.txt"), "0123456789\n".repeat(512))?;
+    let state = tempdir("unread-state")?;
+    let mut child = Command::new(bin)
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["mcp", "--workspace"])
+        .arg(&workspace)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting clawsmith mcp")?;
+    let mut stdin = child.stdin.take().context("no stdin")?;
+    // Held, never read: the server's answers pile up in the pipe and then in the server.
+    let _stdout = child.stdout.take().context("no stdout")?;
+    let pid = child.id();
+    let writer = std::thread::spawn(move || -> std::io::Result<()> {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "clawsmith-bench", "version": "0"}}})
+        )?;
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        )?;
+        for id in 1..=20_000 {
+            writeln!(
+                stdin,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                       "params": {"name": "read_file", "arguments": {"path": "a.txt"}}})
+            )?;
+        }
+        stdin.flush()
+    });
+    // Sample for a while: a server without backpressure grows linearly during this time.
+    let mut peak_kib = 0;
+    for _ in 0..150 {
+        if let Some(hwm) = status_kib(pid, "VmHWM:") {
+            peak_kib = peak_kib.max(hwm);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // The writer ends with a broken pipe once the server is gone (or finished writing).
+    let _ = writer.join();
+    Ok(vec![Row {
+        name: "`clawsmith mcp` peak memory, 20,000 requests from a client that never reads".into(),
+        ours_label: "VmHWM".into(),
+        theirs_label: String::new(),
+        ours: vec![(peak_kib * 1024) as f64],
+        theirs: Vec::new(),
+        target: Target::BytesAtMost(50 * 1024 * 1024),
+        unit: Unit::Bytes,
+        note: "3 s of sampling while the client writes and never reads; the server stops \
+               reading requests while answers are unwritten"
+            .into(),
+    }])
+}
+
+/// `clawsmith call read_file` in a session of 1,000,000 events against one of 10 (issue 14:
+/// opening a session costs the same whatever its history, target ≤ 1.2×). The long history is
+/// made by copying one stored event with `sqlite3` (sequences stay gap-free).
+fn history_scale(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    ensure_debian("sqlite3", "sqlite3")?;
+    let workspace = data.join("history-ws");
+    std::fs::create_dir_all(&workspace)?;
+    std::fs::write(workspace.join("a.txt"), "alpha\n")?;
+    let read = json!({"path": "a.txt"});
+    let mut sessions = Vec::new();
+    for (name, extra_events) in [("short", 0u64), ("long", 1_000_000)] {
+        let state = tempdir(&format!("history-{name}"))?;
+        let session = format!("bench-{name}");
+        // Two calls make the session and a few real events (about ten).
+        for _ in 0..2 {
+            let mut command = clawsmith_call(bin, &state, &workspace, "read_file", &read);
+            command.args(["--session", &session]);
+            time_process(command)?;
+        }
+        if extra_events > 0 {
+            let sql = format!(
+                "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < \
+                 {extra_events}) INSERT INTO events (session_id, sequence, type, timestamp_ms, \
+                 event_json) SELECT e.session_id, m.top + n.x, e.type, e.timestamp_ms, \
+                 e.event_json FROM n, (SELECT * FROM events WHERE session_id = '{session}' AND \
+                 type = 'tool.started' LIMIT 1) AS e, (SELECT MAX(sequence) AS top FROM events \
+                 WHERE session_id = '{session}') AS m;"
+            );
+            let status = Command::new("sqlite3")
+                .arg(state.join("clawsmith.db"))
+                .arg(&sql)
+                .status()
+                .context("running sqlite3")?;
+            if !status.success() {
+                bail!("sqlite3 could not grow the session's history");
+            }
+        }
+        sessions.push((state, session));
+    }
+    let call = |index: usize| {
+        let (state, session) = &sessions[index];
+        let mut command = clawsmith_call(bin, state, &workspace, "read_file", &read);
+        command.args(["--session", session]);
+        time_process(command)
+    };
+    let (ours, theirs) = alternate(options.rounds(), || call(1), || call(0))?;
+    Ok(vec![Row {
+        name: "`clawsmith call read_file` in a session of 1,000,000 events vs 10".into(),
+        ours_label: "1,000,000 events".into(),
+        theirs_label: "10 events".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(1.2),
+        unit: Unit::Seconds,
+        note: "whole processes; the long history is one stored event copied by sqlite3".into(),
+    }])
 }
 
 // ---------------------------------------------------------------------------------------------
