@@ -16,10 +16,12 @@
 //! 2. **Blobs.** Every blob that no remaining checkpoint file (prior or post content) and no
 //!    artifact refers to is deleted. While any restore is interrupted, no blob is collected.
 //!
-//! A checkpoint's size, for the quotas, is the bytes before plus the bytes after of every file it
-//! recorded: what it costs if none of its blobs were shared. Sharing makes the real number
-//! smaller, never larger, so quotas err on the side of pruning. A dry run runs the same
-//! transaction and rolls it back.
+//! For the quotas a content counts once however many checkpoints refer to it: a session's size
+//! is the bytes of the distinct contents (by hash, before and after) its checkpoints recorded,
+//! the store's size those of all checkpoints, so a fork sharing its parent's blobs or a file
+//! written the same way in many turns is not counted again. Removing a checkpoint frees only the
+//! contents no remaining checkpoint (of the session, or of the store) still names. A dry run runs
+//! the same transaction and rolls it back.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -83,8 +85,40 @@ struct Candidate {
     session_id: String,
     turn_id: String,
     created_at: u64,
-    size: u64,
+    /// The distinct contents it recorded: (hash, bytes).
+    contents: Vec<(String, u64)>,
     protected: bool,
+}
+
+/// Bytes of distinct contents, counted once however many checkpoints name them.
+#[derive(Default)]
+struct SharedSize {
+    references: HashMap<String, (u32, u64)>,
+    total: u64,
+}
+
+impl SharedSize {
+    fn add(&mut self, candidate: &Candidate) {
+        for (hash, bytes) in &candidate.contents {
+            let entry = self.references.entry(hash.clone()).or_insert((0, *bytes));
+            if entry.0 == 0 {
+                self.total += bytes;
+            }
+            entry.0 += 1;
+        }
+    }
+
+    /// Drops `candidate`'s references; the contents no one else names stop counting.
+    fn remove(&mut self, candidate: &Candidate) {
+        for (hash, _) in &candidate.contents {
+            if let Some(entry) = self.references.get_mut(hash) {
+                entry.0 = entry.0.saturating_sub(1);
+                if entry.0 == 0 {
+                    self.total = self.total.saturating_sub(entry.1);
+                }
+            }
+        }
+    }
 }
 
 impl Store {
@@ -155,34 +189,36 @@ fn prune_in(
         }
     }
     // 2. Per-session quota, oldest first.
-    let mut per_session: HashMap<&str, u64> = HashMap::new();
+    let mut per_session: HashMap<&str, SharedSize> = HashMap::new();
     for candidate in candidates.iter().filter(|c| !removed.contains(&c.id)) {
-        *per_session
+        per_session
             .entry(candidate.session_id.as_str())
-            .or_default() += candidate.size;
+            .or_default()
+            .add(candidate);
     }
     for candidate in &candidates {
-        let total = per_session
+        let size = per_session
             .entry(candidate.session_id.as_str())
             .or_default();
-        if *total > policy.per_session_bytes && !candidate.protected && removed.insert(candidate.id)
+        if size.total > policy.per_session_bytes
+            && !candidate.protected
+            && removed.insert(candidate.id)
         {
-            *total -= candidate.size;
+            size.remove(candidate);
         }
     }
     // 3. Global quota, globally oldest first.
-    let mut global: u64 = candidates
-        .iter()
-        .filter(|c| !removed.contains(&c.id))
-        .map(|c| c.size)
-        .sum();
+    let mut global = SharedSize::default();
+    for candidate in candidates.iter().filter(|c| !removed.contains(&c.id)) {
+        global.add(candidate);
+    }
     candidates.sort_by_key(|candidate| (candidate.created_at, candidate.id));
     for candidate in &candidates {
-        if global <= policy.global_bytes {
+        if global.total <= policy.global_bytes {
             break;
         }
         if !candidate.protected && removed.insert(candidate.id) {
-            global -= candidate.size;
+            global.remove(candidate);
         }
     }
 
@@ -255,13 +291,46 @@ fn expired_sessions(tx: &Transaction<'_>, cutoff: u64) -> Result<Vec<String>, St
         .ctx("finding expired sessions")
 }
 
-/// Every checkpoint with its size and whether pruning must keep it.
+/// Per checkpoint, the distinct contents (hash, bytes) its files recorded before and after.
+fn load_contents(tx: &Transaction<'_>) -> Result<HashMap<i64, Vec<(String, u64)>>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT checkpoint_id, pre_hash, bytes_before, post_hash, bytes_after
+             FROM checkpoint_files",
+        )
+        .ctx("reading checkpoint contents for pruning")?;
+    let rows = statement
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, Option<String>>(1)?,
+                row.get::<_, u64>(2)?,
+                row.get::<_, Option<String>>(3)?,
+                row.get::<_, u64>(4)?,
+            ))
+        })
+        .ctx("reading checkpoint contents for pruning")?;
+    let mut contents: HashMap<i64, Vec<(String, u64)>> = HashMap::new();
+    for row in rows {
+        let (checkpoint, pre, before, post, after) =
+            row.ctx("reading checkpoint contents for pruning")?;
+        let recorded = contents.entry(checkpoint).or_default();
+        for (hash, bytes) in [(pre, before), (post, after)] {
+            if let Some(hash) = hash
+                && !recorded.iter().any(|(known, _)| *known == hash)
+            {
+                recorded.push((hash, bytes));
+            }
+        }
+    }
+    Ok(contents)
+}
+
+/// Every checkpoint with the contents it recorded and whether pruning must keep it.
 fn load_candidates(tx: &Transaction<'_>, keep_last: usize) -> Result<Vec<Candidate>, StoreError> {
     let mut statement = tx
         .prepare(
             "SELECT c.id, c.session_id, c.turn_id, c.created_at, c.state,
-                 COALESCE((SELECT SUM(bytes_before + bytes_after) FROM checkpoint_files f
-                           WHERE f.checkpoint_id = c.id), 0),
                  EXISTS (SELECT 1 FROM restore_plans p WHERE p.session_id = c.session_id)
              FROM checkpoints c ORDER BY c.id DESC",
         )
@@ -274,18 +343,22 @@ fn load_candidates(tx: &Transaction<'_>, keep_last: usize) -> Result<Vec<Candida
                     session_id: row.get(1)?,
                     turn_id: row.get(2)?,
                     created_at: row.get(3)?,
-                    size: row.get(5)?,
-                    protected: row.get::<_, bool>(6)?,
+                    contents: Vec::new(),
+                    protected: row.get::<_, bool>(5)?,
                 },
                 row.get::<_, String>(4)?,
             ))
         })
         .ctx("reading checkpoints for pruning")?;
+    let contents = load_contents(tx)?;
     // Newest first, so the first `keep_last` restore points seen per session are the newest.
     let mut kept: HashMap<String, usize> = HashMap::new();
     let mut candidates = Vec::new();
     for row in rows {
         let (mut candidate, state) = row.ctx("reading checkpoints for pruning")?;
+        if let Some(recorded) = contents.get(&candidate.id) {
+            candidate.contents.clone_from(recorded);
+        }
         if state == "open" {
             candidate.protected = true;
         }

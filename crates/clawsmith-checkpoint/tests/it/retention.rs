@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store};
 use clawsmith_protocol::ToolStatus;
+use sha2::Digest;
 
 use crate::support::{DAY_MS, Fixture, ManualClock, turn_started};
 
@@ -131,12 +132,12 @@ fn the_per_session_quota_removes_oldest_first() {
     let (fixture, _clock) = clocked();
     fixture.store.create_session("other", "/elsewhere").unwrap();
     for index in 0..6 {
-        // Each turn costs 1000 (before) + 1000 (after) bytes.
+        // Each turn creates a file of 1000 distinct bytes (nothing before).
         turn(
             &fixture,
             &format!("t{index}"),
             &format!("f{index}.txt"),
-            b'x',
+            b'a' + index,
             1000,
         );
     }
@@ -508,4 +509,54 @@ fn sixty_days_of_one_call_sessions_stay_within_thirty_days_of_them() {
     assert_eq!(most_sessions, 31 * per_day);
     let oldest = store.list_sessions().unwrap().last().unwrap().id.clone();
     assert_eq!(oldest, "d29-0");
+}
+
+#[test]
+fn a_content_counts_once_however_many_checkpoints_share_it() {
+    let (fixture, clock) = clocked();
+    fixture
+        .store
+        .create_session("s2", &fixture.root().display().to_string())
+        .unwrap();
+    // The same 1000 bytes written in three turns of "s" and once in "s2".
+    for index in 0..3 {
+        turn(
+            &fixture,
+            &format!("t{index}"),
+            &format!("f{index}.txt"),
+            b'z',
+            1000,
+        );
+        clock.advance(10);
+    }
+    // "s2" records the same content (as a fork's turn would): same hash, stored once.
+    let hash: [u8; 32] = sha2::Sha256::digest([b'z'; 1000]).into();
+    fixture.store.begin_turn("s2", "u0").unwrap();
+    fixture
+        .store
+        .record_before("s2", "u0", "g.txt", None)
+        .unwrap();
+    fixture
+        .store
+        .record_after("s2", "u0", "g.txt", Some((hash, 1000, 0o644)))
+        .unwrap();
+    keep_active(&fixture, &["s", "s2"], clock.now());
+    // Counted once: 1000 bytes in each session and in the store, under every quota here.
+    let policy = RetentionPolicy {
+        per_session_bytes: 1_500,
+        global_bytes: 1_500,
+        ..no_limits()
+    };
+    let report = fixture.store.prune(&policy, clock.now(), true).unwrap();
+    assert_eq!(report.checkpoints_removed, 0, "{report:?}");
+    // Below the one content's size, the oldest go first, and the content stops counting only
+    // once no checkpoint names it.
+    let policy = RetentionPolicy {
+        global_bytes: 500,
+        ..no_limits()
+    };
+    let report = fixture.store.prune(&policy, clock.now(), false).unwrap();
+    // u0 is open (its turn never finished) and keeps naming the content: everything else goes.
+    assert_eq!(report.checkpoints_removed, 3, "{report:?}");
+    assert!(turns_left(&fixture).is_empty());
 }
