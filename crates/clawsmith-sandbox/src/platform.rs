@@ -70,6 +70,27 @@ pub const HIDDEN_HOME_PATHS: &[&str] = &[
     ".pypirc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
+    ".sqlite_history",
+    ".lesshst",
+];
+
+/// Host files only root may read that a root command would still read as their owner (a user
+/// namespace maps root to itself): covered too. Host ssh keys are added by name
+/// (`/etc/ssh/ssh_host_*_key`).
+pub const HIDDEN_SYSTEM_PATHS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/security/opasswd",
 ];
 
 /// Paths inside a repository's git dir that make git run code or point it elsewhere; bound
@@ -529,6 +550,8 @@ fn hidden(
         candidates.extend(HIDDEN_HOME_PATHS.iter().map(|name| home.join(name)));
     }
     candidates.extend(config.hidden_paths.iter().cloned());
+    candidates.extend(HIDDEN_SYSTEM_PATHS.iter().map(PathBuf::from));
+    candidates.extend(host_ssh_keys());
     candidates.extend(host_unix_sockets());
     let mut dirs = Vec::new();
     let mut files = Vec::new();
@@ -569,6 +592,22 @@ fn hidden(
     dirs.retain(|dir| !under_covered(dir));
     files.retain(|file| !under_covered(file));
     Ok((dirs, files))
+}
+
+/// The host's private ssh keys (`/etc/ssh/ssh_host_*_key`).
+fn host_ssh_keys() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("ssh_host_") && name.ends_with("_key")
+        })
+        .map(|entry| entry.path())
+        .collect()
 }
 
 /// Paths of the pathname unix sockets bound in the host's network namespace.

@@ -152,8 +152,9 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
         Row {
             name: "6 nothing outside is read: home secrets, the state dir",
             script: format!(
-                "cat {home}/.aws/credentials {home}/.ssh/id_ed25519 {home}/.netrc; ls -a \
-                 {home}/.ssh; cat {state}/clawsmith.db",
+                "cat {home}/.aws/credentials {home}/.ssh/id_ed25519 {home}/.netrc \
+                 {home}/.bash_history; ls -a {home}/.ssh; cat {state}/clawsmith.db; cat \
+                 /etc/shadow /etc/gshadow; cat /etc/ssh/ssh_host_*_key",
                 home = home.display(),
                 state = state.display()
             ),
@@ -161,7 +162,10 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
                 "AKIA-ATTACK",
                 "PRIVATE-KEY-ATTACK",
                 "netrc-attack",
+                "history-attack",
                 "db-attack",
+                "root:",
+                "PRIVATE KEY",
             ],
         },
         Row {
@@ -219,6 +223,7 @@ async fn run_table() -> usize {
     std::fs::write(home.join(".aws/credentials"), "AKIA-ATTACK").unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-ATTACK").unwrap();
     std::fs::write(home.join(".netrc"), "netrc-attack").unwrap();
+    std::fs::write(home.join(".bash_history"), "export TOKEN=history-attack").unwrap();
     std::fs::write(state.join("clawsmith.db"), "db-attack").unwrap();
     std::fs::write(fixture.outside.join("secret"), "outside bytes").unwrap();
     let socket_path = fixture.outside.join("agent.sock");
