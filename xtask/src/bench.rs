@@ -430,7 +430,7 @@ fn search_vs_rg(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> 
         theirs_label: "rg".into(),
         ours,
         theirs,
-        target: Target::RatioAtMost(2.0),
+        target: Target::RatioAtMost(1.3),
         unit: Unit::Seconds,
         note: "whole processes: ours includes opening the state database, journaling and events"
             .into(),
