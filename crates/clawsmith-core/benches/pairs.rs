@@ -3,7 +3,8 @@
 //! `synchronous = FULL`, one call per `run_batch`) against the same reads called directly on the
 //! tool; then the same with `synchronous = NORMAL` for comparison. Each sample is the
 //! throughput of a batch of calls; the two sides alternate per round. Prints one
-//! `CLAWSMITH-BENCH {json}` line per row.
+//! `CLAWSMITH-BENCH {json}` line per row. A last pair runs `run_command` on a 20,000-file
+//! workspace with and without the undo capture (issue 16).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -18,6 +19,97 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     pair(quick, Durability::Full);
     pair(quick, Durability::Normal);
+    capture_pair(quick);
+}
+
+/// Files in the tree of the capture pair (issue 16 asks for 20,000).
+const CAPTURE_TREE_FILES: usize = 20_000;
+
+/// `run_command "true"` through the pipeline on a 20,000-file workspace with the undo capture
+/// (a manifest before and a walk after, nothing changed: the incremental case) against the same
+/// without it. Each sample is one call; the first call of each side (which reads and stores
+/// every file once) is the warm-up.
+fn capture_pair(quick: bool) {
+    let rounds = if quick { 5 } else { 15 };
+    let temp = tempfile::tempdir().unwrap();
+    let workspace = temp.path().join("workspace");
+    for index in 0..CAPTURE_TREE_FILES {
+        let directory = workspace.join(format!("d{:03}", index / 100));
+        if index % 100 == 0 {
+            std::fs::create_dir_all(&directory).unwrap();
+        }
+        let body = format!("fn f{index}() -> usize {{ {index} }}\n").repeat(8);
+        std::fs::write(directory.join(format!("f{index}.rs")), body).unwrap();
+    }
+    let store = Arc::new(Store::open(temp.path().join("state.db")).unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let core = |capture_commands: bool| {
+        let mut config = CoreConfig::new(&workspace, store.clone());
+        config.policy = clawsmith_core::security::PermissionPolicy::new(
+            clawsmith_core::security::PermissionMode::Full,
+        );
+        config.capture_commands = capture_commands;
+        AgentCore::new(config).unwrap()
+    };
+    let (with, without) = (core(true), core(false));
+    let (with_session, without_session) = (
+        with.open_session(None).unwrap(),
+        without.open_session(None).unwrap(),
+    );
+    let mut counter = 0u64;
+    let mut command = |session: &clawsmith_core::SessionHandle| {
+        counter += 1;
+        let call = ToolCall {
+            id: format!("c{counter}"),
+            name: "run_command".into(),
+            arguments: r#"{"command": "true"}"#.into(),
+        };
+        let started = Instant::now();
+        let outcome = runtime
+            .block_on(session.run_turn(vec![call], &NullSink))
+            .unwrap();
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(outcome.results[0].1.status(), ToolStatus::Success);
+        elapsed
+    };
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    command(&with_session);
+    command(&without_session);
+    for _ in 0..rounds {
+        ours.push(command(&with_session));
+        theirs.push(command(&without_session));
+    }
+    let median = |samples: &[f64]| {
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    };
+    let added_ms = (median(&ours) - median(&theirs)) * 1000.0;
+    let note = format!(
+        "run_command \"true\", one per turn, on {CAPTURE_TREE_FILES} files in 200 folders with \
+         nothing changed (the manifest is incremental: no file read); the capture adds \
+         {added_ms:.1} ms per command at the median (issue 16's target: at most 15 ms: {})",
+        if added_ms <= 15.0 { "met" } else { "not met" }
+    );
+    println!(
+        "CLAWSMITH-BENCH {}",
+        json!({
+            "name": format!("run_command with undo capture vs without ({CAPTURE_TREE_FILES}-file workspace)"),
+            "ours": "capture on",
+            "theirs": "capture off",
+            "oursSamples": ours,
+            "theirsSamples": theirs,
+            "unit": "seconds",
+            // About +15 ms on the ~30 ms a sandboxed command costs here: the issue's target.
+            "target": {"ratioAtMost": 1.5},
+            "note": note,
+        })
+    );
 }
 
 /// One row: the pipeline with `durability` against direct calls.

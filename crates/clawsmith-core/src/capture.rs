@@ -83,12 +83,12 @@ struct NotCaptured {
 }
 
 impl Captures {
-    /// Brings the session's manifest up to date right before a command; returns it.
+    /// Brings the session's manifest up to date right before a command and takes it out of the
+    /// session until [`Captures::after_command`] puts the next one back (a capture that never
+    /// ends only costs the next command a full read).
     fn before_command(&self, workspace: &Workspace, store: &Store, session_id: &str) -> Manifest {
         let previous = self.take(session_id);
-        let manifest = refresh(workspace, store, &previous);
-        self.put(session_id, manifest.clone());
-        manifest
+        refresh(workspace, store, &previous)
     }
 
     /// Compares the workspace with `before` right after the command and records every
@@ -218,6 +218,34 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
     manifest
 }
 
+/// Both maps' paths in order, each with its value on either side: one pass, no lookups.
+fn merged<'m, V>(
+    before: &'m BTreeMap<String, V>,
+    after: &'m BTreeMap<String, V>,
+) -> Vec<(&'m String, Option<&'m V>, Option<&'m V>)> {
+    let (mut left, mut right) = (before.iter().peekable(), after.iter().peekable());
+    let mut out = Vec::with_capacity(before.len().max(after.len()));
+    loop {
+        let order = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some((a, _)), Some((b, _))) => a.cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+        };
+        // Each arm takes the entries `peek` just saw, so `next` yields them.
+        let (from_left, from_right) = match order {
+            std::cmp::Ordering::Less => (left.next(), None),
+            std::cmp::Ordering::Greater => (None, right.next()),
+            std::cmp::Ordering::Equal => (left.next(), right.next()),
+        };
+        let Some(path) = from_left.or(from_right).map(|(path, _)| path) else {
+            break;
+        };
+        out.push((path, from_left.map(|(_, v)| v), from_right.map(|(_, v)| v)));
+    }
+    out
+}
+
 /// The entries outside the capture (ignored paths, symlinks, special files) that the command
 /// created, changed or removed: undo cannot give them back, so the result names them.
 fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCaptured> {
@@ -282,10 +310,8 @@ fn record_differences(
     before: &Manifest,
     after: &Manifest,
 ) -> Vec<NotCaptured> {
-    let paths: BTreeSet<&String> = before.files.keys().chain(after.files.keys()).collect();
     let mut not_captured = Vec::new();
-    for path in paths {
-        let (prior, post) = (before.files.get(path), after.files.get(path));
+    for (path, prior, post) in merged(&before.files, &after.files) {
         let same =
             |a: &Known, b: &Known| a.sha256 == b.sha256 && a.recorded_mode() == b.recorded_mode();
         if let (Some(prior), Some(post)) = (prior, post)
@@ -362,7 +388,7 @@ pub(crate) async fn execute_with_capture(
     context: ToolExecutionContext,
     cancellation: &CancellationSignal,
 ) -> ToolExecutionResult {
-    if !captures_changes(entry) {
+    if !shared.capture_commands || !captures_changes(entry) {
         return execute_tool(shared, entry, input, context, cancellation).await;
     }
     let origin = ChangeOrigin::from_context(&context);

@@ -61,6 +61,9 @@ pub struct CoreConfig {
     /// Replaces the checkpoint recorder handed to the file tools. `None` (the default) records
     /// into `store`; hosts and tests that wrap the recorder set it.
     pub change_recorder: Option<Arc<dyn ChangeRecorder>>,
+    /// Whether the workspace is captured around each foreground `run_command` so undo restores
+    /// what it changed (issue 16). On by default; off only to measure what it costs.
+    pub capture_commands: bool,
 }
 
 impl CoreConfig {
@@ -84,6 +87,7 @@ impl CoreConfig {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             record_tool_schemas: false,
             change_recorder: None,
+            capture_commands: true,
         }
     }
 }
@@ -107,6 +111,8 @@ pub(crate) struct Shared {
     pub recorder: Arc<dyn ChangeRecorder>,
     /// The per-session workspace manifests taken around commands.
     pub captures: Captures,
+    /// [`CoreConfig::capture_commands`].
+    pub capture_commands: bool,
 }
 
 impl Shared {
@@ -157,6 +163,7 @@ impl AgentCore {
             cancel_grace,
             record_tool_schemas,
             change_recorder,
+            capture_commands,
         } = config;
         let workspace =
             Arc::new(
@@ -263,6 +270,7 @@ impl AgentCore {
                 record_tool_schemas,
                 recorder,
                 captures: Captures::default(),
+                capture_commands,
             }),
         })
     }
