@@ -12,9 +12,6 @@ use serde_json::json;
 
 use crate::Output;
 
-/// Exit status of an undo refused because of conflicts (nothing changed).
-pub const EXIT_CONFLICT: i32 = 2;
-
 /// Longest session id accepted on the command line.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
 
@@ -455,7 +452,7 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
         }
     }
     Ok(if matches!(report.outcome, UndoOutcome::Conflicts(_)) {
-        EXIT_CONFLICT
+        crate::exit::UNDO_REFUSED
     } else {
         0
     })

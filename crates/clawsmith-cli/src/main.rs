@@ -28,10 +28,15 @@
 //! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
 //!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
 //!   commands print for people unless `--json` is given.
-//! - **Exit codes.** 0 when a command did its job (for `call`, whenever a result was produced,
-//!   whatever its status); 2 when an undo was refused because of conflicts (nothing changed);
-//!   1 when clawsmith itself failed (bad flags, unreadable or untrusted state, a session in
-//!   use).
+//! - **Exit codes, one meaning each** (the constants in [`exit`]): 0 when a command did its job
+//!   (for `call`, whenever a result was produced, whatever its status, unless `--exit-status`);
+//!   1 when clawsmith itself failed (unreadable or untrusted state, a session in use); 2 for a
+//!   usage error (clap's own: bad flags or values); 3 when an undo was refused by its precheck
+//!   (nothing changed); 4 when `check-command` blocks; 5 when `call --exit-status` produced a
+//!   result that is not a success (as `jq -e` does). A reader that closes the pipe early
+//!   (`| head`) ends the output quietly with 0, as ripgrep and git do.
+//! - **Errors for people** are `error: …`, each cause once (`a: b: c`), then `help: …` when
+//!   there is something to do ([`Help`]).
 //!
 //! ## What it does not do
 //! It holds no policy of its own: permissions, limits and checkpoints are the core's, so a call
@@ -48,6 +53,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use clawsmith_checkpoint::UndoScope;
+use clawsmith_protocol::ToolStatus;
 
 /// clawsmith: a runtime for the tools of an LLM coding agent.
 #[derive(Debug, Parser)]
@@ -88,6 +94,10 @@ enum Command {
         tool: String,
         /// The arguments as a JSON string (as a provider sends them).
         arguments: String,
+        /// Exit 5 when the result's status is not `success` (as `jq -e` does); without it,
+        /// `call` exits 0 whenever it produced a result.
+        #[arg(long)]
+        exit_status: bool,
     },
     /// Run one assistant message's tool calls (JSON array on stdin); prints events as JSON lines.
     Turn {
@@ -106,7 +116,7 @@ enum Command {
         #[command(subcommand)]
         command: policy::PolicyCommand,
     },
-    /// Run the disaster classifier on command text (never executes it).
+    /// Run the disaster classifier on command text (never executes it); exits 4 when blocked.
     CheckCommand {
         /// The shell text to classify.
         text: String,
@@ -178,6 +188,33 @@ enum UndoCommand {
     All(history::UndoTarget),
 }
 
+/// Exit statuses: one meaning each, listed in README's "Exit status" and the crate essay.
+pub mod exit {
+    /// The command did its job.
+    pub const OK: i32 = 0;
+    /// clawsmith itself failed.
+    pub const ERROR: i32 = 1;
+    /// A usage error: clap's own code for bad flags or values.
+    pub const USAGE: i32 = 2;
+    /// An undo refused by its precheck: files changed since the agent wrote them; nothing changed.
+    pub const UNDO_REFUSED: i32 = 3;
+    /// `check-command` classified the text as blocked.
+    pub const BLOCKED: i32 = 4;
+    /// `call --exit-status`: the result's status is not `success`.
+    pub const NOT_SUCCESS: i32 = 5;
+}
+
+/// What a person can do about an error, attached as context (`.context(Help(…))`) and printed
+/// as `help: …` under the `error:` line instead of in the chain of causes.
+#[derive(Debug)]
+pub struct Help(pub String);
+
+impl std::fmt::Display for Help {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
 /// Where and how a command prints.
 pub struct Output {
     /// `--json` was given.
@@ -223,19 +260,46 @@ pub fn new_id() -> String {
 }
 
 fn main() {
-    // Bad flags or values are clawsmith failing to start (exit 1); exit 2 means an undo refused
-    // because of conflicts. `--help` and `--version` are answers (exit 0).
-    let cli = Cli::try_parse().unwrap_or_else(|error| {
-        let _ = error.print();
-        std::process::exit(if error.use_stderr() { 1 } else { 0 });
-    });
+    // clap prints usage errors and exits 2 (`exit::USAGE`); `--help` and `--version` exit 0.
+    let cli = Cli::parse();
     match run(cli) {
         Ok(code) => std::process::exit(code),
+        Err(error) if is_broken_pipe(&error) => std::process::exit(exit::OK),
         Err(error) => {
-            eprintln!("clawsmith: {error:#}");
-            std::process::exit(1);
+            eprint!("{}", error_text(&error));
+            std::process::exit(exit::ERROR);
         }
     }
+}
+
+/// Whether `error` is stdout closed by its reader (`clawsmith … | head`): the output ends
+/// quietly then, as in every Unix tool (Rust ignores SIGPIPE, so writes report `EPIPE`).
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `error: a: b: c` (each cause once, outermost first), then `help: …` when the error carries
+/// a [`Help`].
+fn error_text(error: &anyhow::Error) -> String {
+    let help = error.downcast_ref::<Help>().map(|help| help.0.as_str());
+    let causes: Vec<String> = error
+        .chain()
+        .map(ToString::to_string)
+        .filter(|cause| Some(cause.as_str()) != help)
+        .collect();
+    let mut text = format!("error: {}\n", causes.join(": "));
+    if let Some(help) = help {
+        text.push_str(&format!("help: {help}\n"));
+    }
+    text
 }
 
 fn run(cli: Cli) -> Result<i32> {
@@ -249,13 +313,25 @@ fn run(cli: Cli) -> Result<i32> {
             core,
             tool,
             arguments,
-        } => run::call(&state_dir()?, &core, &tool, &arguments, &out),
+            exit_status,
+        } => {
+            let status = run::call(&state_dir()?, &core, &tool, &arguments, &out)?;
+            Ok(if exit_status && status != ToolStatus::Success {
+                exit::NOT_SUCCESS
+            } else {
+                exit::OK
+            })
+        }
         Command::Mcp { core } => run::mcp(&state_dir()?, &core),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),
         Command::CheckCommand { text } => {
-            out.json_line(&clawsmith_sandbox::classify::check_command(&text))?;
-            Ok(0)
+            let verdict = clawsmith_sandbox::classify::check_command(&text);
+            out.json_line(&verdict)?;
+            Ok(match verdict.verdict {
+                clawsmith_sandbox::classify::VerdictKind::Blocked => exit::BLOCKED,
+                _ => exit::OK,
+            })
         }
         Command::Session { command } => {
             let store = state::open_existing_store(&state_dir()?)?;

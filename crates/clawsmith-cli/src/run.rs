@@ -10,7 +10,7 @@ use clawsmith_core::{
     AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CallResult, CoreConfig,
     EventSink, SessionHandle, Turn,
 };
-use clawsmith_protocol::{Event, ToolCall};
+use clawsmith_protocol::{Event, ToolCall, ToolStatus};
 use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig};
 use clawsmith_security::PermissionMode;
 use serde_json::json;
@@ -290,7 +290,7 @@ pub fn call(
     tool: &str,
     arguments: &str,
     out: &Output,
-) -> Result<i32> {
+) -> Result<ToolStatus> {
     let runtime = runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;
@@ -311,7 +311,7 @@ pub fn call(
         bail!("the core produced no result for the call");
     };
     out.json_line(&first.1)?;
-    Ok(0)
+    Ok(first.1.status())
 }
 
 /// Runs one assistant message's calls as the model request they came from: the request is

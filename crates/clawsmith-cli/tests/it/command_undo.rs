@@ -157,7 +157,7 @@ fn a_user_edit_after_the_command_makes_undo_refuse() {
     std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
     let before = tree(&f.ws());
     let undo = f.undo(true, &["files", &turn]);
-    assert_eq!(undo.code, 2, "{}", undo.stderr);
+    assert_eq!(undo.code, 3, "{}", undo.stderr);
     assert!(undo.stdout.contains("a.txt"), "{}", undo.stdout);
     assert_eq!(tree(&f.ws()), before, "a refused undo changes nothing");
 }

@@ -324,7 +324,8 @@ fn check_command_classifies_without_running() {
     ];
     for (text, verdict) in table {
         let run = run_binary(&["check-command", text], "");
-        assert_eq!(run.code, 0);
+        let code = if verdict == "blocked" { 4 } else { 0 };
+        assert_eq!(run.code, code, "{text}");
         let value = run.json();
         assert_eq!(value["verdict"], verdict, "{text}");
         if verdict == "blocked" {

@@ -5,6 +5,7 @@ mod command_undo;
 mod commands;
 mod concurrency;
 mod hostile_state;
+mod human;
 mod mcp;
 mod policy;
 mod sessions;

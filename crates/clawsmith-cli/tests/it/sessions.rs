@@ -400,7 +400,8 @@ fn session_ids_that_are_empty_or_read_as_paths_are_refused() {
     ];
     for (args, words) in &cases {
         let run = f.run(args, "");
-        assert_eq!(run.code, 1, "{args:?}: {}", run.stdout);
+        // A bad value is a usage error: clap's exit 2.
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
         assert!(run.stderr.contains(words), "{args:?}: {}", run.stderr);
     }
     let listed = f.run(&["--json", "session", "list"], "").json();

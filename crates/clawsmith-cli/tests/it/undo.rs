@@ -64,7 +64,7 @@ fn a_conflicting_undo_changes_nothing() {
         .map(|p| (p.to_string(), read(&f.ws().join(p))))
         .collect();
     let run = f.undo(true, &["files", &turn]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.code, 3, "{}", run.stderr);
     let report = run.json();
     assert_eq!(report["outcome"], "conflicts");
     assert_eq!(report["conflicts"][0]["path"], "a.txt");
@@ -73,7 +73,7 @@ fn a_conflicting_undo_changes_nothing() {
     }
     assert!(!f.ws().join("b.txt").exists());
     let people = f.undo(false, &["all", &turn]);
-    assert_eq!(people.code, 2);
+    assert_eq!(people.code, 3);
     assert!(
         people.stdout.contains("a.txt") && people.stdout.contains("nothing was changed"),
         "{}",
