@@ -436,7 +436,15 @@ pub(crate) async fn execute_with_capture(
     result
 }
 
-/// Whether a call's workspace changes are captured: the foreground command tool.
+/// Whether a call's workspace changes are captured: the foreground command tool, and every
+/// extension tool that may execute processes (a plugin whose declaration could not be trusted
+/// has every capability, so it is captured too). The background command tools are not: what a
+/// background command changes happens after its call returns.
 fn captures_changes(entry: &ToolEntry) -> bool {
     entry.origin() == "builtin:command"
+        || (entry.origin().starts_with("extension:")
+            && entry
+                .facts()
+                .capabilities
+                .contains(clawsmith_protocol::Capability::ProcessExecute))
 }

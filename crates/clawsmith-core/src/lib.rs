@@ -96,8 +96,9 @@
 //! - **Checkpoints (K1, K7).** A turn begins its checkpoint before `turn.started`, the file
 //!   tools get the store's `CheckpointRecorder` (replaceable through
 //!   [`CoreConfig::change_recorder`]), and [`Turn::finish`] closes it and returns the manifest.
-//! - **Commands are checkpointed too (issue 16).** Around each foreground `run_command` the core
-//!   brings the session's workspace manifest up to date (`capture.rs`: every regular file the
+//! - **Commands are checkpointed too (issue 16).** Around each foreground `run_command` (and each
+//!   extension tool that may execute processes) the core brings the session's workspace
+//!   manifest up to date (`capture.rs`: every regular file the
 //!   search walk visits and every symlink in the folders it enters, with its stamp and SHA-256 of
 //!   content or link target, contents up to [`CAPTURE_CONTENT_LIMIT`] put
 //!   in the store's blobs *before* the command starts), walks again when the command ends, and
@@ -124,7 +125,7 @@
 //! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
 //! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
 //! not replay interrupted calls, ever. Its command capture covers the foreground `run_command`
-//! only (not background commands or extension tools that execute processes), restores files and
+//! and extension tools with `process.execute` (not background commands), restores files and
 //! symlinks (not empty directories), and lives in memory: a command interrupted by
 //! `kill -9` of clawsmith leaves changes the checkpoint does not hold. It does not serialize two handles of one session inside
 //! one process (they share the lease); the host does, as the MCP server serializes a

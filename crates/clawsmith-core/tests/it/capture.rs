@@ -399,3 +399,61 @@ async fn a_file_over_the_content_limit_is_named_as_not_captured() {
         "{content}"
     );
 }
+
+/// A plugin tool that may execute processes (here it writes and deletes through std, as the
+/// process it would run does): captured like `run_command`. One without `process.execute` is not.
+#[tokio::test]
+async fn an_extension_tool_that_executes_processes_is_captured() {
+    for (capabilities, captured) in [
+        (vec![clawsmith_protocol::Capability::ProcessExecute], true),
+        (vec![clawsmith_protocol::Capability::FilesystemWrite], false),
+    ] {
+        let fixture = Fixture::new();
+        fixture.write("a.txt", "before\n");
+        let workspace = fixture.workspace.clone();
+        let mut tool = TestTool::read(
+            "plugin_build",
+            std::sync::Arc::new(move |_, _| {
+                let workspace = workspace.clone();
+                Box::pin(async move {
+                    std::fs::write(workspace.join("a.txt"), "after\n").unwrap();
+                    std::fs::write(workspace.join("generated.txt"), "new\n").unwrap();
+                    clawsmith_protocol::ToolOutput::Text("built".to_owned())
+                })
+            }),
+        );
+        tool.risk = clawsmith_protocol::Risk::Execute;
+        tool.concurrency_safe = false;
+        tool.capabilities = clawsmith_protocol::CapabilityDeclaration::Declared(capabilities);
+        let session = fixture
+            .core(|config| {
+                config.policy = PermissionPolicy::new(PermissionMode::Full);
+                config.extension_tools.push(clawsmith_core::ExtensionTool {
+                    source: "plugin".to_owned(),
+                    tool: tool.shared(),
+                    deferred: false,
+                });
+            })
+            .open_session(None)
+            .unwrap();
+        let before = tree(&fixture.workspace);
+        let sink = clawsmith_core::CollectingSink::new();
+        let outcome = session
+            .run_turn(vec![call("p1", "plugin_build", "{}")], &sink)
+            .await
+            .unwrap();
+        assert_eq!(outcome.results[0].1.status(), ToolStatus::Success);
+        let changes = fixture
+            .store
+            .change_list(session.id(), &outcome.turn_id)
+            .unwrap();
+        assert_eq!(changes.len(), if captured { 2 } else { 0 }, "{changes:?}");
+        if captured {
+            assert_eq!(
+                undo_files(&fixture, &session, &outcome.turn_id),
+                UndoOutcome::Undone
+            );
+            assert_eq!(tree(&fixture.workspace), before);
+        }
+    }
+}
