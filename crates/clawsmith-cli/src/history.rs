@@ -381,7 +381,7 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
     // still in the state it recorded), or every later undo of the session is refused.
     for recovered in store.recover_session_restores(&workspace, &session_id)? {
         eprintln!(
-            "clawsmith: finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
+            "note: finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
             recovered.turn_id,
             recovered.session_id,
             recovered.completed.len(),

@@ -290,11 +290,15 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 /// a [`Help`].
 fn error_text(error: &anyhow::Error) -> String {
     let help = error.downcast_ref::<Help>().map(|help| help.0.as_str());
-    let causes: Vec<String> = error
-        .chain()
-        .map(ToString::to_string)
-        .filter(|cause| Some(cause.as_str()) != help)
-        .collect();
+    // Several library errors both quote their source in the message and return it as
+    // `source()`; a cause the message before it already says is printed once, not twice.
+    let mut causes: Vec<String> = Vec::new();
+    for cause in error.chain().map(|cause| cause.to_string()) {
+        let said = causes.last().is_some_and(|last| last.contains(&cause));
+        if !said && Some(cause.as_str()) != help {
+            causes.push(cause);
+        }
+    }
     let mut text = format!("error: {}\n", causes.join(": "));
     if let Some(help) = help {
         text.push_str(&format!("help: {help}\n"));

@@ -15,7 +15,7 @@ use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, S
 use clawsmith_security::PermissionMode;
 use serde_json::json;
 
-use crate::{Output, state};
+use crate::{Help, Output, state};
 
 /// The options every command that builds a core shares.
 #[derive(Debug, Clone, Args)]
@@ -204,7 +204,7 @@ pub fn build_core(
         // A server that fails to start or list is left out; the report goes to stderr.
         let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp));
         for problem in &startup.problems {
-            eprintln!("clawsmith: {problem}");
+            eprintln!("warning: {problem}");
         }
         config.extension_tools = startup.tools;
     }
@@ -311,6 +311,20 @@ pub fn call(
         bail!("the core produced no result for the call");
     };
     out.json_line(&first.1)?;
+    if first
+        .1
+        .code()
+        .is_some_and(|code| code.as_str() == "permission_denied")
+        && first.1.content.contains("needs approval")
+        && !options.yes
+    {
+        // The core's text is the one signal that an `ask` found no approver here.
+        eprintln!(
+            "help: approve this call with --yes, allow edits with --mode accept-edits (or \
+             everything with --mode full), or add an allow rule for {tool} to clawsmith.toml; \
+             `clawsmith policy check` explains the decision"
+        );
+    }
     Ok(first.1.status())
 }
 
@@ -434,12 +448,30 @@ pub fn pretty_event(event: &Event) -> String {
     }
 }
 
-/// `turn`'s stdin: one assistant message's calls, or several messages (batches) of one turn.
-#[derive(Debug, serde::Deserialize)]
-#[serde(untagged)]
-enum TurnInput {
-    Batch(Vec<ToolCall>),
-    Batches(Vec<Vec<ToolCall>>),
+/// `turn`'s stdin: one assistant message's calls (`[call, …]`), or several messages (batches)
+/// of one turn (`[[call, …], …]`). The shape is read from the first element, then the text is
+/// parsed as that shape, so a wrong call is reported by serde with its line and column (an
+/// untagged enum would only say that no variant matched).
+fn turn_input(input: &str) -> Result<Vec<Vec<ToolCall>>> {
+    let value: serde_json::Value = serde_json::from_str(input)?;
+    let batches = value
+        .as_array()
+        .and_then(|items| items.first())
+        .is_some_and(serde_json::Value::is_array);
+    let parsed = if batches {
+        serde_json::from_str::<Vec<Vec<ToolCall>>>(input)
+    } else {
+        serde_json::from_str::<Vec<ToolCall>>(input).map(|calls| vec![calls])
+    };
+    // serde names the Rust type it expected; people read what the input should be.
+    parsed.map_err(|error| {
+        anyhow::anyhow!(
+            "{}",
+            error
+                .to_string()
+                .replace("struct ToolCall", "a tool call object")
+        )
+    })
 }
 
 /// The most `turn` reads from stdin (16 MiB): one turn's calls, never a whole file's worth of
@@ -481,13 +513,13 @@ pub fn turn(
             MAX_TURN_INPUT_BYTES >> 20
         );
     }
-    let batches = match serde_json::from_str::<TurnInput>(&input).context(
-        "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
-         or an array of such arrays (one per assistant message of the turn)",
-    )? {
-        TurnInput::Batch(calls) => vec![calls],
-        TurnInput::Batches(batches) => batches,
-    };
+    let batches = turn_input(&input)
+        .context(Help(
+            "stdin must be a JSON array of tool calls, [{\"id\":\"c1\",\"name\":\"read_file\",\"arguments\":\"{...}\"}], \
+             or an array of such arrays (one per assistant message of the turn)"
+                .to_owned(),
+        ))
+        .context("stdin is not a turn")?;
     let runtime = runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.session.clone())?;

@@ -219,7 +219,7 @@ fn tighten(path: &Path, metadata: &Metadata, wanted: u32) -> Result<()> {
         }
     }
     eprintln!(
-        "clawsmith: tightened {} from {mode:04o} to {wanted:04o} (other users could read it)",
+        "note: tightened {} from {mode:04o} to {wanted:04o} (other users could read it)",
         path.display()
     );
     Ok(())

@@ -121,3 +121,91 @@ fn exit_codes_have_one_meaning_each() {
     assert_eq!(blocked.code, 4);
     assert_eq!(blocked.json()["verdict"], "blocked");
 }
+
+/// `haystack` with every `from` replaced by `to` (same length, so a database stays readable).
+fn replace_bytes(haystack: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while !rest.is_empty() {
+        if rest.starts_with(from) {
+            out.extend_from_slice(to);
+            rest = &rest[from.len()..];
+        } else {
+            out.push(rest[0]);
+            rest = &rest[1..];
+        }
+    }
+    out
+}
+
+#[test]
+fn a_missing_table_is_said_once() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let seed = f.run(&["tools", "--workspace", ws.to_str().unwrap()], "");
+    assert_eq!(seed.code, 0, "{}", seed.stderr);
+    // Renaming the table everywhere in the file leaves a valid database without `sessions`.
+    let database = f.state().join("clawsmith.db");
+    let bytes = std::fs::read(&database).unwrap();
+    std::fs::write(&database, replace_bytes(&bytes, b"sessions", b"sessionz")).unwrap();
+    let run = f.run(&["session", "list"], "");
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stderr.starts_with("error: "), "{}", run.stderr);
+    assert_eq!(
+        run.stderr.matches("no such table: sessions").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn turn_input_errors_say_what_is_wrong_and_where() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    // (stdin, what the error says)
+    let table = [
+        (
+            r#"[{"id":"c1","name":"read_file"}]"#,
+            "missing field `arguments` at line 1 column 31",
+        ),
+        (
+            r#"[[{"id":"c1","arguments":"{}"}]]"#,
+            "missing field `name` at line 1 column 30",
+        ),
+        ("[5]", "expected a tool call object at line 1 column 2"),
+        ("{not json", "key must be a string at line 1 column 2"),
+    ];
+    for (stdin, says) in table {
+        let run = f.run(&["turn", "--workspace", ws.to_str().unwrap()], stdin);
+        assert_eq!(run.code, 1, "{stdin}");
+        assert!(
+            run.stderr.starts_with("error: stdin is not a turn: ") && run.stderr.contains(says),
+            "{stdin}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .contains("\nhelp: stdin must be a JSON array of tool calls"),
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("TurnInput"), "{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_call_denied_for_want_of_approval_says_how_to_allow_it() {
+    let f = Fixture::new();
+    let write = r#"{"path":"c.txt","content":"x"}"#;
+    let asked = f.try_call(&[], "write_file", write);
+    assert_eq!(asked.code, 0, "{}", asked.stderr);
+    assert_eq!(asked.json()["code"], "permission_denied");
+    for words in ["--yes", "--mode accept-edits", "clawsmith.toml"] {
+        assert!(asked.stderr.contains(words), "{words}: {}", asked.stderr);
+    }
+    // A refusal no flag of this kind would lift gets no such advice.
+    let read_only = f.try_call(&["--mode", "read-only"], "write_file", write);
+    assert_eq!(read_only.json()["code"], "permission_denied");
+    assert_eq!(read_only.stderr, "");
+}
