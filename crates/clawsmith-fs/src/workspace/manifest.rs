@@ -177,18 +177,21 @@ impl Workspace {
     }
 
     /// Reads the regular file at `relative` (a path [`Workspace::list_files`] returned) through
-    /// the boundary-checked open: its content when it has at most `content_limit` bytes, else its
-    /// hash only. `Ok(None)` when it is gone or no longer a regular file.
+    /// the boundary-checked open, never following a final symlink: its content when it has at
+    /// most `content_limit` bytes, else its hash only. `Ok(None)` when it is gone or no longer a
+    /// regular file (a symlink put in its place included).
     pub fn snapshot_file(
         &self,
         relative: &str,
         content_limit: u64,
     ) -> Result<Option<FileSnapshot>, FsError> {
         let path = self.resolve(relative)?;
-        let (mut file, stat) = match self.open_regular_beneath(path.open_arg()) {
+        let (mut file, stat) = match self.open_entry_for_read(path.open_arg()) {
             Ok(opened) => opened,
             Err(OpenRefusal::NotRegular(_)) => return Ok(None),
-            Err(OpenRefusal::Errno(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)) => {
+            Err(OpenRefusal::Errno(
+                rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP,
+            )) => {
                 return Ok(None);
             }
             Err(OpenRefusal::Errno(errno)) => return Err(super::open_error(errno, &path)),
@@ -215,6 +218,36 @@ impl Workspace {
             sha256,
             content,
         }))
+    }
+}
+
+impl Workspace {
+    /// Like `open_regular_beneath`, but the final component is never followed: a symlink that
+    /// took a listed file's place is "not regular", not the file it points to.
+    fn open_entry_for_read(&self, relative: &str) -> Result<(std::fs::File, Stat), OpenRefusal> {
+        let root = self.root_fd.as_fd();
+        let probe = openat_beneath(
+            root,
+            relative,
+            OFlags::PATH | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )?;
+        let probe_stat = rustix::fs::fstat(&probe)?;
+        if !super::is_regular(&probe_stat) {
+            return Err(OpenRefusal::NotRegular(FileType::from_raw_mode(
+                probe_stat.st_mode,
+            )));
+        }
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
+        let fd = openat_beneath(root, relative, flags, Mode::empty())?;
+        let stat = rustix::fs::fstat(&fd)?;
+        let same = stat.st_dev == probe_stat.st_dev && stat.st_ino == probe_stat.st_ino;
+        if !same || !super::is_regular(&stat) {
+            return Err(OpenRefusal::NotRegular(FileType::from_raw_mode(
+                stat.st_mode,
+            )));
+        }
+        Ok((std::fs::File::from(fd), stat))
     }
 }
 

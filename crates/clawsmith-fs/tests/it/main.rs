@@ -4,6 +4,7 @@
 
 mod attack;
 mod escape;
+mod manifest;
 mod property;
 mod race;
 mod search;
