@@ -69,11 +69,21 @@ struct Manifest {
     others_truncated: bool,
 }
 
-/// The manifests of the sessions of one core, by session id.
+/// The manifests of the sessions of one core, by session id, with when each was last used.
 #[derive(Debug, Default)]
 pub(crate) struct Captures {
-    manifests: Mutex<HashMap<String, Manifest>>,
+    manifests: Mutex<Manifests>,
 }
+
+#[derive(Debug, Default)]
+struct Manifests {
+    by_session: HashMap<String, (u64, Manifest)>,
+    uses: u64,
+}
+
+/// At most this many sessions keep a manifest (one per 20,000 files is a few MiB); the least
+/// recently used goes first, and its next command reads every file once again.
+const MANIFESTS_KEPT: usize = 4;
 
 /// A path a command changed that undo cannot restore, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,14 +119,34 @@ impl Captures {
     }
 
     fn take(&self, session_id: &str) -> Manifest {
-        self.lock().remove(session_id).unwrap_or_default()
+        self.lock()
+            .by_session
+            .remove(session_id)
+            .map(|(_, manifest)| manifest)
+            .unwrap_or_default()
     }
 
     fn put(&self, session_id: &str, manifest: Manifest) {
-        self.lock().insert(session_id.to_owned(), manifest);
+        let mut manifests = self.lock();
+        manifests.uses += 1;
+        let used = manifests.uses;
+        manifests
+            .by_session
+            .insert(session_id.to_owned(), (used, manifest));
+        while manifests.by_session.len() > MANIFESTS_KEPT {
+            let oldest = manifests
+                .by_session
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(session, _)| session.clone());
+            match oldest {
+                Some(session) => manifests.by_session.remove(&session),
+                None => break,
+            };
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Manifest>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Manifests> {
         // A panic while holding the lock leaves a manifest that is merely stale: the next
         // refresh compares stamps again, so the poisoned value is still safe to use.
         self.manifests

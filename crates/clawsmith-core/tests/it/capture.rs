@@ -457,3 +457,25 @@ async fn an_extension_tool_that_executes_processes_is_captured() {
         }
     }
 }
+
+/// A core keeps a few sessions' manifests; a session whose manifest was dropped reads every file
+/// again on its next command and is captured just the same.
+#[tokio::test]
+async fn a_session_whose_manifest_was_dropped_is_still_captured() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "one\n");
+    let core = fixture.core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full));
+    let first = core.open_session(None).unwrap();
+    run(&first, "true").await;
+    for index in 0..6 {
+        let other = core.open_session(None).unwrap();
+        run(&other, &format!("echo {index} > other{index}.txt")).await;
+    }
+    let before = tree(&fixture.workspace);
+    let (turn, _) = run(&first, "sed -i s/one/uno/ a.txt && rm other0.txt").await;
+    assert_eq!(undo_files(&fixture, &first, &turn), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), before);
+}
