@@ -10,7 +10,7 @@ use clawsmith_checkpoint::{
 use clawsmith_fs::Workspace;
 use serde_json::json;
 
-use crate::Output;
+use crate::{Help, Output};
 
 /// Longest session id accepted on the command line.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
@@ -318,9 +318,21 @@ pub fn undo_diff(
     out: &Output,
 ) -> Result<i32> {
     let session = session_of(store, turn, session)?;
-    let diff = store
-        .diff(&session, turn, path)?
-        .with_context(|| format!("turn {turn} did not change {path:?}"))?;
+    let relative = workspace_relative(store, &session, path)?;
+    let Some(diff) = store.diff(&session, turn, &relative)? else {
+        let changed: Vec<String> = store
+            .change_list(&session, turn)?
+            .into_iter()
+            .map(|change| change.path)
+            .collect();
+        let changed = if changed.is_empty() {
+            "no files".to_owned()
+        } else {
+            changed.join(", ")
+        };
+        return Err(anyhow::anyhow!("turn {turn} did not change {relative}")
+            .context(Help(format!("it changed {changed}"))));
+    };
     if out.json {
         out.json_line(&diff)?;
         return Ok(0);
@@ -354,6 +366,22 @@ pub fn undo_diff(
         out.line("[diff truncated]")?;
     }
     Ok(0)
+}
+
+/// `path` as the store names it: relative to the session's workspace, `/`-separated, `./` and
+/// `a//b` and `..` resolved, and an absolute path inside the workspace made relative — by the
+/// workspace's own resolver, the one every tool call goes through. A path outside the workspace
+/// is refused with the resolver's message.
+fn workspace_relative(store: &Store, session: &str, path: &str) -> Result<String> {
+    let info = store
+        .get_session(session)?
+        .with_context(|| format!("no session {session:?}"))?;
+    // The resolver needs the workspace root open; a workspace removed since the turn can only
+    // be asked about in the form the store names paths.
+    let Ok(workspace) = Workspace::open(std::path::Path::new(&info.workspace_root)) else {
+        return Ok(path.to_owned());
+    };
+    Ok(workspace.resolve(path)?.as_str().to_owned())
 }
 
 pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) -> Result<i32> {

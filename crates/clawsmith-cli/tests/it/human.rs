@@ -6,10 +6,11 @@ use serde_json::json;
 
 use crate::{Fixture, run_binary};
 
-/// A turn that writes `a.txt` and creates `new.txt`; its id.
+/// A turn that creates `new.txt` and `sub/c.txt`; its id.
 fn turn_writing(f: &Fixture) -> String {
+    std::fs::create_dir(f.ws().join("sub")).unwrap();
     let calls = json!([
-        {"id": "c1", "name": "write_file", "arguments": json!({"path": "a.txt", "content": "A\n"}).to_string()},
+        {"id": "c1", "name": "write_file", "arguments": json!({"path": "sub/c.txt", "content": "c\n"}).to_string()},
         {"id": "c2", "name": "write_file", "arguments": json!({"path": "new.txt", "content": "n\n"}).to_string()},
     ]);
     let run = f.turn(&["--yes", "--session", "s"], &calls);
@@ -208,4 +209,37 @@ fn a_call_denied_for_want_of_approval_says_how_to_allow_it() {
     let read_only = f.try_call(&["--mode", "read-only"], "write_file", write);
     assert_eq!(read_only.json()["code"], "permission_denied");
     assert_eq!(read_only.stderr, "");
+}
+
+#[test]
+fn undo_diff_takes_paths_as_people_type_them() {
+    let f = Fixture::new();
+    let turn = turn_writing(&f);
+    let absolute = f.ws().canonicalize().unwrap().join("sub/c.txt");
+    // (path given, the path the diff is about)
+    let found = [
+        ("new.txt", "new.txt"),
+        ("./new.txt", "new.txt"),
+        ("sub//c.txt", "sub/c.txt"),
+        ("./sub/../new.txt", "new.txt"),
+        (absolute.to_str().unwrap(), "sub/c.txt"),
+    ];
+    for (given, path) in found {
+        let run = f.run(&["--json", "undo", "diff", &turn, given], "");
+        assert_eq!(run.code, 0, "{given}: {}", run.stderr);
+        assert_eq!(run.json()["path"], path, "{given}");
+    }
+    // (path given, what the error says)
+    let refused = [
+        ("./b.txt", "error: turn"),
+        ("./b.txt", "did not change b.txt\nhelp: it changed "),
+        ("./b.txt", "new.txt"),
+        ("./b.txt", "sub/c.txt"),
+        ("../outside.txt", "outside the workspace"),
+    ];
+    for (given, says) in refused {
+        let run = f.run(&["undo", "diff", &turn, given], "");
+        assert_eq!(run.code, 1, "{given}: {}", run.stdout);
+        assert!(run.stderr.contains(says), "{given}: {}", run.stderr);
+    }
 }
