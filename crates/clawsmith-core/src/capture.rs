@@ -200,6 +200,10 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
             continue;
         }
         let Ok(Some(snapshot)) = workspace.snapshot_file(&path, CAPTURE_CONTENT_LIMIT) else {
+            // Never "absent": undo would then delete it (or expect it gone and refuse).
+            manifest
+                .others
+                .insert(path, (Uncaptured::Unreadable, stamp));
             continue;
         };
         let stored = snapshot.content.is_some();
@@ -293,6 +297,7 @@ fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCapture
                 Uncaptured::Special => {
                     "not a regular file or symlink; undo restores files and links only"
                 }
+                Uncaptured::Unreadable => "it could not be read; undo does not touch it",
             };
             Some(NotCaptured {
                 path: path.clone(),
@@ -342,6 +347,12 @@ fn record_differences(
 ) -> Vec<NotCaptured> {
     let mut not_captured = Vec::new();
     for (path, prior, post) in merged(&before.files, &after.files) {
+        // A path that is outside the capture on either side (it became ignored, unreadable or
+        // special, or stopped being so) is named by `uncaptured_differences`, never recorded:
+        // a half-known change would make undo delete or expect the wrong thing.
+        if before.others.contains_key(path) || after.others.contains_key(path) {
+            continue;
+        }
         let same =
             |a: &Known, b: &Known| a.sha256 == b.sha256 && a.recorded_mode() == b.recorded_mode();
         if let (Some(prior), Some(post)) = (prior, post)

@@ -479,3 +479,24 @@ async fn a_session_whose_manifest_was_dropped_is_still_captured() {
     assert_eq!(undo_files(&fixture, &first, &turn), UndoOutcome::Undone);
     assert_eq!(tree(&fixture.workspace), before);
 }
+
+/// A file the command moves out of the capture (here by ignoring it) is named and left alone;
+/// the rest of the turn still undoes (a half-known change must not make undo refuse or delete).
+#[tokio::test]
+async fn a_file_that_becomes_ignored_is_named_and_the_rest_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write(".gitignore", "build/\n");
+    fixture.write("a.txt", "one\n");
+    let session = session(&fixture);
+    let (turn, content) = run(&session, "echo a.txt >> .gitignore && echo two > a.txt").await;
+    assert!(
+        content.contains("[not captured for undo: a.txt: ignored"),
+        "{content}"
+    );
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(fixture.read(".gitignore"), "build/\n");
+    assert_eq!(fixture.read("a.txt"), "two\n");
+}

@@ -76,6 +76,9 @@ pub enum Uncaptured {
     Ignored,
     /// A FIFO, socket or device.
     Special,
+    /// A file the walk visits that could not be read (no read permission, gone mid-read); the
+    /// capture lists it here so it is never mistaken for an absent one.
+    Unreadable,
 }
 
 /// The stat pass lists at most this many entries the walk leaves out (a `node_modules` can hold

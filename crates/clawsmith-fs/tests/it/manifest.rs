@@ -20,6 +20,7 @@ fn check(fixture: &Fixture, expected: &[(&str, &str)]) {
             match listing.others.get(*path) {
                 Some((Uncaptured::Ignored, _)) => "ignored",
                 Some((Uncaptured::Special, _)) => "special",
+                Some((Uncaptured::Unreadable, _)) => "unreadable",
                 None => "absent",
             }
         };
