@@ -2,7 +2,8 @@
 //!
 //! The front end people and other programs meet: it lists the frozen tool table, runs calls and
 //! whole turns through the core, undoes turns, prunes old checkpoints, checks command text against
-//! the disaster classifier, and serves the tools over the Model Context Protocol.
+//! the disaster classifier, serves the tools over the Model Context Protocol, and prints shell
+//! completions (`clap_complete`, from the same definition as the parser).
 //!
 //! ## Decisions
 //! - **Embedded state.** Everything lives in one SQLite database in the state directory
@@ -51,7 +52,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use clawsmith_checkpoint::UndoScope;
 use clawsmith_protocol::ToolStatus;
 
@@ -136,6 +137,13 @@ enum Command {
         /// Report what would be removed without removing it.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Print a completion script for a shell, e.g. `clawsmith completions bash >
+    /// ~/.local/share/bash-completion/completions/clawsmith`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -368,6 +376,12 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 UndoCommand::All(target) => history::undo(&store, &target, UndoScope::All, &out),
             }
+        }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "clawsmith", &mut script);
+            out.raw(&String::from_utf8_lossy(&script))?;
+            Ok(exit::OK)
         }
         Command::Prune { dry_run } => {
             let store = state::open_existing_store(&state_dir()?)?;

@@ -243,3 +243,20 @@ fn undo_diff_takes_paths_as_people_type_them() {
         assert!(run.stderr.contains(says), "{given}: {}", run.stderr);
     }
 }
+
+#[test]
+fn completions_for_each_shell() {
+    // (shell, a line only its script has)
+    let table = [
+        ("bash", "complete -F _clawsmith"),
+        ("zsh", "#compdef clawsmith"),
+        ("fish", "complete -c clawsmith"),
+    ];
+    for (shell, marker) in table {
+        let run = run_binary(&["completions", shell], "");
+        assert_eq!(run.code, 0, "{shell}: {}", run.stderr);
+        assert!(run.stdout.contains(marker), "{shell}: {}", run.stdout);
+        assert!(run.stdout.contains("check-command"), "{shell}");
+    }
+    assert_eq!(run_binary(&["completions", "tcsh"], "").code, 2);
+}
