@@ -3,14 +3,14 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clawsmith_checkpoint::{
     CheckpointInfo, DiffSide, RetentionPolicy, Store, UndoOutcome, UndoReport, UndoScope,
 };
 use clawsmith_fs::Workspace;
 use serde_json::json;
 
-use crate::{Help, Output};
+use crate::{Help, Output, refusal};
 
 /// Longest session id accepted on the command line.
 pub const MAX_SESSION_ID_BYTES: usize = 128;
@@ -300,13 +300,19 @@ fn session_of(store: &Store, turn: &str, session: Option<&str>) -> Result<String
         .map(|c| c.session_id)
         .collect();
     match owners.as_slice() {
-        [] => bail!("no checkpoint for turn {turn:?}; `clawsmith undo list` shows the turns"),
+        [] => Err(refusal(
+            format!("no checkpoint for turn {turn:?}"),
+            "`clawsmith undo list` shows the turns",
+        )),
         [only] => Ok(only.clone()),
-        many => bail!(
-            "turn {turn:?} is in {} sessions (forks share history): {}; pass --session",
-            many.len(),
-            many.join(", ")
-        ),
+        many => Err(refusal(
+            format!(
+                "turn {turn:?} is in {} sessions (forks share history): {}",
+                many.len(),
+                many.join(", ")
+            ),
+            "pass --session to say which",
+        )),
     }
 }
 
@@ -398,12 +404,14 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
         .with_context(|| format!("opening the workspace {}", target.workspace.display()))?;
     let root = workspace.root().display().to_string();
     if root != info.workspace_root {
-        bail!(
-            "session {session_id} works in {}, not in {root}; undo only writes in the workspace \
-             it is given. Pass --workspace {} to undo there",
-            info.workspace_root,
-            info.workspace_root
-        );
+        return Err(refusal(
+            format!(
+                "session {session_id} works in {}, not in {root}; undo only writes in the \
+                 workspace it is given",
+                info.workspace_root
+            ),
+            format!("pass --workspace {} to undo there", info.workspace_root),
+        ));
     }
     // An undo killed mid-restore left its plan behind; finish it first (it only touches paths
     // still in the state it recorded), or every later undo of the session is refused.

@@ -223,6 +223,11 @@ impl std::fmt::Display for Help {
     }
 }
 
+/// An error `message` with what to do about it, printed as `error: message` then `help: help`.
+pub fn refusal(message: impl std::fmt::Display, help: impl Into<String>) -> anyhow::Error {
+    anyhow::anyhow!("{message}").context(Help(help.into()))
+}
+
 /// Where and how a command prints.
 pub struct Output {
     /// `--json` was given.

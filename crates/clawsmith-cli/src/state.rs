@@ -11,6 +11,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clawsmith_checkpoint::{Durability, LeaseWait, Store, StoreOptions};
 
+use crate::refusal;
+
 /// The database file inside the state directory.
 pub const DATABASE_FILE: &str = "clawsmith.db";
 
@@ -75,12 +77,14 @@ pub fn ensure_outside(state: &Path, workspace: &Path) -> Result<()> {
         .canonicalize()
         .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
     if state.starts_with(&workspace) {
-        bail!(
-            "the state directory {} is inside the workspace {}; tools could read or change it. \
-             Choose a --state-dir outside the workspace",
-            state.display(),
-            workspace.display()
-        );
+        return Err(refusal(
+            format!(
+                "the state directory {} is inside the workspace {}; tools could read or change it",
+                state.display(),
+                workspace.display()
+            ),
+            "choose a --state-dir outside the workspace",
+        ));
     }
     Ok(())
 }
@@ -154,22 +158,28 @@ fn current_uid() -> u32 {
 fn require_trusted(what: &str, path: &Path, metadata: &Metadata) -> Result<()> {
     let uid = current_uid();
     if metadata.uid() != uid {
-        bail!(
-            "refusing the {what} {}: it is owned by uid {}, not by you (uid {uid}); another \
-             user could plant state or configuration there. Use a --state-dir you own (or \
-             `chown` it to yourself)",
-            path.display(),
-            metadata.uid()
-        );
+        return Err(refusal(
+            format!(
+                "refusing the {what} {}: it is owned by uid {}, not by you (uid {uid}); another \
+                 user could plant state or configuration there",
+                path.display(),
+                metadata.uid()
+            ),
+            "use a --state-dir you own (or `chown` it to yourself)",
+        ));
     }
     let mode = metadata.mode() & 0o7777;
     if mode & 0o022 != 0 {
-        bail!(
-            "refusing the {what} {}: group or others can write it (mode {mode:04o}). Run \
-             `chmod go-w {}` (clawsmith wants 0700 for directories, 0600 for files)",
-            path.display(),
-            path.display()
-        );
+        return Err(refusal(
+            format!(
+                "refusing the {what} {}: group or others can write it (mode {mode:04o})",
+                path.display()
+            ),
+            format!(
+                "run `chmod go-w {}` (clawsmith wants 0700 for directories, 0600 for files)",
+                path.display()
+            ),
+        ));
     }
     Ok(())
 }

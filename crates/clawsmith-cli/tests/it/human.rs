@@ -260,3 +260,44 @@ fn completions_for_each_shell() {
     }
     assert_eq!(run_binary(&["completions", "tcsh"], "").code, 2);
 }
+
+#[test]
+fn refusals_say_what_to_do_on_a_help_line() {
+    let f = Fixture::new();
+    turn_writing(&f);
+    let ws = f.ws();
+    let inside = ws.join("state");
+    let inside = inside.to_str().unwrap();
+    let ws = ws.to_str().unwrap();
+    let state = f.state();
+    let state = state.to_str().unwrap();
+    // (arguments, the error line, the help line)
+    let table: [(Vec<&str>, &str, &str); 2] = [
+        (
+            vec![
+                "--state-dir",
+                state,
+                "undo",
+                "files",
+                "turn_nope",
+                "--workspace",
+                ws,
+            ],
+            "error: no checkpoint for turn \"turn_nope\"\n",
+            "help: `clawsmith undo list` shows the turns\n",
+        ),
+        (
+            vec!["--state-dir", inside, "tools", "--workspace", ws],
+            "is inside the workspace",
+            "help: choose a --state-dir outside the workspace\n",
+        ),
+    ];
+    for (args, error, help) in table {
+        let run = run_binary(&args, "");
+        assert_eq!(run.code, 1, "{args:?}");
+        let (first, second) = run.stderr.split_once('\n').unwrap();
+        assert!(first.starts_with("error: "), "{}", run.stderr);
+        assert!(format!("{first}\n").contains(error), "{}", run.stderr);
+        assert_eq!(second, help, "{args:?}");
+    }
+}
