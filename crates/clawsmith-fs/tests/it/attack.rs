@@ -339,6 +339,18 @@ fn edits_racing_an_appender_lose_no_append() {
         refused += 1;
     }
     appender.join().unwrap();
+    // Under load every racing edit may be refused; once the file is quiet an edit must go
+    // through (a refusal then would be a false "changed while editing").
+    let result = tools.call(
+        "edit_file",
+        json!({
+            "path": "log.txt",
+            "oldText": format!("rev {revision}\n"),
+            "newText": format!("rev {}\n", revision + 1),
+        }),
+    );
+    assert_eq!(result.status(), ToolStatus::Success, "{}", result.content);
+    revision += 1;
     let content = String::from_utf8(fixture.read("log.txt")).unwrap();
     let mut lines = content.lines();
     assert_eq!(lines.next(), Some(format!("rev {revision}").as_str()));
@@ -355,7 +367,6 @@ fn edits_racing_an_appender_lose_no_append() {
         APPENDS.saturating_sub(appended.len())
     );
     assert_eq!(appended, expected);
-    assert!(revision > 0, "no edit ever succeeded ({refused} refused)");
     assert!(fixture.temp_files().is_empty());
 }
 
