@@ -302,12 +302,7 @@ impl Store {
         }
         self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
         // Best effort, after the plan: a directory left behind is empty, never wrong content.
-        // File times come from the kernel's coarse clock, which can lag the clock that stamped
-        // the turn by a tick (up to 4 ms at HZ=250): a directory made right at the turn's start
-        // could otherwise look older than the turn. A margin of a few ticks keeps it.
-        let since = (std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms))
-            .checked_sub(COARSE_CLOCK_MARGIN)
-            .unwrap_or(std::time::UNIX_EPOCH);
+        let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
         report.removed_directories = remove_created_directories(workspace, &report.removed, since);
         Ok(report)
     }
@@ -464,9 +459,6 @@ fn resolve(workspace: &Workspace, path: &str) -> Result<clawsmith_fs::WorkspaceP
 }
 
 /// The checkpoints of the session from `from_id` on, oldest first.
-/// How far a file's birth time may lag the turn's own clock (see where it is used).
-const COARSE_CLOCK_MARGIN: std::time::Duration = std::time::Duration::from_millis(20);
-
 /// Removes, deepest first, the parents of `removed` files that were born at or after `since`
 /// and are empty now; returns them.
 fn remove_created_directories(
