@@ -528,7 +528,9 @@ impl View {
                 libc::close(sources[index]);
             }
         }
-        for path in &self.pinned {
+        // Bound onto itself, a path becomes a mount point: it can no longer be renamed,
+        // removed or replaced; the read-only ones then lose their write access too.
+        for path in self.pinned.iter().chain(&self.read_only) {
             mount(
                 path.as_ptr(),
                 path,
@@ -538,13 +540,6 @@ impl View {
             )?;
         }
         for path in &self.read_only {
-            mount(
-                path.as_ptr(),
-                path,
-                none,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )?;
             mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
         }
         // A path that vanished since the parent looked (a host socket closed, a file removed)
