@@ -12,6 +12,9 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("clawsmith-protocol", &[]),
     // The one bash parse: a leaf, read by the permission rules and the disaster check.
     ("clawsmith-shell", &[]),
+    // Trace context and OpenTelemetry export: spans are named with clawsmith's constants here,
+    // so the core, the MCP sides, the agent loop and the front end agree on them.
+    ("clawsmith-trace", &["clawsmith-protocol"]),
     (
         "clawsmith-security",
         &["clawsmith-protocol", "clawsmith-shell"],
@@ -19,7 +22,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("clawsmith-fs", &["clawsmith-protocol"]),
     (
         "clawsmith-sandbox",
-        &["clawsmith-protocol", "clawsmith-shell"],
+        &["clawsmith-protocol", "clawsmith-shell", "clawsmith-trace"],
     ),
     (
         "clawsmith-checkpoint",
@@ -33,9 +36,70 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "clawsmith-fs",
             "clawsmith-sandbox",
             "clawsmith-checkpoint",
+            "clawsmith-trace",
         ],
     ),
-    ("clawsmith-mcp", &["clawsmith-protocol", "clawsmith-core"]),
+    (
+        "clawsmith-mcp",
+        &["clawsmith-protocol", "clawsmith-core", "clawsmith-trace"],
+    ),
+    // Skills and read-only memory: extension tools above the core (memory's SQL lives in the
+    // checkpoint crate, the one owner of SQL).
+    (
+        "clawsmith-skills",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-fs",
+            "clawsmith-checkpoint",
+            "clawsmith-core",
+        ],
+    ),
+    // Plugins: tools run as sandboxed processes, plus their skills and MCP servers.
+    (
+        "clawsmith-plugins",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-security",
+            "clawsmith-fs",
+            "clawsmith-sandbox",
+            "clawsmith-core",
+            "clawsmith-mcp",
+            "clawsmith-skills",
+            "clawsmith-trace",
+        ],
+    ),
+    // Language servers behind deferred, read-only tools.
+    (
+        "clawsmith-lsp",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-fs",
+            "clawsmith-sandbox",
+            "clawsmith-core",
+        ],
+    ),
+    // Providers, the model loop and sub-agents.
+    (
+        "clawsmith-agent",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-security",
+            "clawsmith-fs",
+            "clawsmith-sandbox",
+            "clawsmith-checkpoint",
+            "clawsmith-core",
+            "clawsmith-trace",
+        ],
+    ),
+    // The local web view of the store.
+    (
+        "clawsmith-web",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-checkpoint",
+            "clawsmith-core",
+        ],
+    ),
     (
         "clawsmith-cli",
         &[
@@ -46,6 +110,12 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "clawsmith-checkpoint",
             "clawsmith-core",
             "clawsmith-mcp",
+            "clawsmith-trace",
+            "clawsmith-skills",
+            "clawsmith-plugins",
+            "clawsmith-lsp",
+            "clawsmith-agent",
+            "clawsmith-web",
         ],
     ),
     ("xtask", &["clawsmith-protocol"]),
@@ -131,6 +201,8 @@ pub const OWNED_DEPENDENCIES: &[(&str, &str)] = &[
     // One bash parse: the permission rules and the disaster check must read commands alike.
     ("tree-sitter", "clawsmith-shell"),
     ("tree-sitter-bash", "clawsmith-shell"),
+    // One owner of SQL: the store's schema, migrations and the memory index live together.
+    ("rusqlite", "clawsmith-checkpoint"),
 ];
 
 /// Dependencies (from, to, kind) of [`OWNED_DEPENDENCIES`] used outside their owner.
