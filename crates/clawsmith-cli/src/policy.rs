@@ -3,8 +3,9 @@
 //! running anything.
 //!
 //! The file is the one `--config` names, else `clawsmith.toml` in the state directory. Its
-//! `[[mcp_servers]]` belong to clawsmith-mcp's parser ([`clawsmith_mcp::McpConfig`]); every other
-//! top-level key is read here, and an unknown one is an error (a misspelled `[[rule]]` must not
+//! `[[mcp_servers]]` belong to clawsmith-mcp's parser ([`clawsmith_mcp::McpConfig`]), and the
+//! extension sections (`[skills]`, `[memory]`, `plugins`, `[[lsp_servers]]`, `[provider]`,
+//! `[agent]`, `[telemetry]`) to the crates that own them; every other top-level key is read here, and an unknown one is an error (a misspelled `[[rule]]` must not
 //! silently leave a command allowed). Every error names the file, the line and column (from
 //! toml's spans) and what is wrong, and the binary refuses to start.
 
@@ -87,6 +88,25 @@ struct PolicyFile {
     /// Read by clawsmith-mcp's parser; named here so any *other* unknown key is an error.
     #[serde(default, rename = "mcp_servers")]
     _mcp_servers: serde::de::IgnoredAny,
+    /// Read by clawsmith-skills (`[skills]`, `[memory]`).
+    #[serde(default, rename = "skills")]
+    _skills: serde::de::IgnoredAny,
+    #[serde(default, rename = "memory")]
+    _memory: serde::de::IgnoredAny,
+    /// Read by clawsmith-plugins.
+    #[serde(default, rename = "plugins")]
+    _plugins: serde::de::IgnoredAny,
+    /// Read by clawsmith-lsp.
+    #[serde(default, rename = "lsp_servers")]
+    _lsp_servers: serde::de::IgnoredAny,
+    /// Read by clawsmith-agent (`[provider]`, `[agent]`).
+    #[serde(default, rename = "provider")]
+    _provider: serde::de::IgnoredAny,
+    #[serde(default, rename = "agent")]
+    _agent: serde::de::IgnoredAny,
+    /// Read by clawsmith-trace.
+    #[serde(default, rename = "telemetry")]
+    _telemetry: serde::de::IgnoredAny,
 }
 
 #[derive(Debug, Deserialize)]
