@@ -151,6 +151,13 @@ pub struct SandboxConfig {
     /// descriptor). A command refuses to run when the path names anything else (the root was
     /// swapped, e.g. for a symlink). `None`: the root as found when the command starts.
     pub workspace_identity: Option<(u64, u64)>,
+    /// Whether commands may write the workspace (default true). False for processes that
+    /// declared no `filesystem.write` (plugin tools) and for language servers: the workspace is
+    /// bound read-only in the built view and Landlock grants no writes beneath it, so the kernel
+    /// refuses every write there whatever the process does; the extra writable roots (a cache
+    /// directory) and the private `/tmp` stay writable. An extra root *inside* a read-only
+    /// workspace is not writable.
+    pub workspace_writable: bool,
     /// Whether commands may use the network (default false).
     pub network_allowed: bool,
     /// What to do when the kernel cannot enforce the sandbox (default [`SandboxPolicy::Required`]).
@@ -180,6 +187,7 @@ impl SandboxConfig {
             hidden_paths: Vec::new(),
             home: None,
             workspace_identity: None,
+            workspace_writable: true,
             network_allowed: false,
             policy: SandboxPolicy::Required,
             temp_root: None,

@@ -255,7 +255,10 @@ fn build_world(
 
     // Landlock: the private /tmp and /dev get their rules in the command process, where they
     // exist (see `ChildSetup::landlock_private_dirs`).
-    setup.landlock = Some(landlock_ruleset(&writable, false)?);
+    setup.landlock = Some(landlock_ruleset(
+        landlock_writable(config, &writable),
+        false,
+    )?);
     setup.landlock_private_dirs = vec![cstring("/tmp")?, cstring("/dev")?];
     setup.landlock_fs_access = AccessFs::from_all(ABI::from(abi.min(6) as i32))
         .iter()
@@ -295,11 +298,16 @@ fn build_world(
     });
 
     let extra = writable.len() - 1;
+    let workspace = if config.workspace_writable {
+        "the workspace"
+    } else {
+        "not the workspace (read-only)"
+    };
     Ok(SandboxReport {
         policy: config.policy,
         confined: true,
         filesystem: format!(
-            "namespaces (user, mount, pid, ipc{}); read-only host; writable: the workspace{}, a \
+            "namespaces (user, mount, pid, ipc{}); read-only host; writable: {workspace}{}, a \
              private /tmp and /dev/shm; secrets and unix sockets hidden; landlock v{abi}, seccomp, \
              no capabilities",
             if config.network_allowed { "" } else { ", net" },
@@ -366,6 +374,16 @@ fn writable_roots(config: &SandboxConfig, workspace: &Path) -> Vec<PathBuf> {
         }
     }
     writable
+}
+
+/// The roots Landlock lets commands write: all of `writable` but the workspace (its first entry)
+/// when the workspace is read-only.
+fn landlock_writable<'a>(config: &SandboxConfig, writable: &'a [PathBuf]) -> &'a [PathBuf] {
+    if config.workspace_writable {
+        writable
+    } else {
+        &writable[1..]
+    }
 }
 
 /// Where a host path is in the built view before `pivot_root`.
@@ -455,6 +473,11 @@ fn view(
     let mut pinned = Vec::new();
     let mut read_only = Vec::new();
     let mut protected_names = Vec::new();
+    if !config.workspace_writable {
+        // Bound read-only onto itself after the read-write bind that pins its identity.
+        read_only.push(at(target.workspace)?);
+        protected_names.push("the workspace".to_owned());
+    }
     for git in target.repositories.into_iter().flat_map(|r| r.present()) {
         let Ok(meta) = std::fs::symlink_metadata(git) else {
             continue;
@@ -632,7 +655,8 @@ fn host_view(
     setup: &mut ChildSetup,
 ) -> Result<SandboxReport, Unavailable> {
     let abi = kernel_walls(config.kernel_support())?;
-    let mut writable = writable_roots(config, target.workspace);
+    let mut writable =
+        landlock_writable(config, &writable_roots(config, target.workspace)).to_vec();
     writable.extend(target.host_temp_dir.map(Path::to_path_buf));
     writable.extend(
         HOST_VIEW_DEVICES
@@ -644,6 +668,9 @@ fn host_view(
     setup.seccomp = vec![base_filter()?, clone3_filter()?];
     if !config.network_allowed {
         setup.seccomp.push(network_filter()?);
+    }
+    if !config.workspace_writable {
+        setup.seccomp.push(metadata_filter()?);
     }
     Ok(SandboxReport {
         policy: config.policy,
@@ -840,6 +867,42 @@ fn network_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
             .into_iter()
             .collect();
             compile(rules, libc::EACCES)
+        })
+        .clone()
+}
+
+/// The host-view fallback with a read-only workspace: Landlock does not govern metadata (modes,
+/// owners, times, extended attributes), so those calls are refused everywhere — a process that
+/// may not write the workspace has no business changing metadata anywhere.
+fn metadata_filter() -> Result<seccompiler::BpfProgram, Unavailable> {
+    static FILTER: std::sync::OnceLock<Result<seccompiler::BpfProgram, Unavailable>> =
+        std::sync::OnceLock::new();
+    FILTER
+        .get_or_init(|| {
+            let rules: BTreeMap<i64, Vec<SeccompRule>> = [
+                libc::SYS_chmod,
+                libc::SYS_fchmod,
+                libc::SYS_fchmodat,
+                libc::SYS_fchmodat2,
+                libc::SYS_chown,
+                libc::SYS_fchown,
+                libc::SYS_lchown,
+                libc::SYS_fchownat,
+                libc::SYS_utime,
+                libc::SYS_utimes,
+                libc::SYS_utimensat,
+                libc::SYS_futimesat,
+                libc::SYS_setxattr,
+                libc::SYS_lsetxattr,
+                libc::SYS_fsetxattr,
+                libc::SYS_removexattr,
+                libc::SYS_lremovexattr,
+                libc::SYS_fremovexattr,
+            ]
+            .into_iter()
+            .map(|call| (call, Vec::new()))
+            .collect();
+            compile(rules, libc::EPERM)
         })
         .clone()
 }

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clawsmith_protocol::CancellationSignal;
-use clawsmith_sandbox::{CommandOutcome, CommandRequest, RunError, SandboxConfig, run_command};
+use clawsmith_sandbox::{
+    CommandOutcome, CommandRequest, KernelSupport, RunError, SandboxConfig, run_command,
+};
 
 use crate::{Fixture, landlock_or_skip};
 
@@ -762,4 +764,75 @@ PY"#;
                     implemented\nmknod Operation not permitted\n";
     assert_eq!(outcome.output, expected);
     assert!(!fixture.workspace.join("dev").exists());
+}
+
+/// A workspace made read-only (`workspace_writable = false`, how plugin tools without
+/// `filesystem.write` and language servers run): every kind of write inside it is refused by
+/// the kernel — in the built view and in the host-view fallback (where seccomp refuses the
+/// metadata calls Landlock does not govern) —, as root too, while reads, the private temp dir
+/// and an extra writable root still work.
+#[tokio::test]
+async fn a_read_only_workspace_refuses_every_write() {
+    if !landlock_or_skip("a_read_only_workspace_refuses_every_write") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let ws = &fixture.workspace;
+    std::fs::write(ws.join("keep.txt"), "kept\n").unwrap();
+    std::fs::create_dir_all(ws.join("dir")).unwrap();
+    std::fs::create_dir_all(ws.join(".git")).unwrap();
+    let cache = fixture.dir.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let writes = [
+        "echo x > new.txt",
+        "echo x >> keep.txt",
+        "rm keep.txt",
+        "mv keep.txt moved.txt",
+        "mkdir made",
+        "rmdir dir",
+        "chmod 777 keep.txt",
+        "ln -s keep.txt link",
+        "touch -d 2001-01-01 keep.txt",
+        "echo x > .git/config",
+        "python3 -c 'open(\"py.txt\", \"w\").write(\"x\")'",
+    ];
+    let host_view = KernelSupport {
+        user_namespaces: false,
+        ..KernelSupport::probe()
+    };
+    for kernel in [None, Some(host_view)] {
+        let before = Outside::take(ws);
+        let mut config = fixture.config();
+        config.workspace_writable = false;
+        config.extra_writable_roots = vec![cache.clone()];
+        config.kernel_support = kernel;
+        if kernel.is_some() {
+            config.policy = clawsmith_sandbox::SandboxPolicy::BestEffort;
+        }
+        for script in writes {
+            let outcome = run(&config, script, Some(Duration::from_secs(30)))
+                .await
+                .unwrap();
+            assert_ne!(
+                outcome.exit,
+                clawsmith_sandbox::ExitKind::Code(0),
+                "{script} succeeded in a read-only workspace ({kernel:?}): {}",
+                outcome.output
+            );
+        }
+        let after = Outside::take(ws);
+        assert_eq!(before.files, after.files, "the workspace changed ({kernel:?})");
+        let cache_file = cache.join("c.txt");
+        let script = format!(
+            "cat keep.txt && t=${{TMPDIR:-/tmp}}/t && echo t > $t && cat $t && echo c > {}",
+            cache_file.display()
+        );
+        let outcome = run(&config, &script, Some(Duration::from_secs(30)))
+            .await
+            .unwrap();
+        assert_eq!(outcome.output, "kept\nt\n", "{kernel:?}");
+        assert_eq!(outcome.exit, clawsmith_sandbox::ExitKind::Code(0));
+        assert_eq!(std::fs::read_to_string(&cache_file).unwrap(), "c\n");
+        std::fs::remove_file(&cache_file).unwrap();
+    }
 }
