@@ -9,9 +9,9 @@ use crate::session::require_session;
 use crate::store::Store;
 
 impl Store {
-    /// Stores `content` as an artifact of the session, secrets masked (text only). The id is
-    /// derived from the stored content, so storing the same content twice in one session
-    /// returns the same reference.
+    /// Stores `content` as an artifact of the session, secrets masked (text only). A new
+    /// artifact gets a fresh `art_<ULID>` id (the one id generator); storing the same content
+    /// again in the same session returns the reference it already has.
     pub fn put_artifact(
         &self,
         session_id: &str,
@@ -26,14 +26,29 @@ impl Store {
         self.write("storing an artifact", |tx| {
             require_session(tx, session_id)?;
             let hash = put_blob(tx, content)?;
-            let artifact_id = format!("art_{}", &hash[..24]);
             let lines = line_count(content);
-            tx.execute(
-                "INSERT OR IGNORE INTO artifacts (session_id, artifact_id, blob_hash, size, lines, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![session_id, artifact_id, hash, content.len() as u64, lines, now],
-            )
-            .ctx("storing an artifact")?;
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT artifact_id FROM artifacts WHERE session_id = ?1 AND blob_hash = ?2
+                     ORDER BY created_at LIMIT 1",
+                    params![session_id, hash],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("storing an artifact")?;
+            let artifact_id = match existing {
+                Some(id) => id,
+                None => {
+                    let id = clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Artifact);
+                    tx.execute(
+                        "INSERT INTO artifacts (session_id, artifact_id, blob_hash, size, lines, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        params![session_id, id, hash, content.len() as u64, lines, now],
+                    )
+                    .ctx("storing an artifact")?;
+                    id
+                }
+            };
             Ok(ArtifactRef {
                 artifact_id,
                 bytes: content.len() as u64,

@@ -36,22 +36,24 @@ pub enum StoreError {
         supported: i64,
     },
     /// Any other SQLite failure.
-    #[error("database error while {context}: {source}")]
+    ///
+    /// The cause is part of the message (tool results quote the message alone), so it is not
+    /// also returned as `source()`: a chain of causes prints it once.
+    #[error("database error while {context}: {cause}")]
     Sqlite {
         /// What the store was doing.
         context: &'static str,
         /// The underlying error.
-        #[source]
-        source: rusqlite::Error,
+        cause: rusqlite::Error,
     },
     /// A stored JSON document did not parse (or a value did not serialize).
-    #[error("invalid stored JSON while {context}: {source}")]
+    /// The cause is in the message, not returned as `source()` (printed once).
+    #[error("invalid stored JSON while {context}: {cause}")]
     Json {
         /// What the store was doing.
         context: &'static str,
         /// The underlying error.
-        #[source]
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// No session with this id.
     #[error("unknown session: {0}")]
@@ -136,7 +138,7 @@ pub(crate) trait SqlContext<T> {
 
 impl<T> SqlContext<T> for Result<T, rusqlite::Error> {
     fn ctx(self, context: &'static str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::Sqlite { context, source })
+        self.map_err(|cause| StoreError::Sqlite { context, cause })
     }
 }
 
@@ -147,6 +149,6 @@ pub(crate) trait JsonContext<T> {
 
 impl<T> JsonContext<T> for Result<T, serde_json::Error> {
     fn json_ctx(self, context: &'static str) -> Result<T, StoreError> {
-        self.map_err(|source| StoreError::Json { context, source })
+        self.map_err(|cause| StoreError::Json { context, cause })
     }
 }

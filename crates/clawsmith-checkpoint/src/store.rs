@@ -127,23 +127,7 @@ impl Store {
         let StoreOptions { clock, durability } = options;
         let path = path.as_ref();
         let shown = path.display().to_string();
-        // Created private before SQLite sees it (SQLite gives its `-wal` and `-shm` the mode of
-        // the database), and never through a symlink.
-        crate::lease::open_private(path).map_err(|error| StoreError::Open {
-            path: shown.clone(),
-            message: error.to_string(),
-        })?;
-        // This crate is the one place that speaks SQL (clippy.toml).
-        #[allow(clippy::disallowed_methods)]
-        let connection = Connection::open_with_flags(
-            path,
-            // Never through a symlink: whoever could plant one would choose where we write.
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-        )
-        .map_err(|error| classify(&shown, error))?;
+        let connection = open_private_database(path, &shown)?;
         let connection = prepare(connection, &shown, true, durability)?;
         Ok(Store {
             connection: Mutex::new(connection),
@@ -274,8 +258,8 @@ fn prepare(
     let mut attempt: u64 = 0;
     loop {
         match prepare_once(&mut connection, shown, wal, durability) {
-            Err(StoreError::Sqlite { source, .. })
-                if is_busy(&source) && started.elapsed() < BUSY_TIMEOUT =>
+            Err(StoreError::Sqlite { cause, .. })
+                if is_busy(&cause) && started.elapsed() < BUSY_TIMEOUT =>
             {
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(2 + (attempt * 7) % 23));
@@ -286,7 +270,7 @@ fn prepare(
     }
 }
 
-fn is_busy(error: &rusqlite::Error) -> bool {
+pub(crate) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(
         error.sqlite_error_code(),
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
@@ -379,7 +363,28 @@ pub(crate) fn migrate(
 }
 
 /// Turns an open-time SQLite error into the error a person can act on.
-fn classify(shown: &str, error: rusqlite::Error) -> StoreError {
+/// Opens the database file at `path` (`shown` in messages): created 0600 before SQLite sees it
+/// (SQLite gives its `-wal` and `-shm` the mode of the database), and never through a symlink.
+/// The session store and the memory index both open their files here.
+pub(crate) fn open_private_database(path: &Path, shown: &str) -> Result<Connection, StoreError> {
+    crate::lease::open_private(path).map_err(|error| StoreError::Open {
+        path: shown.to_owned(),
+        message: error.to_string(),
+    })?;
+    // This crate is the one place that speaks SQL (clippy.toml).
+    #[allow(clippy::disallowed_methods)]
+    Connection::open_with_flags(
+        path,
+        // Never through a symlink: whoever could plant one would choose where we write.
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(|error| classify(shown, error))
+}
+
+pub(crate) fn classify(shown: &str, error: rusqlite::Error) -> StoreError {
     let message = error.to_string();
     match error.sqlite_error_code() {
         Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt) => StoreError::NotADatabase {
@@ -397,7 +402,7 @@ fn classify(shown: &str, error: rusqlite::Error) -> StoreError {
         },
         _ => StoreError::Sqlite {
             context: "opening the database",
-            source: error,
+            cause: error,
         },
     }
 }

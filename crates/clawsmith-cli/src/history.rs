@@ -5,11 +5,13 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clawsmith_checkpoint::{
-    CheckpointInfo, DiffSide, RetentionPolicy, Store, UndoOutcome, UndoReport, UndoScope,
+    ChangeKind, CheckpointInfo, DiffSide, RetentionPolicy, Store, UndoOutcome, UndoReport,
+    UndoScope,
 };
 use clawsmith_fs::Workspace;
 use serde_json::json;
 
+use crate::output::{self, Clock, Table, paint, style};
 use crate::{Help, Output, refusal};
 
 /// Longest session id accepted on the command line.
@@ -63,18 +65,20 @@ pub fn session_list(store: &Store, out: &Output) -> Result<i32> {
     } else if sessions.is_empty() {
         out.line("no sessions")?;
     } else {
+        let clock = Clock::system();
+        let mut table = Table::with_header(&["session", "created", "workspace"]);
         for session in sessions {
             let parent = session
                 .parent_id
-                .map(|p| format!(" (fork of {p})"))
+                .map(|p| paint(style::DIM, format!(" (fork of {p})")))
                 .unwrap_or_default();
-            out.line(&format!(
-                "{}  {}  {}{parent}",
-                session.id,
-                format_time(session.created_at_ms),
-                session.workspace_root
-            ))?;
+            table.row(vec![
+                paint(style::ID, &session.id),
+                clock.when(session.created_at_ms),
+                format!("{}{parent}", session.workspace_root),
+            ]);
         }
+        out.raw(&table.render())?;
     }
     Ok(0)
 }
@@ -100,7 +104,15 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
         .with_context(|| format!("no session {id:?}"))?;
     let todos = store.todos(id)?;
     let limit = range.limit.unwrap_or(u64::MAX);
-    let mut stdout = std::io::stdout().lock();
+    let clock = Clock::system();
+    let mut timeline = crate::timeline::Timeline::new(clock.clone());
+    // Text for people goes through anstream (styles stripped unless colour is on); JSON is
+    // written as is.
+    let mut stdout: Box<dyn Write> = if out.json {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(anstream::stdout().lock())
+    };
     if out.json {
         write!(
             stdout,
@@ -114,13 +126,19 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
     } else {
         writeln!(
             stdout,
-            "session {}  workspace {}",
-            session.id, session.workspace_root
+            "{} {}",
+            paint(style::HEADER, "session"),
+            paint(style::ID, &session.id)
         )?;
+        let mut facts = Table::new().indented(2);
+        facts.row(vec!["workspace".into(), session.workspace_root.clone()]);
+        facts.row(vec!["created".into(), clock.when(session.created_at_ms)]);
         if let Some(parent) = &session.parent_id {
-            writeln!(stdout, "forked from {parent}")?;
+            facts.row(vec!["forked from".into(), paint(style::ID, parent)]);
         }
-        writeln!(stdout, "{} todos", todos.len())?;
+        facts.row(vec!["todos".into(), todo_summary(&todos)]);
+        facts.row(vec!["times".into(), clock.zone_name()]);
+        write!(stdout, "{}", facts.render())?;
     }
     let mut shown = 0;
     let mut first = true;
@@ -128,6 +146,9 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
         let page = store.messages_page(id, shown, SHOW_PAGE.min(limit - shown))?;
         if page.is_empty() {
             break;
+        }
+        if shown == 0 && !out.json {
+            writeln!(stdout, "\n{}", paint(style::HEADER, "messages"))?;
         }
         shown += page.len() as u64;
         for message in &page {
@@ -137,7 +158,7 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
                 }
                 serde_json::to_writer(&mut stdout, message)?;
             } else {
-                writeln!(stdout, "{}", message_line(message))?;
+                write!(stdout, "{}", message_lines(message))?;
             }
         }
     }
@@ -145,6 +166,9 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
         write!(stdout, "],\"events\":[")?;
     }
     let (mut after, mut shown, mut first) = (range.since, 0, true);
+    if !out.json {
+        writeln!(stdout, "\n{}", paint(style::HEADER, "timeline"))?;
+    }
     while shown < limit {
         let page = store.events_page(id, after, SHOW_PAGE.min(limit - shown))?;
         let Some(last) = page.last() else { break };
@@ -157,7 +181,7 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
                 }
                 serde_json::to_writer(&mut stdout, event)?;
             } else {
-                writeln!(stdout, "  #{} {}", event.sequence, event.payload.kind())?;
+                write!(stdout, "{}", timeline.event(event))?;
             }
         }
     }
@@ -169,25 +193,80 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
         }
         writeln!(stdout, "}}")?;
     } else if more {
-        writeln!(stdout, "  … more events: --since {after}")?;
+        writeln!(
+            stdout,
+            "{}",
+            paint(style::DIM, format!("… more events: --since {after}"))
+        )?;
     }
     stdout.flush()?;
     Ok(0)
 }
 
-/// One message, one line, for people.
-fn message_line(message: &clawsmith_protocol::ModelMessage) -> String {
-    let status = message
-        .tool_status()
-        .map(|s| format!(" [{}]", s.as_str()))
-        .unwrap_or_default();
-    let name = message
-        .tool_name
-        .as_deref()
-        .map(|n| format!(" {n}"))
-        .unwrap_or_default();
-    let first = message.content.lines().next().unwrap_or_default();
-    format!("  {:?}{name}{status}: {}", message.role, clip(first, 100))
+/// `3 (1 done, 1 in progress)`.
+fn todo_summary(todos: &[clawsmith_checkpoint::Todo]) -> String {
+    use clawsmith_checkpoint::TodoStatus;
+    if todos.is_empty() {
+        return "none".to_owned();
+    }
+    let count = |status: TodoStatus| todos.iter().filter(|t| t.status == status).count();
+    format!(
+        "{} ({} done, {} in progress)",
+        todos.len(),
+        count(TodoStatus::Completed),
+        count(TodoStatus::InProgress)
+    )
+}
+
+/// The name people know a role by (the wire's).
+fn role_name(role: clawsmith_protocol::Role) -> &'static str {
+    use clawsmith_protocol::Role;
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// One message for people: its role, its first line, an assistant's tool calls (one per line,
+/// with their arguments), a tool result's glyph, tool and status.
+fn message_lines(message: &clawsmith_protocol::ModelMessage) -> String {
+    const ROLE_COLUMN: usize = 10;
+    let role = output::pad(&paint(style::HEADER, role_name(message.role)), ROLE_COLUMN);
+    let status = message.tool_status();
+    // A tool result's text starts with its status (`Error: …`), already said by the glyph.
+    let content = status
+        .and_then(|status| {
+            message
+                .content
+                .strip_prefix(clawsmith_protocol::status_prefix(status))
+        })
+        .unwrap_or(&message.content);
+    let first = clip(content.lines().next().unwrap_or_default(), 100);
+    let mut text = match (status, message.tool_name.as_deref()) {
+        (Some(status), tool) => format!(
+            "  {role}{} {} {}: {first}\n",
+            output::glyph(status),
+            paint(style::TOOL, tool.unwrap_or("?")),
+            paint(output::status_style(status), status.as_str()),
+        ),
+        (None, _) if first.is_empty() && !message.tool_calls.is_empty() => String::new(),
+        (None, _) => format!("  {role}{first}\n"),
+    };
+    for (index, call) in message.tool_calls.iter().enumerate() {
+        let lead = if index == 0 && text.is_empty() {
+            role.clone()
+        } else {
+            " ".repeat(ROLE_COLUMN)
+        };
+        text.push_str(&format!(
+            "  {lead}→ {} {}\n",
+            paint(style::TOOL, &call.name),
+            paint(style::DIM, clip(&call.arguments, 100))
+        ));
+    }
+    text
 }
 
 pub fn session_fork(
@@ -196,7 +275,8 @@ pub fn session_fork(
     new_id: Option<String>,
     out: &Output,
 ) -> Result<i32> {
-    let id = new_id.unwrap_or_else(crate::new_id);
+    let id = new_id
+        .unwrap_or_else(|| clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Session));
     // A fork is a write of both sessions: the parent is copied whole, not mid-call.
     let _parent = store.lease_session(parent)?;
     let _child = store.lease_session(&id)?;
@@ -251,38 +331,66 @@ pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i
     if list.is_empty() {
         out.line("no checkpoints")?;
     }
+    let clock = Clock::system();
     for checkpoint in &list {
+        let mut flags = Vec::new();
+        if checkpoint.files_undone {
+            flags.push("files undone");
+        }
+        if checkpoint.session_undone {
+            flags.push("session undone");
+        }
         out.line(&format!(
-            "{}  session {}  {}  {}  {} file(s){}{}",
-            checkpoint.turn_id,
-            checkpoint.session_id,
-            format_time(checkpoint.created_at_ms),
+            "{} {}  {}  {}  {}{}",
+            paint(style::HEADER, "turn"),
+            paint(style::ID, &checkpoint.turn_id),
+            paint(style::DIM, format!("session {}", checkpoint.session_id)),
+            clock.when(checkpoint.created_at_ms),
             checkpoint.state.as_str(),
-            checkpoint.file_count,
-            if checkpoint.files_undone {
-                "  files undone"
+            if flags.is_empty() {
+                String::new()
             } else {
-                ""
-            },
-            if checkpoint.session_undone {
-                "  session undone"
-            } else {
-                ""
+                paint(style::WARNING, format!("  {}", flags.join(", ")))
             },
         ))?;
+        let mut table = Table::new().indented(4);
         for change in store.change_list(&checkpoint.session_id, &checkpoint.turn_id)? {
+            let (mark, mark_style) = match change.kind {
+                ChangeKind::Added => ("added", style::ADDED),
+                ChangeKind::Modified => ("modified", style::HUNK),
+                ChangeKind::Deleted => ("deleted", style::REMOVED),
+                ChangeKind::Unchanged => ("unchanged", style::DIM),
+            };
             let lines = match (change.lines_added, change.lines_removed) {
-                (Some(added), Some(removed)) => format!(" +{added} -{removed}"),
+                (Some(added), Some(removed)) => format!(
+                    "{} {}",
+                    paint(style::ADDED, format!("+{added}")),
+                    paint(style::REMOVED, format!("-{removed}"))
+                ),
                 _ => String::new(),
             };
             let origin = match (&change.origin, &change.call_id) {
-                (Some(origin), Some(call)) => format!("  ({origin} {call})"),
-                (Some(origin), None) => format!("  ({origin})"),
+                (Some(origin), Some(call)) => format!("{origin} {call}"),
+                (Some(origin), None) => origin.clone(),
                 _ => String::new(),
             };
-            out.line(&format!(
-                "    {:?} {}{lines}{origin}",
-                change.kind, change.path
+            table.row(vec![
+                paint(mark_style, mark),
+                change.path.clone(),
+                lines,
+                paint(style::DIM, origin),
+            ]);
+        }
+        out.raw(&table.render())?;
+        if checkpoint.file_count > 0 && !checkpoint.files_undone {
+            out.line(&paint(
+                style::DIM,
+                format!(
+                    "    {} file{} · undo: clawsmith undo files {}",
+                    checkpoint.file_count,
+                    if checkpoint.file_count == 1 { "" } else { "s" },
+                    checkpoint.turn_id
+                ),
             ))?;
         }
     }
@@ -343,35 +451,54 @@ pub fn undo_diff(
         out.json_line(&diff)?;
         return Ok(0);
     }
-    out.line(&format!("{} ({:?}) in turn {turn}", diff.path, diff.kind))?;
-    for (label, side) in [("before", &diff.before), ("after", &diff.after)] {
-        match side {
-            DiffSide::Absent => out.line(&format!("{label}: absent"))?,
-            DiffSide::Binary { total_bytes } => {
-                out.line(&format!("{label}: binary, {total_bytes} bytes"))?
-            }
-            DiffSide::Unavailable { reason } => {
-                out.line(&format!("{label}: unavailable ({reason})"))?
-            }
-            DiffSide::Text {
-                truncated,
-                total_bytes,
-                ..
-            } => out.line(&format!(
-                "{label}: {total_bytes} bytes of text{}",
-                if *truncated {
-                    " (shown truncated to 64 KiB)"
-                } else {
-                    ""
-                }
-            ))?,
+    let kind = match diff.kind {
+        ChangeKind::Added => "added",
+        ChangeKind::Modified => "modified",
+        ChangeKind::Deleted => "deleted",
+        ChangeKind::Unchanged => "unchanged",
+    };
+    out.line(&format!(
+        "{} {}  {}",
+        paint(style::HEADER, &diff.path),
+        paint(style::DIM, format!("({kind} in turn {turn})")),
+        side_text("before", &diff.before) + " → " + &side_text("after", &diff.after)
+    ))?;
+    let mut text = String::new();
+    for line in diff.unified.lines() {
+        match crate::timeline::diff_line_style(line) {
+            Some(line_style) => text.push_str(&paint(line_style, line)),
+            None => text.push_str(line),
         }
+        text.push('\n');
     }
-    out.raw(&diff.unified)?;
+    out.raw(&text)?;
     if diff.unified_truncated {
-        out.line("[diff truncated]")?;
+        out.line(&paint(style::DIM, "[diff truncated]"))?;
     }
     Ok(0)
+}
+
+/// One side of a diff in a few words: `absent`, `12 B of text`, `binary, 3.0 KiB`.
+fn side_text(label: &str, side: &DiffSide) -> String {
+    let what = match side {
+        DiffSide::Absent => "absent".to_owned(),
+        DiffSide::Binary { total_bytes } => format!("binary, {}", output::bytes(*total_bytes)),
+        DiffSide::Unavailable { reason } => format!("unavailable ({reason})"),
+        DiffSide::Text {
+            truncated,
+            total_bytes,
+            ..
+        } => format!(
+            "{} of text{}",
+            output::bytes(*total_bytes),
+            if *truncated {
+                " (shown truncated to 64 KiB)"
+            } else {
+                ""
+            }
+        ),
+    };
+    paint(style::DIM, format!("{label}: {what}"))
 }
 
 /// `path` as the store names it: relative to the session's workspace, `/`-separated, `./` and
@@ -416,13 +543,16 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
     // An undo killed mid-restore left its plan behind; finish it first (it only touches paths
     // still in the state it recorded), or every later undo of the session is refused.
     for recovered in store.recover_session_restores(&workspace, &session_id)? {
-        eprintln!(
-            "note: finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
-            recovered.turn_id,
-            recovered.session_id,
-            recovered.completed.len(),
-            recovered.already_done.len(),
-            recovered.skipped.len()
+        output::notice(
+            output::Level::Note,
+            format_args!(
+                "finished an interrupted undo of turn {} (session {}): {} restored now, {} already done, {} left alone",
+                recovered.turn_id,
+                recovered.session_id,
+                recovered.completed.len(),
+                recovered.already_done.len(),
+                recovered.skipped.len()
+            ),
         );
     }
     let report = store.undo(&session_id, turn, scope, &workspace)?;
@@ -458,19 +588,22 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
         match &report.outcome {
             UndoOutcome::Undone => {
                 out.line(&format!(
-                    "undid {scope} of {} turn(s): {}",
+                    "{} undid {scope} of {} turn(s): {}",
+                    output::glyph(clawsmith_protocol::ToolStatus::Success),
                     report.turns.len(),
-                    report.turns.join(", ")
+                    paint(style::ID, report.turns.join(", "))
                 ))?;
+                let mut table = Table::new().indented(2);
                 for path in &report.restored {
-                    out.line(&format!("  restored {path}"))?;
+                    table.row(vec![paint(style::ADDED, "restored"), path.clone()]);
                 }
                 for path in &report.removed {
-                    out.line(&format!("  removed {path}"))?;
+                    table.row(vec![paint(style::REMOVED, "removed"), path.clone()]);
                 }
                 for path in &report.removed_directories {
-                    out.line(&format!("  removed directory {path}/"))?;
+                    table.row(vec![paint(style::REMOVED, "removed"), format!("{path}/")]);
                 }
+                out.raw(&table.render())?;
             }
             UndoOutcome::AlreadyUndone => out.line(&format!(
                 "turn {} is already undone ({scope}); nothing changed",
@@ -478,11 +611,17 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
             ))?,
             UndoOutcome::Conflicts(list) => {
                 out.line(&format!(
-                    "refused: {} file(s) changed since the agent wrote them; nothing was changed",
+                    "{} {}: {} file(s) changed since the agent wrote them; nothing was changed",
+                    output::glyph(clawsmith_protocol::ToolStatus::Denied),
+                    paint(style::WARNING, "refused"),
                     list.len()
                 ))?;
                 for conflict in list {
-                    out.line(&format!("  {}: {}", conflict.path, conflict.reason))?;
+                    out.line(&format!(
+                        "  {}: {}",
+                        paint(style::HEADER, &conflict.path),
+                        conflict.reason
+                    ))?;
                 }
             }
         }
@@ -506,22 +645,29 @@ pub fn prune(store: &Store, dry_run: bool, out: &Output) -> Result<i32> {
     if out.json {
         out.json_line(&report)?;
     } else {
+        let count = |n: u64| paint(style::HEADER, n);
         out.line(&format!(
-            "{}{} expired session(s), {} checkpoint(s), {} journal entr(ies), {} blob(s); {} freed",
-            if dry_run { "would remove " } else { "removed " },
-            report.sessions_removed,
-            report.checkpoints_removed,
-            report.journal_entries_removed,
-            report.blobs_removed,
-            format_bytes(report.bytes_freed)
+            "{} {} expired session(s), {} checkpoint(s), {} journal entr(ies), {} blob(s); {} {}",
+            if dry_run {
+                paint(style::WARNING, "would remove")
+            } else {
+                paint(style::NOTE, "removed")
+            },
+            count(report.sessions_removed),
+            count(report.checkpoints_removed),
+            count(report.journal_entries_removed),
+            count(report.blobs_removed),
+            paint(style::HEADER, output::bytes(report.bytes_freed)),
+            if dry_run { "would be freed" } else { "freed" }
         ))?;
     }
     Ok(0)
 }
 
-/// A live "still working" line on stderr for long operations, shown only on a terminal and only
-/// after a short delay (quick runs print nothing extra). Prune is one transaction with no
-/// intermediate milestones, so the line shows the elapsed time rather than a percentage.
+/// A live "still working" line on stderr for long operations, shown only on a terminal with
+/// colour allowed, and erased when done (nothing of it stays on screen or reaches a pipe). Prune
+/// is one transaction with no intermediate milestones, so the line shows the elapsed time rather
+/// than a percentage.
 struct Progress {
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -529,30 +675,27 @@ struct Progress {
 
 impl Progress {
     fn start(label: &'static str) -> Progress {
-        use std::io::IsTerminal;
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let thread = std::io::stderr().is_terminal().then(|| {
+        let thread = output::stderr_is_live().then(|| {
             let done = done.clone();
             std::thread::spawn(move || {
                 let started = std::time::Instant::now();
                 let frames = ["|", "/", "-", "\\"];
-                let mut shown = false;
                 let mut frame = 0;
-                while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                    if started.elapsed() < std::time::Duration::from_millis(500) {
-                        continue;
-                    }
-                    shown = true;
-                    frame = (frame + 1) % frames.len();
+                loop {
                     eprint!(
                         "\r{} {label}… {:.1} s ",
-                        frames[frame],
+                        paint(style::DIM, frames[frame]),
                         started.elapsed().as_secs_f64()
                     );
-                }
-                if shown {
-                    eprint!("\r\x1b[2K");
+                    frame = (frame + 1) % frames.len();
+                    for _ in 0..10 {
+                        if done.load(std::sync::atomic::Ordering::Relaxed) {
+                            eprint!("\r\x1b[2K");
+                            return;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
                 }
             })
         });
@@ -567,59 +710,6 @@ impl Progress {
     }
 }
 
-fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-fn format_time(ms: u64) -> String {
-    // Seconds since the epoch, UTC, as YYYY-MM-DD HH:MM:SS (civil-from-days, no time crate).
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        text.to_owned()
-    } else {
-        let cut: String = text.chars().take(max).collect();
-        format!("{cut}…")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_and_sizes() {
-        assert_eq!(super::format_time(0), "1970-01-01 00:00:00");
-        assert_eq!(super::format_time(1_700_000_000_000), "2023-11-14 22:13:20");
-        assert_eq!(super::format_bytes(10), "10 B");
-        assert_eq!(super::format_bytes(1536), "1.5 KiB");
-    }
+    output::clip(text, max)
 }

@@ -29,6 +29,15 @@
 //! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
 //!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
 //!   commands print for people unless `--json` is given.
+//! - **`call` continues the day's session.** Without `--session`, `call` uses one session per
+//!   workspace and local day (`ses_calls_<YYYYMMDD>_<hash of the workspace path>`) and waits
+//!   for another `call` in it, so people running many calls in a row get one history and one
+//!   undo list; `--session new` asks for a fresh session. `turn` and `mcp` start a fresh
+//!   session without `--session` (a turn is already a unit).
+//! - **Text for people** goes through one output layer (`output.rs`: colour with `--color` and
+//!   `NO_COLOR`, glyphs, aligned tables, local times with their zone, sizes); `turn --pretty`
+//!   and `session show` print the same timeline (`timeline.rs`). Logs (`tracing`, `RUST_LOG`,
+//!   `-v`, `-q`) go to stderr (`logging.rs`).
 //! - **Exit codes, one meaning each** (the constants in [`exit`]): 0 when a command did its job
 //!   (for `call`, whenever a result was produced, whatever its status, unless `--exit-status`);
 //!   1 when clawsmith itself failed (unreadable or untrusted state, a session in use); 2 for a
@@ -44,9 +53,12 @@
 //! made here and the same call made over MCP behave identically.
 
 mod history;
+mod logging;
+mod output;
 mod policy;
 mod run;
 mod state;
+mod timeline;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -74,6 +86,11 @@ struct Cli {
     /// instead of failing with "session … is in use by pid N".
     #[arg(long, global = true)]
     wait: bool,
+    /// Colour in text for people: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
+    color: output::ColorArg,
+    #[command(flatten)]
+    verbosity: logging::Verbosity,
     #[command(subcommand)]
     command: Command,
 }
@@ -88,6 +105,10 @@ enum Command {
         core: run::CoreOptions,
     },
     /// Run one call as a one-call turn through the whole core; prints the result as JSON.
+    ///
+    /// Without --session, calls continue the workspace's session of the day (`ses_calls_<date>_…`,
+    /// waiting for another call in it to finish), so many calls in a row make one session to
+    /// `session show` and undo; `--session new` starts a fresh session.
     Call {
         #[command(flatten)]
         core: run::CoreOptions,
@@ -235,16 +256,16 @@ pub struct Output {
 }
 
 impl Output {
-    /// One line of text.
+    /// One line of text for people (styles are stripped unless colour is on).
     pub fn line(&self, text: &str) -> Result<()> {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = anstream::stdout().lock();
         writeln!(stdout, "{text}")?;
         Ok(())
     }
 
-    /// Text as is.
+    /// Text for people as is (styles are stripped unless colour is on).
     pub fn raw(&self, text: &str) -> Result<()> {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = anstream::stdout().lock();
         write!(stdout, "{text}")?;
         stdout.flush()?;
         Ok(())
@@ -260,26 +281,17 @@ impl Output {
     }
 }
 
-/// A fresh id: time-ordered and unique enough for sessions and turns made by one machine.
-pub fn new_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:x}{:04x}{:x}", nanos, std::process::id() & 0xffff, count)
-}
-
 fn main() {
     // clap prints usage errors and exits 2 (`exit::USAGE`); `--help` and `--version` exit 0.
     let cli = Cli::parse();
+    output::init_color(cli.color);
+    logging::init(cli.verbosity);
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(error) if is_broken_pipe(&error) => std::process::exit(exit::OK),
         Err(error) => {
-            eprint!("{}", error_text(&error));
+            // Nobody to tell when stderr is closed too.
+            let _ = write!(anstream::stderr().lock(), "{}", error_text(&error));
             std::process::exit(exit::ERROR);
         }
     }
@@ -312,9 +324,16 @@ fn error_text(error: &anyhow::Error) -> String {
             causes.push(cause);
         }
     }
-    let mut text = format!("error: {}\n", causes.join(": "));
+    let mut text = format!(
+        "{}: {}\n",
+        output::paint(output::style::ERROR, "error"),
+        causes.join(": ")
+    );
     if let Some(help) = help {
-        text.push_str(&format!("help: {help}\n"));
+        text.push_str(&format!(
+            "{}: {help}\n",
+            output::paint(output::style::HELP, "help")
+        ));
     }
     text
 }

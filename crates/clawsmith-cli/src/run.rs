@@ -30,8 +30,10 @@ pub struct CoreOptions {
     /// Approve every `ask` decision (without it, `ask` becomes `permission_denied`).
     #[arg(long)]
     pub yes: bool,
-    /// Continue this session (created under this id when new); a new session otherwise.
-    #[arg(long, value_parser = crate::history::session_id)]
+    /// Continue this session (created under this id when new); `new` for a fresh session.
+    /// Without it, `call` continues the workspace's session of the day (`ses_calls_…`, waiting
+    /// for another `call` in it to finish) and `turn` and `mcp` start a fresh one.
+    #[arg(long, value_parser = crate::history::session_id, value_name = "ID|new")]
     pub session: Option<String>,
     /// What to do when the kernel cannot sandbox commands.
     #[arg(long, value_enum, default_value_t = SandboxArg::Required)]
@@ -49,7 +51,9 @@ pub struct CoreOptions {
 /// `turn`'s own options.
 #[derive(Debug, Clone, Args)]
 pub struct TurnOptions {
-    /// Print events readably instead of JSON lines (the final line stays JSON).
+    /// Print a timeline for people instead of JSON lines: one row per call (time, tool,
+    /// summary, status, duration) with its diff, command output or search hits, and a closing
+    /// line per turn; the final `turn.result` JSON line only with --json.
     #[arg(long)]
     pub pretty: bool,
 }
@@ -120,6 +124,32 @@ pub enum Lifetime<'a> {
         /// This process's `commands/<pid>/` ([`state::command_log_dir`]).
         command_logs: &'a Path,
     },
+}
+
+impl CoreOptions {
+    /// The session `--session` names: `None` for `--session new` (and for no `--session`: the
+    /// caller decides what that means).
+    pub fn named_session(&self) -> Option<String> {
+        self.session.clone().filter(|id| id != NEW_SESSION)
+    }
+}
+
+/// `--session new`: a fresh session.
+pub const NEW_SESSION: &str = "new";
+
+/// The session `call` continues without `--session`: one per workspace and local day,
+/// `ses_calls_<YYYYMMDD>_<first 12 hex digits of SHA-256(canonical workspace path)>`. People
+/// running many calls in a row get one session to read back (`session show`) and one undo
+/// list, not a session per call; a new day starts a new one, so sessions stay small.
+pub fn daily_call_session(workspace: &Path) -> Result<String> {
+    let root = workspace
+        .canonicalize()
+        .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
+    let digest = clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(
+        root.as_os_str().as_encoded_bytes(),
+    ));
+    let day = jiff::Zoned::now().strftime("%Y%m%d").to_string();
+    Ok(format!("ses_calls_{day}_{}", &digest[..12]))
 }
 
 /// The configuration file (`--config`, else `clawsmith.toml` in the state directory when it
@@ -204,7 +234,7 @@ pub fn build_core(
         // A server that fails to start or list is left out; the report goes to stderr.
         let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp));
         for problem in &startup.problems {
-            eprintln!("warning: {problem}");
+            crate::output::notice(crate::output::Level::Warning, problem);
         }
         config.extension_tools = startup.tools;
     }
@@ -259,28 +289,32 @@ pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i3
         }))?;
         return Ok(0);
     }
-    out.line(&format!(
-        "{:<30} {:<16} {:<6} {:<9} capabilities",
-        "tool", "risk", "safe", "deferred"
-    ))?;
+    let mut table =
+        crate::output::Table::with_header(&["tool", "risk", "safe", "deferred", "capabilities"]);
     for row in &rows {
         let capabilities: Vec<&str> = row["capabilities"]
             .as_array()
             .map(|list| list.iter().filter_map(|c| c.as_str()).collect())
             .unwrap_or_default();
-        out.line(&format!(
-            "{:<30} {:<16} {:<6} {:<9} {}",
-            row["name"].as_str().unwrap_or_default(),
-            row["risk"].as_str().unwrap_or_default(),
-            if row["concurrencySafe"] == true {
-                "yes"
-            } else {
-                "no"
-            },
-            if row["deferred"] == true { "yes" } else { "no" },
-            capabilities.join(", ")
-        ))?;
+        let risk = row["risk"].as_str().unwrap_or_default();
+        let risk_style = match risk {
+            "read" => crate::output::style::ADDED,
+            "workspace-write" => crate::output::style::WARNING,
+            _ => crate::output::style::ERROR,
+        };
+        let yes_no = |yes: bool| if yes { "yes" } else { "no" };
+        table.row(vec![
+            crate::output::paint(
+                crate::output::style::TOOL,
+                row["name"].as_str().unwrap_or_default(),
+            ),
+            crate::output::paint(risk_style, risk),
+            yes_no(row["concurrencySafe"] == true).to_owned(),
+            yes_no(row["deferred"] == true).to_owned(),
+            crate::output::paint(crate::output::style::DIM, capabilities.join(", ")),
+        ]);
     }
+    out.raw(&table.render())?;
     Ok(0)
 }
 
@@ -291,13 +325,22 @@ pub fn call(
     arguments: &str,
     out: &Output,
 ) -> Result<ToolStatus> {
+    let session_id = match &options.session {
+        Some(_) => options.named_session(),
+        None => {
+            // Calls share the day's session; a second `call` waits for the first rather
+            // than failing with "session … is in use".
+            state::WAIT_FOR_SESSIONS.store(true, std::sync::atomic::Ordering::Relaxed);
+            Some(daily_call_session(&options.workspace)?)
+        }
+    };
     let runtime = runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
-    let session = core.open_session(options.session.clone())?;
+    let session = core.open_session(session_id)?;
     let call = ToolCall {
         // Unique anyway (ids need only be unique within a turn): the id names this call in the
         // journal, events and `session show` of a continued session.
-        id: format!("call-{}", crate::new_id()),
+        id: clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Call),
         name: tool.to_owned(),
         arguments: arguments.to_owned(),
     };
@@ -319,10 +362,13 @@ pub fn call(
         && !options.yes
     {
         // The core's text is the one signal that an `ask` found no approver here.
-        eprintln!(
-            "help: approve this call with --yes, allow edits with --mode accept-edits (or \
-             everything with --mode full), or add an allow rule for {tool} to clawsmith.toml; \
-             `clawsmith policy check` explains the decision"
+        crate::output::notice(
+            crate::output::Level::Help,
+            format_args!(
+                "approve this call with --yes, allow edits with --mode accept-edits (or \
+                 everything with --mode full), or add an allow rule for {tool} to \
+                 clawsmith.toml; `clawsmith policy check` explains the decision"
+            ),
         );
     }
     Ok(first.1.status())
@@ -354,96 +400,64 @@ fn keep_activations(session: &SessionHandle, searched: bool, sink: &dyn EventSin
     Ok(())
 }
 
-/// Prints every event as it happens: one JSON line each, or a readable line with `--pretty`.
+/// Prints every event as it happens: one JSON line each, or the timeline with `--pretty`.
 struct PrintingSink {
+    /// `Some` with `--pretty`; the lock also keeps lines of parallel calls whole.
+    timeline: Option<Mutex<crate::timeline::Timeline>>,
     lock: Mutex<()>,
-    pretty: bool,
+    /// A "running …" line on stderr while a call runs (a terminal only).
+    progress: bool,
+}
+
+impl PrintingSink {
+    fn new(pretty: bool) -> PrintingSink {
+        PrintingSink {
+            timeline: pretty.then(|| {
+                Mutex::new(crate::timeline::Timeline::new(
+                    crate::output::Clock::system(),
+                ))
+            }),
+            lock: Mutex::new(()),
+            progress: pretty && crate::output::stderr_is_live(),
+        }
+    }
 }
 
 impl EventSink for PrintingSink {
     fn event(&self, event: &Event) {
         let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut stdout = std::io::stdout().lock();
         // A closed stdout must not take the turn down: the events are in the store anyway.
-        if self.pretty {
-            let _ = writeln!(stdout, "{}", pretty_event(event));
-        } else if serde_json::to_writer(&mut stdout, event).is_ok() {
-            let _ = writeln!(stdout);
-        }
-        let _ = stdout.flush();
-    }
-}
-
-/// One readable line per event, for `turn --pretty`.
-pub fn pretty_event(event: &Event) -> String {
-    use clawsmith_protocol::EventPayload;
-    match &event.payload {
-        EventPayload::TurnStarted(started) => {
-            format!(
-                "turn {} started (session {})",
-                started.turn_id, event.session_id
-            )
-        }
-        EventPayload::ModelRequest(request) => {
-            format!(
-                "model request {}: {} tools shown",
-                request.request_id,
-                request.tool_names.len()
-            )
-        }
-        EventPayload::ToolStarted(started) => {
-            let batch = started
-                .batch
-                .map(|b| {
-                    format!(
-                        "  [batch {}: {} call(s), {}]",
-                        b.index,
-                        b.size,
-                        if b.parallel { "parallel" } else { "serial" }
-                    )
-                })
-                .unwrap_or_default();
-            format!(
-                "  -> {} ({}) {}{batch}",
-                started.tool_name,
-                started.risk,
-                started.summary.as_deref().unwrap_or_default()
-            )
-        }
-        EventPayload::ToolCompleted(completed) => {
-            let code = completed
-                .result
-                .code
-                .as_ref()
-                .map(|c| format!(" {c}"))
-                .unwrap_or_default();
-            let mut line = format!(
-                "  <- {} {}{code}",
-                completed.tool_name,
-                completed.status.as_str()
-            );
-            if let Some(display) = &completed.result.display {
-                for field in &display.fields {
-                    if matches!(field.label.as_str(), "exit" | "sandbox" | "network") {
-                        line.push_str(&format!("; {}: {}", field.label, field.value));
-                    }
-                }
+        let Some(timeline) = &self.timeline else {
+            let mut stdout = std::io::stdout().lock();
+            if serde_json::to_writer(&mut stdout, event).is_ok() {
+                let _ = writeln!(stdout);
             }
-            let output: Vec<&str> = completed.output.lines().take(6).collect();
-            for text in output {
-                let clipped: String = text.chars().take(110).collect();
-                line.push_str(&format!("\n       | {clipped}"));
+            let _ = stdout.flush();
+            return;
+        };
+        let text = timeline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .event(event);
+        if self.progress {
+            let mut stderr = anstream::stderr().lock();
+            // The previous "running" line goes before anything else is printed.
+            let _ = write!(stderr, "\r\x1b[2K");
+            if let clawsmith_protocol::EventPayload::ToolStarted(started) = &event.payload {
+                let _ = write!(
+                    stderr,
+                    "{} {} {}",
+                    crate::output::paint(crate::output::style::DIM, "⋯ running"),
+                    crate::output::paint(crate::output::style::TOOL, &started.tool_name),
+                    crate::output::clip(started.summary.as_deref().unwrap_or_default(), 60)
+                );
             }
-            if completed.output.lines().count() > 6 {
-                line.push_str("\n       | …");
-            }
-            line
+            let _ = stderr.flush();
         }
-        EventPayload::TurnCompleted(completed) => {
-            format!(
-                "turn {} finished: {} call(s) closed",
-                completed.turn_id, completed.tool_calls
-            )
+        if !text.is_empty() {
+            let mut stdout = anstream::stdout().lock();
+            let _ = write!(stdout, "{text}");
+            let _ = stdout.flush();
         }
     }
 }
@@ -522,11 +536,8 @@ pub fn turn(
         .context("stdin is not a turn")?;
     let runtime = runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
-    let session = core.open_session(options.session.clone())?;
-    let sink = PrintingSink {
-        lock: Mutex::new(()),
-        pretty: turn_options.pretty,
-    };
+    let session = core.open_session(options.named_session())?;
+    let sink = PrintingSink::new(turn_options.pretty);
     let mut turn = session.begin_turn(&sink)?;
     let mut results = Vec::new();
     let mut searched = false;
@@ -538,6 +549,9 @@ pub fn turn(
     let turn_id = turn.id().to_owned();
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
+    if turn_options.pretty && !out.json {
+        return Ok(0);
+    }
     out.json_line(&TurnResult {
         r#type: "turn.result",
         session_id: &session_id,
@@ -573,7 +587,7 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
         Some(approver),
     )?;
     let server_options = clawsmith_mcp::ServerOptions {
-        session_id: options.session.clone(),
+        session_id: options.named_session(),
         approver: (!options.yes).then_some(eliciting),
         ..Default::default()
     };

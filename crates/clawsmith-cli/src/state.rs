@@ -228,9 +228,12 @@ fn tighten(path: &Path, metadata: &Metadata, wanted: u32) -> Result<()> {
             result.with_context(|| format!("tightening the permissions of {}", path.display()))?
         }
     }
-    eprintln!(
-        "note: tightened {} from {mode:04o} to {wanted:04o} (other users could read it)",
-        path.display()
+    crate::output::notice(
+        crate::output::Level::Note,
+        format_args!(
+            "tightened {} from {mode:04o} to {wanted:04o} (other users could read it)",
+            path.display()
+        ),
     );
     Ok(())
 }

@@ -411,13 +411,15 @@ fn record_one(
         .map_err(|error| error.message)?;
     // The label only tells `undo list` who made the change; the change is recorded either way
     // (and a host's own recorder may not write into this store at all).
-    let _ = store.attribute_change(
+    if let Err(error) = store.attribute_change(
         &origin.session_id,
         &origin.turn_id,
         path,
         COMMAND_ORIGIN,
         &origin.tool_call_id,
-    );
+    ) {
+        tracing::warn!(%error, "a command change could not be attributed to its call");
+    }
     Ok(())
 }
 

@@ -278,7 +278,7 @@ async fn authorize_call(
             // The open question is stored while a person thinks, so a `session` undo or a
             // recovery can clear it (K7).
             let pending = PendingApproval {
-                approval_id: new_id("apr"),
+                approval_id: new_id(clawsmith_protocol::id::IdKind::Approval),
                 turn_id: context.turn_id.to_owned(),
                 call_id: call.id.clone(),
                 request: serde_json::to_value(&request).unwrap_or(serde_json::Value::Null),

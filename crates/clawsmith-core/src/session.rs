@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clawsmith_checkpoint::{CheckpointState, SessionLease, TurnManifest};
+use clawsmith_protocol::id::IdKind;
 use clawsmith_protocol::{
     CancellationSignal, ErrorCode, Event, EventPayload, ModelMessage, ModelRequest,
     RequestComposition, Role, ToolCall, ToolCompleted, ToolExecutionResult, ToolStatus,
     TurnCompleted, TurnStarted,
 };
-use sha2::{Digest, Sha256};
 
 use crate::approval::{EventSink, NullSink};
 use crate::core::Shared;
@@ -103,17 +103,9 @@ impl std::fmt::Debug for SessionHandle {
     }
 }
 
-static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh id: `<prefix>_` + 16 hex digits of SHA-256(time, pid, counter).
-pub(crate) fn new_id(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or(0);
-    let counter = ID_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let digest = Sha256::digest(format!("{nanos}:{}:{counter}", std::process::id()));
-    format!("{prefix}_{}", &hex::encode(digest)[..16])
+/// A fresh id of `kind`: the protocol's one generator (`<prefix>_<ULID>`).
+pub(crate) fn new_id(kind: IdKind) -> String {
+    clawsmith_protocol::id::new_id(kind)
 }
 
 impl SessionHandle {
@@ -121,7 +113,7 @@ impl SessionHandle {
         shared: Arc<Shared>,
         session_id: Option<String>,
     ) -> Result<SessionHandle, CoreError> {
-        let id = session_id.unwrap_or_else(|| new_id("ses"));
+        let id = session_id.unwrap_or_else(|| new_id(IdKind::Session));
         // The lease comes first: recovery below closes calls left open, which is only right
         // when their owner is dead — and a process that could not take the lease is alive.
         let lease = shared.store.lease_session(&id)?;
@@ -246,7 +238,7 @@ impl SessionHandle {
     /// K7) and stores `turn.started`.
     pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
         let lease = self.lease_for_turn()?;
-        let turn_id = new_id("turn");
+        let turn_id = new_id(IdKind::Turn);
         self.shared.store.begin_turn(&self.id, &turn_id)?;
         emit(
             &self.shared,
@@ -543,7 +535,7 @@ fn model_request(
         })
         .cloned()
         .collect();
-    let request_id = new_id("req");
+    let request_id = new_id(IdKind::Request);
     emit(
         shared,
         session_id,

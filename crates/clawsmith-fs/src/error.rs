@@ -22,14 +22,16 @@ pub enum FsError {
     #[error("Path is empty")]
     EmptyPath,
     /// The workspace root itself cannot be used.
+    ///
+    /// The cause is part of the message (models read only the message), so it is not also
+    /// returned as `source()`: a chain of causes prints it once.
     #[error(
-        "Workspace root {} cannot be opened: {source}",
+        "Workspace root {} cannot be opened: {cause}",
         escape_control(&root.to_string_lossy())
     )]
     Root {
         root: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Nothing exists at the path.
     #[error("File not found: {}", escape_control(path))]
@@ -57,11 +59,11 @@ pub enum FsError {
     #[error("{} changed while editing; read it again", escape_control(path))]
     Changed { path: String },
     /// Any other system error, with the operation and path it happened on.
-    #[error("Cannot {operation} {}: {source}", escape_control(path))]
+    /// The cause is in the message and not returned as `source()` (printed once).
+    #[error("Cannot {operation} {}: {cause}", escape_control(path))]
     Io {
         operation: &'static str,
         path: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }

@@ -211,9 +211,9 @@ impl Workspace {
     /// Opens the workspace at `root`, canonicalizing it once.
     pub fn open(root: impl AsRef<Path>) -> Result<Workspace, FsError> {
         let given = root.as_ref();
-        let root = std::fs::canonicalize(given).map_err(|source| FsError::Root {
+        let root = std::fs::canonicalize(given).map_err(|cause| FsError::Root {
             root: given.to_path_buf(),
-            source,
+            cause,
         })?;
         let root_fd = rustix::fs::open(
             &root,
@@ -222,7 +222,7 @@ impl Workspace {
         )
         .map_err(|errno| FsError::Root {
             root: root.clone(),
-            source: errno.into(),
+            cause: errno.into(),
         })?;
         Ok(Workspace { root, root_fd })
     }
@@ -1446,11 +1446,11 @@ fn permission_bits(stat: &Stat) -> u32 {
     stat.st_mode & 0o7777
 }
 
-fn io_error(operation: &'static str, path: &WorkspacePath, source: io::Error) -> FsError {
+fn io_error(operation: &'static str, path: &WorkspacePath, cause: io::Error) -> FsError {
     FsError::Io {
         operation,
         path: path.display().to_owned(),
-        source,
+        cause,
     }
 }
 

@@ -278,10 +278,10 @@ async fn spawn(
             command.env(name, value);
         }
     }
-    let spawn_error = |source| McpError::Spawn {
+    let spawn_error = |cause| McpError::Spawn {
         server: server.name.clone(),
         command: server.command.clone(),
-        source,
+        cause,
     };
     let mut child = command.spawn().map_err(spawn_error)?;
     let stderr = StderrTail::default();

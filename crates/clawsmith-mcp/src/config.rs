@@ -85,9 +85,9 @@ impl McpConfig {
 
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<McpConfig, McpError> {
-        let text = std::fs::read_to_string(path).map_err(|source| McpError::ReadConfig {
+        let text = std::fs::read_to_string(path).map_err(|cause| McpError::ReadConfig {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         McpConfig::parse(&text, Some(path.to_path_buf()))
     }

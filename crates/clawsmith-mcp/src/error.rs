@@ -8,8 +8,8 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
-    /// The core could not open the connection's session.
-    #[error("cannot open the MCP session: {0}")]
+    /// The core could not open the connection's session (the why is the `source()`).
+    #[error("cannot open the MCP session")]
     Session(#[from] clawsmith_core::CoreError),
     /// The MCP handshake with the client failed.
     #[error("MCP handshake with the client failed: {0}")]
@@ -17,13 +17,14 @@ pub enum McpError {
     /// The server task ended abnormally.
     #[error("MCP server task failed: {0}")]
     Serve(String),
-    /// The configuration file could not be read.
-    #[error("cannot read the configuration {path}: {source}")]
+    /// The configuration file could not be read. Causes quoted in a message are not also
+    /// returned as `source()`, so a chain of causes prints them once.
+    #[error("cannot read the configuration {}: {cause}", path.display())]
     ReadConfig {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The configuration is not valid TOML of the expected shape.
     #[error("invalid configuration{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
@@ -34,14 +35,14 @@ pub enum McpError {
         message: String,
     },
     /// A configured MCP server could not be started.
-    #[error("cannot start MCP server `{server}` ({command}): {source}")]
+    #[error("cannot start MCP server `{server}` ({command}): {cause}")]
     Spawn {
         /// The configured server name.
         server: String,
         /// The command as configured.
         command: String,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A configured MCP server started but the handshake or `tools/list` failed.
     #[error("MCP server `{server}` did not answer: {message}")]

@@ -405,7 +405,9 @@ impl ClawsmithServer {
         if name == SEARCH_TOOLS && result.status() == ToolStatus::Success {
             // The hits become visible from the next request; tell the client to list again.
             // A client that ignores it still gets them on its next call's turn.
-            let _ = context.peer.notify_tool_list_changed().await;
+            if let Err(error) = context.peer.notify_tool_list_changed().await {
+                tracing::warn!(%error, "the client could not be told that the tool list changed");
+            }
         }
         Ok(CallToolResponse::Complete(mcp_result(
             result,
@@ -490,13 +492,8 @@ impl ClawsmithServer {
     }
 
     fn next_call_id(&self) -> String {
-        let counter = self.inner.calls.fetch_add(1, Ordering::Relaxed);
         // Unique within the session even when a later `clawsmith mcp --session` continues it.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|elapsed| elapsed.as_nanos())
-            .unwrap_or(0);
-        format!("mcp_{nanos:x}_{counter}")
+        clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Call)
     }
 }
 
@@ -557,8 +554,16 @@ fn mcp_result(
     mcp
 }
 
+/// The error for the client: the message and each cause once (`a: b: c`).
 fn internal(error: McpError) -> ErrorData {
-    ErrorData::internal_error(error.to_string(), None)
+    let mut message = error.to_string();
+    let mut cause = std::error::Error::source(&error);
+    while let Some(next) = cause {
+        message.push_str(": ");
+        message.push_str(&next.to_string());
+        cause = next.source();
+    }
+    ErrorData::internal_error(message, None)
 }
 
 impl ServerHandler for ClawsmithServer {

@@ -4,7 +4,7 @@
 //! a tool is called, and the [`Tool`] trait every tool implements. Everything else in clawsmith
 //! speaks these types, and a downstream crate that only wants them pays for nothing else: no async
 //! runtime, no I/O, no SQLite (`cargo tree -p clawsmith-protocol -e normal` shows serde,
-//! serde_json and schemars only).
+//! serde_json, schemars and ulid only).
 //!
 //! ## Main types
 //! - [`Risk`] (`read` < `workspace-write` < `execute`) and [`Capability`] (`filesystem.read`, …):
@@ -22,6 +22,8 @@
 //! - [`Tool`], [`ToolExecutionContext`] (ids, a [`CancellationSignal`], and an [`Authorization`]
 //!   that only an `allow` [`PermissionDecision`] yields), and [`ToolOutput`], the raw return the
 //!   core normalizes.
+//! - [`id`]: the one id generator, `<prefix>_<ULID>` (`ses_`, `turn_`, `call_`, `art_`, …),
+//!   time-ordered.
 //! - [`redact`]: the one secret detector (`redact_text`, `redact_json`), used by the core on
 //!   displays and by the store on everything it writes to disk. Pure text processing.
 //!
@@ -47,6 +49,7 @@
 
 mod cancel;
 mod event;
+pub mod id;
 mod message;
 pub mod redact;
 mod result;

@@ -146,13 +146,16 @@ fn a_user_edit_after_the_command_makes_undo_refuse() {
     // `undo list` says which call of which origin made each change.
     let list = f.run(&["undo", "list"], "");
     assert_eq!(list.code, 0, "{}", list.stderr);
-    for line in ["Modified a.txt", "Deleted b.txt"] {
-        let shown = format!("{line} +");
-        let attributed = list
-            .stdout
-            .lines()
-            .any(|l| l.contains(line) && l.ends_with("(command c1)"));
-        assert!(attributed, "{shown}… (command c1) not in {}", list.stdout);
+    for (kind, path) in [("modified", "a.txt"), ("deleted", "b.txt")] {
+        let attributed = list.stdout.lines().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.starts_with(&[kind, path]) && l.ends_with("command c1")
+        });
+        assert!(
+            attributed,
+            "{kind} {path} … command c1 not in {}",
+            list.stdout
+        );
     }
     std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
     let before = tree(&f.ws());

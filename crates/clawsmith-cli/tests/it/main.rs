@@ -10,7 +10,9 @@ mod mcp;
 mod policy;
 mod sessions;
 mod signals;
+mod snapshots;
 mod state;
+mod terminal;
 mod undo;
 
 use std::io::Write;
@@ -114,9 +116,15 @@ impl Run {
 }
 
 pub fn run_binary(args: &[&str], stdin: &str) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
-        .args(args)
-        .env_remove("CLAWSMITH_STATE_DIR")
+    run_binary_with(args, stdin, |_| {})
+}
+
+/// [`run_binary`] with the command adjusted first (environment variables).
+pub fn run_binary_with(args: &[&str], stdin: &str, adjust: impl FnOnce(&mut Command)) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_clawsmith"));
+    command.args(args).env_remove("CLAWSMITH_STATE_DIR");
+    adjust(&mut command);
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -411,9 +411,10 @@ fn session_ids_that_are_empty_or_read_as_paths_are_refused() {
 #[test]
 fn sessions_left_by_single_calls_are_pruned_whole_once_expired() {
     let f = Fixture::new();
+    // `--session new`: without it, calls share the workspace's session of the day.
     for _ in 0..3 {
         f.call(
-            &["--mode", "full"],
+            &["--mode", "full", "--session", "new"],
             "write_file",
             r#"{"path":"new.txt","content":"x"}"#,
         );

@@ -1,0 +1,329 @@
+//! The timeline of turns for people: `turn --pretty` as it happens, `session show` from the
+//! store. Both feed the same [`Timeline`] with [`Event`]s, so a turn reads the same live and
+//! afterwards.
+//!
+//! One row per call (its start time, glyph, tool, summary, status with its code, duration),
+//! then the call's display projection rendered by kind (a coloured diff, a command's exit code
+//! and sandbox line and output, search hits, text, an artifact, JSON) or, for a refusal, its
+//! reason; a closing line per turn counts the calls by status and says how to undo the turn.
+
+use std::collections::HashMap;
+
+use clawsmith_protocol::{
+    DisplayKind, Event, EventPayload, ToolCompleted, ToolStatus, status_prefix,
+};
+
+use crate::output::{self, Clock, paint, style};
+
+/// Lines of a display body shown under a call (the full result is in `--json`).
+const BODY_LINES: usize = 12;
+/// Characters of a body line shown.
+const LINE_CHARS: usize = 160;
+/// Characters of a call's summary shown in its row.
+const SUMMARY_CHARS: usize = 60;
+/// The tool column is at least this wide; a longer name widens only its own row.
+const TOOL_COLUMN: usize = 14;
+/// Indentation of the lines under a row (time column + glyph).
+const GUTTER: &str = "            │ ";
+
+/// Turns events into lines for people.
+pub struct Timeline {
+    clock: Clock,
+    /// Calls started and not completed yet: (start time, summary, side effect).
+    open: HashMap<String, Started>,
+    tally: Tally,
+}
+
+struct Started {
+    at_ms: u64,
+    summary: String,
+    side_effect: bool,
+}
+
+/// The calls of the turn being shown, by status.
+#[derive(Default)]
+struct Tally {
+    counts: [u64; 5],
+    changed_files: bool,
+}
+
+impl Timeline {
+    /// A timeline with times in `clock`'s zone.
+    pub fn new(clock: Clock) -> Timeline {
+        Timeline {
+            clock,
+            open: HashMap::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    /// The lines `event` adds (often none: a start is shown with its completion).
+    pub fn event(&mut self, event: &Event) -> String {
+        match &event.payload {
+            EventPayload::TurnStarted(started) => {
+                self.tally = Tally::default();
+                format!(
+                    "{} {}  {}\n",
+                    paint(style::HEADER, "turn"),
+                    paint(style::ID, &started.turn_id),
+                    paint(
+                        style::DIM,
+                        format!(
+                            "{} {}",
+                            self.clock.clock_time(event.timestamp_ms),
+                            self.clock.zone_name()
+                        )
+                    )
+                )
+            }
+            EventPayload::ModelRequest(_) => String::new(),
+            EventPayload::ToolStarted(started) => {
+                self.open.insert(
+                    started.tool_call_id.clone(),
+                    Started {
+                        at_ms: event.timestamp_ms,
+                        summary: started.summary.clone().unwrap_or_default(),
+                        side_effect: started.side_effect,
+                    },
+                );
+                String::new()
+            }
+            EventPayload::ToolCompleted(completed) => self.completed(event, completed),
+            EventPayload::TurnCompleted(completed) => {
+                let line = self.closing_line(&completed.turn_id);
+                self.tally = Tally::default();
+                line
+            }
+        }
+    }
+
+    fn completed(&mut self, event: &Event, completed: &ToolCompleted) -> String {
+        let started = self.open.remove(&completed.tool_call_id);
+        let status = completed.status;
+        self.tally.counts[status_index(status)] += 1;
+        if status == ToolStatus::Success && started.as_ref().is_some_and(|s| s.side_effect) {
+            self.tally.changed_files = true;
+        }
+        let (at_ms, summary, duration) = match &started {
+            Some(started) => (
+                started.at_ms,
+                started.summary.as_str(),
+                output::duration_ms(event.timestamp_ms.saturating_sub(started.at_ms)),
+            ),
+            None => (event.timestamp_ms, "", String::new()),
+        };
+        let mut status_text = status.as_str().to_owned();
+        if let Some(code) = &completed.result.code {
+            status_text.push(' ');
+            status_text.push_str(code.as_str());
+        }
+        let display = completed.result.display.as_ref();
+        let exit = display
+            .filter(|display| display.kind == DisplayKind::Command)
+            .and_then(|display| field(display, "exit"));
+        let mut status_cell = paint(output::status_style(status), &status_text);
+        if let Some(exit) = exit {
+            let exit_style = if exit == "exit code 0" {
+                style::DIM
+            } else {
+                style::ERROR
+            };
+            status_cell.push_str(&format!(", {}", paint(exit_style, exit)));
+        }
+        let duration = if duration.is_empty() {
+            String::new()
+        } else {
+            format!("  {}", paint(style::DIM, duration))
+        };
+        let mut text = format!(
+            "  {}  {} {}  {}  {}{}\n",
+            paint(style::DIM, self.clock.clock_time(at_ms)),
+            output::glyph(status),
+            output::pad(&paint(style::TOOL, &completed.tool_name), TOOL_COLUMN),
+            output::pad(&output::clip(summary, SUMMARY_CHARS), SUMMARY_CHARS.min(36)),
+            status_cell,
+            duration,
+        );
+        if status == ToolStatus::Success {
+            if let Some(display) = display {
+                text.push_str(&projection(display, completed, summary));
+            }
+        } else {
+            let reason = completed
+                .output
+                .strip_prefix(status_prefix(status))
+                .unwrap_or(&completed.output);
+            let reason = reason.lines().next().unwrap_or_default();
+            text.push_str(&gutter_line(&format!(
+                "{} {}",
+                paint(output::status_style(status), "reason:"),
+                output::clip(reason, LINE_CHARS)
+            )));
+        }
+        text
+    }
+
+    fn closing_line(&self, turn_id: &str) -> String {
+        let total: u64 = self.tally.counts.iter().sum();
+        let mut parts = Vec::new();
+        for status in STATUSES {
+            let count = self.tally.counts[status_index(status)];
+            if count > 0 {
+                let word = match status {
+                    ToolStatus::Success => "ok",
+                    other => other.as_str(),
+                };
+                parts.push(paint(
+                    output::status_style(status),
+                    format!("{count} {word}"),
+                ));
+            }
+        }
+        let mut line = format!("  {} call{}", total, if total == 1 { "" } else { "s" });
+        if !parts.is_empty() {
+            line.push_str(&format!(": {}", parts.join(", ")));
+        }
+        if self.tally.changed_files {
+            line.push_str(&format!(
+                " · undo: {}",
+                paint(style::HELP, format!("clawsmith undo files {turn_id}"))
+            ));
+        }
+        line.push('\n');
+        line
+    }
+}
+
+const STATUSES: [ToolStatus; 5] = [
+    ToolStatus::Success,
+    ToolStatus::Error,
+    ToolStatus::Denied,
+    ToolStatus::Cancelled,
+    ToolStatus::Unknown,
+];
+
+fn status_index(status: ToolStatus) -> usize {
+    match status {
+        ToolStatus::Success => 0,
+        ToolStatus::Error => 1,
+        ToolStatus::Denied => 2,
+        ToolStatus::Cancelled => 3,
+        ToolStatus::Unknown => 4,
+    }
+}
+
+fn field<'a>(display: &'a clawsmith_protocol::Display, label: &str) -> Option<&'a str> {
+    display
+        .fields
+        .iter()
+        .find(|field| field.label == label)
+        .map(|field| field.value.as_str())
+}
+
+fn gutter_line(text: &str) -> String {
+    format!("{}{text}\n", paint(style::DIM, GUTTER))
+}
+
+/// Up to [`BODY_LINES`] lines of `body`, each styled by `style_of`, then `… N more lines`.
+fn body_lines(body: &str, style_of: impl Fn(&str) -> Option<anstyle::Style>) -> String {
+    let mut text = String::new();
+    let total = body.lines().count();
+    for line in body.lines().take(BODY_LINES) {
+        let clipped = output::clip(line, LINE_CHARS);
+        text.push_str(&gutter_line(&match style_of(line) {
+            Some(style) => paint(style, clipped),
+            None => clipped,
+        }));
+    }
+    if total > BODY_LINES {
+        text.push_str(&gutter_line(&paint(
+            style::DIM,
+            format!("… {} more lines", total - BODY_LINES),
+        )));
+    }
+    text
+}
+
+/// The style of one line of a unified diff.
+pub fn diff_line_style(line: &str) -> Option<anstyle::Style> {
+    if line.starts_with("+++") || line.starts_with("---") {
+        Some(style::HEADER)
+    } else if line.starts_with('+') {
+        Some(style::ADDED)
+    } else if line.starts_with('-') {
+        Some(style::REMOVED)
+    } else if line.starts_with("@@") {
+        Some(style::HUNK)
+    } else {
+        None
+    }
+}
+
+/// A successful call's display projection, by kind.
+fn projection(
+    display: &clawsmith_protocol::Display,
+    completed: &ToolCompleted,
+    summary: &str,
+) -> String {
+    let body = display.body.as_deref().unwrap_or_default();
+    match display.kind {
+        DisplayKind::Diff => body_lines(body, diff_line_style),
+        DisplayKind::Command => {
+            let mut facts = Vec::new();
+            for label in ["sandbox", "filesystem", "network", "stopped", "verdict"] {
+                if let Some(value) = field(display, label) {
+                    facts.push(format!("{label} {value}"));
+                }
+            }
+            let mut text = String::new();
+            if !facts.is_empty() {
+                let facts = output::clip(&facts.join(" · "), LINE_CHARS);
+                text.push_str(&gutter_line(&paint(style::DIM, facts)));
+            }
+            text.push_str(&body_lines(body, |_| None));
+            text
+        }
+        DisplayKind::Search => {
+            let mut text = String::new();
+            if let Some(results) = field(display, "results") {
+                text.push_str(&gutter_line(&paint(
+                    style::DIM,
+                    format!("{results} result(s)"),
+                )));
+            }
+            text.push_str(&body_lines(body, |line| {
+                line.contains(':').then_some(style::PATH)
+            }));
+            text
+        }
+        DisplayKind::Artifact => {
+            let artifact = completed.result.artifact.as_ref();
+            let id = artifact
+                .map(|artifact| artifact.artifact_id.as_str())
+                .or_else(|| field(display, "artifact"))
+                .unwrap_or("artifact");
+            let size = artifact
+                .map(|artifact| output::bytes(artifact.bytes))
+                .unwrap_or_default();
+            gutter_line(&format!("artifact {} {}", paint(style::ID, id), size))
+        }
+        DisplayKind::Text | DisplayKind::Json => {
+            let mut text = String::new();
+            // A title that repeats the row's summary says nothing new.
+            if let Some(title) = display
+                .title
+                .as_ref()
+                .filter(|title| !title.eq_ignore_ascii_case(summary))
+            {
+                text.push_str(&gutter_line(&paint(
+                    style::DIM,
+                    output::clip(title, LINE_CHARS),
+                )));
+            }
+            if display.kind == DisplayKind::Json {
+                text.push_str(&body_lines(body, |_| None));
+            }
+            text
+        }
+    }
+}
