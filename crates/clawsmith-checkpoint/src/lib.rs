@@ -27,6 +27,10 @@
 //!   command runs and reads a prior content back when the command changed that file; the change
 //!   itself is then recorded through [`CheckpointRecorder`] like a file tool's.
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
+//! - The memory index (issue 18): [`MemoryIndex`], a second SQLite file of FTS5 tables over
+//!   chunks of memory files and notes ([`MemoryIndex::replace_source`], [`MemoryIndex::search`]
+//!   with typed [`MemoryTerm`]s that are always quoted for FTS5, notes with
+//!   [`MemoryIndex::add_note`]). `clawsmith-skills` finds, chunks and presents; the SQL is here.
 //! - One writer per session: [`Store::lease_session`] → [`SessionLease`] (or
 //!   [`StoreError::SessionInUse`] naming the holder's pid; [`LeaseWait::Wait`] to queue).
 //!
@@ -99,6 +103,7 @@ mod diff;
 mod error;
 mod journal;
 mod lease;
+mod memory;
 mod recorder;
 mod retention;
 mod schema;
@@ -113,6 +118,10 @@ pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;
 pub use journal::{JournalEntry, JournalStart};
 pub use lease::{LOCK_DIR, LeaseWait, SessionLease};
+pub use memory::{
+    HEADING_WEIGHT, IndexedSource, MEMORY_SCHEMA_VERSION, MemoryChunk, MemoryHit, MemoryIndex,
+    MemoryNote, MemoryQuery, MemoryScope, MemorySourceKey, MemoryTerm, TRIGRAM_FACTOR,
+};
 pub use recorder::CheckpointRecorder;
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
