@@ -36,6 +36,13 @@ pub struct CommandRequest {
     pub cwd: Option<String>,
     /// Timeout; `None` means the configured default.
     pub timeout: Option<Duration>,
+    /// Bytes written to the command's standard input through a pipe, which is closed after
+    /// them (a command that exits without reading them is not an error); `None`: stdin is
+    /// `/dev/null`. Plugin tools get their call's arguments this way.
+    pub stdin: Option<Vec<u8>>,
+    /// Keep stderr apart ([`CommandOutcome::stderr`]) instead of merging it into `output`,
+    /// for callers that parse stdout (plugin tools print a JSON result there).
+    pub separate_stderr: bool,
 }
 
 impl CommandRequest {
@@ -45,6 +52,8 @@ impl CommandRequest {
             command: command.into(),
             cwd: None,
             timeout: None,
+            stdin: None,
+            separate_stderr: false,
         }
     }
 }
@@ -103,8 +112,11 @@ impl std::fmt::Display for StopReason {
 pub struct CommandOutcome {
     /// Exit code or signal.
     pub exit: ExitKind,
-    /// Merged stdout and stderr, bounded, with a truncation marker when cut.
+    /// Merged stdout and stderr (stdout alone with [`CommandRequest::separate_stderr`]),
+    /// bounded, with a truncation marker when cut.
     pub output: String,
+    /// stderr, bounded like `output`, when the request kept it apart; `None` otherwise.
+    pub stderr: Option<String>,
     /// Whether output was cut.
     pub truncated: bool,
     /// Bytes the command printed in total.
@@ -193,8 +205,13 @@ impl RunError {
 
 /// How the child's standard streams are wired.
 pub(crate) enum ChildIo {
-    /// stdin from /dev/null, stdout+stderr into one pipe (run_command).
-    Pipe { output: OwnedFd },
+    /// stdin from /dev/null or a pipe, stdout+stderr into one pipe or stderr into its own
+    /// (run_command).
+    Pipe {
+        input: Option<OwnedFd>,
+        output: OwnedFd,
+        errors: Option<OwnedFd>,
+    },
     /// stdin from a pipe, stdout+stderr into another (background, no PTY).
     PipeWithInput { input: OwnedFd, output: OwnedFd },
     /// All three on a PTY slave, which becomes the controlling terminal.
@@ -500,10 +517,17 @@ impl SpawnRequest<'_> {
 
 fn stdio(io: &ChildIo) -> io::Result<(Stdio, Stdio, Stdio)> {
     Ok(match io {
-        ChildIo::Pipe { output } => (
-            Stdio::null(),
+        ChildIo::Pipe {
+            input,
+            output,
+            errors,
+        } => (
+            match input {
+                Some(input) => Stdio::from(input.try_clone()?),
+                None => Stdio::null(),
+            },
             Stdio::from(output.try_clone()?),
-            Stdio::from(output.try_clone()?),
+            Stdio::from(errors.as_ref().unwrap_or(output).try_clone()?),
         ),
         ChildIo::PipeWithInput { input, output } => (
             Stdio::from(input.try_clone()?),
@@ -633,14 +657,23 @@ pub async fn run_command(
     cancellation: &CancellationSignal,
 ) -> Result<CommandOutcome, RunError> {
     let timeout = effective_timeout(config, request.timeout)?;
-    let (read_end, write_end) =
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| RunError::Spawn(e.into()))?;
+    let pipe =
+        || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| RunError::Spawn(e.into()));
+    let (read_end, write_end) = pipe()?;
+    let errors = request.separate_stderr.then(pipe).transpose()?;
+    let input = request.stdin.as_ref().map(|_| pipe()).transpose()?;
+    let (errors_read, errors_write) = errors.unzip();
+    let (input_read, input_write) = input.unzip();
     let started = Instant::now();
     let spawned = spawn_checked(
         config,
         &request.command,
         request.cwd.as_deref(),
-        ChildIo::Pipe { output: write_end },
+        ChildIo::Pipe {
+            input: input_read,
+            output: write_end,
+            errors: errors_write,
+        },
     )?;
     // `ChildIo` (and with it our copy of the write end) is gone: EOF comes when the group ends.
     let Spawned {
@@ -654,6 +687,29 @@ pub async fn run_command(
     let mut reader =
         tokio::net::unix::pipe::Receiver::from_owned_fd(read_end).map_err(RunError::Io)?;
     let mut capture = BoundedOutput::new(config.output_cap_bytes);
+    // stderr apart: read like stdout; without it, it is at end of file from the start.
+    let mut errors_reader = errors_read
+        .map(tokio::net::unix::pipe::Receiver::from_owned_fd)
+        .transpose()
+        .map_err(RunError::Io)?;
+    let mut errors_capture = BoundedOutput::new(config.output_cap_bytes);
+    let mut errors_buffer = vec![0u8; 16 * 1024];
+    let mut errors_eof = errors_reader.is_none();
+    // The input is written by a task of its own, so a command that reads slowly (or not at
+    // all) never blocks the loop below; it ends with the call, whatever the command did.
+    let _input_writer = match (input_write, &request.stdin) {
+        (Some(input_write), Some(bytes)) => {
+            let mut sender =
+                tokio::net::unix::pipe::Sender::from_owned_fd(input_write).map_err(RunError::Io)?;
+            let bytes = bytes.clone();
+            Some(AbortOnDrop(tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // EPIPE (the command exited without reading) is not the call's failure.
+                let _ = sender.write_all(&bytes).await;
+            })))
+        }
+        _ => None,
+    };
     let mut buffer = vec![0u8; 64 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -663,8 +719,24 @@ pub async fn run_command(
     let mut eof = false;
     let mut stopped = None;
 
-    while !(eof && status.is_some()) {
+    while !(eof && errors_eof && status.is_some()) {
         tokio::select! {
+            read = read_errors(&mut errors_reader, &mut errors_buffer), if !errors_eof => {
+                match read {
+                    Ok(0) => errors_eof = true,
+                    Ok(n) => {
+                        errors_capture.push(&errors_buffer[..n]);
+                        let total = capture.total_bytes() + errors_capture.total_bytes();
+                        if stopped.is_none() && total > config.output_kill_after_bytes {
+                            stopped =
+                                Some(StopReason::OutputLimit(config.output_kill_after_bytes));
+                            kill_unreaped(&guard, Signal::SIGKILL);
+                        }
+                    }
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => errors_eof = true,
+                }
+            },
             read = reader.read(&mut buffer), if !eof => match read {
                 Ok(0) => eof = true,
                 Ok(n) => {
@@ -715,11 +787,13 @@ pub async fn run_command(
         (None, Some(signal)) => ExitKind::Signal(signal),
         (None, None) => ExitKind::Code(-1),
     };
-    let total_output_bytes = capture.total_bytes();
+    let total_output_bytes = capture.total_bytes() + errors_capture.total_bytes();
     let (output, truncated) = capture.finish();
+    let stderr = errors_reader.is_some().then(|| errors_capture.finish().0);
     Ok(CommandOutcome {
         exit,
         output,
+        stderr,
         truncated,
         total_output_bytes,
         stopped,
@@ -728,4 +802,24 @@ pub async fn run_command(
         duration: started.elapsed(),
         git_restored,
     })
+}
+
+/// Aborts a task when dropped (the stdin writer of a call that ended).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Reads the separate stderr pipe (only polled while it is open).
+async fn read_errors(
+    reader: &mut Option<tokio::net::unix::pipe::Receiver>,
+    buffer: &mut [u8],
+) -> io::Result<usize> {
+    match reader {
+        Some(reader) => reader.read(buffer).await,
+        None => std::future::pending().await,
+    }
 }

@@ -225,6 +225,8 @@ impl Tool for RunCommandTool {
                 command: input.command.clone(),
                 cwd: input.cwd,
                 timeout: input.timeout_ms.map(Duration::from_millis),
+                stdin: None,
+                separate_stderr: false,
             };
             match run_command(&self.config, &request, &context.cancellation).await {
                 Ok(outcome) => outcome_result(&input.command, &outcome).into(),

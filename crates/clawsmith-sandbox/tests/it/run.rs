@@ -46,6 +46,42 @@ async fn output_and_exit_codes() {
 }
 
 #[tokio::test]
+async fn stdin_bytes_and_a_separate_stderr() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    // (command, stdin, separate stderr, output, stderr): more input than a pipe buffer holds,
+    // input nobody reads, and stderr merged or apart.
+    let big = "x".repeat(256 * 1024);
+    let big_count = format!("{}\n", big.len());
+    let cases: &[(&str, Option<&str>, bool, &str, Option<&str>)] = &[
+        ("cat", Some("{\"a\": 1}"), false, "{\"a\": 1}", None),
+        ("wc -c | tr -d ' '", Some(&big), false, &big_count, None),
+        ("echo out; echo err >&2", None, true, "out\n", Some("err\n")),
+        ("echo out; echo err >&2", None, false, "out\nerr\n", None),
+        (
+            "echo never read",
+            Some(&big),
+            true,
+            "never read\n",
+            Some(""),
+        ),
+        ("cat", None, false, "", None),
+    ];
+    for (command, stdin, separate, output, stderr) in cases {
+        let mut request = CommandRequest::new(*command);
+        request.stdin = stdin.map(|text| text.as_bytes().to_vec());
+        request.separate_stderr = *separate;
+        let outcome = run_command(&config, &request, &CancellationSignal::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.output, *output, "{command}");
+        assert_eq!(outcome.stderr.as_deref(), *stderr, "{command}");
+        assert_eq!(outcome.exit, ExitKind::Code(0), "{command}");
+    }
+}
+
+#[tokio::test]
 async fn blocked_commands_never_spawn() {
     let fixture = Fixture::new();
     let config = fixture.config();
