@@ -216,6 +216,12 @@ pub(crate) enum ChildIo {
     PipeWithInput { input: OwnedFd, output: OwnedFd },
     /// All three on a PTY slave, which becomes the controlling terminal.
     Pty { slave: OwnedFd },
+    /// A pipe each (long-lived servers speaking on stdout, logging on stderr).
+    Pipes {
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    },
 }
 
 /// A spawned command with everything that must live as long as it.
@@ -538,6 +544,15 @@ fn stdio(io: &ChildIo) -> io::Result<(Stdio, Stdio, Stdio)> {
             Stdio::from(slave.try_clone()?),
             Stdio::from(slave.try_clone()?),
             Stdio::from(slave.try_clone()?),
+        ),
+        ChildIo::Pipes {
+            stdin,
+            stdout,
+            stderr,
+        } => (
+            Stdio::from(stdin.try_clone()?),
+            Stdio::from(stdout.try_clone()?),
+            Stdio::from(stderr.try_clone()?),
         ),
     })
 }

@@ -23,6 +23,9 @@
 //!   eight tools `start_command`, `list_commands`, `command_terminal_capabilities`,
 //!   `command_status`, `command_output`, `command_input`, `resize_command_pty`,
 //!   `cancel_command`.
+//! - [`spawn_piped`] → [`PipedProcess`] + [`PipedIo`]: a long-lived confined process with a
+//!   pipe for each standard stream, for hosts that speak a protocol over stdio (language
+//!   servers); the same checks and sandbox, killed with its tree when the handle drops.
 //!
 //! ## Decisions
 //! - **The check refuses, the sandbox contains.** The disaster check is a tripwire for the
@@ -97,6 +100,7 @@ mod env;
 mod exec;
 mod git_guard;
 mod output;
+mod piped;
 mod platform;
 mod service;
 mod service_tools;
@@ -109,6 +113,7 @@ pub use config::{
 pub use env::looks_secret;
 pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};
 pub use output::BoundedOutput;
+pub use piped::{PipedIo, PipedProcess, spawn_piped};
 pub use platform::SandboxReport;
 pub use service::{
     CommandExecutionService, CommandSnapshot, CommandState, DEFAULT_MAX_COMMANDS,

@@ -4,6 +4,7 @@
 
 mod attack;
 mod classify_corpus;
+mod piped;
 mod run;
 mod service;
 mod tool;
