@@ -84,6 +84,36 @@ impl Store {
         })
     }
 
+    /// Creates a session linked to `parent_id` (a sub-agent's session): unlike a fork it starts
+    /// empty; the link is what `session show` and `list_sessions` report as `parent_id`.
+    pub fn create_child_session(
+        &self,
+        id: &str,
+        parent_id: &str,
+        workspace_root: &str,
+    ) -> Result<SessionInfo, StoreError> {
+        let now = self.now_ms();
+        self.write("creating a child session", |tx| {
+            if session_exists(tx, id)? {
+                return Err(StoreError::SessionExists(id.to_string()));
+            }
+            if !session_exists(tx, parent_id)? {
+                return Err(StoreError::UnknownSession(parent_id.to_string()));
+            }
+            tx.execute(
+                "INSERT INTO sessions (id, parent_id, created_at, workspace_root) VALUES (?1, ?2, ?3, ?4)",
+                params![id, parent_id, now, workspace_root],
+            )
+            .ctx("creating a child session")?;
+            Ok(SessionInfo {
+                id: id.to_string(),
+                parent_id: Some(parent_id.to_string()),
+                created_at_ms: now,
+                workspace_root: workspace_root.to_string(),
+            })
+        })
+    }
+
     /// One session, `None` if unknown.
     pub fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         self.read("reading a session", |tx| {

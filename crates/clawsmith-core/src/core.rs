@@ -64,6 +64,9 @@ pub struct CoreConfig {
     /// Whether the workspace is captured around each foreground `run_command` so undo restores
     /// what it changed (issue 16). On by default; off only to measure what it costs.
     pub capture_commands: bool,
+    /// Whether only tools of effective risk `read` join the table (a sub-agent's core,
+    /// clawsmith-agent). Off by default.
+    pub read_only_tools: bool,
 }
 
 impl CoreConfig {
@@ -88,6 +91,7 @@ impl CoreConfig {
             record_tool_schemas: false,
             change_recorder: None,
             capture_commands: true,
+            read_only_tools: false,
         }
     }
 }
@@ -164,6 +168,7 @@ impl AgentCore {
             record_tool_schemas,
             change_recorder,
             capture_commands,
+            read_only_tools,
         } = config;
         let workspace =
             Arc::new(
@@ -181,6 +186,12 @@ impl AgentCore {
         };
         let mut candidates = Vec::new();
         let mut push = |origin: &str, tool: Arc<dyn Tool>, deferred: bool| {
+            if read_only_tools
+                && clawsmith_security::ToolFacts::of(tool.as_ref()).effective_risk
+                    != clawsmith_protocol::Risk::Read
+            {
+                return;
+            }
             candidates.push(Candidate {
                 origin: origin.to_owned(),
                 tool,
@@ -312,5 +323,16 @@ impl AgentCore {
     /// returns; its report is [`SessionHandle::recovery`].
     pub fn open_session(&self, session_id: Option<String>) -> Result<SessionHandle, CoreError> {
         SessionHandle::open(self.shared.clone(), session_id)
+    }
+
+    /// Opens a new session linked to `parent_id` (stored as its parent): a sub-agent's session.
+    /// The parent may belong to another core over the same store (the sub-agent's core has
+    /// fewer tools).
+    pub fn open_child_session(&self, parent_id: &str) -> Result<SessionHandle, CoreError> {
+        let id = crate::session::new_id(clawsmith_protocol::id::IdKind::Session);
+        self.shared
+            .store
+            .create_child_session(&id, parent_id, &self.shared.workspace_root_text)?;
+        SessionHandle::open(self.shared.clone(), Some(id))
     }
 }

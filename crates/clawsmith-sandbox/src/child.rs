@@ -7,16 +7,26 @@
 //! paths into C strings, clamping rlimits) happens in the parent, before `fork`, and the children
 //! only issue system calls over data prepared for them.
 //!
-//! ## Three processes per confined command
+//! ## A prepared base, then three processes per confined command
+//! What is the same for every command of a configuration — the host read-only, the minimal
+//! `/dev`, the workspace and extra roots bound read-write, protected paths read-only, secrets and
+//! sockets covered — is assembled once by a short-lived **builder** in new user and mount
+//! namespaces ([`BaseView::create`]); clawsmith keeps those two namespaces by descriptor and the
+//! builder exits. A base is reused only while its description is equal, identities of every
+//! bound, protected and covered path included, and for at most a minute (`platform.rs`).
+//!
 //! tokio forks the **relay** (`C`, the process whose pid clawsmith knows). The relay calls
-//! `setsid`, enters new user, mount, PID, IPC, UTS, cgroup (and, without network, network)
-//! namespaces, maps its own uid and gid, and forks the **init** (`G`, pid 1 of the new PID
-//! namespace). The init builds the command's view of the machine (see [`View`]), `pivot_root`s
-//! into it and forks the **command** (`H`), which drops every capability, sets `no_new_privs`,
-//! restricts itself with Landlock and seccomp, marks every descriptor above 2 close-on-exec and
-//! returns to std, which `exec`s the shell. The init reaps whatever is reparented to it and
-//! exits when the command does; the kernel then kills everything left in the namespace, and the
-//! init's exit is only reported once they are all gone. The relay waits for the init, mirrors the
+//! `setsid`, checks that the workspace path still names the directory the session opened,
+//! enters the base's user and mount namespaces (`setns`), and unshares a copy of the mounts and
+//! new PID, IPC, UTS, cgroup (and, without network, network) namespaces; it forks the **init**
+//! (`G`, pid 1 of the new PID namespace). The init adds what is the command's own
+//! ([`CommandView`]: a `/proc` of its PID namespace, a private `/tmp` and `/dev/shm`, its
+//! `/dev/pts`, the `.git` pins) and forks the **command** (`H`), which drops every capability,
+//! sets `no_new_privs`, restricts itself with Landlock and seccomp, marks every descriptor above
+//! 2 close-on-exec and returns to std, which `exec`s the shell. The init reaps whatever is
+//! reparented to it and exits when the command does; the kernel then kills everything left in
+//! the namespace, and the init's exit is only reported once they are all gone. The relay waits
+//! for the init, mirrors the
 //! command's exit status (sent by the init over a pipe), and exits. So:
 //! - *the relay has exited* ⇒ *no process of the command is left*;
 //! - `SIGUSR1` to the relay kills the init (and with it the namespace) at once: the hard stop;
@@ -29,6 +39,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::resource::{Resource, setrlimit};
@@ -69,60 +80,107 @@ const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
 /// The namespaces of a confined command and what its view of the machine is made of.
 #[derive(Debug)]
 pub(crate) struct Namespaces {
-    /// `CLONE_NEW*` flags for `unshare`.
+    /// The prepared view the command starts from (its user and mount namespaces, entered with
+    /// `setns`); kept alive here until the relay has entered it.
+    pub(crate) base: Arc<BaseNamespaces>,
+    /// `CLONE_NEW*` flags for the relay's `unshare` after entering the base: a copy of the
+    /// base's mounts and new PID, IPC, UTS, cgroup (and network) namespaces per command.
     pub(crate) clone_flags: libc::c_int,
     /// Whether a new network namespace is made (then its loopback is brought up).
     pub(crate) network_namespace: bool,
-    /// The contents of `/proc/self/uid_map` and `gid_map`: the caller mapped to itself.
-    pub(crate) uid_map: Vec<u8>,
-    pub(crate) gid_map: Vec<u8>,
     /// The read end of the lifeline (see the module docs) and the write end to close.
     pub(crate) lifeline_read: RawFd,
     pub(crate) lifeline_write: RawFd,
     /// `kernel.pid_max` of the new PID namespace (Linux 6.14+): a process-count limit that
     /// binds root too.
     pub(crate) pid_max: Option<CString>,
-    /// The filesystem view.
-    pub(crate) view: View,
-}
-
-/// The command's view of the filesystem, as prepared paths. Every target is already prefixed
-/// with `staging`, where the new root is assembled before `pivot_root`.
-#[derive(Debug)]
-pub(crate) struct View {
-    /// Where the new root is assembled (an existing directory of the host, e.g. `/tmp`).
-    pub(crate) staging: CString,
-    /// The workspace in the host's view (opened after `unshare`, checked against `identity`).
+    /// The workspace in the host's view, checked by the relay against `identity` before it
+    /// enters the base: a root swapped since the session opened it is refused.
     pub(crate) workspace: CString,
     /// `(st_dev, st_ino)` the workspace root must have: the descriptor the file tools hold.
+    pub(crate) identity: (u64, u64),
+    /// The paths the base covers or binds read-only, in the final view: each must still be a
+    /// mount point when the relay enters the base (else the host replaced it since and the
+    /// cover no longer reaches it: [`STALE_VIEW_ERRNO`]).
+    pub(crate) covered: Vec<CString>,
+    /// What each command gets of its own on top of the base.
+    pub(crate) view: CommandView,
+}
+
+/// The part of a command's view that is the same for every command of a configuration: the
+/// host read-only, the minimal `/dev`, the workspace and extra roots read-write, protected
+/// paths read-only, secrets covered. Assembled once by a builder process in new user and mount
+/// namespaces ([`BaseView::create`]); every target is prefixed with `staging`, where the new
+/// root is assembled before `pivot_root`. Two equal descriptions make the same view, which is
+/// how a prepared one is reused (the identities of the covered and bound paths are part of it,
+/// so a secret deleted and made anew is covered again).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct BaseView {
+    /// Where the new root is assembled (an existing directory of the host, e.g. `/tmp`).
+    pub(crate) staging: CString,
+    /// The contents of `/proc/self/uid_map` and `gid_map`: the caller mapped to itself.
+    pub(crate) uid_map: Vec<u8>,
+    pub(crate) gid_map: Vec<u8>,
+    /// The workspace in the host's view (opened by the builder, checked against `identity`).
+    pub(crate) workspace: CString,
+    /// `(st_dev, st_ino)` the workspace root must have.
     pub(crate) identity: (u64, u64),
     /// Where the workspace and the extra writable roots are bound read-write:
     /// `(source in the host view, target)`. The first is the workspace.
     pub(crate) writable: Vec<(CString, CString)>,
     /// Directories to create (in order) so that the targets exist inside private tmpfs mounts.
     pub(crate) mkdirs: Vec<CString>,
-    /// `staging/tmp` and its tmpfs options.
-    pub(crate) tmp: (CString, CString),
+    /// `staging/tmp` (covered again per command; here it only holds the roots that live
+    /// under `/tmp`).
+    pub(crate) tmp: CString,
     /// `staging/dev` and its tmpfs options.
     pub(crate) dev: (CString, CString),
     /// Device files bound from the host: `(source, target)`.
     pub(crate) devices: Vec<(CString, CString)>,
-    /// `staging/dev/shm` and its tmpfs options.
-    pub(crate) shm: (CString, CString),
-    /// `staging/dev/pts` and what goes there.
-    pub(crate) pts: (CString, Pts),
+    /// `staging/dev/shm` and `staging/dev/pts`: mount points for each command's own.
+    pub(crate) shm: CString,
+    pub(crate) pts: CString,
     /// Symlinks in the new `/dev`: `(target of the link, link path)`.
     pub(crate) dev_links: Vec<(CString, CString)>,
-    /// `staging/proc`.
-    pub(crate) proc: CString,
-    /// Paths made non-renamable by binding them onto themselves (the workspace's `.git`).
-    pub(crate) pinned: Vec<CString>,
-    /// Paths bound read-only onto themselves (protected paths inside writable roots).
+    /// Paths bound read-only onto themselves (protected paths inside writable roots, or the
+    /// whole workspace when it is read-only).
     pub(crate) read_only: Vec<CString>,
     /// Directories covered by an empty read-only tmpfs (secrets, the state dir).
     pub(crate) hidden_dirs: Vec<CString>,
     /// Files (and unix sockets) covered by `/dev/null`.
     pub(crate) hidden_files: Vec<CString>,
+    /// `(st_dev, st_ino)` of every bound, protected and covered path, in order: the base is
+    /// only reused while the host still has the same objects at those paths.
+    pub(crate) identities: Vec<(u64, u64)>,
+}
+
+/// The user and mount namespaces of a built [`BaseView`], held open by descriptor (no process
+/// lives in them between commands).
+#[derive(Debug)]
+pub(crate) struct BaseNamespaces {
+    pub(crate) view: BaseView,
+    user: OwnedFd,
+    mount: OwnedFd,
+    pub(crate) created: std::time::Instant,
+}
+
+/// What a command gets of its own on top of the base, as paths in the final view.
+#[derive(Debug)]
+pub(crate) struct CommandView {
+    /// tmpfs options of the command's private `/tmp`.
+    pub(crate) tmp_options: CString,
+    /// Writable roots that live under `/tmp` (the private tmpfs would hide them): bound back
+    /// from the base, parents first, after `tmp_mkdirs`.
+    pub(crate) tmp_roots: Vec<CString>,
+    pub(crate) tmp_mkdirs: Vec<CString>,
+    /// tmpfs options of `/dev/shm`.
+    pub(crate) shm_options: CString,
+    /// What goes on `/dev/pts`.
+    pub(crate) pts: Pts,
+    /// Paths made non-renamable by binding them onto themselves (the workspace's `.git`).
+    pub(crate) pinned: Vec<CString>,
+    /// Paths bound read-only onto themselves (the `.git` code paths).
+    pub(crate) read_only: Vec<CString>,
     /// The working directory, in the final view.
     pub(crate) cwd: CString,
 }
@@ -132,8 +190,9 @@ pub(crate) struct View {
 pub(crate) enum Pts {
     /// A new devpts instance (with these options): the command can open PTYs of its own.
     NewInstance(CString),
-    /// A PTY command: its own slave, bound from the host at its host name (`(source,
-    /// target)`), so `tty` and `ttyname` work; no other terminal is reachable.
+    /// A PTY command: its own slave, bound from the host at its host name (`(source in the
+    /// host's view, target in the final view)`), so `tty` and `ttyname` work; no other
+    /// terminal is reachable.
     OwnSlave(CString, CString),
 }
 
@@ -152,6 +211,10 @@ extern "C" fn relay_hard_stop(_signal: libc::c_int) {
 
 /// The errno the init reports when the workspace root is not the directory the session opened.
 pub(crate) const WORKSPACE_REPLACED_ERRNO: i32 = libc::ESTALE;
+
+/// The errno the relay reports when a path the base view covers is no longer a mount point
+/// (removed and made anew on the host since the base was built): the parent builds a new base.
+pub(crate) const STALE_VIEW_ERRNO: i32 = libc::EUCLEAN;
 
 impl ChildSetup {
     /// Registers the setup to run in the child of `command`.
@@ -249,10 +312,27 @@ impl Namespaces {
         unsafe {
             libc::close(self.lifeline_write);
         }
+        // The workspace root must still be the directory the session opened (the base bound
+        // that directory, not whatever the path names now; a swap is refused, not followed).
+        let workspace = open_path(&self.workspace)?;
+        let identity = file_identity(workspace);
+        unsafe {
+            libc::close(workspace);
+        }
+        if identity? != self.identity {
+            return Err(io::Error::from_raw_os_error(WORKSPACE_REPLACED_ERRNO));
+        }
+        // A PTY command's slave, opened in the host's view before leaving it.
+        let slave = match &self.view.pts {
+            Pts::OwnSlave(source, _) => open_file(source)?,
+            Pts::NewInstance(_) => -1,
+        };
+        check(unsafe { libc::setns(self.base.user.as_raw_fd(), libc::CLONE_NEWUSER) })?;
+        check(unsafe { libc::setns(self.base.mount.as_raw_fd(), libc::CLONE_NEWNS) })?;
+        for path in &self.covered {
+            still_covered(path)?;
+        }
         check(unsafe { libc::unshare(self.clone_flags) })?;
-        write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-        write_proc(c"/proc/self/gid_map", &self.gid_map)?;
 
         let (status_read, status_write) = pipe()?;
         let (alive_read, alive_write) = pipe()?;
@@ -269,7 +349,7 @@ impl Namespaces {
                 libc::close(alive_write);
             }
             set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
-            return self.init(status_write, alive_read);
+            return self.init(status_write, alive_read, slave);
         }
         unsafe {
             libc::close(status_write);
@@ -279,8 +359,9 @@ impl Namespaces {
         relay(init, status_read, alive_write, self.lifeline_read)
     }
 
-    /// Runs as pid 1 of the new PID namespace: builds the view, forks the command, reaps.
-    fn init(&self, status_write: RawFd, alive_read: RawFd) -> io::Result<()> {
+    /// Runs as pid 1 of the new PID namespace: adds the command's own mounts to its copy of
+    /// the base, forks the command, reaps.
+    fn init(&self, status_write: RawFd, alive_read: RawFd, slave: RawFd) -> io::Result<()> {
         // SAFETY (whole function): plain system calls over owned, prepared data.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
         let mut alive = libc::pollfd {
@@ -292,7 +373,7 @@ impl Namespaces {
         if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
             unsafe { libc::_exit(1) };
         }
-        self.view.build()?;
+        self.view.enter(slave)?;
         if let Some(pid_max) = &self.pid_max {
             write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
         }
@@ -400,8 +481,106 @@ fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: Ra
     }
 }
 
-impl View {
-    /// Assembles the new root under `staging` and pivots into it. Runs in the init.
+impl BaseView {
+    /// The paths this base covers or binds read-only, as the command sees them (without the
+    /// staging prefix).
+    pub(crate) fn covered(&self) -> io::Result<Vec<CString>> {
+        let prefix = self.staging.as_bytes().len();
+        self.hidden_dirs
+            .iter()
+            .chain(&self.hidden_files)
+            .chain(&self.read_only)
+            .map(|staged| CString::new(&staged.as_bytes()[prefix..]).map_err(io::Error::other))
+            .collect()
+    }
+
+    /// Forks a builder that enters new user and mount namespaces, assembles the view and
+    /// pivots into it; the namespaces outlive the builder through the returned descriptors.
+    /// Runs in clawsmith (the parent); the builder only makes system calls over this prepared
+    /// description, as the other children do.
+    pub(crate) fn create(self) -> io::Result<BaseNamespaces> {
+        let (ready_read, ready_write) = pipe()?;
+        let (go_read, go_write) = match pipe() {
+            Ok(pair) => pair,
+            Err(error) => {
+                close_fds(&[ready_read, ready_write]);
+                return Err(error);
+            }
+        };
+        // SAFETY: fork(2); the child makes only async-signal-safe system calls over data
+        // prepared before the fork and ends with `_exit`.
+        let builder = unsafe { libc::fork() };
+        if builder < 0 {
+            let error = io::Error::last_os_error();
+            close_fds(&[ready_read, ready_write, go_read, go_write]);
+            return Err(error);
+        }
+        if builder == 0 {
+            // Nothing of the parent's stays open here (a command's output pipe would not see
+            // its end while the builder lives).
+            close_all_but(&[ready_write, go_read]);
+            let code: i32 = match self.build_in_namespaces() {
+                Ok(()) => 0,
+                Err(error) => error.raw_os_error().unwrap_or(libc::EIO),
+            };
+            // SAFETY: write/read/_exit over owned descriptors and a stack buffer.
+            unsafe {
+                libc::write(ready_write, (&code as *const i32).cast(), 4);
+                if code == 0 {
+                    // Stay until the parent holds the namespaces (or is gone: a hang-up).
+                    let mut byte = 0u8;
+                    while libc::read(go_read, (&mut byte as *mut u8).cast(), 1) < 0
+                        && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+                    {
+                    }
+                }
+                libc::_exit(0);
+            }
+        }
+        close_fds(&[ready_write, go_read]);
+        let mut code = [0u8; 4];
+        let read = loop {
+            // SAFETY: read(2) into a stack buffer.
+            let read = unsafe { libc::read(ready_read, code.as_mut_ptr().cast(), 4) };
+            if read >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                break read;
+            }
+        };
+        let namespaces = match (read, i32::from_ne_bytes(code)) {
+            (4, 0) => open_namespace(builder, "user")
+                .and_then(|user| Ok((user, open_namespace(builder, "mnt")?))),
+            (4, errno) => Err(io::Error::from_raw_os_error(errno)),
+            _ => Err(io::Error::other(
+                "the view builder ended before it was ready",
+            )),
+        };
+        close_fds(&[go_write, ready_read]);
+        let mut status = 0;
+        // SAFETY: waitpid(2) of our own child.
+        while unsafe { libc::waitpid(builder, &mut status, 0) } < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        let (user, mount) = namespaces?;
+        Ok(BaseNamespaces {
+            view: self,
+            user,
+            mount,
+            created: std::time::Instant::now(),
+        })
+    }
+
+    /// Runs in the builder: new user and mount namespaces, the caller mapped to itself, then
+    /// the view.
+    fn build_in_namespaces(&self) -> io::Result<()> {
+        // SAFETY: unshare(2) with constant flags.
+        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })?;
+        write_proc(c"/proc/self/setgroups", b"deny")?;
+        write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+        write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+        self.build()
+    }
+
+    /// Assembles the new root under `staging` and pivots into it.
     fn build(&self) -> io::Result<()> {
         let none = std::ptr::null::<libc::c_char>();
         // Nothing we mount propagates back to the host.
@@ -432,14 +611,14 @@ impl View {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
             0,
         )?;
-        // A private /tmp, a minimal /dev, a /proc of the new PID namespace.
+        // The host's /tmp out of sight (each command mounts its own on top), a minimal /dev.
         let tmpfs = c"tmpfs".as_ptr();
         mount(
             tmpfs,
-            &self.tmp.0,
+            &self.tmp,
             tmpfs,
             libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.tmp.1),
+            Some(c"size=64k,mode=0755"),
         )?;
         mount(
             tmpfs,
@@ -452,38 +631,8 @@ impl View {
             create_file(target)?;
             mount(source.as_ptr(), target, none, libc::MS_BIND, None)?;
         }
-        make_dir(&self.shm.0, 0o1777)?;
-        mount(
-            tmpfs,
-            &self.shm.0,
-            tmpfs,
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.shm.1),
-        )?;
-        make_dir(&self.pts.0, 0o755)?;
-        match &self.pts.1 {
-            Pts::NewInstance(options) => {
-                let devpts = c"devpts".as_ptr();
-                mount(
-                    devpts,
-                    &self.pts.0,
-                    devpts,
-                    libc::MS_NOSUID | libc::MS_NOEXEC,
-                    Some(options),
-                )?;
-            }
-            Pts::OwnSlave(source, target) => {
-                mount(
-                    tmpfs,
-                    &self.pts.0,
-                    tmpfs,
-                    libc::MS_NOSUID | libc::MS_NOEXEC,
-                    Some(c"size=4k,mode=0755"),
-                )?;
-                create_file(target)?;
-                mount(source.as_ptr(), target, none, libc::MS_BIND, None)?;
-            }
-        }
+        make_dir(&self.shm, 0o1777)?;
+        make_dir(&self.pts, 0o755)?;
         for (target, link) in &self.dev_links {
             // SAFETY: symlink(2) over two prepared C strings.
             check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
@@ -494,14 +643,6 @@ impl View {
             &self.dev.0,
             none,
             libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID,
-            None,
-        )?;
-        let proc = c"proc".as_ptr();
-        mount(
-            proc,
-            &self.proc,
-            proc,
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
             None,
         )?;
 
@@ -528,20 +669,7 @@ impl View {
                 libc::close(sources[index]);
             }
         }
-        // Bound onto itself, a path becomes a mount point: it can no longer be renamed,
-        // removed or replaced; the read-only ones then lose their write access too.
-        for path in self.pinned.iter().chain(&self.read_only) {
-            mount(
-                path.as_ptr(),
-                path,
-                none,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )?;
-        }
-        for path in &self.read_only {
-            mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
-        }
+        bind_read_only(&[], &self.read_only)?;
         // A path that vanished since the parent looked (a host socket closed, a file removed)
         // has nothing left to hide: skipped, not an error.
         for path in &self.hidden_dirs {
@@ -577,6 +705,154 @@ impl View {
         check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })?;
         check(unsafe { libc::chdir(c"/".as_ptr()) })?;
         Ok(())
+    }
+}
+
+impl CommandView {
+    /// Runs in the init, in its own copy of the base's mounts (and so already in the final
+    /// view): a `/proc` of the new PID namespace, a private `/tmp` (with the roots that live
+    /// under it bound back), `/dev/shm`, `/dev/pts`, and the `.git` pins. `slave` is the PTY
+    /// slave the relay opened (or -1).
+    fn enter(&self, slave: RawFd) -> io::Result<()> {
+        let none = std::ptr::null::<libc::c_char>();
+        let proc = c"proc".as_ptr();
+        mount(
+            proc,
+            c"/proc",
+            proc,
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            None,
+        )?;
+        let mut sources: [RawFd; 16] = [-1; 16];
+        for (index, root) in self.tmp_roots.iter().enumerate().take(16) {
+            sources[index] = open_path(root)?;
+        }
+        let tmpfs = c"tmpfs".as_ptr();
+        mount(
+            tmpfs,
+            c"/tmp",
+            tmpfs,
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.tmp_options),
+        )?;
+        for dir in &self.tmp_mkdirs {
+            // SAFETY: mkdir(2) on a prepared path; failures show up at the mount below.
+            unsafe {
+                libc::mkdir(dir.as_ptr(), 0o755);
+            }
+        }
+        for (index, root) in self.tmp_roots.iter().enumerate().take(16) {
+            let mut link = FdPath::new(sources[index]);
+            mount(
+                link.as_ptr(),
+                root,
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+            // SAFETY: closing a descriptor this process opened.
+            unsafe {
+                libc::close(sources[index]);
+            }
+        }
+        mount(
+            tmpfs,
+            c"/dev/shm",
+            tmpfs,
+            libc::MS_NOSUID | libc::MS_NODEV,
+            Some(&self.shm_options),
+        )?;
+        match &self.pts {
+            Pts::NewInstance(options) => {
+                let devpts = c"devpts".as_ptr();
+                mount(
+                    devpts,
+                    c"/dev/pts",
+                    devpts,
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(options),
+                )?;
+            }
+            Pts::OwnSlave(_, target) => {
+                mount(
+                    tmpfs,
+                    c"/dev/pts",
+                    tmpfs,
+                    libc::MS_NOSUID | libc::MS_NOEXEC,
+                    Some(c"size=4k,mode=0755"),
+                )?;
+                create_file(target)?;
+                let mut link = FdPath::new(slave);
+                mount(link.as_ptr(), target, none, libc::MS_BIND, None)?;
+                // SAFETY: closing a descriptor the relay opened.
+                unsafe {
+                    libc::close(slave);
+                }
+            }
+        }
+        bind_read_only(&self.pinned, &self.read_only)
+    }
+}
+
+/// Binds each of `pinned` and `read_only` onto itself — a mount point can no longer be
+/// renamed, removed or replaced — and takes write access from the `read_only` ones.
+fn bind_read_only(pinned: &[CString], read_only: &[CString]) -> io::Result<()> {
+    let none = std::ptr::null::<libc::c_char>();
+    for path in pinned.iter().chain(read_only) {
+        mount(
+            path.as_ptr(),
+            path,
+            none,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        )?;
+    }
+    for path in read_only {
+        mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
+    }
+    Ok(())
+}
+
+/// `Ok` when `path` is the root of a mount (the cover is still there) or is gone (nothing left
+/// to cover); [`STALE_VIEW_ERRNO`] when it is an ordinary file or directory again.
+fn still_covered(path: &CStr) -> io::Result<()> {
+    // SAFETY: statx(2) into a zeroed, owned struct.
+    let mut stat: libc::statx = unsafe { std::mem::zeroed() };
+    let rc = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
+            0,
+            &mut stat,
+        )
+    };
+    if rc != 0 {
+        let error = io::Error::last_os_error();
+        return match error.raw_os_error() {
+            Some(libc::ENOENT | libc::ENOTDIR) => Ok(()),
+            _ => Err(error),
+        };
+    }
+    let mount_root = libc::STATX_ATTR_MOUNT_ROOT as u64;
+    if stat.stx_attributes_mask & mount_root != 0 && stat.stx_attributes & mount_root == 0 {
+        return Err(io::Error::from_raw_os_error(STALE_VIEW_ERRNO));
+    }
+    Ok(())
+}
+
+/// `/proc/PID/ns/NAME`, opened in the parent.
+fn open_namespace(pid: libc::pid_t, name: &str) -> io::Result<OwnedFd> {
+    let file = std::fs::File::open(format!("/proc/{pid}/ns/{name}"))?;
+    Ok(OwnedFd::from(file))
+}
+
+fn close_fds(fds: &[RawFd]) {
+    for fd in fds {
+        // SAFETY: closing descriptors this function's caller owns and no longer uses.
+        unsafe {
+            libc::close(*fd);
+        }
     }
 }
 
@@ -644,6 +920,16 @@ fn open_path(path: &CStr) -> io::Result<RawFd> {
         libc::open(
             path.as_ptr(),
             libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    })
+}
+
+fn open_file(path: &CStr) -> io::Result<RawFd> {
+    // SAFETY: open(2) of a prepared path; the descriptor is closed by the caller.
+    check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
         )
     })
 }

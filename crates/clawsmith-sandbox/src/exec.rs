@@ -399,6 +399,8 @@ pub(crate) fn spawn_checked(
 enum SpawnFailure {
     /// The sandbox could not be set up (in the parent or the child).
     Setup(String),
+    /// The prepared base view no longer covers what it must (see `platform::forget_bases`).
+    StaleView,
     /// Anything else, final.
     Run(RunError),
 }
@@ -407,6 +409,9 @@ impl SpawnFailure {
     fn into_run_error(self) -> RunError {
         match self {
             SpawnFailure::Setup(reason) => RunError::SandboxUnavailable(reason),
+            SpawnFailure::StaleView => RunError::SandboxUnavailable(
+                "the command's view went stale twice while it was being prepared".to_owned(),
+            ),
             SpawnFailure::Run(error) => error,
         }
     }
@@ -423,7 +428,19 @@ struct SpawnRequest<'a> {
 }
 
 impl SpawnRequest<'_> {
+    /// One attempt, and a second one on a freshly built view when the relay found the prepared
+    /// one stale (a covered path replaced on the host since it was built).
     fn spawn(&self, world: World) -> Result<Spawned, SpawnFailure> {
+        match self.spawn_once(world) {
+            Err(SpawnFailure::StaleView) => {
+                platform::forget_bases();
+                self.spawn_once(world)
+            }
+            other => other,
+        }
+    }
+
+    fn spawn_once(&self, world: World) -> Result<Spawned, SpawnFailure> {
         let config = self.config;
         let temp_dir = match world {
             World::Built => None,
@@ -488,6 +505,9 @@ impl SpawnRequest<'_> {
                 return Err(SpawnFailure::Run(RunError::WorkspaceReplaced(
                     config.workspace_root.clone(),
                 )));
+            }
+            Err(error) if error.raw_os_error() == Some(child::STALE_VIEW_ERRNO) && relay => {
+                return Err(SpawnFailure::StaleView);
             }
             Err(error)
                 if plan.report.confined

@@ -27,6 +27,7 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
@@ -37,7 +38,7 @@ use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
 
-use crate::child::{self, ChildSetup, Namespaces, Pts, View};
+use crate::child::{self, BaseNamespaces, BaseView, ChildSetup, CommandView, Namespaces, Pts};
 use crate::config::{KernelSupport, ResourceLimits, SandboxConfig, SandboxPolicy};
 
 /// The Landlock ABI whose rights clawsmith asks for; older kernels get the subset they know.
@@ -251,7 +252,14 @@ fn build_world(
         )));
     }
     let writable = writable_roots(config, target.workspace);
-    let (view, protected) = view(config, target, &writable)?;
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    let (base, view, protected) = view(config, target, &writable, (uid, gid))?;
+    let base = prepared(base)?;
+    let covered = base
+        .view
+        .covered()
+        .map_err(|e| Unavailable(format!("covered paths: {e}")))?;
 
     // Landlock: the private /tmp and /dev get their rules in the command process, where they
     // exist (see `ChildSetup::landlock_private_dirs`).
@@ -265,12 +273,9 @@ fn build_world(
         .fold(0u64, |bits, access| bits | access as u64);
     setup.seccomp = vec![base_filter()?, clone3_filter()?];
 
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
     let (lifeline_read, lifeline_write) =
         child::lifeline().map_err(|e| Unavailable(format!("lifeline pipe: {e}")))?;
-    let mut clone_flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
+    let mut clone_flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS
@@ -287,13 +292,15 @@ fn build_world(
         .map(|processes| cstring(&(processes.saturating_add(1).max(301)).to_string()))
         .transpose()?;
     setup.namespaces = Some(Namespaces {
+        base,
         clone_flags,
         network_namespace: !config.network_allowed,
-        uid_map: format!("{uid} {uid} 1").into_bytes(),
-        gid_map: format!("{gid} {gid} 1").into_bytes(),
         lifeline_read,
         lifeline_write,
         pid_max,
+        workspace: cpath(target.workspace)?,
+        identity: target.identity,
+        covered,
         view,
     });
 
@@ -363,6 +370,44 @@ fn kernel_walls(kernel: KernelSupport) -> Result<u32, Unavailable> {
     Ok(abi)
 }
 
+/// How long a prepared base view is reused. Within it, every command still checks what can
+/// change under it (the workspace's identity, each covered and bound path's identity, the
+/// host's unix sockets, the `.git` directories); the age bounds what a base cannot see, such
+/// as mounts the host made or removed since.
+const BASE_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How many prepared base views are kept (one per distinct configuration in use).
+const BASES_KEPT: usize = 8;
+
+static BASES: Mutex<Vec<Arc<BaseNamespaces>>> = Mutex::new(Vec::new());
+
+/// Drops every prepared base view (the next command builds its own).
+pub(crate) fn forget_bases() {
+    BASES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+}
+
+/// The prepared base for `view`: reused when an equal one younger than [`BASE_MAX_AGE`] is
+/// kept, else built now (about as much work as one command's whole view used to be).
+fn prepared(view: BaseView) -> Result<Arc<BaseNamespaces>, Unavailable> {
+    let mut bases = BASES.lock().unwrap_or_else(PoisonError::into_inner);
+    bases.retain(|base| base.created.elapsed() < BASE_MAX_AGE);
+    if let Some(base) = bases.iter().find(|base| base.view == view) {
+        return Ok(Arc::clone(base));
+    }
+    let base = Arc::new(view.create().map_err(|error| {
+        if error.raw_os_error() == Some(child::WORKSPACE_REPLACED_ERRNO) {
+            Unavailable("the workspace root changed while its view was being built".to_owned())
+        } else {
+            Unavailable(format!("building the command's view: {error}"))
+        }
+    })?);
+    if bases.len() >= BASES_KEPT {
+        bases.remove(0);
+    }
+    bases.push(Arc::clone(&base));
+    Ok(base)
+}
+
 /// The workspace first, then the extra roots that exist (canonical).
 fn writable_roots(config: &SandboxConfig, workspace: &Path) -> Vec<PathBuf> {
     let mut writable = vec![workspace.to_path_buf()];
@@ -410,11 +455,14 @@ fn cpath(path: &Path) -> Result<CString, Unavailable> {
         .map_err(|_| Unavailable(format!("path contains NUL: {}", path.display())))
 }
 
+/// The base view (the same for every command of this configuration, prepared once) and what
+/// this command gets of its own, with the names of the read-only paths for the report.
 fn view(
     config: &SandboxConfig,
     target: Target<'_>,
     writable: &[PathBuf],
-) -> Result<(View, Vec<String>), Unavailable> {
+    (uid, gid): (u32, u32),
+) -> Result<(BaseView, CommandView, Vec<String>), Unavailable> {
     for root in writable {
         if ["/dev", "/proc"]
             .iter()
@@ -437,9 +485,15 @@ fn view(
         })
         .ok_or_else(|| Unavailable("no directory to assemble the view in (/tmp, /mnt)".into()))?;
     let at = |path: &Path| cpath(&staged(staging, path));
+    let mut identities = Vec::new();
+    let mut identity = |path: &Path| {
+        identities.push(identity_of(path).unwrap_or((0, 0)));
+    };
 
     let mut mkdirs = Vec::new();
     let mut writable_pairs = Vec::new();
+    let mut tmp_roots = Vec::new();
+    let mut tmp_mkdirs = Vec::new();
     for root in writable {
         let mut prefix = PathBuf::from("/");
         for component in root.components().skip(1) {
@@ -448,8 +502,19 @@ fn view(
             if !mkdirs.contains(&dir) {
                 mkdirs.push(dir);
             }
+            if prefix.starts_with("/tmp") && prefix != Path::new("/tmp") {
+                let dir = cpath(&prefix)?;
+                if !tmp_mkdirs.contains(&dir) {
+                    tmp_mkdirs.push(dir);
+                }
+            }
         }
         writable_pairs.push((cpath(root)?, at(root)?));
+        identity(root);
+        // The command's private /tmp covers the base's: roots under it are bound back.
+        if root.starts_with("/tmp") && !writable.iter().any(|r| r != root && root.starts_with(r)) {
+            tmp_roots.push(cpath(root)?);
+        }
     }
 
     let devices = VIEW_DEVICES
@@ -469,15 +534,36 @@ fn view(
     let tmp_bytes = config.limits.tmp_bytes.unwrap_or(1 << 30);
     let shm_bytes = (tmp_bytes / 4).max(1 << 20);
 
-    // Every .git: pinned (cannot be renamed, replaced or removed) and its code paths read-only.
-    let mut pinned = Vec::new();
-    let mut read_only = Vec::new();
+    let mut base_read_only = Vec::new();
     let mut protected_names = Vec::new();
     if !config.workspace_writable {
         // Bound read-only onto itself after the read-write bind that pins its identity.
-        read_only.push(at(target.workspace)?);
+        base_read_only.push(at(target.workspace)?);
         protected_names.push("the workspace".to_owned());
     }
+    for path in &config.protected_paths {
+        let Ok(real) = path.canonicalize() else {
+            continue;
+        };
+        if writable.iter().any(|root| real.starts_with(root)) {
+            let staged_path = at(&real)?;
+            if !base_read_only.contains(&staged_path) {
+                base_read_only.push(staged_path);
+                identity(&real);
+                protected_names.push(
+                    real.strip_prefix(target.workspace)
+                        .unwrap_or(&real)
+                        .display()
+                        .to_string(),
+                );
+            }
+        }
+    }
+
+    // Every .git: pinned (cannot be renamed, replaced or removed) and its code paths
+    // read-only — per command, since repositories come and go.
+    let mut pinned = Vec::new();
+    let mut read_only = Vec::new();
     for git in target.repositories.into_iter().flat_map(|r| r.present()) {
         let Ok(meta) = std::fs::symlink_metadata(git) else {
             continue;
@@ -490,9 +576,9 @@ fn view(
             .unwrap_or(git)
             .display()
             .to_string();
-        pinned.push(at(git)?);
+        pinned.push(cpath(git)?);
         if meta.is_file() {
-            read_only.push(at(git)?);
+            read_only.push(cpath(git)?);
             protected_names.push(name);
             continue;
         }
@@ -504,62 +590,50 @@ fn view(
             if meta.file_type().is_symlink() {
                 continue;
             }
-            read_only.push(at(&path)?);
+            read_only.push(cpath(&path)?);
             protected_names.push(format!("{name}/{code}"));
         }
     }
-    for path in &config.protected_paths {
-        let Ok(real) = path.canonicalize() else {
-            continue;
-        };
-        if writable.iter().any(|root| real.starts_with(root)) {
-            let staged_path = at(&real)?;
-            if !read_only.contains(&staged_path) {
-                read_only.push(staged_path);
-                protected_names.push(
-                    real.strip_prefix(target.workspace)
-                        .unwrap_or(&real)
-                        .display()
-                        .to_string(),
-                );
-            }
-        }
-    }
 
-    let (hidden_dirs, hidden_files) = hidden(config, writable, &at)?;
-    let view = View {
+    let (hidden_dirs, hidden_files, hidden_identities) = hidden(config, writable, &at)?;
+    identities.extend(hidden_identities);
+    let base = BaseView {
         staging: cpath(staging)?,
+        uid_map: format!("{uid} {uid} 1").into_bytes(),
+        gid_map: format!("{gid} {gid} 1").into_bytes(),
         workspace: cpath(target.workspace)?,
         identity: target.identity,
         writable: writable_pairs,
         mkdirs,
-        tmp: (
-            at(Path::new("/tmp"))?,
-            cstring(&format!("size={tmp_bytes},mode=1777"))?,
-        ),
+        tmp: at(Path::new("/tmp"))?,
         dev: (at(Path::new("/dev"))?, cstring("size=64k,mode=0755")?),
         devices,
-        shm: (
-            dev("shm")?,
-            cstring(&format!("size={shm_bytes},mode=1777"))?,
-        ),
-        pts: (
-            dev("pts")?,
-            match target.pty_slave {
-                Some(slave) => Pts::OwnSlave(cpath(slave)?, at(slave)?),
-                None => Pts::NewInstance(cstring("newinstance,ptmxmode=0666,mode=0620")?),
-            },
-        ),
+        shm: dev("shm")?,
+        pts: dev("pts")?,
         dev_links,
-        proc: at(Path::new("/proc"))?,
-        pinned,
-        read_only,
+        read_only: base_read_only,
         hidden_dirs,
         hidden_files,
+        identities,
+    };
+    let view = CommandView {
+        tmp_options: cstring(&format!("size={tmp_bytes},mode=1777"))?,
+        tmp_roots,
+        tmp_mkdirs,
+        shm_options: cstring(&format!("size={shm_bytes},mode=1777"))?,
+        pts: match target.pty_slave {
+            Some(slave) => Pts::OwnSlave(cpath(slave)?, cpath(slave)?),
+            None => Pts::NewInstance(cstring("newinstance,ptmxmode=0666,mode=0620")?),
+        },
+        pinned,
+        read_only,
         cwd: cpath(target.cwd)?,
     };
-    Ok((view, protected_names))
+    Ok((base, view, protected_names))
 }
+
+/// Directories and files to cover, and the `(st_dev, st_ino)` of each (directories first).
+type Hidden = (Vec<CString>, Vec<CString>, Vec<(u64, u64)>);
 
 /// Directories and files to cover: `$HOME` secrets, the configured hidden paths, and every
 /// pathname unix socket the host has bound.
@@ -567,7 +641,7 @@ fn hidden(
     config: &SandboxConfig,
     writable: &[PathBuf],
     at: &dyn Fn(&Path) -> Result<CString, Unavailable>,
-) -> Result<(Vec<CString>, Vec<CString>), Unavailable> {
+) -> Result<Hidden, Unavailable> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(home) = config.home_dir() {
         candidates.extend(HIDDEN_HOME_PATHS.iter().map(|name| home.join(name)));
@@ -576,8 +650,9 @@ fn hidden(
     candidates.extend(HIDDEN_SYSTEM_PATHS.iter().map(PathBuf::from));
     candidates.extend(host_ssh_keys());
     candidates.extend(host_unix_sockets());
-    let mut dirs = Vec::new();
-    let mut files = Vec::new();
+    // (staged path, (st_dev, st_ino)) of each.
+    let mut dirs: Vec<(CString, (u64, u64))> = Vec::new();
+    let mut files: Vec<(CString, (u64, u64))> = Vec::new();
     for path in candidates {
         let Ok(real) = path.canonicalize() else {
             continue;
@@ -592,19 +667,19 @@ fn hidden(
         let Ok(meta) = std::fs::metadata(&real) else {
             continue;
         };
-        let staged_path = at(&real)?;
+        let entry = (at(&real)?, (meta.dev(), meta.ino()));
         if meta.is_dir() {
-            if !dirs.contains(&staged_path) {
-                dirs.push(staged_path);
+            if !dirs.iter().any(|(path, _)| *path == entry.0) {
+                dirs.push(entry);
             }
         } else if (meta.is_file() || meta.file_type().is_socket() || meta.file_type().is_fifo())
-            && !files.contains(&staged_path)
+            && !files.iter().any(|(path, _)| *path == entry.0)
         {
-            files.push(staged_path);
+            files.push(entry);
         }
     }
     // What lies under a covered directory is out of sight already (and its path is gone).
-    let covered = dirs.clone();
+    let covered: Vec<CString> = dirs.iter().map(|(dir, _)| dir.clone()).collect();
     let under_covered = |path: &CString| {
         covered.iter().any(|dir| {
             let dir = dir.as_bytes();
@@ -612,9 +687,19 @@ fn hidden(
             path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
         })
     };
-    dirs.retain(|dir| !under_covered(dir));
-    files.retain(|file| !under_covered(file));
-    Ok((dirs, files))
+    dirs.retain(|(dir, _)| !under_covered(dir));
+    files.retain(|(file, _)| !under_covered(file));
+    // A stable order, so that the same host state describes the same base. The identities
+    // are part of it: a covered path removed and made anew (a new inode, which a mount made
+    // before on the old one would not cover) makes a reused base stale.
+    dirs.sort();
+    files.sort();
+    let identities = dirs.iter().chain(&files).map(|(_, id)| *id).collect();
+    Ok((
+        dirs.into_iter().map(|(path, _)| path).collect(),
+        files.into_iter().map(|(path, _)| path).collect(),
+        identities,
+    ))
 }
 
 /// The host's private ssh keys (`/etc/ssh/ssh_host_*_key`).

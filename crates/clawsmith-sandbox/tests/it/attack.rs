@@ -836,3 +836,56 @@ async fn a_read_only_workspace_refuses_every_write() {
         std::fs::remove_file(&cache_file).unwrap();
     }
 }
+
+/// Commands reuse a prepared base view; what changed on the host since it was built must not
+/// slip through it: a secret that appears afterwards, one deleted and made anew (a new inode the
+/// old cover does not reach), and a new unix socket are all covered for the next command.
+#[tokio::test]
+async fn a_reused_view_still_covers_what_appeared_since() {
+    if !landlock_or_skip("a_reused_view_still_covers_what_appeared_since") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let home = fixture.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut config = fixture.config();
+    config.home = Some(home.clone());
+    let read_secrets = format!(
+        "cat {home}/.aws/credentials {home}/.netrc 2>/dev/null; \
+         [ -S {home}/agent.sock ] && echo socket-visible; echo done",
+        home = home.display()
+    );
+    // A first command builds the base: nothing to hide yet.
+    let outcome = run(&config, &read_secrets, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(outcome.output, "done\n");
+
+    // A secret appears.
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "aws-secret\n").unwrap();
+    std::fs::write(home.join(".netrc"), "netrc-secret\n").unwrap();
+    let outcome = run(&config, &read_secrets, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(outcome.output, "done\n", "a new secret was readable");
+
+    // Deleted and made anew: a new inode at the same path.
+    std::fs::remove_dir_all(home.join(".aws")).unwrap();
+    std::fs::remove_file(home.join(".netrc")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "aws-secret-2\n").unwrap();
+    std::fs::write(home.join(".netrc"), "netrc-secret-2\n").unwrap();
+    let outcome = run(&config, &read_secrets, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(outcome.output, "done\n", "a remade secret was readable");
+
+    // A unix socket bound on the host after the base was built.
+    let socket = std::os::unix::net::UnixListener::bind(home.join("agent.sock")).unwrap();
+    let outcome = run(&config, &read_secrets, Some(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(outcome.output, "done\n", "a new host socket was reachable");
+    drop(socket);
+}

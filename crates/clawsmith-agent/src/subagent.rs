@@ -1,0 +1,788 @@
+//! Sub-agent tools: `delegate_task` (a read-only child, at most four at once) and background
+//! children (`delegate_background`, `background_task_list`, `background_task_cancel`).
+//!
+//! A child is the same loop ([`crate::run_task`]) in a session of its own whose parent link is
+//! stored, run by a *child core*: a core over the same store and workspace built with
+//! `read_only_tools`, so its table holds only tools of effective risk `read` and no delegate
+//! tools (depth 1).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clawsmith_core::{AgentCore, ExtensionTool, NullSink};
+use clawsmith_protocol::{
+    CancellationSignal, Capability, CapabilityDeclaration, ErrorCode, Risk, Tool,
+    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, Semaphore};
+
+use crate::agent_loop::{Inbox, RunOptions, RunOutcome, StopReason, run_task};
+use crate::provider::Provider;
+
+/// Children running at once, over every delegate tool of one host.
+pub const MAX_CONCURRENT_CHILDREN: usize = 4;
+/// Default model requests of a child.
+pub const DEFAULT_CHILD_MAX_TURNS: u32 = 20;
+/// Default time a child may run before it is cancelled.
+pub const DEFAULT_CHILD_DEADLINE: Duration = Duration::from_secs(600);
+
+/// What the sub-agent tools need.
+#[derive(Clone)]
+pub struct SubagentConfig {
+    /// The provider children talk to.
+    pub provider: Arc<dyn Provider>,
+    /// The core children run in: built with `read_only_tools` over the parent's store and
+    /// workspace, without extension tools.
+    pub child_core: AgentCore,
+    /// Model requests per child (an agent definition's `max_turns` overrides it).
+    pub max_turns: u32,
+    /// Time per child; past it the child is cancelled and its last text returned.
+    pub deadline: Duration,
+    /// Children running at once; the rest wait (none is refused).
+    pub max_concurrent: usize,
+}
+
+impl SubagentConfig {
+    /// The defaults: [`DEFAULT_CHILD_MAX_TURNS`], [`DEFAULT_CHILD_DEADLINE`],
+    /// [`MAX_CONCURRENT_CHILDREN`].
+    pub fn new(provider: Arc<dyn Provider>, child_core: AgentCore) -> SubagentConfig {
+        SubagentConfig {
+            provider,
+            child_core,
+            max_turns: DEFAULT_CHILD_MAX_TURNS,
+            deadline: DEFAULT_CHILD_DEADLINE,
+            max_concurrent: MAX_CONCURRENT_CHILDREN,
+        }
+    }
+}
+
+/// The shared state of one host's sub-agents: the concurrency bound and the background tasks.
+pub struct Subagents {
+    config: SubagentConfig,
+    permits: Arc<Semaphore>,
+    background: Mutex<BTreeMap<String, BackgroundTask>>,
+    inboxes: Mutex<BTreeMap<String, Arc<Inbox>>>,
+    changed: Notify,
+    counter: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Subagents {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Subagents")
+            .field("max_concurrent", &self.config.max_concurrent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The state of a background task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    /// Running or waiting for a slot.
+    Running,
+    /// The child answered (or stopped at its limits).
+    Completed,
+    /// The child's provider failed.
+    Failed,
+    /// Cancelled by `background_task_cancel` or its parent.
+    Cancelled,
+}
+
+/// One background task as `background_task_list` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTask {
+    /// `bg_N`.
+    pub task_id: String,
+    /// The parent session.
+    pub parent_session_id: String,
+    /// The task text.
+    pub task: String,
+    /// Its state.
+    pub state: TaskState,
+    /// Start, ms since the epoch.
+    pub started_at_ms: u64,
+    /// End, ms since the epoch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at_ms: Option<u64>,
+    /// The child session, once opened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub child_session_id: Option<String>,
+    #[serde(skip)]
+    cancellation: CancellationSignal,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// What a child returns to its parent.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ChildReport {
+    session_id: String,
+    answer: String,
+    stop_reason: StopReason,
+    turns: u32,
+}
+
+impl Subagents {
+    /// Shared state for `config`.
+    pub fn new(config: SubagentConfig) -> Arc<Subagents> {
+        Arc::new(Subagents {
+            permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            config,
+            background: Mutex::new(BTreeMap::new()),
+            inboxes: Mutex::new(BTreeMap::new()),
+            changed: Notify::new(),
+            counter: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// The tools, to add to the parent core's `extension_tools` (source `agent`).
+    pub fn tools(self: &Arc<Self>, workspace: &Path) -> Vec<ExtensionTool> {
+        let tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(DelegateTask {
+                subagents: Arc::clone(self),
+                workspace: workspace.to_path_buf(),
+            }),
+            Arc::new(DelegateBackground {
+                subagents: Arc::clone(self),
+            }),
+            Arc::new(BackgroundList {
+                subagents: Arc::clone(self),
+            }),
+            Arc::new(BackgroundCancel {
+                subagents: Arc::clone(self),
+            }),
+        ];
+        tools
+            .into_iter()
+            .map(|tool| ExtensionTool {
+                source: "agent".to_owned(),
+                tool,
+                deferred: false,
+            })
+            .collect()
+    }
+
+    /// Where the parent's run picks up the notices of `session_id`'s background tasks.
+    pub fn inbox(&self, session_id: &str) -> Arc<Inbox> {
+        Arc::clone(
+            self.inboxes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(session_id.to_owned())
+                .or_default(),
+        )
+    }
+
+    /// Background tasks of `session_id`, oldest first.
+    pub fn background_tasks(&self, session_id: &str) -> Vec<BackgroundTask> {
+        self.background
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|task| task.parent_session_id == session_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Waits until no background task of `session_id` is running.
+    pub async fn wait_background(&self, session_id: &str) {
+        loop {
+            let notified = self.changed.notified();
+            if !self
+                .background_tasks(session_id)
+                .iter()
+                .any(|task| task.state == TaskState::Running)
+            {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Cancels every running background task of `session_id` (the parent is going away).
+    pub fn cancel_background(&self, session_id: &str) {
+        for task in self.background_tasks(session_id) {
+            if task.state == TaskState::Running {
+                task.cancellation.cancel();
+            }
+        }
+    }
+
+    /// Runs one child to its end: waits for a slot, opens a child session of `parent`, runs
+    /// the loop with the child's limits, cancelled by `cancellation` or the deadline.
+    async fn run_child(
+        &self,
+        parent: &str,
+        task: &str,
+        agent: Option<&AgentDefinition>,
+        cancellation: CancellationSignal,
+        on_session: impl FnOnce(&str),
+    ) -> Result<ChildReport, String> {
+        let _permit = tokio::select! {
+            permit = Arc::clone(&self.permits).acquire_owned() => {
+                permit.map_err(|_| "the sub-agent pool is closed".to_owned())?
+            }
+            () = cancellation.cancelled() => return Err("cancelled before it started".to_owned()),
+        };
+        let session = self
+            .config
+            .child_core
+            .open_child_session(parent)
+            .map_err(|error| format!("opening the child session: {error}"))?;
+        on_session(session.id());
+        let child_cancel = CancellationSignal::new();
+        let deadline = self.config.deadline;
+        let watcher = {
+            let child_cancel = child_cancel.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = tokio::time::sleep(deadline) => {}
+                    () = cancellation.cancelled() => {}
+                }
+                child_cancel.cancel();
+            })
+        };
+        let mut options = RunOptions::new();
+        options.max_turns = agent
+            .and_then(|agent| agent.max_turns)
+            .unwrap_or(self.config.max_turns);
+        options.system = Some(child_system_prompt(agent));
+        options.cancellation = child_cancel;
+        let outcome = run_task(
+            &session,
+            self.config.provider.as_ref(),
+            task,
+            options,
+            &NullSink,
+        )
+        .await;
+        watcher.abort();
+        let outcome: RunOutcome = outcome.map_err(|error| error.to_string())?;
+        Ok(ChildReport {
+            session_id: outcome.session_id,
+            answer: outcome.answer,
+            stop_reason: outcome.stop_reason,
+            turns: outcome.turns,
+        })
+    }
+
+    fn finish_background(&self, task_id: &str, state: TaskState, notice: Option<String>) {
+        let parent = {
+            let mut tasks = self
+                .background
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(task) = tasks.get_mut(task_id) else {
+                return;
+            };
+            task.state = state;
+            task.ended_at_ms = Some(now_ms());
+            task.parent_session_id.clone()
+        };
+        // Exactly one notice per finished task, none for a cancelled one.
+        if let Some(notice) = notice {
+            self.inbox(&parent).push(notice);
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+fn child_system_prompt(agent: Option<&AgentDefinition>) -> String {
+    let base = "You are a sub-agent with read-only tools. Investigate the task with the tools, \
+                then answer with a concise report; you cannot change files or run commands.";
+    match agent {
+        Some(agent) if !agent.prompt.trim().is_empty() => {
+            format!("{base}\n\n{}", agent.prompt.trim())
+        }
+        _ => base.to_owned(),
+    }
+}
+
+// The refusal is the tool's result, returned as is: boxing it would only move the allocation.
+#[allow(clippy::result_large_err)]
+fn task_argument(input: &Value) -> Result<String, ToolExecutionResult> {
+    match input.get("task").and_then(Value::as_str).map(str::trim) {
+        Some(task) if !task.is_empty() => Ok(task.to_owned()),
+        _ => Err(ToolExecutionResult::failure(
+            ErrorCode::INVALID_ARGUMENTS,
+            "argument `task` must be a non-empty string",
+        )),
+    }
+}
+
+fn summary_of(input: &Value) -> String {
+    let task = input.get("task").and_then(Value::as_str).unwrap_or("");
+    crate::wire::bounded(task, 80)
+}
+
+/// `delegate_task {task, agent?}`.
+struct DelegateTask {
+    subagents: Arc<Subagents>,
+    workspace: PathBuf,
+}
+
+impl Tool for DelegateTask {
+    fn name(&self) -> &str {
+        "delegate_task"
+    }
+
+    fn description(&self) -> &str {
+        "Delegate a read-only investigation to a sub-agent with its own context (read tools only). \
+         Several delegate_task calls in one message run in parallel (at most four at once). \
+         Returns the sub-agent's final answer and its session id. `agent` names a definition \
+         from .clawsmith/agents/ or .claude/agents/."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn capabilities(&self) -> CapabilityDeclaration {
+        CapabilityDeclaration::Declared(vec![Capability::AgentDelegate, Capability::FilesystemRead])
+    }
+
+    fn concurrency_safe(&self) -> bool {
+        true
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "What the sub-agent should find out."},
+                "agent": {"type": "string", "description": "An agent definition's name."},
+            },
+            "required": ["task"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn summarize(&self, input: &Value) -> String {
+        summary_of(input)
+    }
+
+    fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let task = match task_argument(&input) {
+                Ok(task) => task,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let agent = match input.get("agent").and_then(Value::as_str) {
+                Some(name) => match find_agent(&self.workspace, name) {
+                    Ok(agent) => Some(agent),
+                    Err(message) => {
+                        return ToolOutput::Result(ToolExecutionResult::failure(
+                            ErrorCode::INVALID_ARGUMENTS,
+                            message,
+                        ));
+                    }
+                },
+                None => None,
+            };
+            let report = self
+                .subagents
+                .run_child(
+                    &context.session_id,
+                    &task,
+                    agent.as_ref(),
+                    context.cancellation.clone(),
+                    |_| {},
+                )
+                .await;
+            match report {
+                Ok(report)
+                    if report.stop_reason == StopReason::Cancelled
+                        && context.cancellation.is_cancelled() =>
+                {
+                    ToolOutput::Result(ToolExecutionResult::failure(
+                        ErrorCode::CANCELLED,
+                        format!(
+                            "the sub-agent (session {}) was cancelled",
+                            report.session_id
+                        ),
+                    ))
+                }
+                Ok(report) => ToolOutput::Text(
+                    serde_json::to_string(&report).unwrap_or_else(|_| report.answer.clone()),
+                ),
+                Err(message) if context.cancellation.is_cancelled() => {
+                    ToolOutput::Result(ToolExecutionResult::failure(ErrorCode::CANCELLED, message))
+                }
+                Err(message) => ToolOutput::Result(ToolExecutionResult::failure(
+                    ErrorCode::TOOL_FAILED,
+                    format!("the sub-agent failed: {message}"),
+                )),
+            }
+        })
+    }
+}
+
+/// `delegate_background {task}`.
+struct DelegateBackground {
+    subagents: Arc<Subagents>,
+}
+
+impl Tool for DelegateBackground {
+    fn name(&self) -> &str {
+        "delegate_background"
+    }
+
+    fn description(&self) -> &str {
+        "Start a read-only sub-agent in the background and return its task id at once. When it \
+         finishes you receive one message with its answer; list tasks with background_task_list, \
+         stop one with background_task_cancel."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn capabilities(&self) -> CapabilityDeclaration {
+        CapabilityDeclaration::Declared(vec![Capability::AgentDelegate, Capability::FilesystemRead])
+    }
+
+    fn concurrency_safe(&self) -> bool {
+        true
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"task": {"type": "string", "description": "What the sub-agent should find out."}},
+            "required": ["task"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn summarize(&self, input: &Value) -> String {
+        summary_of(input)
+    }
+
+    fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let task = match task_argument(&input) {
+                Ok(task) => task,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let subagents = Arc::clone(&self.subagents);
+            let number = subagents
+                .counter
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            let task_id = format!("bg_{number}");
+            let cancellation = CancellationSignal::new();
+            subagents
+                .background
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(
+                    task_id.clone(),
+                    BackgroundTask {
+                        task_id: task_id.clone(),
+                        parent_session_id: context.session_id.clone(),
+                        task: task.clone(),
+                        state: TaskState::Running,
+                        started_at_ms: now_ms(),
+                        ended_at_ms: None,
+                        child_session_id: None,
+                        cancellation: cancellation.clone(),
+                    },
+                );
+            let parent = context.session_id.clone();
+            let id = task_id.clone();
+            tokio::spawn(async move {
+                let record = |child: &str| {
+                    if let Some(task) = subagents
+                        .background
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get_mut(&id)
+                    {
+                        task.child_session_id = Some(child.to_owned());
+                    }
+                };
+                let report = subagents
+                    .run_child(&parent, &task, None, cancellation.clone(), record)
+                    .await;
+                let (state, notice) = if cancellation.is_cancelled() {
+                    (TaskState::Cancelled, None)
+                } else {
+                    match report {
+                        Ok(report) => (
+                            TaskState::Completed,
+                            Some(json!({
+                                "type": "background_task.completed",
+                                "taskId": id,
+                                "state": "completed",
+                                "sessionId": report.session_id,
+                                "stopReason": report.stop_reason,
+                                "answer": report.answer,
+                            })),
+                        ),
+                        Err(message) => (
+                            TaskState::Failed,
+                            Some(json!({
+                                "type": "background_task.completed",
+                                "taskId": id,
+                                "state": "failed",
+                                "error": message,
+                            })),
+                        ),
+                    }
+                };
+                subagents.finish_background(
+                    &id,
+                    state,
+                    notice.map(|notice| format!("[background task notice] {notice}")),
+                );
+            });
+            ToolOutput::Text(json!({"taskId": task_id, "state": "running"}).to_string())
+        })
+    }
+}
+
+/// `background_task_list {}`.
+struct BackgroundList {
+    subagents: Arc<Subagents>,
+}
+
+impl Tool for BackgroundList {
+    fn name(&self) -> &str {
+        "background_task_list"
+    }
+
+    fn description(&self) -> &str {
+        "List this session's background sub-agent tasks: id, task, state (running, completed, \
+         failed, cancelled) and times."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn capabilities(&self) -> CapabilityDeclaration {
+        CapabilityDeclaration::Declared(vec![Capability::SessionRead])
+    }
+
+    fn concurrency_safe(&self) -> bool {
+        true
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({"type": "object", "properties": {}, "additionalProperties": false})
+    }
+
+    fn summarize(&self, _input: &Value) -> String {
+        "background tasks".to_owned()
+    }
+
+    fn execute<'a>(&'a self, _input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let tasks = self.subagents.background_tasks(&context.session_id);
+            ToolOutput::Text(json!({"tasks": tasks}).to_string())
+        })
+    }
+}
+
+/// `background_task_cancel {taskId}`.
+struct BackgroundCancel {
+    subagents: Arc<Subagents>,
+}
+
+impl Tool for BackgroundCancel {
+    fn name(&self) -> &str {
+        "background_task_cancel"
+    }
+
+    fn description(&self) -> &str {
+        "Cancel a running background task of this session; a cancelled task sends no notice."
+    }
+
+    fn risk(&self) -> Risk {
+        Risk::Read
+    }
+
+    fn capabilities(&self) -> CapabilityDeclaration {
+        CapabilityDeclaration::Declared(vec![Capability::AgentDelegate])
+    }
+
+    fn concurrency_safe(&self) -> bool {
+        false
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {"taskId": {"type": "string"}},
+            "required": ["taskId"],
+            "additionalProperties": false,
+        })
+    }
+
+    fn summarize(&self, input: &Value) -> String {
+        input["taskId"].as_str().unwrap_or("").to_owned()
+    }
+
+    fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
+        Box::pin(async move {
+            let id = input["taskId"].as_str().unwrap_or("");
+            let task = self
+                .subagents
+                .background_tasks(&context.session_id)
+                .into_iter()
+                .find(|task| task.task_id == id);
+            match task {
+                Some(task) if task.state == TaskState::Running => {
+                    task.cancellation.cancel();
+                    ToolOutput::Text(json!({"taskId": id, "state": "cancelled"}).to_string())
+                }
+                Some(task) => ToolOutput::Result(ToolExecutionResult::failure(
+                    ErrorCode::INVALID_ARGUMENTS,
+                    format!("background task {id} is already {}", json!(task.state)),
+                )),
+                None => ToolOutput::Result(ToolExecutionResult::failure(
+                    ErrorCode::INVALID_ARGUMENTS,
+                    format!("no background task {id} in this session"),
+                )),
+            }
+        })
+    }
+}
+
+/// An agent definition: Markdown with front matter (`name`, `description`, `tools`, `model`,
+/// `max_turns`); the body is added to the child's instructions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentDefinition {
+    /// Its name (front matter `name`, else the file stem).
+    pub name: String,
+    /// One line about it.
+    pub description: String,
+    /// Model requests for its children.
+    pub max_turns: Option<u32>,
+    /// The body.
+    pub prompt: String,
+}
+
+/// The definitions in `<ws>/.clawsmith/agents/` and `<ws>/.claude/agents/` (the first wins on a
+/// name clash), sorted by name; unreadable or invalid files are skipped.
+pub fn agent_definitions(workspace: &Path) -> Vec<AgentDefinition> {
+    let mut found: BTreeMap<String, AgentDefinition> = BTreeMap::new();
+    for folder in [".clawsmith/agents", ".claude/agents"] {
+        let Ok(entries) = std::fs::read_dir(workspace.join(folder)) else {
+            continue;
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+            .collect();
+        paths.sort();
+        for path in paths {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let stem = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if let Some(definition) = parse_agent(&stem, &text) {
+                found.entry(definition.name.clone()).or_insert(definition);
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+fn find_agent(workspace: &Path, name: &str) -> Result<AgentDefinition, String> {
+    let definitions = agent_definitions(workspace);
+    let names: Vec<&str> = definitions
+        .iter()
+        .map(|agent| agent.name.as_str())
+        .collect();
+    definitions
+        .iter()
+        .find(|agent| agent.name == name)
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "no agent definition named {name:?} in .clawsmith/agents/ or .claude/agents/ \
+                 (known: {})",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )
+        })
+}
+
+/// Front matter between `---` lines, `key: value` per line; the rest is the prompt.
+fn parse_agent(stem: &str, text: &str) -> Option<AgentDefinition> {
+    let rest = text.strip_prefix("---")?;
+    let end = rest.find("\n---")?;
+    let (front, body) = rest.split_at(end);
+    let body = body
+        .trim_start_matches("\n---")
+        .trim_start_matches(['\r', '\n']);
+    let mut definition = AgentDefinition {
+        name: stem.to_owned(),
+        description: String::new(),
+        max_turns: None,
+        prompt: body.to_owned(),
+    };
+    for line in front.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"').to_owned();
+        match key.trim() {
+            "name" if !value.is_empty() => definition.name = value,
+            "description" => definition.description = value,
+            "max_turns" => definition.max_turns = Some(value.parse().ok().filter(|n| *n > 0)?),
+            _ => {}
+        }
+    }
+    Some(definition)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_front_matter() {
+        // (text, expected (name, max_turns, prompt))
+        type Expected<'a> = Option<(&'a str, Option<u32>, &'a str)>;
+        let table: [(&str, Expected<'_>); 4] = [
+            (
+                "---\nname: reviewer\ndescription: reads code\nmax_turns: 3\ntools: read_file\n---\nBe strict.\n",
+                Some(("reviewer", Some(3), "Be strict.\n")),
+            ),
+            (
+                "---\ndescription: x\n---\nbody",
+                Some(("stem", None, "body")),
+            ),
+            ("no front matter", None),
+            ("---\nmax_turns: zero\n---\n", None),
+        ];
+        for (text, expected) in table {
+            let parsed = parse_agent("stem", text);
+            let got = parsed
+                .as_ref()
+                .map(|agent| (agent.name.as_str(), agent.max_turns, agent.prompt.as_str()));
+            assert_eq!(got, expected, "{text}");
+        }
+    }
+}
