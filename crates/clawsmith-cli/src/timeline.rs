@@ -327,3 +327,122 @@ fn projection(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clawsmith_protocol::{
+        Display, ErrorCode, Risk, ToolExecutionResult, ToolStarted, TurnCompleted, TurnStarted,
+    };
+    use jiff::tz::TimeZone;
+
+    use super::*;
+
+    /// 2023-11-14 22:13:20 UTC.
+    const T0: u64 = 1_700_000_000_000;
+
+    fn event(sequence: u64, at_ms: u64, payload: EventPayload) -> Event {
+        Event {
+            session_id: "ses_x".into(),
+            sequence,
+            timestamp_ms: at_ms,
+            payload,
+        }
+    }
+
+    fn started(id: &str, tool: &str, summary: &str, side_effect: bool) -> EventPayload {
+        EventPayload::ToolStarted(ToolStarted {
+            tool_call_id: id.into(),
+            turn_id: "turn_1".into(),
+            tool_name: tool.into(),
+            risk: Risk::Read,
+            capabilities: Vec::new(),
+            side_effect,
+            summary: Some(summary.into()),
+            tool_schema: None,
+            batch: None,
+        })
+    }
+
+    fn completed(id: &str, tool: &str, result: &ToolExecutionResult) -> EventPayload {
+        EventPayload::ToolCompleted(ToolCompleted::new(id, "turn_1", tool, result))
+    }
+
+    /// The timeline of `events` without styles.
+    fn check(events: &[Event]) -> String {
+        let mut timeline = Timeline::new(Clock::fixed(T0, TimeZone::UTC));
+        let text: String = events.iter().map(|e| timeline.event(e)).collect();
+        anstream::adapter::strip_str(&text).to_string()
+    }
+
+    #[test]
+    fn a_turn_reads_as_rows_projections_reasons_and_a_closing_line() {
+        let diff = ToolExecutionResult::success("Edited a.txt").with_display(
+            Display::new(clawsmith_protocol::DisplayKind::Diff)
+                .with_title("edit a.txt")
+                .with_body("@@ -1 +1 @@\n-old\n+new"),
+        );
+        let command = ToolExecutionResult::success("boom\n[exit code 2]").with_display(
+            Display::new(clawsmith_protocol::DisplayKind::Command)
+                .with_body("boom")
+                .with_field("exit", "exit code 2")
+                .with_field("sandbox", "confined"),
+        );
+        let denied =
+            ToolExecutionResult::failure(ErrorCode::PERMISSION_DENIED, "write_file needs approval");
+        let events = [
+            event(
+                1,
+                T0,
+                EventPayload::TurnStarted(TurnStarted {
+                    turn_id: "turn_1".into(),
+                }),
+            ),
+            event(2, T0, started("c1", "edit_file", "Edit a.txt", true)),
+            event(3, T0 + 12, completed("c1", "edit_file", &diff)),
+            event(4, T0 + 20, started("c2", "run_command", "make", true)),
+            event(5, T0 + 1_520, completed("c2", "run_command", &command)),
+            event(6, T0 + 1_600, completed("c3", "write_file", &denied)),
+            event(
+                7,
+                T0 + 1_700,
+                EventPayload::TurnCompleted(TurnCompleted {
+                    turn_id: "turn_1".into(),
+                    tool_calls: 3,
+                }),
+            ),
+        ];
+        let expected = "\
+turn turn_1  22:13:20 UTC
+  22:13:20  ✓ edit_file       Edit a.txt                            success  12 ms
+            │ @@ -1 +1 @@
+            │ -old
+            │ +new
+  22:13:20  ✓ run_command     make                                  success, exit code 2  1.5 s
+            │ sandbox confined
+            │ boom
+  22:13:21  ⊘ write_file                                            denied permission_denied
+            │ reason: write_file needs approval
+  3 calls: 2 ok, 1 denied · undo: clawsmith undo files turn_1
+";
+        assert_eq!(check(&events), expected);
+    }
+
+    #[test]
+    fn a_turn_without_changes_has_no_undo_hint() {
+        let read = ToolExecutionResult::success("alpha");
+        let events = [
+            event(1, T0, started("c1", "read_file", "Read a.txt", false)),
+            event(2, T0 + 3, completed("c1", "read_file", &read)),
+            event(
+                3,
+                T0 + 4,
+                EventPayload::TurnCompleted(TurnCompleted {
+                    turn_id: "turn_1".into(),
+                    tool_calls: 1,
+                }),
+            ),
+        ];
+        let shown = check(&events);
+        assert!(shown.ends_with("  1 call: 1 ok\n"), "{shown}");
+    }
+}

@@ -340,8 +340,11 @@ impl SessionHandle {
                 };
                 // Best effort: a directory that cannot be listed keeps its leftovers, which never
                 // replace a real file.
-                if let Ok(removed) = self.shared.workspace.sweep_stale_temp_files(&path) {
-                    report.swept_temp_files.extend(removed);
+                match self.shared.workspace.sweep_stale_temp_files(&path) {
+                    Ok(removed) => report.swept_temp_files.extend(removed),
+                    Err(error) => {
+                        tracing::debug!(%error, path = requested, "stale temp files not swept");
+                    }
                 }
             }
         }

@@ -170,7 +170,14 @@ impl Tool for TodoWriteTool {
                 }
                 Err(error) => return ToolOutput::Result(store_failure(self.name(), &error)),
             }
-            let todos = self.store.todos(&context.session_id).unwrap_or_default();
+            // The list was stored; failing to read it back only empties the echo.
+            let todos = self
+                .store
+                .todos(&context.session_id)
+                .unwrap_or_else(|error| {
+                    tracing::warn!(%error, "the todo list was stored but could not be read back");
+                    Vec::new()
+                });
             ToolOutput::Result(
                 ToolExecutionResult::success(format!(
                     "Todo list updated ({count} items):\n{}",
