@@ -6,8 +6,8 @@ use clawsmith_core::{CollectingSink, EventSink};
 use clawsmith_protocol::{Event, EventPayload, Role, ToolStatus};
 
 use crate::support::{
-    Deferred, KEY, WaitForCancel, assert_absent_from_files, assert_sendable, env, extension,
-    provider,
+    DEPLOY_PREVIEW, KEY, WAIT_FOR_CANCEL, assert_absent_from_files, assert_sendable, env,
+    extension, provider,
 };
 
 fn model_requests(events: &[Event]) -> Vec<clawsmith_protocol::ModelRequest> {
@@ -136,7 +136,7 @@ async fn search_tools_activations_are_shown_in_the_next_request() {
     ])
     .await
     .unwrap();
-    let core = env.core(vec![extension(Deferred)]);
+    let core = env.core(vec![extension(DEPLOY_PREVIEW)]);
     let session = core.open_session(None).unwrap();
     let outcome = run_task(
         &session,
@@ -184,7 +184,7 @@ async fn cancelling_mid_batch_closes_every_call_and_the_session_goes_on() {
     ])
     .await
     .unwrap();
-    let core = env.core(vec![extension(WaitForCancel)]);
+    let core = env.core(vec![extension(WAIT_FOR_CANCEL)]);
     let session = core.open_session(None).unwrap();
     let provider = provider(&server, ProviderKind::Openai);
     let mut options = RunOptions::new();

@@ -1,16 +1,15 @@
 //! Sub-agents: parallel read-only children bounded at four, background tasks and their notices.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clawsmith_agent::fixture::{RecordedRequest, Scripted, ScriptedReply, ScriptedServer};
 use clawsmith_agent::subagent::{SubagentConfig, Subagents, TaskState};
 use clawsmith_agent::{Provider, ProviderKind, RunOptions, StopReason, run_task};
-use clawsmith_core::CollectingSink;
+use clawsmith_core::{AgentCore, CollectingSink};
 use clawsmith_protocol::{Role, ToolStatus};
 
-use crate::support::{assert_sendable, env, provider};
+use crate::support::{Env, assert_sendable, env, provider};
 
 fn is_parent(request: &RecordedRequest) -> bool {
     request.tool_names().contains(&"delegate_task".to_owned())
@@ -28,44 +27,82 @@ fn child_task(request: &RecordedRequest) -> String {
         .to_owned()
 }
 
+/// A server answering the parent (the requests that show `delegate_task`) from `parent` in
+/// order, and every child with `child`.
+async fn parent_and_children(
+    parent: Vec<Scripted>,
+    child: impl Fn(&RecordedRequest) -> Scripted + Send + Sync + 'static,
+) -> ScriptedServer {
+    let parent = std::sync::Mutex::new(std::collections::VecDeque::from(parent));
+    ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
+        if !is_parent(request) {
+            return child(request);
+        }
+        parent
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Scripted::Status {
+                status: 500,
+                body: "the parent's script ended".to_owned(),
+                retry_after: None,
+            })
+    }))
+    .await
+    .unwrap()
+}
+
+/// The provider, the sub-agents (at most `max_concurrent` children) and a parent core with
+/// their tools.
+fn parent_core(
+    env: &Env,
+    server: &ScriptedServer,
+    kind: ProviderKind,
+    max_concurrent: usize,
+) -> (Arc<dyn Provider>, Arc<Subagents>, AgentCore) {
+    let provider: Arc<dyn Provider> = Arc::new(provider(server, kind));
+    let mut config = SubagentConfig::new(Arc::clone(&provider), env.child_core());
+    config.max_concurrent = max_concurrent;
+    let subagents = Subagents::new(config);
+    let core = env.core(subagents.tools(&env.workspace));
+    (provider, subagents, core)
+}
+
+fn after(delay_ms: u64, script: Scripted) -> Scripted {
+    Scripted::Delayed(Duration::from_millis(delay_ms), Box::new(script))
+}
+
+fn answer(text: &str) -> Scripted {
+    Scripted::Reply(ScriptedReply::answer(text))
+}
+
+fn calls(calls: &[(&str, &str)]) -> Scripted {
+    Scripted::Reply(ScriptedReply::calls(calls))
+}
+
 #[tokio::test]
 async fn six_delegations_in_one_batch_run_at_most_four_at_once() {
     let env = env();
-    let parent_requests = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&parent_requests);
-    let server = ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
-        if !is_parent(request) {
-            let task = child_task(request);
-            return Scripted::Delayed(
-                Duration::from_millis(150),
-                Box::new(Scripted::Reply(ScriptedReply::answer(&format!(
-                    "answer to {task}"
-                )))),
-            );
-        }
-        match counter.fetch_add(1, Ordering::SeqCst) {
-            0 => {
-                let calls: Vec<(String, String)> = (1..=6)
-                    .map(|n| {
-                        (
-                            "delegate_task".to_owned(),
-                            format!(r#"{{"task":"look at part {n}"}}"#),
-                        )
-                    })
-                    .collect();
-                Scripted::Reply(ScriptedReply {
-                    text: String::new(),
-                    calls,
-                })
-            }
-            _ => Scripted::Reply(ScriptedReply::answer("all six reported")),
-        }
-    }))
-    .await
-    .unwrap();
-    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Openai));
-    let subagents = Subagents::new(SubagentConfig::new(Arc::clone(&provider), env.child_core()));
-    let core = env.core(subagents.tools(&env.workspace));
+    let six: Vec<(String, String)> = (1..=6)
+        .map(|n| {
+            (
+                "delegate_task".to_owned(),
+                format!(r#"{{"task":"look at part {n}"}}"#),
+            )
+        })
+        .collect();
+    let server = parent_and_children(
+        vec![
+            Scripted::Reply(ScriptedReply {
+                text: String::new(),
+                calls: six,
+            }),
+            answer("all six reported"),
+        ],
+        |request| after(150, answer(&format!("answer to {}", child_task(request)))),
+    )
+    .await;
+    let (provider, _subagents, core) = parent_core(&env, &server, ProviderKind::Openai, 4);
     let session = core.open_session(None).unwrap();
     let outcome = run_task(
         &session,
@@ -145,31 +182,19 @@ async fn six_delegations_in_one_batch_run_at_most_four_at_once() {
 #[tokio::test]
 async fn the_pool_bound_holds_across_batches_and_children_wait_rather_than_fail() {
     let env = env();
-    let parent_requests = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&parent_requests);
-    let server = ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
-        if !is_parent(request) {
-            return Scripted::Delayed(
-                Duration::from_millis(100),
-                Box::new(Scripted::Reply(ScriptedReply::answer("child done"))),
-            );
-        }
-        match counter.fetch_add(1, Ordering::SeqCst) {
-            0 => Scripted::Reply(ScriptedReply::calls(&[
+    let server = parent_and_children(
+        vec![
+            calls(&[
                 ("delegate_task", r#"{"task":"one"}"#),
                 ("delegate_task", r#"{"task":"two"}"#),
                 ("delegate_task", r#"{"task":"three"}"#),
-            ])),
-            _ => Scripted::Reply(ScriptedReply::answer("done")),
-        }
-    }))
-    .await
-    .unwrap();
-    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Anthropic));
-    let mut config = SubagentConfig::new(Arc::clone(&provider), env.child_core());
-    config.max_concurrent = 1;
-    let subagents = Subagents::new(config);
-    let core = env.core(subagents.tools(&env.workspace));
+            ]),
+            answer("done"),
+        ],
+        |_| after(100, answer("child done")),
+    )
+    .await;
+    let (provider, _subagents, core) = parent_core(&env, &server, ProviderKind::Anthropic, 1);
     let session = core.open_session(None).unwrap();
     run_task(
         &session,
@@ -199,32 +224,27 @@ async fn an_unknown_agent_definition_is_refused_with_the_known_names() {
         "---\nname: reviewer\ndescription: reviews\nmax_turns: 2\n---\nYou review code.\n",
     )
     .unwrap();
-    let server = ScriptedServer::start(Arc::new(|request: &RecordedRequest| {
-        if is_parent(request) {
-            if request.message_texts().len() == 1 {
-                Scripted::Reply(ScriptedReply::calls(&[
-                    ("delegate_task", r#"{"task":"review","agent":"reviewer"}"#),
-                    ("delegate_task", r#"{"task":"review","agent":"nobody"}"#),
-                ]))
-            } else {
-                Scripted::Reply(ScriptedReply::answer("ok"))
-            }
-        } else {
+    let server = parent_and_children(
+        vec![
+            calls(&[
+                ("delegate_task", r#"{"task":"review","agent":"reviewer"}"#),
+                ("delegate_task", r#"{"task":"review","agent":"nobody"}"#),
+            ]),
+            answer("ok"),
+        ],
+        |request| {
             let system = request.body["messages"][0]["content"]
                 .as_str()
                 .unwrap_or("")
                 .to_owned();
-            Scripted::Reply(ScriptedReply::answer(&format!(
+            answer(&format!(
                 "system had: {}",
                 system.contains("You review code.")
-            )))
-        }
-    }))
-    .await
-    .unwrap();
-    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Openai));
-    let subagents = Subagents::new(SubagentConfig::new(Arc::clone(&provider), env.child_core()));
-    let core = env.core(subagents.tools(&env.workspace));
+            ))
+        },
+    )
+    .await;
+    let (provider, _subagents, core) = parent_core(&env, &server, ProviderKind::Openai, 4);
     let session = core.open_session(None).unwrap();
     run_task(
         &session,
@@ -235,12 +255,7 @@ async fn an_unknown_agent_definition_is_refused_with_the_known_names() {
     )
     .await
     .unwrap();
-    let tools: Vec<_> = session
-        .messages()
-        .unwrap()
-        .into_iter()
-        .filter(|message| message.role == Role::Tool)
-        .collect();
+    let tools = tool_messages(&session);
     assert_eq!(tools[0].tool_status(), Some(ToolStatus::Success));
     assert!(
         tools[0].content.contains("system had: true"),
@@ -263,6 +278,15 @@ async fn an_unknown_agent_definition_is_refused_with_the_known_names() {
     );
 }
 
+fn tool_messages(session: &clawsmith_core::SessionHandle) -> Vec<clawsmith_protocol::ModelMessage> {
+    session
+        .messages()
+        .unwrap()
+        .into_iter()
+        .filter(|message| message.role == Role::Tool)
+        .collect()
+}
+
 fn notices(session: &clawsmith_core::SessionHandle) -> usize {
     session
         .messages()
@@ -277,30 +301,17 @@ fn notices(session: &clawsmith_core::SessionHandle) -> usize {
 #[tokio::test]
 async fn a_background_task_notifies_its_parent_exactly_once() {
     let env = env();
-    let parent_requests = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&parent_requests);
-    let server = ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
-        if !is_parent(request) {
-            return Scripted::Delayed(
-                Duration::from_millis(100),
-                Box::new(Scripted::Reply(ScriptedReply::answer("scan found 2 files"))),
-            );
-        }
-        match counter.fetch_add(1, Ordering::SeqCst) {
-            0 => Scripted::Reply(ScriptedReply::calls(&[(
-                "delegate_background",
-                r#"{"task":"scan"}"#,
-            )])),
-            1 => Scripted::Reply(ScriptedReply::answer("started; waiting")),
-            2 => Scripted::Reply(ScriptedReply::calls(&[("background_task_list", "{}")])),
-            _ => Scripted::Reply(ScriptedReply::answer("the scan found 2 files")),
-        }
-    }))
-    .await
-    .unwrap();
-    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Openai));
-    let subagents = Subagents::new(SubagentConfig::new(Arc::clone(&provider), env.child_core()));
-    let core = env.core(subagents.tools(&env.workspace));
+    let server = parent_and_children(
+        vec![
+            calls(&[("delegate_background", r#"{"task":"scan"}"#)]),
+            answer("started; waiting"),
+            calls(&[("background_task_list", "{}")]),
+            answer("the scan found 2 files"),
+        ],
+        |_| after(100, answer("scan found 2 files")),
+    )
+    .await;
+    let (provider, subagents, core) = parent_core(&env, &server, ProviderKind::Openai, 4);
     let session = core.open_session(None).unwrap();
     let mut options = RunOptions::new();
     options.subagents = Some(Arc::clone(&subagents));
@@ -335,37 +346,19 @@ async fn a_background_task_notifies_its_parent_exactly_once() {
 #[tokio::test]
 async fn a_cancelled_background_task_never_notifies() {
     let env = env();
-    let parent_requests = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&parent_requests);
-    let server = ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
-        if !is_parent(request) {
-            // Held far longer than the test: only the cancel ends this child.
-            return Scripted::Delayed(
-                Duration::from_secs(300),
-                Box::new(Scripted::Reply(ScriptedReply::answer("too late"))),
-            );
-        }
-        match counter.fetch_add(1, Ordering::SeqCst) {
-            0 => Scripted::Reply(ScriptedReply::calls(&[(
-                "delegate_background",
-                r#"{"task":"slow"}"#,
-            )])),
-            1 => Scripted::Reply(ScriptedReply::calls(&[(
-                "background_task_cancel",
-                r#"{"taskId":"bg_1"}"#,
-            )])),
-            2 => Scripted::Reply(ScriptedReply::calls(&[(
-                "background_task_cancel",
-                r#"{"taskId":"bg_9"}"#,
-            )])),
-            _ => Scripted::Reply(ScriptedReply::answer("cancelled it")),
-        }
-    }))
-    .await
-    .unwrap();
-    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Anthropic));
-    let subagents = Subagents::new(SubagentConfig::new(Arc::clone(&provider), env.child_core()));
-    let core = env.core(subagents.tools(&env.workspace));
+    let server = parent_and_children(
+        vec![
+            calls(&[("delegate_background", r#"{"task":"slow"}"#)]),
+            calls(&[("background_task_cancel", r#"{"taskId":"bg_1"}"#)]),
+            calls(&[("background_task_cancel", r#"{"taskId":"bg_9"}"#)]),
+            answer("cancelled it"),
+            answer("cancelled it"),
+        ],
+        // Held far longer than the test: only the cancel ends this child.
+        |_| after(300_000, answer("too late")),
+    )
+    .await;
+    let (provider, subagents, core) = parent_core(&env, &server, ProviderKind::Anthropic, 4);
     let session = core.open_session(None).unwrap();
     let mut options = RunOptions::new();
     options.subagents = Some(Arc::clone(&subagents));
@@ -383,12 +376,7 @@ async fn a_cancelled_background_task_never_notifies() {
     let tasks = subagents.background_tasks(session.id());
     assert_eq!(tasks[0].state, TaskState::Cancelled);
     assert_eq!(notices(&session), 0);
-    let tools: Vec<_> = session
-        .messages()
-        .unwrap()
-        .into_iter()
-        .filter(|message| message.role == Role::Tool)
-        .collect();
+    let tools = tool_messages(&session);
     assert_eq!(tools[1].tool_status(), Some(ToolStatus::Success));
     assert_eq!(tools[2].tool_status(), Some(ToolStatus::Error));
     assert!(

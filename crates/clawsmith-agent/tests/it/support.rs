@@ -63,15 +63,32 @@ pub fn provider(server: &ScriptedServer, kind: ProviderKind) -> HttpProvider {
     HttpProvider::with_api_key(config, Some(KEY.to_owned())).unwrap()
 }
 
-/// A read tool that waits for its cancellation, then reports it.
-pub struct WaitForCancel;
+/// A read tool for the loop's tests: `wait_for_cancel` waits for its cancellation, then
+/// reports it; `deploy_preview` is deferred (found by `search_tools`) and answers at once.
+pub struct TestTool {
+    name: &'static str,
+    waits: bool,
+}
 
-impl Tool for WaitForCancel {
+pub const WAIT_FOR_CANCEL: TestTool = TestTool {
+    name: "wait_for_cancel",
+    waits: true,
+};
+pub const DEPLOY_PREVIEW: TestTool = TestTool {
+    name: "deploy_preview",
+    waits: false,
+};
+
+impl Tool for TestTool {
     fn name(&self) -> &str {
-        "wait_for_cancel"
+        self.name
     }
     fn description(&self) -> &str {
-        "waits until cancelled"
+        if self.waits {
+            "waits until cancelled"
+        } else {
+            "Deploy a preview environment"
+        }
     }
     fn risk(&self) -> Risk {
         Risk::Read
@@ -86,7 +103,7 @@ impl Tool for WaitForCancel {
         serde_json::json!({"type": "object"})
     }
     fn summarize(&self, _input: &serde_json::Value) -> String {
-        "wait".to_owned()
+        self.name.to_owned()
     }
     fn execute<'a>(
         &'a self,
@@ -94,6 +111,9 @@ impl Tool for WaitForCancel {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
+            if !self.waits {
+                return ToolOutput::Text("deployed".to_owned());
+            }
             context.cancellation.cancelled().await;
             ToolOutput::Result(ToolExecutionResult::failure(
                 clawsmith_protocol::ErrorCode::CANCELLED,
@@ -101,42 +121,8 @@ impl Tool for WaitForCancel {
             ))
         })
     }
-}
-
-/// A deferred tool found by `search_tools`.
-pub struct Deferred;
-
-impl Tool for Deferred {
-    fn name(&self) -> &str {
-        "deploy_preview"
-    }
-    fn description(&self) -> &str {
-        "Deploy a preview environment"
-    }
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-    fn capabilities(&self) -> CapabilityDeclaration {
-        CapabilityDeclaration::Declared(vec![Capability::FilesystemRead])
-    }
-    fn concurrency_safe(&self) -> bool {
-        true
-    }
-    fn input_schema(&self) -> serde_json::Value {
-        serde_json::json!({"type": "object"})
-    }
-    fn summarize(&self, _input: &serde_json::Value) -> String {
-        "deploy".to_owned()
-    }
-    fn execute<'a>(
-        &'a self,
-        _input: serde_json::Value,
-        _context: ToolExecutionContext,
-    ) -> ToolFuture<'a> {
-        Box::pin(async { ToolOutput::Text("deployed".to_owned()) })
-    }
     fn deferred(&self) -> Option<SearchMetadata> {
-        Some(SearchMetadata {
+        (!self.waits).then(|| SearchMetadata {
             aliases: vec!["deploy".to_owned()],
             tags: vec!["preview".to_owned()],
             search_hint: None,
