@@ -60,3 +60,161 @@ impl Store {
         })
     }
 }
+
+/// A command whose capture began and never ended: the process died while it ran (issue 16).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterruptedCapture {
+    /// The turn the command ran in.
+    pub turn_id: String,
+    /// The command's call id.
+    pub call_id: String,
+    /// The workspace manifest as it was when the command started (the core's encoding).
+    pub manifest: Vec<u8>,
+}
+
+impl Store {
+    /// Says, durably and before a command starts, that call `call_id` of turn `turn_id` runs
+    /// against the workspace manifest stored as the blob `manifest_sha256` (see
+    /// [`Store::store_contents`]). If the process dies before [`Store::end_command_capture`],
+    /// [`Store::interrupted_captures`] gives the manifest back to the next open of the session,
+    /// which records what changed since as the interrupted command's changes.
+    pub fn begin_command_capture(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        let hash = hash_hex(manifest_sha256);
+        self.write("noting a command's capture", |tx| {
+            tx.execute(
+                "INSERT OR REPLACE INTO command_captures
+                     (session_id, turn_id, call_id, manifest_hash)
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![session_id, turn_id, call_id, hash],
+            )
+            .ctx("noting a command's capture")?;
+            Ok(())
+        })
+    }
+
+    /// The command's changes are recorded (or it never started): its note is dropped.
+    pub fn end_command_capture(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<(), StoreError> {
+        self.write("ending a command's capture", |tx| {
+            tx.execute(
+                "DELETE FROM command_captures
+                 WHERE session_id = ?1 AND turn_id = ?2 AND call_id = ?3",
+                params![session_id, turn_id, call_id],
+            )
+            .ctx("ending a command's capture")?;
+            Ok(())
+        })
+    }
+
+    /// The captures of `session_id` that began and never ended, oldest first, each with its
+    /// manifest (a note whose manifest blob is gone comes back with an empty one).
+    pub fn interrupted_captures(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<InterruptedCapture>, StoreError> {
+        self.read("reading interrupted captures", |tx| {
+            let mut statement = tx
+                .prepare(
+                    "SELECT turn_id, call_id, manifest_hash FROM command_captures
+                     WHERE session_id = ?1 ORDER BY rowid",
+                )
+                .ctx("reading interrupted captures")?;
+            let rows: Vec<(String, String, String)> = statement
+                .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .ctx("reading interrupted captures")?
+                .collect::<Result<_, _>>()
+                .ctx("reading interrupted captures")?;
+            rows.into_iter()
+                .map(|(turn_id, call_id, hash)| {
+                    Ok(InterruptedCapture {
+                        turn_id,
+                        call_id,
+                        manifest: get_blob(tx, &hash)?.unwrap_or_default(),
+                    })
+                })
+                .collect()
+        })
+    }
+}
+
+/// A path a command changed that undo cannot give back (issue 16), and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UncapturedChange {
+    /// Workspace-relative path (`.` for the whole workspace).
+    pub path: String,
+    /// Why undo cannot restore it.
+    pub reason: String,
+    /// The command's call id.
+    pub call_id: String,
+}
+
+impl Store {
+    /// Notes what call `call_id` of turn `turn_id` changed that undo cannot give back; undo
+    /// names them ([`Store::uncaptured_changes`]). A path noted twice in a turn keeps the last
+    /// reason.
+    pub fn record_uncaptured(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        entries: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.write("noting changes undo cannot restore", |tx| {
+            let mut statement = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO uncaptured_changes
+                         (session_id, turn_id, call_id, path, reason)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .ctx("noting changes undo cannot restore")?;
+            for (path, reason) in entries {
+                statement
+                    .execute(params![session_id, turn_id, call_id, path, reason])
+                    .ctx("noting changes undo cannot restore")?;
+            }
+            Ok(())
+        })
+    }
+
+    /// What commands of turn `turn_id` changed that undo cannot give back, by path.
+    pub fn uncaptured_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<UncapturedChange>, StoreError> {
+        self.read("reading changes undo cannot restore", |tx| {
+            let mut statement = tx
+                .prepare(
+                    "SELECT path, reason, call_id FROM uncaptured_changes
+                     WHERE session_id = ?1 AND turn_id = ?2 ORDER BY path",
+                )
+                .ctx("reading changes undo cannot restore")?;
+            let rows = statement
+                .query_map(params![session_id, turn_id], |row| {
+                    Ok(UncapturedChange {
+                        path: row.get(0)?,
+                        reason: row.get(1)?,
+                        call_id: row.get(2)?,
+                    })
+                })
+                .ctx("reading changes undo cannot restore")?
+                .collect::<Result<Vec<_>, _>>()
+                .ctx("reading changes undo cannot restore")?;
+            Ok(rows)
+        })
+    }
+}

@@ -56,6 +56,12 @@ pub struct FileDiff {
     pub unified: String,
     /// Whether `unified` was cut.
     pub unified_truncated: bool,
+    /// Who made the change when it was not a file tool: `command` (issue 16); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The call that made it, when `origin` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 impl Store {
@@ -118,6 +124,8 @@ impl Store {
             ),
             unified,
             unified_truncated,
+            origin: record.origin.clone(),
+            call_id: record.call_id.clone(),
         }))
     }
 }

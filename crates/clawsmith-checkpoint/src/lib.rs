@@ -113,6 +113,7 @@ mod undo;
 
 pub use at_rest::MAX_STORED_ARGUMENT_BYTES;
 pub use blob::{hash_hex, sha256};
+pub use content::{InterruptedCapture, UncapturedChange};
 pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;

@@ -252,7 +252,8 @@ fn prune_in(
         let unreferenced = "FROM blobs WHERE
                 NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.pre_hash = blobs.hash)
             AND NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.post_hash = blobs.hash)
-            AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.blob_hash = blobs.hash)";
+            AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.blob_hash = blobs.hash)
+            AND NOT EXISTS (SELECT 1 FROM command_captures c WHERE c.manifest_hash = blobs.hash)";
         let (count, bytes): (u64, u64) = tx
             .query_row(
                 &format!("SELECT count(*), COALESCE(SUM(size), 0) {unreferenced}"),

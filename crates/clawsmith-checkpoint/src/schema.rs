@@ -158,8 +158,30 @@ ALTER TABLE checkpoint_files ADD COLUMN origin TEXT;
 ALTER TABLE checkpoint_files ADD COLUMN call_id TEXT;
 "#;
 
+/// Version 8: a command's capture, noted before the command starts (issue 16): the workspace
+/// manifest it runs against, so a process killed mid-command leaves the next open of the session
+/// what it needs to record the command's changes; and what a command changed that undo cannot
+/// give back (an ignored path, a file over the size limit), so undo can name it.
+const V8: &str = r#"
+CREATE TABLE IF NOT EXISTS command_captures (
+    session_id     TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id        TEXT NOT NULL,
+    call_id        TEXT NOT NULL,
+    manifest_hash  TEXT NOT NULL REFERENCES blobs(hash),
+    PRIMARY KEY (session_id, turn_id, call_id)
+);
+CREATE TABLE IF NOT EXISTS uncaptured_changes (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id     TEXT NOT NULL,
+    call_id     TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    PRIMARY KEY (session_id, turn_id, path)
+);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

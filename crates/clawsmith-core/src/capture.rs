@@ -9,7 +9,7 @@
 //! file the command rewrites or deletes can be put back. The manifest is kept per session in
 //! memory and refreshed incrementally: only files whose stamp moved are read again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use clawsmith_checkpoint::Store;
@@ -36,7 +36,7 @@ const STORE_BATCH_BYTES: usize = 32 * 1024 * 1024;
 const NOT_CAPTURED_NOTES_MAX: usize = 20;
 
 /// What the manifest knows about one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Known {
     stamp: FileStamp,
     /// SHA-256 of the content, or of the target for a symlink.
@@ -62,17 +62,22 @@ impl Known {
 #[derive(Debug, Clone, Default)]
 struct Manifest {
     /// The captured files.
-    files: BTreeMap<String, Known>,
+    files: HashMap<String, Known>,
     /// Everything else that is not a directory: compared by stamp only, to name what changed.
-    others: BTreeMap<String, (Uncaptured, FileStamp)>,
+    others: HashMap<String, (Uncaptured, FileStamp)>,
     /// Whether `others` was cut short.
     others_truncated: bool,
+    /// The hash of this manifest's encoding when it is in the store as is (a manifest that did
+    /// not change since is not stored again).
+    persisted: Option<[u8; 32]>,
 }
 
 /// The manifests of the sessions of one core, by session id, with when each was last used.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Captures {
     manifests: Mutex<Manifests>,
+    /// Files larger than this are hashed, not stored ([`CAPTURE_CONTENT_LIMIT`] by default).
+    content_limit: u64,
 }
 
 #[derive(Debug, Default)]
@@ -93,12 +98,53 @@ struct NotCaptured {
 }
 
 impl Captures {
+    /// No manifest yet; files up to `content_limit` bytes are kept for undo.
+    pub(crate) fn with_content_limit(content_limit: u64) -> Captures {
+        Captures {
+            manifests: Mutex::default(),
+            content_limit,
+        }
+    }
+
     /// Brings the session's manifest up to date right before a command and takes it out of the
     /// session until [`Captures::after_command`] puts the next one back (a capture that never
-    /// ends only costs the next command a full read).
-    fn before_command(&self, workspace: &Workspace, store: &Store, session_id: &str) -> Manifest {
-        let previous = self.take(session_id);
-        refresh(workspace, store, &previous)
+    /// ends only costs the next command a full read). Then notes durably that the command runs
+    /// against it, so that a process killed mid-command leaves the next open of the session what
+    /// it needs ([`recover_interrupted`]); a note that cannot be written costs only that.
+    fn before_command(
+        &self,
+        workspace: &Workspace,
+        store: &Store,
+        origin: &ChangeOrigin,
+    ) -> Manifest {
+        let previous = self.take(&origin.session_id);
+        let (mut manifest, _) = refresh(workspace, store, &previous, self.content_limit);
+        let persisted = match manifest.persisted {
+            Some(hash) => Some(hash),
+            None => {
+                let encoded = encode(&manifest);
+                store
+                    .store_contents(&[&encoded])
+                    .ok()
+                    .map(|_| clawsmith_checkpoint::sha256(&encoded))
+            }
+        };
+        manifest.persisted = persisted;
+        if let Some(hash) = persisted
+            && let Err(error) = store.begin_command_capture(
+                &origin.session_id,
+                &origin.turn_id,
+                &origin.tool_call_id,
+                &hash,
+            )
+        {
+            tracing::warn!(
+                %error,
+                "the command capture could not be noted; if clawsmith dies during this command, \
+                 its changes will not be recorded"
+            );
+        }
+        manifest
     }
 
     /// Compares the workspace with `before` right after the command and records every
@@ -111,9 +157,38 @@ impl Captures {
         origin: &ChangeOrigin,
         before: &Manifest,
     ) -> Vec<NotCaptured> {
-        let after = refresh(workspace, store, before);
-        let mut not_captured = record_differences(store, recorder, origin, before, &after);
+        let (after, candidates) = refresh(workspace, store, before, self.content_limit);
+        let mut not_captured = record_differences(
+            store,
+            recorder,
+            origin,
+            before,
+            &after,
+            &candidates,
+            self.content_limit,
+        );
         not_captured.extend(uncaptured_differences(before, &after));
+        // So that undo can name them too, not only this command's result.
+        let entries: Vec<(String, String)> = not_captured
+            .iter()
+            .map(|entry| (entry.path.clone(), entry.reason.clone()))
+            .collect();
+        if let Err(error) = store.record_uncaptured(
+            &origin.session_id,
+            &origin.turn_id,
+            &origin.tool_call_id,
+            &entries,
+        ) {
+            tracing::warn!(%error, "the paths left out of the command capture could not be recorded");
+        }
+        if before.persisted.is_some() {
+            // Recorded: a later open must not record these changes again.
+            if let Err(error) =
+                store.end_command_capture(&origin.session_id, &origin.turn_id, &origin.tool_call_id)
+            {
+                tracing::warn!(%error, "the command capture could not be marked ended");
+            }
+        }
         self.put(&origin.session_id, after);
         not_captured
     }
@@ -181,25 +256,36 @@ fn not_captured_note(not_captured: &[NotCaptured]) -> Option<String> {
 }
 
 /// Lists the workspace and reads every file whose stamp differs from `previous` (content into
-/// the store up to the limit, hash only above it). A file that cannot be read is left out, as if
-/// absent: a command that changes it is then reported as creating it.
-fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifest {
+/// the store up to the limit, hash only above it). A file that cannot be read is listed as
+/// unreadable, never absent. Also returns, sorted, the paths that may differ from `previous`:
+/// those whose stamp moved, new ones and gone ones (every other path is the same by stamp).
+fn refresh(
+    workspace: &Workspace,
+    store: &Store,
+    previous: &Manifest,
+    content_limit: u64,
+) -> (Manifest, Vec<String>) {
     let listing = workspace.list_files();
     let mut manifest = Manifest {
-        files: BTreeMap::new(),
+        files: HashMap::with_capacity(listing.files.len() + listing.links.len()),
         others: listing.others,
         others_truncated: listing.others_truncated,
+        persisted: None,
     };
+    let mut candidates = Vec::new();
+    let mut still_there = 0;
     let mut pending: Vec<Vec<u8>> = Vec::new();
     let mut pending_bytes = 0;
     for (path, stamp) in listing.files {
-        if let Some(known) = previous.files.get(&path)
-            && known.stamp == stamp
-        {
-            manifest.files.insert(path, known.clone());
-            continue;
+        if let Some(known) = previous.files.get(&path) {
+            still_there += 1;
+            if known.stamp == stamp && !known.is_link {
+                manifest.files.insert(path, *known);
+                continue;
+            }
         }
-        let Ok(Some(snapshot)) = workspace.snapshot_file(&path, CAPTURE_CONTENT_LIMIT) else {
+        candidates.push(path.clone());
+        let Ok(Some(snapshot)) = workspace.snapshot_file(&path, content_limit) else {
             // Never "absent": undo would then delete it (or expect it gone and refuse).
             manifest
                 .others
@@ -226,13 +312,14 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
         );
     }
     for (path, stamp) in listing.links {
-        if let Some(known) = previous.files.get(&path)
-            && known.is_link
-            && known.stamp == stamp
-        {
-            manifest.files.insert(path, known.clone());
-            continue;
+        if let Some(known) = previous.files.get(&path) {
+            still_there += 1;
+            if known.is_link && known.stamp == stamp {
+                manifest.files.insert(path, *known);
+                continue;
+            }
         }
+        candidates.push(path.clone());
         let Ok(resolved) = workspace.resolve(&path) else {
             continue;
         };
@@ -249,44 +336,43 @@ fn refresh(workspace: &Workspace, store: &Store, previous: &Manifest) -> Manifes
         manifest.files.insert(path, known);
     }
     flush(store, &mut pending, &mut manifest);
-    manifest
-}
-
-/// Both maps' paths in order, each with its value on either side: one pass, no lookups.
-fn merged<'m, V>(
-    before: &'m BTreeMap<String, V>,
-    after: &'m BTreeMap<String, V>,
-) -> Vec<(&'m String, Option<&'m V>, Option<&'m V>)> {
-    let (mut left, mut right) = (before.iter().peekable(), after.iter().peekable());
-    let mut out = Vec::with_capacity(before.len().max(after.len()));
-    loop {
-        let order = match (left.peek(), right.peek()) {
-            (None, None) => break,
-            (Some((a, _)), Some((b, _))) => a.cmp(b),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-        };
-        // Each arm takes the entries `peek` just saw, so `next` yields them.
-        let (from_left, from_right) = match order {
-            std::cmp::Ordering::Less => (left.next(), None),
-            std::cmp::Ordering::Greater => (None, right.next()),
-            std::cmp::Ordering::Equal => (left.next(), right.next()),
-        };
-        let Some(path) = from_left.or(from_right).map(|(path, _)| path) else {
-            break;
-        };
-        out.push((path, from_left.map(|(_, v)| v), from_right.map(|(_, v)| v)));
+    // Only look for gone paths when some are gone (the common case costs no lookups).
+    if still_there < previous.files.len() {
+        candidates.extend(
+            previous
+                .files
+                .keys()
+                .filter(|path| !manifest.files.contains_key(*path))
+                .cloned(),
+        );
     }
-    out
+    candidates.sort_unstable();
+    candidates.dedup();
+    if candidates.is_empty() && manifest.others == previous.others {
+        // The same files with the same stamps: the stored encoding still describes it.
+        manifest.persisted = previous.persisted;
+    }
+    (manifest, candidates)
 }
 
 /// The entries outside the capture (ignored paths, symlinks, special files) that the command
 /// created, changed or removed: undo cannot give them back, so the result names them.
 fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCaptured> {
-    let paths: BTreeSet<&String> = before.others.keys().chain(after.others.keys()).collect();
+    let mut paths: Vec<&String> = after
+        .others
+        .iter()
+        .filter(|(path, entry)| before.others.get(*path) != Some(*entry))
+        .map(|(path, _)| path)
+        .chain(
+            before
+                .others
+                .keys()
+                .filter(|path| !after.others.contains_key(*path)),
+        )
+        .collect();
+    paths.sort_unstable();
     let mut found: Vec<NotCaptured> = paths
         .into_iter()
-        .filter(|path| before.others.get(*path) != after.others.get(*path))
         .filter_map(|path| {
             let (kind, _) = after.others.get(path).or_else(|| before.others.get(path))?;
             let reason = match kind {
@@ -337,16 +423,20 @@ fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
     pending.clear();
 }
 
-/// Records each path whose content or mode differs between `before` and `after`, in path order.
+/// Records each of `candidates` (sorted) whose content or mode differs between `before` and
+/// `after`, in path order.
 fn record_differences(
     store: &Store,
     recorder: &dyn ChangeRecorder,
     origin: &ChangeOrigin,
     before: &Manifest,
     after: &Manifest,
+    candidates: &[String],
+    content_limit: u64,
 ) -> Vec<NotCaptured> {
     let mut not_captured = Vec::new();
-    for (path, prior, post) in merged(&before.files, &after.files) {
+    for path in candidates {
+        let (prior, post) = (before.files.get(path), after.files.get(path));
         // A path that is outside the capture on either side (it became ignored, unreadable or
         // special, or stopped being so) is named by `uncaptured_differences`, never recorded:
         // a half-known change would make undo delete or expect the wrong thing.
@@ -360,7 +450,7 @@ fn record_differences(
         {
             continue;
         }
-        if let Err(reason) = record_one(store, recorder, origin, path, prior, post) {
+        if let Err(reason) = record_one(store, recorder, origin, path, prior, post, content_limit) {
             not_captured.push(NotCaptured {
                 path: path.clone(),
                 reason,
@@ -377,13 +467,14 @@ fn record_one(
     path: &str,
     prior: Option<&Known>,
     post: Option<&Known>,
+    content_limit: u64,
 ) -> Result<(), String> {
     let prior_state = match prior {
         None => PriorState::Absent,
         Some(known) if !known.stored => {
             return Err(format!(
-                "larger than {} MiB before the command, its content was not kept",
-                CAPTURE_CONTENT_LIMIT / (1024 * 1024)
+                "larger than {} before the command, its content was not kept",
+                size_text(content_limit)
             ));
         }
         Some(known) => match store.stored_content(&known.sha256) {
@@ -437,11 +528,11 @@ pub(crate) async fn execute_with_capture(
     let origin = ChangeOrigin::from_context(&context);
     let before = {
         let shared = Arc::clone(shared);
-        let session_id = origin.session_id.clone();
+        let origin = origin.clone();
         tokio::task::spawn_blocking(move || {
             shared
                 .captures
-                .before_command(&shared.workspace, &shared.store, &session_id)
+                .before_command(&shared.workspace, &shared.store, &origin)
         })
         .await
     };
@@ -490,4 +581,195 @@ fn captures_changes(entry: &ToolEntry) -> bool {
                 .facts()
                 .capabilities
                 .contains(clawsmith_protocol::Capability::ProcessExecute))
+}
+
+/// Records, when a session opens, the changes of the commands that were running when its last
+/// process died: each noted capture's manifest (stored before its command started) is compared
+/// with the workspace now, and every difference becomes a change of that command, in its turn
+/// (still open: recovery finishes it afterwards). Returns the paths recorded. What changed in an
+/// ignored path is not named here (there is no result left to name it in).
+pub(crate) fn recover_interrupted(shared: &Shared, session_id: &str) -> Vec<String> {
+    let store = &shared.store;
+    let Ok(interrupted) = store.interrupted_captures(session_id) else {
+        return Vec::new();
+    };
+    let mut recorded = Vec::new();
+    for capture in interrupted {
+        let origin = ChangeOrigin {
+            session_id: session_id.to_owned(),
+            turn_id: capture.turn_id.clone(),
+            tool_call_id: capture.call_id.clone(),
+        };
+        if let Some(before) = decode(&capture.manifest) {
+            let limit = shared.captures.content_limit;
+            let (after, candidates) = refresh(&shared.workspace, store, &before, limit);
+            let not_captured = record_differences(
+                store,
+                shared.recorder.as_ref(),
+                &origin,
+                &before,
+                &after,
+                &candidates,
+                limit,
+            );
+            recorded.extend(
+                candidates
+                    .into_iter()
+                    .filter(|path| !not_captured.iter().any(|entry| &entry.path == path))
+                    .filter(|path| {
+                        let (prior, post) = (before.files.get(path), after.files.get(path));
+                        prior.map(|k| (k.sha256, k.recorded_mode()))
+                            != post.map(|k| (k.sha256, k.recorded_mode()))
+                    }),
+            );
+            shared.captures.put(session_id, after);
+        }
+        if let Err(error) =
+            store.end_command_capture(session_id, &capture.turn_id, &capture.call_id)
+        {
+            tracing::warn!(%error, "the command capture could not be marked ended");
+        }
+    }
+    recorded
+}
+
+/// The first byte of an encoded manifest.
+const MANIFEST_FORMAT: u8 = 1;
+
+/// The manifest as stored before a command: the format byte, then per captured file its path,
+/// stamp, hash and flags, then per entry outside the capture its path, kind and stamp
+/// (integers little-endian, paths length-prefixed).
+fn encode(manifest: &Manifest) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + manifest.files.len() * 128);
+    out.push(MANIFEST_FORMAT);
+    out.push(u8::from(manifest.others_truncated));
+    out.extend_from_slice(&(manifest.files.len() as u64).to_le_bytes());
+    for (path, known) in &manifest.files {
+        encode_path(&mut out, path);
+        encode_stamp(&mut out, &known.stamp);
+        out.extend_from_slice(&known.sha256);
+        out.push(u8::from(known.stored) | (u8::from(known.is_link) << 1));
+    }
+    out.extend_from_slice(&(manifest.others.len() as u64).to_le_bytes());
+    for (path, (kind, stamp)) in &manifest.others {
+        encode_path(&mut out, path);
+        out.push(match kind {
+            Uncaptured::Ignored => 0,
+            Uncaptured::Special => 1,
+            Uncaptured::Unreadable => 2,
+        });
+        encode_stamp(&mut out, stamp);
+    }
+    out
+}
+
+fn encode_path(out: &mut Vec<u8>, path: &str) {
+    out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    out.extend_from_slice(path.as_bytes());
+}
+
+fn encode_stamp(out: &mut Vec<u8>, stamp: &FileStamp) {
+    for value in [stamp.device, stamp.inode, stamp.size] {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out.extend_from_slice(&stamp.mode.to_le_bytes());
+    for value in [
+        stamp.modified.0,
+        stamp.modified.1,
+        stamp.changed.0,
+        stamp.changed.1,
+    ] {
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+}
+
+/// The manifest [`encode`] wrote; `None` for anything else (a damaged or foreign blob).
+fn decode(bytes: &[u8]) -> Option<Manifest> {
+    let mut reader = Reader { bytes };
+    if reader.take(1)? != [MANIFEST_FORMAT] {
+        return None;
+    }
+    let others_truncated = reader.take(1)?[0] != 0;
+    let mut manifest = Manifest {
+        others_truncated,
+        ..Manifest::default()
+    };
+    for _ in 0..reader.u64()? {
+        let path = reader.path()?;
+        let stamp = reader.stamp()?;
+        let sha256: [u8; 32] = reader.take(32)?.try_into().ok()?;
+        let flags = reader.take(1)?[0];
+        let known = Known {
+            stamp,
+            sha256,
+            stored: flags & 1 != 0,
+            is_link: flags & 2 != 0,
+        };
+        manifest.files.insert(path, known);
+    }
+    for _ in 0..reader.u64()? {
+        let path = reader.path()?;
+        let kind = match reader.take(1)?[0] {
+            0 => Uncaptured::Ignored,
+            1 => Uncaptured::Special,
+            2 => Uncaptured::Unreadable,
+            _ => return None,
+        };
+        let stamp = reader.stamp()?;
+        manifest.others.insert(path, (kind, stamp));
+    }
+    reader.bytes.is_empty().then_some(manifest)
+}
+
+struct Reader<'b> {
+    bytes: &'b [u8],
+}
+
+impl<'b> Reader<'b> {
+    fn take(&mut self, count: usize) -> Option<&'b [u8]> {
+        if self.bytes.len() < count {
+            return None;
+        }
+        let (head, tail) = self.bytes.split_at(count);
+        self.bytes = tail;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn path(&mut self) -> Option<String> {
+        let length = u32::from_le_bytes(self.take(4)?.try_into().ok()?);
+        let bytes = self.take(usize::try_from(length).ok()?)?;
+        String::from_utf8(bytes.to_vec()).ok()
+    }
+
+    fn stamp(&mut self) -> Option<FileStamp> {
+        let (device, inode, size) = (self.u64()?, self.u64()?, self.u64()?);
+        let mode = u32::from_le_bytes(self.take(4)?.try_into().ok()?);
+        Some(FileStamp {
+            device,
+            inode,
+            size,
+            mode,
+            modified: (self.i64()?, self.i64()?),
+            changed: (self.i64()?, self.i64()?),
+        })
+    }
+}
+
+/// `8 MiB`, `512 KiB`, `100 bytes`: the limit as a person reads it.
+fn size_text(bytes: u64) -> String {
+    if bytes >= 1024 * 1024 && bytes.is_multiple_of(1024 * 1024) {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else if bytes >= 1024 && bytes.is_multiple_of(1024) {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} bytes")
+    }
 }

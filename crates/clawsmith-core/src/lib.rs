@@ -106,9 +106,13 @@
 //!   `ChangeRecorder` as the file tools (prior content from the blob store, post hash), so undo
 //!   restores it with the same precheck. The manifest is kept per session in memory and only
 //!   files whose stamp moved are read again. A link travels as a file whose content is its
-//!   target and whose mode is `SYMLINK_MODE`. What cannot be restored (ignored paths, larger
-//!   files, special files) is named in the command's result as
-//!   `[not captured for undo: <path>: <why>]`. The walks run on the blocking pool.
+//!   target and whose mode is `SYMLINK_MODE`. What cannot be restored (ignored paths, files over
+//!   [`CoreConfig::capture_content_limit`], special files) is named in the command's result as
+//!   `[not captured for undo: <path>: <why>]` and stored, so undo names it too. The walks run on
+//!   the blocking pool. Before the command starts, the manifest (encoded, as a blob; stored
+//!   again only when it changed) and a note naming the call are committed: a process killed
+//!   mid-command leaves them, and the next open of the session records the differences as the
+//!   interrupted command's changes before it finishes the turn (`recover_interrupted`).
 //! - **Hooks.** [`Hook`] is in-process; [`CommandHook`] runs a program with the `HookInput` JSON
 //!   on stdin and reads a `HookDecision` from stdout; a non-zero exit, invalid output, a failure
 //!   to start or the timeout deny, and the refusal says which. clawsmith-sandbox offers no plain
@@ -125,9 +129,8 @@
 //! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
 //! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
 //! not replay interrupted calls, ever. Its command capture covers the foreground `run_command`
-//! and extension tools with `process.execute` (not background commands), restores files and
-//! symlinks (not empty directories), and lives in memory: a command interrupted by
-//! `kill -9` of clawsmith leaves changes the checkpoint does not hold. It does not serialize two handles of one session inside
+//! and extension tools with `process.execute` (not background commands), and restores files and
+//! symlinks (not empty directories). It does not serialize two handles of one session inside
 //! one process (they share the lease); the host does, as the MCP server serializes a
 //! connection's turns.
 

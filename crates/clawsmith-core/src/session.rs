@@ -34,6 +34,8 @@ pub struct RecoveryReport {
     pub finished_restores: Vec<String>,
     /// Temp files that an interrupted write left beside its target, removed (relative paths).
     pub swept_temp_files: Vec<String>,
+    /// Paths an interrupted command changed, recorded as its changes (undoable; issue 16).
+    pub command_changes: Vec<String>,
 }
 
 impl RecoveryReport {
@@ -45,6 +47,7 @@ impl RecoveryReport {
             && self.dropped_approvals.is_empty()
             && self.finished_restores.is_empty()
             && self.swept_temp_files.is_empty()
+            && self.command_changes.is_empty()
     }
 }
 
@@ -466,6 +469,8 @@ impl SessionHandle {
             store.resolve_pending_approval(&self.id, &approval.approval_id)?;
             report.dropped_approvals.push(approval.approval_id);
         }
+        // Before the turns are finished: a command killed mid-run gets its changes recorded.
+        report.command_changes = crate::capture::recover_interrupted(&self.shared, &self.id);
         for checkpoint in store.checkpoints(&self.id)? {
             if checkpoint.state == CheckpointState::Open {
                 store.finish_turn(&self.id, &checkpoint.turn_id, &self.shared.workspace)?;

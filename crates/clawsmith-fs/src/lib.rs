@@ -16,10 +16,11 @@
 //!   [`Workspace::remove_if_unchanged`], [`Workspace::rename_if_unchanged`]).
 //! - [`escape_control`]: the one function that makes a name (or a matched line) safe to print.
 //! - [`Workspace::list_files`] → [`FileListing`] and [`Workspace::snapshot_file`] →
-//!   [`FileSnapshot`]: what the core's command capture compares. The listing is the search walk
-//!   (same ignore rules) for which files count, with one `lstat` per entry of the whole tree under
-//!   each directory's descriptor for their [`FileStamp`]s; entries the walk leaves out (ignored,
-//!   symlinks, special files) are listed apart as [`Uncaptured`] so a caller can name what it
+//!   [`FileSnapshot`]: what the core's command capture compares. The listing applies the search
+//!   walk's rules (same ignore files, same skipped folders) for which files and links count, in
+//!   one pass over the tree shared by a few threads: each directory listed once under its
+//!   descriptor, one `lstat` per entry for its [`FileStamp`]; entries the walk leaves out
+//!   (ignored, special files) are listed apart as [`Uncaptured`] so a caller can name what it
 //!   cannot restore. A snapshot reads (or, above a limit, hashes) one file through the same
 //!   boundary-checked open as every read.
 //! - [`builtin_tools`]: the seven [`clawsmith_protocol::Tool`]s in table order. Their argument

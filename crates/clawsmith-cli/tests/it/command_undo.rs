@@ -157,6 +157,20 @@ fn a_user_edit_after_the_command_makes_undo_refuse() {
             list.stdout
         );
     }
+    // So do `undo list --json` and `undo diff --json`.
+    let listed = f.run(&["--json", "undo", "list"], "");
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains(r#""origin":"command""#) && listed.stdout.contains(r#""callId":"c1""#),
+        "{}",
+        listed.stdout
+    );
+    let a_txt = f.ws().join("a.txt");
+    let diff = f.run(&["--json", "undo", "diff", &turn, a_txt.to_str().unwrap()], "");
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let diff = diff.json();
+    assert_eq!(diff["origin"], "command", "{diff}");
+    assert_eq!(diff["callId"], "c1", "{diff}");
     std::fs::write(f.ws().join("a.txt"), "the user's own edit\n").unwrap();
     let before = tree(&f.ws());
     let undo = f.undo(true, &["files", &turn]);
@@ -180,7 +194,14 @@ fn ignored_paths_are_named_and_left_alone() {
         content.contains("[not captured for undo: target/out: ignored"),
         "{content}"
     );
-    assert_eq!(f.undo(true, &["files", &turn]).json()["outcome"], "undone");
+    let undo = f.undo(true, &["files", &turn]);
+    assert_eq!(undo.json()["outcome"], "undone");
+    // Undo names what it cannot give back, too.
+    assert!(
+        undo.stderr.contains("note: not captured: target/out: ignored"),
+        "{}",
+        undo.stderr
+    );
     assert_eq!(crate::read(&f.ws().join("b.txt")), "gamma\n");
     assert_eq!(crate::read(&f.ws().join("target/out")), "bin\n");
 }

@@ -500,3 +500,111 @@ async fn a_file_that_becomes_ignored_is_named_and_the_rest_undone() {
     assert_eq!(fixture.read(".gitignore"), "build/\n");
     assert_eq!(fixture.read("a.txt"), "two\n");
 }
+
+const CRASH_CHILD_ENV: &str = "CLAWSMITH_CAPTURE_CRASH_ROOT";
+const CRASH_SESSION: &str = "capture-crash";
+
+fn crash_core(root: &Path) -> (clawsmith_core::AgentCore, std::sync::Arc<clawsmith_checkpoint::Store>) {
+    let store =
+        std::sync::Arc::new(clawsmith_checkpoint::Store::open(root.join("state.db")).unwrap());
+    let mut config = clawsmith_core::CoreConfig::new(root.join("workspace"), store.clone());
+    config.policy = PermissionPolicy::new(PermissionMode::Full);
+    // The crash is the subject here, not the kernel sandbox (as in `crash.rs`).
+    config.sandbox.policy = clawsmith_sandbox::SandboxPolicy::BestEffort;
+    (clawsmith_core::AgentCore::new(config).unwrap(), store)
+}
+
+/// The child's side of the kill -9 test: runs when this test binary is re-executed with
+/// `CRASH_CHILD_ENV` set (a no-op in a normal run). The command changes files, writes the
+/// marker, then sleeps until the parent kills the whole process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_child_entry() {
+    let Ok(root) = std::env::var(CRASH_CHILD_ENV) else {
+        return;
+    };
+    let (core, _store) = crash_core(Path::new(&root));
+    let session = core.open_session(Some(CRASH_SESSION.into())).unwrap();
+    let command = "sed -i s/alpha/ALPHA/ a.txt && rm b.txt && echo new > new.txt && \
+                   chmod +x run.sh && mkdir -p gen/deep && echo g > gen/deep/g.txt && \
+                   echo started > started && exec sleep 60";
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    session
+        .run_turn(
+            vec![call("cmd-1", "run_command", &arguments)],
+            &clawsmith_core::NullSink,
+        )
+        .await
+        .unwrap();
+    panic!("the child should have been killed before the turn ended");
+}
+
+/// kill -9 of the process while a command that already changed files runs: reopening the
+/// session closes the call `interrupted` (as for any call) and records the command's changes
+/// from the manifest noted before it started, so `undo files` puts the tree back.
+#[test]
+fn a_command_killed_with_its_process_is_undone_after_reopening() {
+    let root = tempfile::tempdir().unwrap();
+    let workspace = root.path().join("workspace");
+    std::fs::create_dir(&workspace).unwrap();
+    std::fs::write(workspace.join("a.txt"), "alpha\n").unwrap();
+    std::fs::write(workspace.join("b.txt"), "beta\n").unwrap();
+    std::fs::write(workspace.join("run.sh"), "#!/bin/sh\n").unwrap();
+    let before = tree(&workspace);
+    #[allow(clippy::disallowed_methods)] // Tests may spawn; the child is this test binary.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "capture::crash_child_entry",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env(CRASH_CHILD_ENV, root.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = workspace.join("started");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !marker.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the child exited before the command ran: {status}");
+        }
+        assert!(std::time::Instant::now() < deadline, "the command never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_ne!(tree(&workspace), before, "the command changed the tree");
+
+    let (core, store) = crash_core(root.path());
+    let session = core.open_session(Some(CRASH_SESSION.into())).unwrap();
+    let recovery = session.recovery().clone();
+    assert_eq!(recovery.interrupted, ["cmd-1"]);
+    let mut recorded = recovery.command_changes.clone();
+    recorded.sort();
+    assert_eq!(
+        recorded,
+        ["a.txt", "b.txt", "gen/deep/g.txt", "new.txt", "run.sh", "started"]
+    );
+    let turn = store.checkpoints(CRASH_SESSION).unwrap()[0].turn_id.clone();
+    for change in store.change_list(CRASH_SESSION, &turn).unwrap() {
+        assert_eq!(
+            change.origin.as_deref(),
+            Some(clawsmith_core::COMMAND_ORIGIN)
+        );
+        assert_eq!(change.call_id.as_deref(), Some("cmd-1"));
+    }
+    // A second open finds nothing left to record.
+    let again = core.open_session(Some(CRASH_SESSION.into())).unwrap();
+    assert!(again.recovery().command_changes.is_empty());
+    let undo = store
+        .undo(
+            CRASH_SESSION,
+            &turn,
+            UndoScope::Files,
+            &Workspace::open(&workspace).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(undo.outcome, UndoOutcome::Undone);
+    assert_eq!(tree(&workspace), before, "undo put the tree back");
+}

@@ -43,7 +43,7 @@ pub(crate) const IGNORE_FILE_MAX_BYTES: u64 = 1024 * 1024;
 const SKIPPED_NOTES_MAX: usize = 20;
 
 /// The ignore files of one directory, in git's order of precedence (first wins).
-const IGNORE_FILES: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
+pub(crate) const IGNORE_FILES: [&str; 3] = [".ignore", ".gitignore", ".git/info/exclude"];
 
 /// A file found by the walk.
 pub(crate) struct WalkedFile {
@@ -152,28 +152,8 @@ impl<'w> Walk<'w> {
 
     /// The matcher of one ignore file, built from bytes read through the handle.
     fn load_rules(&mut self, directory: &Path, file: String) -> Gitignore {
-        let bytes = match self.workspace.read_untrusted(&file, IGNORE_FILE_MAX_BYTES) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => return Gitignore::empty(),
-            Err(reason) => {
-                self.skipped.push(Skipped {
-                    relative: file,
-                    reason: format!("{reason}; its ignore rules were not applied"),
-                });
-                return Gitignore::empty();
-            }
-        };
-        let mut builder = GitignoreBuilder::new(directory);
-        let text = String::from_utf8_lossy(&bytes);
-        for line in text.strip_prefix('\u{feff}').unwrap_or(&text).lines() {
-            // A line git cannot parse is skipped, as the `ignore` crate does with its own reads.
-            let _ = builder.add_line(None, line);
-        }
-        builder.build().unwrap_or_else(|error| {
-            self.skipped.push(Skipped {
-                relative: file,
-                reason: format!("cannot be parsed ({error}); its ignore rules were not applied"),
-            });
+        load_ignore_rules(self.workspace, directory, file).unwrap_or_else(|skipped| {
+            self.skipped.push(skipped);
             Gitignore::empty()
         })
     }
@@ -240,6 +220,35 @@ impl Iterator for Walk<'_> {
     }
 }
 
+/// The matcher of the ignore file `file` (workspace-relative) of `directory` (absolute), built
+/// from bytes read through the handle; an unusable one is the [`Skipped`] to report.
+pub(crate) fn load_ignore_rules(
+    workspace: &Workspace,
+    directory: &Path,
+    file: String,
+) -> Result<Gitignore, Skipped> {
+    let bytes = match workspace.read_untrusted(&file, IGNORE_FILE_MAX_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(Gitignore::empty()),
+        Err(reason) => {
+            return Err(Skipped {
+                relative: file,
+                reason: format!("{reason}; its ignore rules were not applied"),
+            });
+        }
+    };
+    let mut builder = GitignoreBuilder::new(directory);
+    let text = String::from_utf8_lossy(&bytes);
+    for line in text.strip_prefix('\u{feff}').unwrap_or(&text).lines() {
+        // A line git cannot parse is skipped, as the `ignore` crate does with its own reads.
+        let _ = builder.add_line(None, line);
+    }
+    builder.build().map_err(|error| Skipped {
+        relative: file,
+        reason: format!("cannot be parsed ({error}); its ignore rules were not applied"),
+    })
+}
+
 /// One note line per skipped entry (names escaped), at most [`SKIPPED_NOTES_MAX`] of them.
 pub(crate) fn skipped_notes(skipped: &[Skipped]) -> Vec<String> {
     let mut notes: Vec<String> = skipped
@@ -263,7 +272,7 @@ pub(crate) fn skipped_notes(skipped: &[Skipped]) -> Vec<String> {
 }
 
 /// `parent/name`, or `name` at the root.
-fn join(parent: &str, name: &str) -> String {
+pub(crate) fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_owned()
     } else {
