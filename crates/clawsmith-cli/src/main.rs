@@ -64,7 +64,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use clawsmith_checkpoint::UndoScope;
 use clawsmith_protocol::ToolStatus;
 
@@ -282,8 +282,15 @@ impl Output {
 }
 
 fn main() {
+    // `--color` applies to clap's own messages too, so it is read before clap parses.
+    let color = output::color_from_args(std::env::args_os());
+    output::init_color(color);
     // clap prints usage errors and exits 2 (`exit::USAGE`); `--help` and `--version` exit 0.
-    let cli = Cli::parse();
+    let matches = Cli::command()
+        .color(output::clap_color(color))
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    // clap's reading is the authority (the early scan only styled clap's own messages).
     output::init_color(cli.color);
     logging::init(cli.verbosity);
     match run(cli) {

@@ -37,6 +37,40 @@ pub fn init_color(choice: ColorArg) {
     choice.write_global();
 }
 
+/// The `--color` given in `args` (`--color X` or `--color=X`, the last one wins), before clap
+/// parses them: clap's own usage errors and help follow it too. An unknown value is left for
+/// clap to refuse.
+pub fn color_from_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> ColorArg {
+    use clap::ValueEnum;
+    let mut chosen = ColorArg::Auto;
+    let mut args = args
+        .into_iter()
+        .map(|arg| arg.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        }
+        let value = match arg.strip_prefix("--color") {
+            Some("") => args.next(),
+            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+            None => None,
+        };
+        if let Some(parsed) = value.and_then(|value| ColorArg::from_str(&value, false).ok()) {
+            chosen = parsed;
+        }
+    }
+    chosen
+}
+
+/// The same choice for clap's messages.
+pub fn clap_color(choice: ColorArg) -> clap::ColorChoice {
+    match choice {
+        ColorArg::Auto => clap::ColorChoice::Auto,
+        ColorArg::Always => clap::ColorChoice::Always,
+        ColorArg::Never => clap::ColorChoice::Never,
+    }
+}
+
 /// Whether stderr shows colour and live progress: a terminal with colour allowed.
 pub fn stderr_is_live() -> bool {
     use std::io::IsTerminal;
@@ -392,6 +426,29 @@ mod tests {
              read_file                                 read\n\
              a_very_long_extension_tool_name_from_mcp  execute\n"
         );
+    }
+
+    #[test]
+    fn color_is_read_before_clap_parses() {
+        // (arguments, choice)
+        let table: [(&[&str], ColorArg); 6] = [
+            (&["clawsmith", "tools"], ColorArg::Auto),
+            (&["clawsmith", "--color", "never", "tools"], ColorArg::Never),
+            (&["clawsmith", "tools", "--color=always"], ColorArg::Always),
+            (
+                &["clawsmith", "--color=never", "--color", "always"],
+                ColorArg::Always,
+            ),
+            (&["clawsmith", "--color", "purple"], ColorArg::Auto),
+            (
+                &["clawsmith", "call", "--", "--color=never"],
+                ColorArg::Auto,
+            ),
+        ];
+        for (args, expected) in table {
+            let given = args.iter().map(std::ffi::OsString::from);
+            assert_eq!(color_from_args(given), expected, "{args:?}");
+        }
     }
 
     #[test]
