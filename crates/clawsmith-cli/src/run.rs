@@ -250,7 +250,13 @@ pub fn build_core(
         config.command_service = Some(Arc::new(service));
     }
     config.sandbox = sandbox;
-    AgentCore::new(config).context("building the tool table")
+    let core = AgentCore::new(config).context("building the tool table")?;
+    tracing::info!(
+        workspace = %workspace.display(),
+        tools = core.tools().entries().len(),
+        "tool table frozen"
+    );
+    Ok(core)
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -337,6 +343,7 @@ pub fn call(
     let runtime = runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(session_id)?;
+    tracing::debug!(session = session.id(), "call session");
     let call = ToolCall {
         // Unique anyway (ids need only be unique within a turn): the id names this call in the
         // journal, events and `session show` of a continued session.

@@ -349,3 +349,61 @@ fn no_color_turns_colour_off_in_auto_mode_only() {
         );
     }
 }
+
+#[test]
+fn logs_go_to_stderr_as_the_flags_and_rust_log_say() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap();
+    let run = |flags: &[&str], rust_log: Option<&str>| {
+        let state = f.state();
+        let mut args = vec!["--state-dir", state.to_str().unwrap(), "--color", "never"];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--json", "call", "--workspace", ws, "read_file"]);
+        args.push(r#"{"path":"a.txt"}"#);
+        run_binary_with(&args, "", |command| {
+            command.env_remove("RUST_LOG");
+            if let Some(filter) = rust_log {
+                command.env("RUST_LOG", filter);
+            }
+        })
+    };
+    // (flags, RUST_LOG, lines stderr shows)
+    let table: [(&[&str], Option<&str>, &[&str]); 5] = [
+        (&[], None, &[]),
+        (&["-q"], None, &[]),
+        (&["-v"], None, &["INFO clawsmith::run: tool table frozen"]),
+        (
+            &["-vv"],
+            None,
+            &[
+                "INFO clawsmith::run: tool table frozen",
+                "DEBUG clawsmith::run: call session",
+            ],
+        ),
+        (
+            &["-q"],
+            Some("clawsmith=debug"),
+            &[
+                "INFO clawsmith::run: tool table frozen",
+                "DEBUG clawsmith::run: call session",
+            ],
+        ),
+    ];
+    for (flags, rust_log, shown) in table {
+        let result = run(flags, rust_log);
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        // The JSON contract on stdout is untouched by logging.
+        assert_eq!(result.json()["status"], "success", "{}", result.stdout);
+        let lines: Vec<&str> = result.stderr.lines().collect();
+        assert_eq!(
+            lines.len(),
+            shown.len(),
+            "{flags:?} {rust_log:?}: {}",
+            result.stderr
+        );
+        for (line, start) in lines.iter().zip(shown) {
+            assert!(line.trim_start().starts_with(start), "{line}");
+        }
+    }
+}
