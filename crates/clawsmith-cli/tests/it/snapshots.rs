@@ -59,6 +59,7 @@ fn snapshot(f: &Fixture, name: &str, text: &str) {
         ),
         (r"\d{2}:\d{2}:\d{2}", "[hh:mm:ss]"),
         (r"just now \(\d{2}:\d{2} UTC\)", "[when]"),
+        (r"\d+ min ago \(\d{2}:\d{2} UTC\)", "[when]"),
         (r"\d+ ms\b", "[duration]"),
         (r"\d+\.\d s\b", "[duration]"),
         // Extension crates add tools to the list an unknown tool's error names.
