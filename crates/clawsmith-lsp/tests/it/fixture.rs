@@ -1,0 +1,152 @@
+//! A fixture server that crashes or never answers, and a language without a server.
+
+use clawsmith_lsp::LspServerConfig;
+use clawsmith_protocol::ErrorCode;
+use serde_json::json;
+
+use crate::{Harness, installed_or_skip};
+
+fn fixture(mode: &str, configure: impl FnOnce(&mut LspServerConfig)) -> LspServerConfig {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake_lsp.py");
+    let mut server = LspServerConfig::new("fixture", "python3", &[script, mode], &["fix"]);
+    configure(&mut server);
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_crashes_mid_request_is_restarted_and_the_call_answered() {
+    if !installed_or_skip("python3", "a_server_that_crashes_mid_request_is_restarted") {
+        return;
+    }
+    let harness = Harness::new(&[("a.fix", "x\n")], vec![fixture("crash-once", |_| {})]);
+    let hover = harness
+        .ok(
+            "lsp_hover",
+            json!({"path": "a.fix", "line": 1, "column": 1}),
+        )
+        .await;
+    assert_eq!(hover, "a.fix:1:1: hover\nfixture hover");
+    let statuses = harness.service.servers().await;
+    assert_eq!(statuses.len(), 1);
+    assert_eq!(
+        (statuses[0].running, statuses[0].crashes),
+        (true, 1),
+        "{statuses:?}"
+    );
+    // The crash marker was written in the server's private cache, not in the workspace.
+    assert!(
+        harness
+            .dir
+            .path()
+            .join("state/lsp-cache/fixture/crashed-once")
+            .exists()
+    );
+    assert!(!harness.workspace.join("crashed-once").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_keeps_crashing_is_given_up_after_max_restarts() {
+    if !installed_or_skip("python3", "a_server_that_keeps_crashing_is_given_up") {
+        return;
+    }
+    let harness = Harness::new(
+        &[("a.fix", "x\n")],
+        vec![fixture("crash-always", |s| s.max_restarts = 1)],
+    );
+    let input = json!({"path": "a.fix", "line": 1, "column": 1});
+    // Crash, restart, crash again: the call fails, naming the server and its stderr.
+    let first = harness
+        .fails("lsp_hover", input.clone(), ErrorCode::TOOL_FAILED)
+        .await;
+    assert!(
+        first.contains("language server `fixture` exited"),
+        "{first}"
+    );
+    assert!(
+        first.contains("crashing on purpose in mode crash-always"),
+        "{first}"
+    );
+    let gave_up = harness
+        .fails("lsp_hover", input, ErrorCode::TOOL_FAILED)
+        .await;
+    assert!(
+        gave_up.contains(
+            "language server `fixture` crashed 2 times and is not restarted again \
+             (max_restarts = 1 in [[lsp_servers]])"
+        ),
+        "{gave_up}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_yields_timeout() {
+    if !installed_or_skip("python3", "a_server_that_never_answers_yields_timeout") {
+        return;
+    }
+    let harness = Harness::new(
+        &[("a.fix", "x\n")],
+        vec![fixture("silent", |s| s.request_timeout_ms = 300)],
+    );
+    let message = harness
+        .fails(
+            "lsp_hover",
+            json!({"path": "a.fix", "line": 1, "column": 1}),
+            ErrorCode::TIMEOUT,
+        )
+        .await;
+    assert_eq!(
+        message,
+        "language server `fixture` did not answer textDocument/hover within 300 ms"
+    );
+    // A timeout is not a crash: the server is still there for the next call.
+    let statuses = harness.service.servers().await;
+    assert_eq!((statuses[0].running, statuses[0].crashes), (true, 0));
+}
+
+#[tokio::test]
+async fn a_language_without_a_server_is_a_clear_error() {
+    let harness = Harness::new(&[("notes.zzz", "x\n"), ("Makefile", "all:\n")], vec![]);
+    let message = harness
+        .fails(
+            "lsp_diagnostics",
+            json!({"path": "notes.zzz"}),
+            ErrorCode::TOOL_FAILED,
+        )
+        .await;
+    assert_eq!(
+        message,
+        "no language server for zzz files (`.zzz`): none is configured and none of the usual \
+         servers for it is on PATH; add one under [[lsp_servers]] in clawsmith.toml with \
+         extensions = [\"zzz\"]"
+    );
+    let message = harness
+        .fails(
+            "lsp_document_symbols",
+            json!({"path": "Makefile"}),
+            ErrorCode::INVALID_ARGUMENTS,
+        )
+        .await;
+    assert!(
+        message.contains("Makefile has no file extension"),
+        "{message}"
+    );
+    let message = harness
+        .fails(
+            "lsp_diagnostics",
+            json!({"path": "../outside.py"}),
+            ErrorCode::INVALID_ARGUMENTS,
+        )
+        .await;
+    assert_eq!(message, "Path is outside the workspace: ../outside.py");
+    let message = harness
+        .fails(
+            "lsp_workspace_symbols",
+            json!({"query": "x"}),
+            ErrorCode::TOOL_FAILED,
+        )
+        .await;
+    assert!(
+        message.contains("no language server is running yet"),
+        "{message}"
+    );
+}
