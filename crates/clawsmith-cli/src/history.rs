@@ -556,6 +556,12 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
         );
     }
     let report = store.undo(&session_id, turn, scope, &workspace)?;
+    // What commands of these turns changed that undo cannot give back (issue 16).
+    for undone in &report.turns {
+        for change in store.uncaptured_changes(&session_id, undone)? {
+            eprintln!("note: not captured: {}: {}", change.path, change.reason);
+        }
+    }
     print_undo(&report, out)
 }
 

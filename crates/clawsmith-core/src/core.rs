@@ -61,6 +61,10 @@ pub struct CoreConfig {
     /// Replaces the checkpoint recorder handed to the file tools. `None` (the default) records
     /// into `store`; hosts and tests that wrap the recorder set it.
     pub change_recorder: Option<Arc<dyn ChangeRecorder>>,
+    /// Files larger than this are tracked by hash only by the command capture: undo cannot give
+    /// them back and names them "not captured". [`CAPTURE_CONTENT_LIMIT`](crate::CAPTURE_CONTENT_LIMIT)
+    /// (8 MiB) by default.
+    pub capture_content_limit: u64,
     /// Whether the workspace is captured around each foreground `run_command` so undo restores
     /// what it changed (issue 16). On by default; off only to measure what it costs.
     pub capture_commands: bool,
@@ -90,6 +94,7 @@ impl CoreConfig {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             record_tool_schemas: false,
             change_recorder: None,
+            capture_content_limit: crate::capture::CAPTURE_CONTENT_LIMIT,
             capture_commands: true,
             read_only_tools: false,
         }
@@ -168,6 +173,7 @@ impl AgentCore {
             record_tool_schemas,
             change_recorder,
             capture_commands,
+            capture_content_limit,
             read_only_tools,
         } = config;
         let workspace =
@@ -280,7 +286,7 @@ impl AgentCore {
                 activations,
                 record_tool_schemas,
                 recorder,
-                captures: Captures::default(),
+                captures: Captures::with_content_limit(capture_content_limit),
                 capture_commands,
             }),
         })
