@@ -10,15 +10,17 @@
 //! ## A prepared base, then three processes per confined command
 //! What is the same for every command of a configuration — the host read-only, the minimal
 //! `/dev`, the workspace and extra roots bound read-write, protected paths read-only, secrets and
-//! sockets covered — is assembled once by a short-lived **builder** in new user and mount
-//! namespaces ([`BaseView::create`]); clawsmith keeps those two namespaces by descriptor and the
-//! builder exits. A base is reused only while its description is equal, identities of every
+//! sockets covered, and without network a loopback-only network namespace — is assembled once
+//! by a short-lived **builder** in new user and mount (and network) namespaces
+//! ([`BaseView::create`]); clawsmith keeps those namespaces by descriptor and the builder exits.
+//! Commands of one configuration so share a loopback, as processes of one machine do (abstract
+//! unix sockets stay apart: each command is its own Landlock domain). A base is reused only while its description is equal, identities of every
 //! bound, protected and covered path included, and for at most a minute (`platform.rs`).
 //!
 //! tokio forks the **relay** (`C`, the process whose pid clawsmith knows). The relay calls
 //! `setsid`, checks that the workspace path still names the directory the session opened,
-//! enters the base's user and mount namespaces (`setns`), and unshares a copy of the mounts and
-//! new PID, IPC, UTS, cgroup (and, without network, network) namespaces; it forks the **init**
+//! enters the base's user and mount (and, without network, network) namespaces (`setns`), and
+//! unshares a copy of the mounts and new PID, IPC, UTS and cgroup namespaces; it forks the **init**
 //! (`G`, pid 1 of the new PID namespace). The init adds what is the command's own
 //! ([`CommandView`]: a `/proc` of its PID namespace, a private `/tmp` and `/dev/shm`, its
 //! `/dev/pts`, the `.git` pins) and forks the **command** (`H`), which drops every capability,
@@ -84,10 +86,8 @@ pub(crate) struct Namespaces {
     /// `setns`); kept alive here until the relay has entered it.
     pub(crate) base: Arc<BaseNamespaces>,
     /// `CLONE_NEW*` flags for the relay's `unshare` after entering the base: a copy of the
-    /// base's mounts and new PID, IPC, UTS, cgroup (and network) namespaces per command.
+    /// base's mounts and new PID, IPC, UTS and cgroup namespaces per command.
     pub(crate) clone_flags: libc::c_int,
-    /// Whether a new network namespace is made (then its loopback is brought up).
-    pub(crate) network_namespace: bool,
     /// The read end of the lifeline (see the module docs) and the write end to close.
     pub(crate) lifeline_read: RawFd,
     pub(crate) lifeline_write: RawFd,
@@ -121,6 +121,9 @@ pub(crate) struct BaseView {
     /// The contents of `/proc/self/uid_map` and `gid_map`: the caller mapped to itself.
     pub(crate) uid_map: Vec<u8>,
     pub(crate) gid_map: Vec<u8>,
+    /// Whether the base has a network namespace of its own (loopback only: the network is
+    /// off), which its commands enter.
+    pub(crate) network_namespace: bool,
     /// The workspace in the host's view (opened by the builder, checked against `identity`).
     pub(crate) workspace: CString,
     /// `(st_dev, st_ino)` the workspace root must have.
@@ -161,6 +164,7 @@ pub(crate) struct BaseNamespaces {
     pub(crate) view: BaseView,
     user: OwnedFd,
     mount: OwnedFd,
+    network: Option<OwnedFd>,
     pub(crate) created: std::time::Instant,
 }
 
@@ -329,6 +333,9 @@ impl Namespaces {
         };
         check(unsafe { libc::setns(self.base.user.as_raw_fd(), libc::CLONE_NEWUSER) })?;
         check(unsafe { libc::setns(self.base.mount.as_raw_fd(), libc::CLONE_NEWNS) })?;
+        if let Some(network) = &self.base.network {
+            check(unsafe { libc::setns(network.as_raw_fd(), libc::CLONE_NEWNET) })?;
+        }
         for path in &self.covered {
             still_covered(path)?;
         }
@@ -376,9 +383,6 @@ impl Namespaces {
         self.view.enter(slave)?;
         if let Some(pid_max) = &self.pid_max {
             write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
-        }
-        if self.network_namespace {
-            loopback_up()?;
         }
         check(unsafe { libc::chdir(self.view.cwd.as_ptr()) })?;
         let command = check(unsafe { libc::fork() })?;
@@ -547,8 +551,14 @@ impl BaseView {
             }
         };
         let namespaces = match (read, i32::from_ne_bytes(code)) {
-            (4, 0) => open_namespace(builder, "user")
-                .and_then(|user| Ok((user, open_namespace(builder, "mnt")?))),
+            (4, 0) => open_namespace(builder, "user").and_then(|user| {
+                let mount = open_namespace(builder, "mnt")?;
+                let network = self
+                    .network_namespace
+                    .then(|| open_namespace(builder, "net"))
+                    .transpose()?;
+                Ok((user, mount, network))
+            }),
             (4, errno) => Err(io::Error::from_raw_os_error(errno)),
             _ => Err(io::Error::other(
                 "the view builder ended before it was ready",
@@ -560,23 +570,31 @@ impl BaseView {
         while unsafe { libc::waitpid(builder, &mut status, 0) } < 0
             && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
         {}
-        let (user, mount) = namespaces?;
+        let (user, mount, network) = namespaces?;
         Ok(BaseNamespaces {
             view: self,
             user,
             mount,
+            network,
             created: std::time::Instant::now(),
         })
     }
 
-    /// Runs in the builder: new user and mount namespaces, the caller mapped to itself, then
-    /// the view.
+    /// Runs in the builder: new user and mount (and network) namespaces, the caller mapped to
+    /// itself, the loopback up, then the view.
     fn build_in_namespaces(&self) -> io::Result<()> {
-        // SAFETY: unshare(2) with constant flags.
-        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) })?;
+        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+        if self.network_namespace {
+            flags |= libc::CLONE_NEWNET;
+        }
+        // SAFETY: unshare(2) with prepared flags.
+        check(unsafe { libc::unshare(flags) })?;
         write_proc(c"/proc/self/setgroups", b"deny")?;
         write_proc(c"/proc/self/uid_map", &self.uid_map)?;
         write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+        if self.network_namespace {
+            loopback_up()?;
+        }
         self.build()
     }
 

@@ -275,14 +275,11 @@ fn build_world(
 
     let (lifeline_read, lifeline_write) =
         child::lifeline().map_err(|e| Unavailable(format!("lifeline pipe: {e}")))?;
-    let mut clone_flags = libc::CLONE_NEWNS
+    let clone_flags = libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS
         | libc::CLONE_NEWCGROUP;
-    if !config.network_allowed {
-        clone_flags |= libc::CLONE_NEWNET;
-    }
     // `kernel.pid_max` belongs to the PID namespace since Linux 6.14; on older kernels the
     // namespace has no process limit of its own (RLIMIT_NPROC still binds non-root users).
     let pid_max = config
@@ -294,7 +291,6 @@ fn build_world(
     setup.namespaces = Some(Namespaces {
         base,
         clone_flags,
-        network_namespace: !config.network_allowed,
         lifeline_read,
         lifeline_write,
         pid_max,
@@ -601,6 +597,7 @@ fn view(
         staging: cpath(staging)?,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
+        network_namespace: !config.network_allowed,
         workspace: cpath(target.workspace)?,
         identity: target.identity,
         writable: writable_pairs,
