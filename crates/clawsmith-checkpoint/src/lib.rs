@@ -110,6 +110,7 @@ mod schema;
 mod session;
 mod store;
 mod undo;
+mod undo_preview;
 
 pub use at_rest::MAX_STORED_ARGUMENT_BYTES;
 pub use blob::{hash_hex, sha256};
@@ -128,6 +129,7 @@ pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use session::{PendingApproval, SessionInfo, Todo, TodoStatus};
 pub use store::{BUSY_TIMEOUT, Clock, Durability, Store, StoreOptions, system_clock};
+pub use undo_preview::UndoPreview;
 pub use undo::{
     PendingRestore, RecoveredRestore, UndoConflict, UndoOutcome, UndoReport, UndoScope,
 };

@@ -154,26 +154,26 @@ struct SessionTarget {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct RestoreAction {
-    path: String,
+pub(crate) struct RestoreAction {
+    pub(crate) path: String,
     /// What the precheck found there (hex; `None` = absent).
     current: Option<String>,
     /// What to put there; `None` = remove.
-    target: Option<TargetFile>,
+    pub(crate) target: Option<TargetFile>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct TargetFile {
+pub(crate) struct TargetFile {
     sha256: String,
     mode: u32,
 }
 
-struct TurnRow {
+pub(crate) struct TurnRow {
     id: i64,
-    turn_id: String,
+    pub(crate) turn_id: String,
     created_at: u64,
-    files_undone: bool,
-    session_undone: bool,
+    pub(crate) files_undone: bool,
+    pub(crate) session_undone: bool,
 }
 
 impl Store {
@@ -489,7 +489,7 @@ fn remove_created_directories(
         .collect()
 }
 
-fn turns_from(
+pub(crate) fn turns_from(
     tx: &Transaction<'_>,
     session_id: &str,
     from_id: i64,
@@ -539,7 +539,7 @@ fn current_key(
 }
 
 /// Simulates the rollback newest first; returns the final action per path or every conflict.
-fn precheck(
+pub(crate) fn precheck(
     tx: &Transaction<'_>,
     turns: &[&TurnRow],
     workspace: &Workspace,

@@ -58,6 +58,7 @@ mod output;
 mod policy;
 mod run;
 mod state;
+mod web;
 mod timeline;
 
 use std::io::Write;
@@ -153,6 +154,9 @@ enum Command {
         #[command(subcommand)]
         command: UndoCommand,
     },
+    /// A local web view of sessions, tool calls, checkpoints and diffs, with undo; prints
+    /// `http://127.0.0.1:PORT/?token=…` and serves until stopped.
+    Web(web::WebOptions),
     /// Delete expired or over-quota checkpoints and collect unreferenced blobs.
     Prune {
         /// Report what would be removed without removing it.
@@ -414,6 +418,7 @@ fn run(cli: Cli) -> Result<i32> {
             out.raw(&String::from_utf8_lossy(&script))?;
             Ok(exit::OK)
         }
+        Command::Web(options) => web::run(&state_dir()?, &options),
         Command::Prune { dry_run } => {
             let store = state::open_existing_store(&state_dir()?)?;
             history::prune(&store, dry_run, &out)

@@ -14,6 +14,7 @@ mod snapshots;
 mod state;
 mod terminal;
 mod undo;
+mod web;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

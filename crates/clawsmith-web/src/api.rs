@@ -1,0 +1,538 @@
+//! The JSON API under `/api/`: what the pages render, and what scripts and tests read.
+
+// Handlers refuse with the `Response` axum sends as is; boxing it would only add a step on a path
+// that ends the request.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use clawsmith_checkpoint::{
+    CheckpointInfo, SessionInfo, Store, StoreError, UndoOutcome, UndoPreview, UndoReport, UndoScope,
+};
+use clawsmith_core::fs::Workspace;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::{AppState, LIVE_POLL, MAX_PAGE};
+
+/// The events a page holds unless it asks for fewer.
+const DEFAULT_PAGE: u64 = 200;
+
+/// The most bytes of an artifact one request returns.
+const ARTIFACT_PAGE_MAX_BYTES: u64 = 64 * 1024;
+
+/// The most lines of an artifact one request returns.
+const ARTIFACT_PAGE_MAX_LINES: u64 = 2_000;
+
+pub(crate) fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/sessions", get(sessions))
+        .route("/api/sessions/{id}", get(session))
+        .route("/api/sessions/{id}/events", get(events))
+        .route("/api/sessions/{id}/live", get(live))
+        .route("/api/sessions/{id}/turns/{turn}", get(turn))
+        .route("/api/sessions/{id}/turns/{turn}/diff", get(diff))
+        .route(
+            "/api/sessions/{id}/turns/{turn}/undo-preview",
+            post(undo_preview),
+        )
+        .route("/api/sessions/{id}/turns/{turn}/undo", post(undo))
+        .route("/api/sessions/{id}/artifacts/{artifact}", get(artifact))
+}
+
+/// A refusal or failure as JSON: `{"error": {"code", "message"}}`.
+pub(crate) fn error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"code": code, "message": message.into()}});
+    (status, Json(body)).into_response()
+}
+
+/// What a handler returns: JSON, or a response that says what went wrong.
+type ApiResult = Result<Json<Value>, Response>;
+
+fn store_error(failure: StoreError) -> Response {
+    match failure {
+        StoreError::UnknownSession(id) => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no session {id:?}"),
+        ),
+        StoreError::UnknownTurn {
+            session_id,
+            turn_id,
+        } => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no turn {turn_id:?} in session {session_id:?}"),
+        ),
+        failure @ StoreError::SessionInUse { .. } => {
+            error(StatusCode::CONFLICT, "session_in_use", failure.to_string())
+        }
+        failure @ StoreError::RestoreInProgress(_) => error(
+            StatusCode::CONFLICT,
+            "restore_in_progress",
+            failure.to_string(),
+        ),
+        other => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            other.to_string(),
+        ),
+    }
+}
+
+/// Runs a store read on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    state: &Arc<AppState>,
+    body: impl FnOnce(&Store) -> Result<T, Response> + Send + 'static,
+) -> Result<T, Response> {
+    let store = state.store.clone();
+    tokio::task::spawn_blocking(move || body(&store))
+        .await
+        .map_err(|join| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                join.to_string(),
+            )
+        })?
+}
+
+fn require_session(store: &Store, id: &str) -> Result<SessionInfo, Response> {
+    store.get_session(id).map_err(store_error)?.ok_or_else(|| {
+        error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no session {id:?}"),
+        )
+    })
+}
+
+fn session_json(session: &SessionInfo, children: &[String]) -> Value {
+    json!({"id": session.id, "parentId": session.parent_id, "createdAtMs": session.created_at_ms,
+           "workspaceRoot": session.workspace_root, "children": children})
+}
+
+fn checkpoint_json(checkpoint: &CheckpointInfo) -> Value {
+    json!({"turnId": checkpoint.turn_id, "createdAtMs": checkpoint.created_at_ms,
+           "finishedAtMs": checkpoint.finished_at_ms, "state": checkpoint.state.as_str(),
+           "filesUndone": checkpoint.files_undone, "sessionUndone": checkpoint.session_undone,
+           "fileCount": checkpoint.file_count, "eventSequence": checkpoint.event_sequence})
+}
+
+/// Children of every session, by parent id.
+fn children_of(sessions: &[SessionInfo]) -> HashMap<&str, Vec<String>> {
+    let mut children: HashMap<&str, Vec<String>> = HashMap::new();
+    for session in sessions {
+        if let Some(parent) = &session.parent_id {
+            children
+                .entry(parent.as_str())
+                .or_default()
+                .push(session.id.clone());
+        }
+    }
+    children
+}
+
+#[derive(Debug, Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+/// Every session, newest first; `q` keeps those whose id or workspace contains it.
+async fn sessions(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<SearchQuery>,
+) -> ApiResult {
+    blocking(&state, move |store| {
+        let sessions = store.list_sessions().map_err(store_error)?;
+        let children = children_of(&sessions);
+        let needle = query.q.to_lowercase();
+        let list: Vec<Value> = sessions
+            .iter()
+            .filter(|s| {
+                needle.is_empty()
+                    || s.id.to_lowercase().contains(&needle)
+                    || s.workspace_root.to_lowercase().contains(&needle)
+            })
+            .map(|s| session_json(s, children.get(s.id.as_str()).map_or(&[], Vec::as_slice)))
+            .collect();
+        Ok(Json(json!({ "sessions": list })))
+    })
+    .await
+}
+
+/// One session: its facts, todos, checkpoints (newest first) and last event sequence.
+async fn session(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let undo_workspace = state.undo_workspace.clone();
+    blocking(&state, move |store| {
+        let session = require_session(store, &id)?;
+        let children: Vec<String> = store
+            .list_sessions()
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|s| s.parent_id.as_deref() == Some(id.as_str()))
+            .map(|s| s.id)
+            .collect();
+        let todos = store.todos(&id).map_err(store_error)?;
+        let mut checkpoints = store.checkpoints(&id).map_err(store_error)?;
+        checkpoints.sort_by_key(|c| std::cmp::Reverse(c.created_at_ms));
+        let last_sequence = store.last_event_sequence(&id).map_err(store_error)?;
+        let undo = undo_refusal(undo_workspace.as_deref(), &session);
+        Ok(Json(json!({
+            "session": session_json(&session, &children),
+            "todos": todos,
+            "checkpoints": checkpoints.iter().map(checkpoint_json).collect::<Vec<_>>(),
+            "lastSequence": last_sequence,
+            "undoAvailable": undo.is_none(),
+            "undoRefusal": undo,
+        })))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    #[serde(default)]
+    after: u64,
+    limit: Option<u64>,
+}
+
+/// A page of events after a sequence.
+async fn events(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> ApiResult {
+    blocking(&state, move |store| {
+        let limit = page.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
+        Ok(Json(events_page(store, &id, page.after, limit)?))
+    })
+    .await
+}
+
+fn events_page(store: &Store, id: &str, after: u64, limit: u64) -> Result<Value, Response> {
+    // One more than asked says whether there is more without a second query.
+    let mut events = store
+        .events_page(id, after, limit + 1)
+        .map_err(store_error)?;
+    let more = events.len() as u64 > limit;
+    events.truncate(limit as usize);
+    let next_after = events.last().map_or(after, |event| event.sequence);
+    Ok(json!({"events": events, "nextAfter": next_after, "more": more}))
+}
+
+/// Server-sent events: every event after `after`, as pages, while the session grows.
+async fn live(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>>, Response> {
+    {
+        let id = id.clone();
+        blocking(&state, move |store| require_session(store, &id)).await?;
+    }
+    let stream =
+        futures_util::stream::unfold((state, id, page.after), |(state, id, after)| async move {
+            loop {
+                let (lookup_id, store) = (id.clone(), state.store.clone());
+                let page =
+                    tokio::task::spawn_blocking(move || -> Result<Option<Value>, Response> {
+                        let last = store.last_event_sequence(&lookup_id).map_err(store_error)?;
+                        if last <= after {
+                            return Ok(None);
+                        }
+                        events_page(&store, &lookup_id, after, MAX_PAGE).map(Some)
+                    })
+                    .await;
+                match page {
+                    Ok(Ok(Some(page))) => {
+                        let next = page["nextAfter"].as_u64().unwrap_or(after);
+                        let event = SseEvent::default().event("events").data(page.to_string());
+                        return Some((Ok(event), (state, id, next)));
+                    }
+                    Ok(Ok(None)) => tokio::time::sleep(LIVE_POLL).await,
+                    // The session is gone (pruned) or the store failed: the stream ends and the
+                    // browser's EventSource reconnects later.
+                    _ => return None,
+                }
+            }
+        });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// A turn's checkpoint and its change list.
+async fn turn(
+    State(state): State<Arc<AppState>>,
+    Path((id, turn)): Path<(String, String)>,
+) -> ApiResult {
+    blocking(&state, move |store| {
+        require_session(store, &id)?;
+        let checkpoint = store
+            .checkpoints(&id)
+            .map_err(store_error)?
+            .into_iter()
+            .find(|c| c.turn_id == turn)
+            .ok_or_else(|| {
+                error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no checkpoint for turn {turn:?} in session {id:?}"),
+                )
+            })?;
+        let files = store.change_list(&id, &turn).map_err(store_error)?;
+        Ok(Json(
+            json!({"sessionId": id, "checkpoint": checkpoint_json(&checkpoint), "files": files}),
+        ))
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+struct DiffQuery {
+    path: String,
+}
+
+/// One path's diff in one turn (each side ≤ 64 KiB).
+async fn diff(
+    State(state): State<Arc<AppState>>,
+    Path((id, turn)): Path<(String, String)>,
+    Query(query): Query<DiffQuery>,
+) -> ApiResult {
+    blocking(&state, move |store| {
+        require_session(store, &id)?;
+        match store.diff(&id, &turn, &query.path).map_err(store_error)? {
+            Some(diff) => Ok(Json(json!(diff))),
+            None => Err(error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("turn {turn} did not change {}", query.path),
+            )),
+        }
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ArtifactQuery {
+    offset: Option<u64>,
+    length: Option<u64>,
+    line: Option<u64>,
+    lines: Option<u64>,
+}
+
+/// A page of an artifact: by bytes (`offset`, `length`) or by lines (`line` from 1, `lines`).
+async fn artifact(
+    State(state): State<Arc<AppState>>,
+    Path((id, artifact)): Path<(String, String)>,
+    Query(query): Query<ArtifactQuery>,
+) -> ApiResult {
+    blocking(&state, move |store| {
+        require_session(store, &id)?;
+        let content = store
+            .read_artifact(&id, &artifact)
+            .map_err(store_error)?
+            .ok_or_else(|| {
+                error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no artifact {artifact:?} in session {id:?}"),
+                )
+            })?;
+        Ok(Json(artifact_page(&artifact, &content, &query)?))
+    })
+    .await
+}
+
+fn artifact_page(id: &str, content: &[u8], query: &ArtifactQuery) -> Result<Value, Response> {
+    let total_bytes = content.len() as u64;
+    let total_lines = content.split(|b| *b == b'\n').count() as u64
+        - u64::from(content.ends_with(b"\n") || content.is_empty());
+    if query.line.is_some() || query.lines.is_some() {
+        if query.offset.is_some() || query.length.is_some() {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "page an artifact by bytes (offset, length) or by lines (line, lines), not both",
+            ));
+        }
+        let first = query.line.unwrap_or(1);
+        if first == 0 {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "lines count from 1",
+            ));
+        }
+        let count = query.lines.unwrap_or(200).clamp(1, ARTIFACT_PAGE_MAX_LINES);
+        let mut text = Vec::new();
+        for line in content
+            .split_inclusive(|b| *b == b'\n')
+            .skip((first - 1) as usize)
+            .take(count as usize)
+        {
+            text.extend_from_slice(line);
+        }
+        let last = (first + count - 1).min(total_lines);
+        return Ok(json!({
+            "artifactId": id, "totalBytes": total_bytes, "totalLines": total_lines,
+            "line": first, "lastLine": last, "text": String::from_utf8_lossy(&text),
+            "nextLine": (last < total_lines).then_some(last + 1),
+        }));
+    }
+    let offset = query.offset.unwrap_or(0).min(total_bytes);
+    let length = query
+        .length
+        .unwrap_or(16 * 1024)
+        .clamp(1, ARTIFACT_PAGE_MAX_BYTES);
+    let end = (offset + length).min(total_bytes);
+    let slice = &content[offset as usize..end as usize];
+    Ok(json!({
+        "artifactId": id, "totalBytes": total_bytes, "totalLines": total_lines,
+        "offset": offset, "end": end, "text": String::from_utf8_lossy(slice),
+        "nextOffset": (end < total_bytes).then_some(end),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct UndoRequest {
+    scope: UndoScope,
+    #[serde(default)]
+    confirm: bool,
+}
+
+/// Why undo is refused for this session from this server (`None` = allowed).
+fn undo_refusal(workspace: Option<&std::path::Path>, session: &SessionInfo) -> Option<String> {
+    match workspace {
+        None => Some("this server was started without a workspace; undo is off".to_owned()),
+        Some(root) if root.display().to_string() != session.workspace_root => Some(format!(
+            "session {} works in {}; undo writes only in the workspace `clawsmith web` was \
+             started in ({}): run it there with --workspace {}",
+            session.id,
+            session.workspace_root,
+            root.display(),
+            session.workspace_root
+        )),
+        Some(_) => None,
+    }
+}
+
+fn undo_workspace(state: &AppState, session: &SessionInfo) -> Result<Workspace, Response> {
+    if let Some(reason) = undo_refusal(state.undo_workspace.as_deref(), session) {
+        return Err(error(StatusCode::CONFLICT, "workspace_mismatch", reason));
+    }
+    Workspace::open(std::path::Path::new(&session.workspace_root)).map_err(|e| {
+        error(
+            StatusCode::CONFLICT,
+            "workspace_unavailable",
+            format!("opening the workspace {}: {e}", session.workspace_root),
+        )
+    })
+}
+
+fn parse_undo(body: &[u8]) -> Result<UndoRequest, Response> {
+    serde_json::from_slice(body).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("the body must be {{\"scope\": \"files\"|\"session\"|\"all\"}}: {e}"),
+        )
+    })
+}
+
+/// The precheck of an undo, without the undo: what it would restore, remove, and refuse.
+async fn undo_preview(
+    State(state): State<Arc<AppState>>,
+    Path((id, turn)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    let request = parse_undo(&body)?;
+    let shared = state.clone();
+    blocking(&state, move |store| {
+        let session = require_session(store, &id)?;
+        let workspace = undo_workspace(&shared, &session)?;
+        let preview = store
+            .undo_preview(&id, &turn, request.scope, &workspace)
+            .map_err(store_error)?;
+        Ok(Json(preview_json(&preview)))
+    })
+    .await
+}
+
+fn preview_json(preview: &UndoPreview) -> Value {
+    json!({
+        "sessionId": preview.session_id, "turnId": preview.turn_id, "scope": preview.scope,
+        "alreadyUndone": preview.already_undone, "turns": preview.turns,
+        "restore": preview.restore, "remove": preview.remove,
+        "conflicts": conflicts_json(&preview.conflicts),
+    })
+}
+
+fn conflicts_json(conflicts: &[clawsmith_checkpoint::UndoConflict]) -> Vec<Value> {
+    conflicts
+        .iter()
+        .map(|c| {
+            json!({"path": c.path, "turnId": c.turn_id, "expectedSha256": c.expected_sha256,
+                   "foundSha256": c.found_sha256, "reason": c.reason})
+        })
+        .collect()
+}
+
+/// The undo itself, confirmed: under the session's lease, in the server's workspace only.
+async fn undo(
+    State(state): State<Arc<AppState>>,
+    Path((id, turn)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Result<Response, Response> {
+    let request = parse_undo(&body)?;
+    if !request.confirm {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "confirmation_required",
+            "an undo needs \"confirm\": true (preview it first)",
+        ));
+    }
+    let shared = state.clone();
+    let report = blocking(&state, move |store| {
+        let session = require_session(store, &id)?;
+        let workspace = undo_workspace(&shared, &session)?;
+        // One writer per session, as `clawsmith undo`: a running turn refuses the undo.
+        let _lease = store.lease_session(&id).map_err(store_error)?;
+        store
+            .recover_session_restores(&workspace, &id)
+            .map_err(store_error)?;
+        store
+            .undo(&id, &turn, request.scope, &workspace)
+            .map_err(store_error)
+    })
+    .await?;
+    let status = match report.outcome {
+        UndoOutcome::Conflicts(_) => StatusCode::CONFLICT,
+        _ => StatusCode::OK,
+    };
+    Ok((status, Json(report_json(&report))).into_response())
+}
+
+fn report_json(report: &UndoReport) -> Value {
+    let (outcome, conflicts) = match &report.outcome {
+        UndoOutcome::Undone => ("undone", Vec::new()),
+        UndoOutcome::AlreadyUndone => ("already_undone", Vec::new()),
+        UndoOutcome::Conflicts(list) => ("conflicts", conflicts_json(list)),
+    };
+    json!({
+        "sessionId": report.session_id, "turnId": report.turn_id, "scope": report.scope,
+        "outcome": outcome, "turns": report.turns, "restored": report.restored,
+        "removed": report.removed, "removedDirectories": report.removed_directories,
+        "conflicts": conflicts,
+    })
+}
