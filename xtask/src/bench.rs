@@ -20,6 +20,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+// `clawsmith web` on a long session (issue 21).
+mod web;
+
+// Language-server pairs (clawsmith-lsp).
+mod lsp;
+
 /// What a figure is compared with.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
@@ -31,6 +37,11 @@ pub enum Target {
     SecondsAtMost(f64),
     /// ours alone, bytes, at most.
     BytesAtMost(u64),
+    /// ours alone, operations per second, at least.
+    PerSecondAtLeast(f64),
+    /// ours/theirs at least `ratio` and ours alone at least `per_second` (throughput pairs with
+    /// an absolute floor as well).
+    RatioAndRateAtLeast { ratio: f64, per_second: f64 },
 }
 
 /// One row of the report.
@@ -125,6 +136,10 @@ impl Row {
             Target::RatioAtLeast(min) => self.ratio().is_some_and(|r| r >= min),
             Target::SecondsAtMost(max) => median(&self.ours) <= max,
             Target::BytesAtMost(max) => median(&self.ours) <= max as f64,
+            Target::PerSecondAtLeast(min) => median(&self.ours) >= min,
+            Target::RatioAndRateAtLeast { ratio, per_second } => {
+                self.ratio().is_some_and(|r| r >= ratio) && median(&self.ours) >= per_second
+            }
         }
     }
 
@@ -134,6 +149,11 @@ impl Row {
             Target::RatioAtLeast(min) => format!("≥ {min}×"),
             Target::SecondsAtMost(max) => format!("≤ {max} s"),
             Target::BytesAtMost(max) => format!("≤ {}", format_value(max as f64, Unit::Bytes)),
+            Target::PerSecondAtLeast(min) => format!("≥ {}", format_value(min, Unit::PerSecond)),
+            Target::RatioAndRateAtLeast { ratio, per_second } => format!(
+                "≥ {ratio}× and ≥ {}",
+                format_value(per_second, Unit::PerSecond)
+            ),
         }
     }
 }
@@ -263,6 +283,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("mcp-read-file", &mut rows, &mut || {
         mcp_read_pair(root, &bin, &data, &options)
     });
+    attempt("call-vs-cat", &mut rows, &mut || {
+        call_vs_cat(&bin, &data, &options)
+    });
     attempt("search-vs-rg", &mut rows, &mut || {
         search_vs_rg(&bin, &data, &options)
     });
@@ -273,8 +296,12 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("mcp-unread-client", &mut rows, &mut || {
         mcp_unread_client(&bin, &data)
     });
+    attempt("web-history", &mut rows, &mut || web::web_rows(&bin, &data, &options));
     attempt("history-scale", &mut rows, &mut || {
         history_scale(&bin, &data, &options)
+    });
+    attempt("lsp-diagnostics", &mut rows, &mut || {
+        lsp::lsp_pairs(&bin, &data, &options)
     });
     attempt("crate-pairs", &mut rows, &mut || {
         crate_pairs(root, &cargo, &options)
@@ -399,6 +426,45 @@ fn clawsmith_call(bin: &Path, state: &Path, workspace: &Path, tool: &str, args: 
         .arg(workspace)
         .args(["--mode", "full", tool, &args.to_string()]);
     command
+}
+
+/// `clawsmith call read_file` of a 10 KB file, process start to result, against `cat` of the
+/// same file (issue 15).
+fn call_vs_cat(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    let dir = data.join("call-read");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("ten-kb.txt");
+    std::fs::write(&file, "0123456789abcdef\n".repeat(10 * 1024 / 17))?;
+    let state = tempdir("call-state")?;
+    let (ours, theirs) = alternate(
+        options.rounds() * 3,
+        || {
+            time_process(clawsmith_call(
+                bin,
+                &state,
+                &dir,
+                "read_file",
+                &json!({"path": "ten-kb.txt"}),
+            ))
+        },
+        || {
+            let mut command = Command::new("cat");
+            command.arg(&file);
+            time_process(command)
+        },
+    )?;
+    Ok(vec![Row {
+        name: "`clawsmith call read_file` vs `cat` (10 KB, whole processes)".into(),
+        ours_label: "clawsmith call".into(),
+        theirs_label: "cat".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(3.0),
+        unit: Unit::Seconds,
+        note: "process start to result: ours opens the state database, creates a session, stores \
+               the turn, its events and messages (default durability)"
+            .into(),
+    }])
 }
 
 fn search_vs_rg(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
@@ -875,9 +941,16 @@ pub fn parse_pair_lines(text: &str) -> Result<Vec<Row>> {
         };
         let target: BTreeMap<String, Value> = serde_json::from_value(value["target"].clone())
             .context("bench line without a target")?;
+        let rate_floor = target.get("perSecondAtLeast").and_then(Value::as_f64);
+        let ratio_floor = target.get("ratioAtLeast").and_then(Value::as_f64);
         let (kind, number) = target.into_iter().next().context("empty target")?;
         let number = number.as_f64().context("target is not a number")?;
         let target = match kind.as_str() {
+            _ if rate_floor.is_some() && ratio_floor.is_some() => Target::RatioAndRateAtLeast {
+                ratio: ratio_floor.unwrap_or_default(),
+                per_second: rate_floor.unwrap_or_default(),
+            },
+            "perSecondAtLeast" => Target::PerSecondAtLeast(number),
             "ratioAtMost" => Target::RatioAtMost(number),
             "ratioAtLeast" => Target::RatioAtLeast(number),
             "secondsAtMost" => Target::SecondsAtMost(number),

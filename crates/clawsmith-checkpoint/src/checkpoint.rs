@@ -316,58 +316,69 @@ impl Store {
     ) -> Result<TurnManifest, StoreError> {
         let now = self.now_ms();
         self.write("finishing a turn", |tx| {
-            let id = checkpoint_id(tx, session_id, turn_id)?;
-            let state: String = tx
-                .query_row("SELECT state FROM checkpoints WHERE id = ?1", [id], |row| {
-                    row.get(0)
-                })
-                .ctx("finishing a turn")?;
-            if state == "open" {
-                for record in file_records(tx, id)? {
-                    let post = match &record.post_hash {
-                        Some(hash) => post_content(&record.path)
-                            .filter(|content| hex::encode(crate::blob::sha256(content)) == *hash),
-                        None => None,
-                    };
-                    if let Some(content) = &post {
-                        put_blob(tx, content)?;
-                    }
-                    let before = match &record.pre_hash {
-                        Some(hash) => Some(require_blob(tx, hash)?),
-                        None => None,
-                    };
-                    let stats = match (&record.post_hash, &post) {
-                        (Some(_), None) => None,
-                        _ => line_stats(
-                            before.as_deref().unwrap_or(&[]),
-                            post.as_deref().unwrap_or(&[]),
-                        ),
-                    };
-                    if let Some((added, removed)) = stats {
-                        tx.execute(
-                            "UPDATE checkpoint_files SET lines_added = ?3, lines_removed = ?4
-                             WHERE checkpoint_id = ?1 AND path = ?2",
-                            params![id, record.path, added, removed],
-                        )
-                        .ctx("finishing a turn")?;
-                    }
-                }
+            finish_turn_in(tx, session_id, turn_id, post_content, now)
+        })
+    }
+}
+
+/// [`Store::finish_turn_with`] inside a caller's transaction.
+pub(crate) fn finish_turn_in(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+    post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    now: u64,
+) -> Result<TurnManifest, StoreError> {
+    let id = checkpoint_id(tx, session_id, turn_id)?;
+    let state: String = tx
+        .query_row("SELECT state FROM checkpoints WHERE id = ?1", [id], |row| {
+            row.get(0)
+        })
+        .ctx("finishing a turn")?;
+    if state == "open" {
+        for record in file_records(tx, id)? {
+            let post = match &record.post_hash {
+                Some(hash) => post_content(&record.path)
+                    .filter(|content| hex::encode(crate::blob::sha256(content)) == *hash),
+                None => None,
+            };
+            if let Some(content) = &post {
+                put_blob(tx, content)?;
+            }
+            let before = match &record.pre_hash {
+                Some(hash) => Some(require_blob(tx, hash)?),
+                None => None,
+            };
+            let stats = match (&record.post_hash, &post) {
+                (Some(_), None) => None,
+                _ => line_stats(
+                    before.as_deref().unwrap_or(&[]),
+                    post.as_deref().unwrap_or(&[]),
+                ),
+            };
+            if let Some((added, removed)) = stats {
                 tx.execute(
-                    "UPDATE checkpoints SET state = 'finished', finished_at = ?2 WHERE id = ?1",
-                    params![id, now],
+                    "UPDATE checkpoint_files SET lines_added = ?3, lines_removed = ?4
+                     WHERE checkpoint_id = ?1 AND path = ?2",
+                    params![id, record.path, added, removed],
                 )
                 .ctx("finishing a turn")?;
             }
-            Ok(TurnManifest {
-                session_id: session_id.to_string(),
-                turn_id: turn_id.to_string(),
-                files: file_records(tx, id)?
-                    .iter()
-                    .map(FileRecord::change)
-                    .collect(),
-            })
-        })
+        }
+        tx.execute(
+            "UPDATE checkpoints SET state = 'finished', finished_at = ?2 WHERE id = ?1",
+            params![id, now],
+        )
+        .ctx("finishing a turn")?;
     }
+    Ok(TurnManifest {
+        session_id: session_id.to_string(),
+        turn_id: turn_id.to_string(),
+        files: file_records(tx, id)?
+            .iter()
+            .map(FileRecord::change)
+            .collect(),
+    })
 }
 
 /// Lines added and removed between two texts; `None` if either side is not UTF-8 text.
@@ -391,7 +402,7 @@ pub(crate) fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
     Some((added, removed))
 }
 
-fn begin_turn_in(
+pub(crate) fn begin_turn_in(
     tx: &Transaction<'_>,
     session_id: &str,
     turn_id: &str,

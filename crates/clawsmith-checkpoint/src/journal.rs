@@ -53,21 +53,46 @@ impl Store {
         let now = self.now_ms();
         self.write("journaling a call", |tx| {
             require_session(tx, &start.session_id)?;
-            tx.execute(
-                "INSERT INTO journal (session_id, call_id, turn_id, tool_name, args_json, started_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    start.session_id,
-                    start.call_id,
-                    start.turn_id,
-                    start.tool_name,
-                    crate::at_rest::arguments(&start.args_json),
-                    now
-                ],
-            )
-            .ctx("journaling a call")?;
-            Ok(())
+            insert_entry(tx, start, now)
         })
+    }
+
+    /// Starts a call in one transaction: the batch's assistant message when `assistant` is given
+    /// (the first store write of a batch carries it), the journal entry of a side-effecting call
+    /// when `journal` is given, and its `tool.started` event (with the session's next sequence).
+    /// Returns once all of it is committed, so the side effect may start only after this returns
+    /// `Ok`; on `Err` nothing of it was stored. One commit where there were up to three. Without
+    /// a journal entry nothing is guarded, and under `Durability::Full` the commit is not fsynced
+    /// on its own: the call's close fsyncs it.
+    pub fn start_call(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        journal: Option<&JournalStart>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        let assistant = assistant.map(crate::at_rest::message_json).transpose()?;
+        let now = self.now_ms();
+        let body = |tx: &rusqlite::Transaction<'_>| {
+            require_session(tx, session_id)?;
+            if let Some(json) = &assistant {
+                insert_message(tx, session_id, json)?;
+            }
+            if let Some(start) = journal {
+                if start.session_id != session_id {
+                    return Err(StoreError::UnknownSession(start.session_id.clone()));
+                }
+                insert_entry(tx, start, now)?;
+            }
+            insert_event(tx, session_id, started, timestamp_ms, None)
+        };
+        // Only a journal entry guards a side effect; a read's start rides on its close's fsync.
+        if journal.is_some() {
+            self.write("starting a call", body)
+        } else {
+            self.write_unsynced("starting a call", body)
+        }
     }
 
     /// Closes a journaled call. Returns `false` if no open entry matched (unknown or already
@@ -126,12 +151,13 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.read("looking up a journaled call", |tx| {
             let found: i64 = tx
-                .query_row(
+                .prepare_cached(
                     "SELECT COUNT(*) FROM journal
                      WHERE session_id = ?1 AND turn_id = ?2 AND call_id = ?3",
-                    params![session_id, turn_id, call_id],
-                    |row| row.get(0),
                 )
+                .and_then(|mut statement| {
+                    statement.query_row(params![session_id, turn_id, call_id], |row| row.get(0))
+                })
                 .ctx("looking up a journaled call")?;
             Ok(found > 0)
         })
@@ -201,11 +227,37 @@ fn close_entry(
     closed_at_ms: u64,
 ) -> Result<bool, StoreError> {
     let changed = tx
-        .execute(
+        .prepare_cached(
             "UPDATE journal SET closed_at = ?3, status = ?4
              WHERE session_id = ?1 AND call_id = ?2 AND closed_at IS NULL",
-            params![session_id, call_id, closed_at_ms, status.as_str()],
         )
+        .and_then(|mut statement| {
+            statement.execute(params![session_id, call_id, closed_at_ms, status.as_str()])
+        })
         .ctx("closing a journaled call")?;
     Ok(changed > 0)
+}
+
+/// Inserts a journal row (masked, bounded arguments).
+fn insert_entry(
+    tx: &rusqlite::Transaction<'_>,
+    start: &JournalStart,
+    now: u64,
+) -> Result<(), StoreError> {
+    tx.prepare_cached(
+        "INSERT INTO journal (session_id, call_id, turn_id, tool_name, args_json, started_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
+            start.session_id,
+            start.call_id,
+            start.turn_id,
+            start.tool_name,
+            crate::at_rest::arguments(&start.args_json),
+            now
+        ])
+    })
+    .ctx("journaling a call")?;
+    Ok(())
 }

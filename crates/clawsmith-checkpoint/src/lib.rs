@@ -7,8 +7,8 @@
 //!
 //! ## Main types
 //! - [`Store`]: the database. Sync methods on `&self` over a `Mutex<Connection>`; the async core
-//!   wraps calls in `spawn_blocking`. [`Store::open`] / [`Store::open_in_memory`], each with an
-//!   injectable [`Clock`] for retention tests.
+//!   calls them on its own worker thread (see *Decisions*). [`Store::open`] /
+//!   [`Store::open_in_memory`], each with an injectable [`Clock`] for retention tests.
 //! - Sessions and history: [`SessionInfo`], [`Store::append_message`], [`Store::append_event`]
 //!   (assigns the per-session, gap-free `sequence` inside the insert transaction),
 //!   [`Todo`] lists, [`PendingApproval`]s, [`Store::fork_session`] (K6).
@@ -42,6 +42,19 @@
 //!   [`BUSY_TIMEOUT`] of 15 s, and every write in a `BEGIN IMMEDIATE` transaction: a writer takes
 //!   the lock up front and waits for it, instead of starting as a reader and failing with
 //!   "database is locked" when it upgrades. An MCP server and a CLI undo can share the file.
+//! - **Few commits, cheap ones, on the caller's thread.** A call is two commits: its start (the
+//!   batch's assistant message, the journal entry of a side-effecting call and `tool.started`:
+//!   [`Store::start_call`]) and its close (journal close, `tool.completed`, the tool message:
+//!   [`Store::close_call`]); a turn's checkpoint opens and closes with its `turn.started` /
+//!   `turn.completed` ([`Store::begin_turn_with_event`], [`Store::finish_turn_with_event`]). Under
+//!   [`Durability::Full`] a commit that guards nothing (a read's start, a turn's start) is not
+//!   fsynced on its own; the next fsynced commit covers it (the WAL is written in order). Hot
+//!   statements are prepared once per connection. A commit is tens of microseconds under the
+//!   default durability, less than a hop to a blocking thread would cost, so the async core
+//!   calls the store directly on its worker; under `Full` each fsync holds that worker for its
+//!   duration (the runtime's other workers keep serving). Closing a connection does not fold the
+//!   WAL into the main file (four fsyncs a process): the next writer's automatic checkpoint does,
+//!   and [`Store::checkpoint_wal`] does it on demand.
 //! - **Forward-only migrations** keyed by `PRAGMA user_version`, applied in one immediate
 //!   transaction; a file from a newer build is refused ([`StoreError::SchemaTooNew`]), garbage or
 //!   a truncated file is refused with [`StoreError::NotADatabase`] instead of a panic later.

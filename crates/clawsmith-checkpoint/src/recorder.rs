@@ -90,4 +90,31 @@ impl Store {
         };
         self.finish_turn_with(session_id, turn_id, &read)
     }
+
+    /// [`Store::finish_turn`] and the event that says so (`turn.completed`, with the session's
+    /// next sequence) in one commit. Finishing a finished turn changes no checkpoint but still
+    /// appends the event.
+    pub fn finish_turn_with_event(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        workspace: &Workspace,
+        completed: clawsmith_protocol::EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, clawsmith_protocol::Event), StoreError> {
+        let read = |path: &str| -> Option<Vec<u8>> {
+            let path = workspace.resolve(path).ok()?;
+            match workspace.read_state(&path).ok()? {
+                PriorState::File { content, .. } => Some(content),
+                PriorState::Absent => None,
+            }
+        };
+        let now = self.now_ms();
+        self.write("finishing a turn", |tx| {
+            let manifest = crate::checkpoint::finish_turn_in(tx, session_id, turn_id, &read, now)?;
+            let event =
+                crate::session::insert_event(tx, session_id, completed, timestamp_ms, None)?;
+            Ok((manifest, event))
+        })
+    }
 }

@@ -156,6 +156,25 @@ impl Store {
         })
     }
 
+    /// Begins turn `turn_id` ([`Store::begin_turn`]: the checkpoint records the message count,
+    /// the last event sequence before this event, and the todo list) and appends `started` (its
+    /// `turn.started`) in one commit. Nothing is guarded by it yet, so under `Durability::Full`
+    /// it is not fsynced on its own: the first commit that guards a change (a prior state, a
+    /// journal entry) or the turn's end fsyncs it.
+    pub fn begin_turn_with_event(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        let now = self.now_ms();
+        self.write_unsynced("beginning a turn", |tx| {
+            crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
+            insert_event(tx, session_id, started, timestamp_ms, None)
+        })
+    }
+
     /// The session's messages in order.
     pub fn messages(&self, session_id: &str) -> Result<Vec<ModelMessage>, StoreError> {
         self.messages_page(session_id, 0, u64::MAX)
@@ -451,11 +470,9 @@ pub(crate) fn insert_message(
     json: &str,
 ) -> Result<u64, StoreError> {
     let index = message_count(tx, session_id)?;
-    tx.execute(
-        "INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)",
-        params![session_id, index, json],
-    )
-    .ctx("appending a message")?;
+    tx.prepare_cached("INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)")
+        .and_then(|mut statement| statement.execute(params![session_id, index, json]))
+        .ctx("appending a message")?;
     Ok(index)
 }
 
@@ -477,18 +494,20 @@ pub(crate) fn insert_event(
         payload,
     };
     let json = crate::at_rest::event_json(&event, output_message.is_some())?;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json, message_idx)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![
+    )
+    .and_then(|mut statement| {
+        statement.execute(params![
             session_id,
             sequence,
             event.payload.kind(),
             timestamp_ms,
             json,
             output_message
-        ],
-    )
+        ])
+    })
     .ctx("appending an event")?;
     Ok(event)
 }
@@ -503,8 +522,8 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
 }
 
 fn session_exists(tx: &Transaction<'_>, id: &str) -> Result<bool, StoreError> {
-    tx.query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |_| Ok(()))
-        .optional()
+    tx.prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
+        .and_then(|mut statement| statement.query_row([id], |_| Ok(())).optional())
         .ctx("looking up a session")
         .map(|found| found.is_some())
 }
@@ -523,12 +542,9 @@ pub(crate) fn last_event_sequence(
     tx: &Transaction<'_>,
     session_id: &str,
 ) -> Result<u64, StoreError> {
-    tx.query_row(
-        "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1",
-        [session_id],
-        |row| row.get(0),
-    )
-    .ctx("reading the event sequence")
+    tx.prepare_cached("SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1")
+        .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
+        .ctx("reading the event sequence")
 }
 
 /// The number of messages of the session. Indices are gap-free from 0 (appends take the count,
@@ -536,12 +552,9 @@ pub(crate) fn last_event_sequence(
 /// `count(*)` walked every row of the session (the rows hold whole tool results, so a long
 /// session made each append slower).
 pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u64, StoreError> {
-    tx.query_row(
-        "SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1",
-        [session_id],
-        |row| row.get(0),
-    )
-    .ctx("counting messages")
+    tx.prepare_cached("SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1")
+        .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
+        .ctx("counting messages")
 }
 
 /// The todo list as stored JSON (`[]` if never set).

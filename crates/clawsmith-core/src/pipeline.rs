@@ -52,11 +52,41 @@ pub(crate) struct TurnContext<'a> {
     pub turn_id: &'a str,
     pub cancellation: &'a CancellationSignal,
     pub sink: &'a dyn EventSink,
+    /// The batch's assistant message until a store write carries it: the first call's start
+    /// commits it with its `tool.started` (and journal entry), so a batch costs one commit less.
+    pub assistant: std::sync::Mutex<Option<ModelMessage>>,
 }
 
 impl TurnContext<'_> {
-    pub(crate) fn emit(&self, payload: EventPayload) -> Result<Event, CoreError> {
-        emit(self.shared, self.session_id, payload, self.sink)
+    /// Takes the assistant message if no write has stored it yet.
+    fn take_assistant(&self) -> Option<ModelMessage> {
+        self.assistant
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Gives the message back after a write that would have carried it failed (nothing of
+    /// that write was stored).
+    fn restore_assistant(&self, message: Option<ModelMessage>) {
+        if message.is_some() {
+            *self
+                .assistant
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = message;
+        }
+    }
+
+    /// Stores the assistant message now if no write has carried it yet: before anything that
+    /// names the batch's calls without starting one (an approval question, a refusal's result).
+    fn store_assistant(&self) -> Result<(), CoreError> {
+        if let Some(message) = self.take_assistant()
+            && let Err(error) = self.shared.store.append_message(self.session_id, &message)
+        {
+            self.restore_assistant(Some(message));
+            return Err(error.into());
+        }
+        Ok(())
     }
 }
 
@@ -283,6 +313,7 @@ async fn authorize_call(
                 call_id: call.id.clone(),
                 request: serde_json::to_value(&request).unwrap_or(serde_json::Value::Null),
             };
+            context.store_assistant()?;
             shared
                 .store
                 .add_pending_approval(context.session_id, &pending)?;
@@ -351,22 +382,14 @@ fn start_call(
     let entry = prepared.entry;
     let facts = entry.facts();
     let side_effect = facts.side_effect();
-    if side_effect {
-        let start = JournalStart {
-            session_id: context.session_id.to_owned(),
-            turn_id: context.turn_id.to_owned(),
-            call_id: call.id.clone(),
-            tool_name: entry.name().to_owned(),
-            args_json: prepared.input.to_string(),
-        };
-        if let Err(error) = context.shared.store.journal_start(&start) {
-            return Ok(Err(ToolExecutionResult::tool_failed(format!(
-                "{} was not run: the call could not be journaled ({error}).",
-                entry.name()
-            ))));
-        }
-    }
-    context.emit(EventPayload::ToolStarted(ToolStarted {
+    let journal = side_effect.then(|| JournalStart {
+        session_id: context.session_id.to_owned(),
+        turn_id: context.turn_id.to_owned(),
+        call_id: call.id.clone(),
+        tool_name: entry.name().to_owned(),
+        args_json: prepared.input.to_string(),
+    });
+    let started = EventPayload::ToolStarted(ToolStarted {
         tool_call_id: call.id.clone(),
         turn_id: context.turn_id.to_owned(),
         tool_name: entry.name().to_owned(),
@@ -379,8 +402,34 @@ fn start_call(
             .record_tool_schemas
             .then(|| redact_json(entry.input_schema())),
         batch: Some(batch),
-    }))?;
-    Ok(Ok(side_effect))
+    });
+    // The batch's assistant message (if still unstored), the journal entry and `tool.started`
+    // commit together, before anything runs.
+    let assistant = context.take_assistant();
+    let store = &context.shared.store;
+    match store.start_call(
+        context.session_id,
+        assistant.as_ref(),
+        journal.as_ref(),
+        started,
+        store.now_ms(),
+    ) {
+        Ok(event) => {
+            context.sink.event(&event);
+            Ok(Ok(side_effect))
+        }
+        Err(error) => {
+            context.restore_assistant(assistant);
+            if side_effect {
+                Ok(Err(ToolExecutionResult::tool_failed(format!(
+                    "{} was not run: the call could not be journaled ({error}).",
+                    entry.name()
+                ))))
+            } else {
+                Err(error.into())
+            }
+        }
+    }
 }
 
 /// Step 10 (and 11, A3): runs the tool in its own task so a panic becomes `tool_failed`, with
@@ -476,6 +525,8 @@ fn close_call(
     mut result: ToolExecutionResult,
 ) -> Result<ToolExecutionResult, CoreError> {
     let shared = context.shared;
+    // A batch whose calls were all refused before starting stores its message here.
+    context.store_assistant()?;
     if result.content.len() > ARTIFACT_THRESHOLD_BYTES {
         let stored = if shared.artifacts_enabled {
             shared
@@ -563,10 +614,13 @@ pub(crate) async fn run_batch(
     if calls.is_empty() {
         return Ok(Vec::new());
     }
-    shared.store.append_message(
-        context.session_id,
-        &ModelMessage::assistant_with_calls(String::new(), calls.clone()),
-    )?;
+    // Stored by the first call's start (or by the first result when no call starts).
+    *context
+        .assistant
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(
+        ModelMessage::assistant_with_calls(String::new(), calls.clone()),
+    );
     let plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)> = calls
         .into_iter()
         .map(|call| {

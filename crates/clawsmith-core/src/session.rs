@@ -17,7 +17,7 @@ use crate::approval::{EventSink, NullSink};
 use crate::core::Shared;
 use crate::error::CoreError;
 use crate::pipeline::{CallResult, DuplicateTracker, TurnContext, emit, run_batch};
-use crate::table::{ShownTool, schema_list_sha256};
+use crate::table::ShownTool;
 
 /// What recovery did when the session was opened (A8).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -242,15 +242,17 @@ impl SessionHandle {
     pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
         let lease = self.lease_for_turn()?;
         let turn_id = new_id(IdKind::Turn);
-        self.shared.store.begin_turn(&self.id, &turn_id)?;
-        emit(
-            &self.shared,
+        // The checkpoint and `turn.started` commit together.
+        let store = &self.shared.store;
+        let started = store.begin_turn_with_event(
             &self.id,
+            &turn_id,
             EventPayload::TurnStarted(TurnStarted {
                 turn_id: turn_id.clone(),
             }),
-            sink,
+            store.now_ms(),
         )?;
+        sink.event(&started);
         Ok(Turn {
             shared: Arc::clone(&self.shared),
             session_id: self.id.clone(),
@@ -532,7 +534,7 @@ fn model_request(
     let active = shared.activations.promote(session_id);
     let tools = shared.table.shown(&active);
     let tool_names: Vec<String> = tools.iter().map(|tool| tool.name.clone()).collect();
-    let tool_schema_sha256 = schema_list_sha256(&tools);
+    let tool_schema_sha256 = shared.table.tool_schema_sha256(&active);
     let activated_tools: Vec<String> = tool_names
         .iter()
         .filter(|name| {
@@ -631,6 +633,7 @@ impl Turn {
             turn_id: &self.turn_id,
             cancellation: &self.cancellation,
             sink,
+            assistant: std::sync::Mutex::new(None),
         };
         let index = self.batches;
         self.batches += 1;
@@ -641,20 +644,19 @@ impl Turn {
 
     /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.
     pub fn finish(self, sink: &dyn EventSink) -> Result<TurnManifest, CoreError> {
-        let manifest = self.shared.store.finish_turn(
+        // The checkpoint's close and `turn.completed` commit together.
+        let store = &self.shared.store;
+        let (manifest, completed) = store.finish_turn_with_event(
             &self.session_id,
             &self.turn_id,
             &self.shared.workspace,
-        )?;
-        let completed = emit(
-            &self.shared,
-            &self.session_id,
             EventPayload::TurnCompleted(TurnCompleted {
                 turn_id: self.turn_id.clone(),
                 tool_calls: self.closed_calls,
             }),
-            sink,
+            store.now_ms(),
         )?;
+        sink.event(&completed);
         // The lease is held until here: nothing after `turn.completed` was written by another.
         self.known_sequence
             .store(completed.sequence, Ordering::SeqCst);

@@ -1,7 +1,7 @@
 //! The frozen tool table (A1) and what the model is shown (A9 evidence).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use clawsmith_protocol::{SearchMetadata, Tool};
 use clawsmith_security::ToolFacts;
@@ -33,14 +33,19 @@ impl std::fmt::Debug for ExtensionTool {
     }
 }
 
-/// One row of the table: the tool, where it came from, its normalized facts and its compiled
-/// schema validator.
+/// One row of the table: the tool, where it came from, its normalized facts and its schema
+/// validator.
+///
+/// An extension tool's schema is compiled when it enters the table, so a bad one fails
+/// construction ([`CoreError::InvalidSchema`]). The schemas clawsmith ships are compiled on
+/// their tool's first call instead: a process that makes one call compiles one validator, not
+/// twenty (about a tenth of a short process's time), and a test compiles every shipped schema.
 pub struct ToolEntry {
     tool: Arc<dyn Tool>,
     origin: String,
     facts: ToolFacts,
     schema: serde_json::Value,
-    validator: jsonschema::Validator,
+    validator: OnceLock<Result<jsonschema::Validator, String>>,
     search: Option<SearchMetadata>,
 }
 
@@ -94,8 +99,12 @@ impl ToolEntry {
 
     /// Validates `input` against the schema; `Err` lists what is wrong, field by field.
     pub(crate) fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
-        let problems: Vec<String> = self
+        let validator = self
             .validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|error| format!("the tool's own schema does not compile: {error}"))?;
+        let problems: Vec<String> = validator
             .iter_errors(input)
             .take(MAX_REPORTED_SCHEMA_ERRORS)
             .map(|error| {
@@ -155,7 +164,14 @@ pub struct ShownTool {
 pub struct ToolTable {
     entries: Vec<ToolEntry>,
     index: HashMap<String, usize>,
+    /// `toolSchemaSha256` per set of active deferred tools: the table never changes, so each
+    /// shown list is hashed once (canonical JSON of every schema: the bulk of a model request's
+    /// cost, paid on every MCP call before).
+    schema_hashes: std::sync::Mutex<HashMap<Vec<String>, String>>,
 }
+
+/// Shown lists whose hash is kept (a session activates a handful of sets).
+const SCHEMA_HASHES_KEPT: usize = 64;
 
 /// A tool offered to the table with its origin and deferral flag.
 pub(crate) struct Candidate {
@@ -171,6 +187,7 @@ impl ToolTable {
         let mut table = ToolTable {
             entries: Vec::with_capacity(candidates.len()),
             index: HashMap::new(),
+            schema_hashes: std::sync::Mutex::default(),
         };
         for candidate in candidates {
             table.push(candidate)?;
@@ -200,12 +217,16 @@ impl ToolTable {
             });
         }
         let schema = candidate.tool.input_schema();
-        let validator =
-            jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
-                name: name.clone(),
-                origin: candidate.origin.clone(),
-                message: error.to_string(),
-            })?;
+        let validator = OnceLock::new();
+        if candidate.origin.starts_with("extension:") {
+            let compiled =
+                jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
+                    name: name.clone(),
+                    origin: candidate.origin.clone(),
+                    message: error.to_string(),
+                })?;
+            let _ = validator.set(Ok(compiled));
+        }
         let search = match candidate.tool.deferred() {
             Some(metadata) => Some(metadata),
             None => candidate.deferred.then(SearchMetadata::default),
@@ -254,9 +275,27 @@ impl ToolTable {
             .collect()
     }
 
-    /// `toolSchemaSha256` of the list shown with `activated` active.
+    /// `toolSchemaSha256` of the list shown with `activated` active (computed once per set).
     pub fn tool_schema_sha256(&self, activated: &BTreeSet<String>) -> String {
-        schema_list_sha256(&self.shown(activated))
+        let key: Vec<String> = self
+            .entries
+            .iter()
+            .filter(|entry| entry.is_deferred() && activated.contains(entry.name()))
+            .map(|entry| entry.name().to_owned())
+            .collect();
+        let mut hashes = self
+            .schema_hashes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hash) = hashes.get(&key) {
+            return hash.clone();
+        }
+        let hash = schema_list_sha256(&self.shown(activated));
+        if hashes.len() >= SCHEMA_HASHES_KEPT {
+            hashes.clear();
+        }
+        hashes.insert(key, hash.clone());
+        hash
     }
 }
 

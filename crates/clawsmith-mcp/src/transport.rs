@@ -124,16 +124,17 @@ impl LineWriter {
     pub(crate) fn spawn<W: AsyncWrite + Unpin + Send + 'static>(mut write: W) -> LineWriter {
         let (queue, mut outgoing) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
         let task = tokio::spawn(async move {
-            while let Some(message) = outgoing.recv().await {
+            while let Some(Outgoing { mut line, release }) = outgoing.recv().await {
+                // One write per message: the line and its newline leave in one system call.
+                line.push(b'\n');
                 let written = async {
-                    write.write_all(&message.line).await?;
-                    write.write_all(b"\n").await?;
+                    write.write_all(&line).await?;
                     write.flush().await
                 }
                 .await;
                 // The slot frees only now that the answer left; a failed write ends the writer
                 // (the peer is gone), which closes the queue for every sender.
-                drop(message.release);
+                drop(release);
                 if written.is_err() {
                     break;
                 }

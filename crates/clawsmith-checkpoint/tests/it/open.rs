@@ -66,6 +66,8 @@ fn truncated_files_fail_or_open_but_never_panic() {
                 .put_artifact(&format!("session-{index}"), &vec![b'x'; 3000])
                 .unwrap();
         }
+        // Closing leaves the commits in the WAL; the pages must be in the file truncated here.
+        store.checkpoint_wal().unwrap();
     }
     let bytes = std::fs::read(&original).unwrap();
     assert!(bytes.len() > 8192, "the database must span several pages");
@@ -100,4 +102,30 @@ fn an_unopenable_path_is_an_open_error() {
     let dir = tempfile::tempdir().unwrap();
     let error = Store::open(dir.path().join("missing-dir").join("state.db")).unwrap_err();
     assert!(matches!(error, StoreError::Open { .. }), "{error:?}");
+}
+
+#[test]
+fn closing_leaves_commits_in_the_wal_and_checkpoint_wal_folds_them_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let wal = dir.path().join("state.db-wal");
+    {
+        let store = Store::open(&path).unwrap();
+        store.create_session("s1", "/work").unwrap();
+    }
+    // No fold on close: the commit is in the log, and a new connection reads it there.
+    assert!(std::fs::metadata(&wal).unwrap().len() > 0);
+    let store = Store::open(&path).unwrap();
+    assert!(store.get_session("s1").unwrap().is_some());
+    store.create_session("s2", "/work").unwrap();
+    store.checkpoint_wal().unwrap();
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0);
+    drop(store);
+    // The main file alone now holds both sessions.
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&path, &copy).unwrap();
+    let sessions = Store::open(&copy).unwrap().list_sessions().unwrap();
+    assert_eq!(sessions.len(), 2);
+    // In memory there is no log: nothing to do.
+    Store::open_in_memory().unwrap().checkpoint_wal().unwrap();
 }

@@ -287,6 +287,124 @@ fn close_call_closes_the_journal_stores_the_event_and_the_message_together() {
 }
 
 #[test]
+fn start_call_stores_the_message_the_journal_entry_and_the_event_in_one_commit() {
+    use clawsmith_protocol::{ModelMessage, ToolCall};
+    let store = memory_store();
+    store.create_session("s", "/w").unwrap();
+    let call = |id: &str| ToolCall {
+        id: id.into(),
+        name: "write_file".into(),
+        arguments: "{}".into(),
+    };
+    let assistant = ModelMessage::assistant_with_calls("", vec![call("w1"), call("w2")]);
+    let journal = |id: &str| JournalStart {
+        session_id: "s".into(),
+        turn_id: "t1".into(),
+        call_id: id.into(),
+        tool_name: "write_file".into(),
+        args_json: "{}".into(),
+    };
+    let event = store
+        .start_call(
+            "s",
+            Some(&assistant),
+            Some(&journal("w1")),
+            turn_started("t1"),
+            3,
+        )
+        .unwrap();
+    assert_eq!((event.sequence, event.timestamp_ms), (1, 3));
+    assert_eq!(
+        store.messages("s").unwrap(),
+        std::slice::from_ref(&assistant)
+    );
+    assert_eq!(store.unfinished_calls("s").unwrap()[0].call_id, "w1");
+    // A second call of the batch: no message, a read (no journal entry).
+    let event = store
+        .start_call("s", None, None, turn_started("t1"), 4)
+        .unwrap();
+    assert_eq!(event.sequence, 2);
+    // A journal entry that cannot be written (the call id again) stores nothing of the start:
+    // neither the message it carried nor the event.
+    let refused = store.start_call(
+        "s",
+        Some(&user("never stored")),
+        Some(&journal("w1")),
+        turn_started("t1"),
+        5,
+    );
+    assert!(
+        matches!(refused, Err(StoreError::Sqlite { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(store.messages("s").unwrap().len(), 1);
+    assert_eq!(store.last_event_sequence("s").unwrap(), 2);
+    assert_eq!(store.journal("s").unwrap().len(), 1);
+    // A journal entry naming another session is refused the same way.
+    let mut elsewhere = journal("w2");
+    elsewhere.session_id = "other".into();
+    assert!(matches!(
+        store.start_call("s", None, Some(&elsewhere), turn_started("t1"), 6),
+        Err(StoreError::UnknownSession(id)) if id == "other"
+    ));
+    assert!(matches!(
+        store.start_call("nope", None, None, turn_started("t1"), 6),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert_eq!(store.last_event_sequence("s").unwrap(), 2);
+}
+
+#[test]
+fn a_turn_begins_and_finishes_with_its_events_in_the_same_commits() {
+    use clawsmith_protocol::{EventPayload, TurnCompleted};
+    let fixture = crate::support::Fixture::new();
+    let store = &fixture.store;
+    store.append_message("s", &user("hello")).unwrap();
+    let started = store
+        .begin_turn_with_event("s", "t1", turn_started("t1"), 9)
+        .unwrap();
+    let checkpoint = store.checkpoint("s", "t1").unwrap();
+    // The checkpoint records the history before its own `turn.started`: undo removes both.
+    assert_eq!(checkpoint.event_sequence + 1, started.sequence);
+    assert_eq!(checkpoint.message_count, 1);
+    // A turn id is begun once: the refusal stores no event either.
+    assert!(matches!(
+        store.begin_turn_with_event("s", "t1", turn_started("t1"), 10),
+        Err(StoreError::TurnExists { .. })
+    ));
+    assert_eq!(store.last_event_sequence("s").unwrap(), started.sequence);
+    fixture.write_initial("a.txt", b"one\n", 0o644);
+    fixture.edit("t1", "a.txt", b"one\ntwo\n");
+    let completed = EventPayload::TurnCompleted(TurnCompleted {
+        turn_id: "t1".into(),
+        tool_calls: 1,
+    });
+    let (manifest, event) = store
+        .finish_turn_with_event("s", "t1", &fixture.workspace, completed.clone(), 11)
+        .unwrap();
+    assert_eq!(event.sequence, started.sequence + 1);
+    assert_eq!(manifest.files.len(), 1);
+    assert_eq!(
+        (
+            manifest.files[0].lines_added,
+            manifest.files[0].lines_removed
+        ),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        store.checkpoint("s", "t1").unwrap().state,
+        clawsmith_checkpoint::CheckpointState::Finished
+    );
+    // An unknown turn fails and stores no event.
+    assert!(
+        store
+            .finish_turn_with_event("s", "t9", &fixture.workspace, completed, 12)
+            .is_err()
+    );
+    assert_eq!(store.last_event_sequence("s").unwrap(), event.sequence);
+}
+
+#[test]
 fn artifacts_are_session_scoped() {
     let store = memory_store();
     store.create_session("a", "/w").unwrap();
