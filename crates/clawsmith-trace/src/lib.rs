@@ -1,0 +1,41 @@
+//! Trace context and span recording for clawsmith (issue 22).
+//!
+//! A tool call should appear in the same distributed trace as the request that caused it. This
+//! crate holds the pieces every layer shares:
+//!
+//! - [`TraceParent`] and [`TraceState`]: the W3C Trace Context headers, parsed strictly (a
+//!   malformed header is an error naming the rule it broke, never half-read) and formatted
+//!   (always version `00`). [`TraceId`] and [`SpanId`] make fresh random ids.
+//! - [`semconv`]: span and attribute names of the OpenTelemetry GenAI semantic conventions
+//!   (`execute_tool`, `gen_ai.tool.name`, …) and clawsmith's own (`clawsmith.risk`, …), as
+//!   constants, so the core, the MCP sides and the front end name things alike.
+//! - [`Tracer`], [`Span`], [`SpanSink`]: a span recorder the core calls without knowing about
+//!   OpenTelemetry. A span records into plain data ([`FinishedSpan`]) and hands it to the sink
+//!   when it ends (or is dropped, so a refusal that returns early still closes its span).
+//!
+//! Decisions:
+//! - **No OpenTelemetry types here.** The `opentelemetry` crates bring an async runtime story, a
+//!   global provider and many dependencies; the core only needs ids, names and a place to put
+//!   finished spans. The OTLP exporter implements [`SpanSink`] in the front end.
+//! - **The default costs nothing measurable.** [`Tracer::noop`] holds no sink; starting a span is
+//!   one branch, the span name closure is never called, attributes are ignored. Callers that
+//!   build costly attribute values check [`Span::is_recording`].
+//! - **A tracer without a sink still propagates.** Given an incoming parent, a non-recording span
+//!   carries the parent's context unchanged, so `TRACEPARENT` still reaches commands and MCP
+//!   servers (the W3C rule for a participant that does not trace). An unsampled parent gives a
+//!   fresh span id that is not recorded.
+//! - **Ids from the standard library.** 64-bit halves from a randomly keyed SipHash over a counter
+//!   and the clock, like clawsmith-protocol's ids: unique, not secret, no `rand`.
+//!
+//! Not here: exporting (the CLI's OTLP exporter), sampling beyond the parent's `sampled` flag,
+//! baggage, span links, metrics and logs.
+
+mod context;
+pub mod semconv;
+mod span;
+
+pub use context::{SpanId, TraceContextError, TraceFlags, TraceId, TraceParent, TraceState};
+pub use span::{
+    Attribute, AttributeValue, FinishedSpan, MemorySink, Span, SpanContext, SpanEvent, SpanSink,
+    SpanStatus, Tracer,
+};
