@@ -52,6 +52,7 @@
 //! It holds no policy of its own: permissions, limits and checkpoints are the core's, so a call
 //! made here and the same call made over MCP behave identically.
 
+mod agent;
 mod history;
 mod logging;
 mod output;
@@ -121,6 +122,13 @@ enum Command {
         /// `call` exits 0 whenever it produced a result.
         #[arg(long)]
         exit_status: bool,
+    },
+    /// Run a task with the configured model ([provider] in clawsmith.toml): the model's calls
+    /// go through the core until it answers; prints progress and the answer (`--json`: every
+    /// event as a JSON line, then a `run.result` line).
+    Run {
+        #[command(flatten)]
+        args: agent::RunArgs,
     },
     /// Run one assistant message's tool calls (JSON array on stdin); prints events as JSON lines.
     Turn {
@@ -371,6 +379,7 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Mcp { core } => run::mcp(&state_dir()?, &core),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
+        Command::Run { args } => agent::run(&state_dir()?, &args, &out),
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),
         Command::CheckCommand { text } => {
             let verdict = clawsmith_sandbox::classify::check_command(&text);

@@ -238,6 +238,8 @@ pub fn build_core(
         }
         config.extension_tools = startup.tools;
     }
+    // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
+    crate::agent::add_to_core(config_path(state_dir, options)?.as_deref(), &mut config)?;
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))
@@ -408,7 +410,7 @@ fn keep_activations(session: &SessionHandle, searched: bool, sink: &dyn EventSin
 }
 
 /// Prints every event as it happens: one JSON line each, or the timeline with `--pretty`.
-struct PrintingSink {
+pub(crate) struct PrintingSink {
     /// `Some` with `--pretty`; the lock also keeps lines of parallel calls whole.
     timeline: Option<Mutex<crate::timeline::Timeline>>,
     lock: Mutex<()>,
@@ -417,7 +419,7 @@ struct PrintingSink {
 }
 
 impl PrintingSink {
-    fn new(pretty: bool) -> PrintingSink {
+    pub(crate) fn new(pretty: bool) -> PrintingSink {
         PrintingSink {
             timeline: pretty.then(|| {
                 Mutex::new(crate::timeline::Timeline::new(

@@ -8,6 +8,7 @@ mod hostile_state;
 mod human;
 mod mcp;
 mod policy;
+mod run_agent;
 mod sessions;
 mod signals;
 mod snapshots;

@@ -1,0 +1,197 @@
+//! `clawsmith run` against the scripted provider on 127.0.0.1: the loop, the evidence in
+//! `session show`, a resumed session, and the API key kept out of the state directory.
+
+use std::path::{Path, PathBuf};
+
+use clawsmith_agent::fixture::{Scripted, ScriptedReply, ScriptedServer};
+
+use crate::{Fixture, Run, run_binary_with};
+
+const KEY_VARIABLE: &str = "CLAWSMITH_TEST_PROVIDER_KEY";
+const KEY: &str = "sk-cli-test-0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a";
+
+fn write_config(fixture: &Fixture, server: &ScriptedServer, kind: &str) -> PathBuf {
+    let path = fixture.dir.path().join("clawsmith.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[provider]\nkind = \"{kind}\"\nbase_url = \"{}\"\nmodel = \"scripted\"\n\
+             api_key_env = \"{KEY_VARIABLE}\"\nretry_base_ms = 1\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn run(fixture: &Fixture, config: &Path, extra: &[&str], task: &str) -> Run {
+    let ws = fixture.ws();
+    let state = fixture.state();
+    let mut args = vec![
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--json",
+        "run",
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args.push(task);
+    run_binary_with(&args, "", |command| {
+        command.env(KEY_VARIABLE, KEY);
+    })
+}
+
+fn scan_for(dir: &Path, needle: &str) -> usize {
+    let mut scanned = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            scanned += scan_for(&path, needle);
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            scanned += 1;
+            assert!(
+                !bytes
+                    .windows(needle.len())
+                    .any(|window| window == needle.as_bytes()),
+                "{} holds the API key",
+                path.display()
+            );
+        }
+    }
+    scanned
+}
+
+#[test]
+fn run_answers_records_evidence_resumes_and_keeps_the_key_out_of_the_state() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::queue(vec![
+            Scripted::Status {
+                status: 429,
+                body: r#"{"error":{"message":"busy"}}"#.to_owned(),
+                retry_after: Some(0),
+            },
+            Scripted::Reply(ScriptedReply::calls(&[(
+                "read_file",
+                r#"{"path":"a.txt"}"#,
+            )])),
+            Scripted::Reply(ScriptedReply::answer(&format!(
+                "a.txt starts with alpha (key {KEY})"
+            ))),
+            Scripted::Reply(ScriptedReply::answer("second answer")),
+        ]))
+        .unwrap();
+    let fixture = Fixture::new();
+    let config = write_config(&fixture, &server, "openai");
+    let first = run(&fixture, &config, &[], "read a.txt");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let lines = first.lines();
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "run.result");
+    // An answer echoing the key is stored and printed masked.
+    assert_eq!(result["answer"], "a.txt starts with alpha (key [REDACTED])");
+    assert_eq!(result["turns"], 2);
+    assert_eq!(result["stopReason"], "answered");
+    assert_eq!(result["usage"]["inputTokens"], 22);
+    let kinds: Vec<&str> = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| line["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "model.request",
+            "tool.started",
+            "tool.completed",
+            "model.request",
+            "turn.completed"
+        ]
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "the 429 was retried once");
+    assert_eq!(
+        requests[0].headers["authorization"],
+        format!("Bearer {KEY}")
+    );
+    // The request evidence is in `session show`, under the id the provider was sent.
+    let session = result["sessionId"].as_str().unwrap().to_owned();
+    let show = fixture.run(&["--json", "session", "show", &session], "");
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    for request in &requests[1..] {
+        let id = &request.headers["x-request-id"];
+        assert!(
+            show.stdout.contains(id.as_str()),
+            "{id} not in session show"
+        );
+    }
+    assert!(show.stdout.contains("toolSchemaSha256"));
+    assert!(show.stdout.contains("activatedTools"));
+
+    // `--session` continues with the stored history.
+    let second = run(&fixture, &config, &["--session", &session], "and now?");
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert_eq!(second.lines().last().unwrap()["answer"], "second answer");
+    let sent = server.requests().pop().unwrap();
+    let texts = sent.message_texts();
+    let task = texts.iter().position(|text| text == "read a.txt").unwrap();
+    assert!(
+        texts[task + 1..]
+            .iter()
+            .any(|text| text.contains("alpha\nbeta")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last().unwrap(), "and now?");
+
+    assert!(scan_for(&fixture.state(), KEY) > 0);
+}
+
+#[test]
+fn run_without_a_provider_says_how_to_configure_one() {
+    let fixture = Fixture::new();
+    let config = fixture.dir.path().join("clawsmith.toml");
+    std::fs::write(&config, "mode = \"ask\"\n").unwrap();
+    let outcome = run(&fixture, &config, &[], "anything");
+    assert_eq!(outcome.code, 1);
+    assert!(
+        outcome
+            .stderr
+            .contains("error: no model provider is configured"),
+        "{}",
+        outcome.stderr
+    );
+    assert!(
+        outcome.stderr.contains("help: add a [provider] table"),
+        "{}",
+        outcome.stderr
+    );
+}
+
+#[test]
+fn a_refused_request_is_an_error_quoting_the_provider() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::queue(vec![Scripted::Status {
+            status: 404,
+            body:
+                r#"{"type":"error","error":{"type":"not_found_error","message":"model: scripted"}}"#
+                    .to_owned(),
+            retry_after: None,
+        }]))
+        .unwrap();
+    let fixture = Fixture::new();
+    let config = write_config(&fixture, &server, "anthropic");
+    let outcome = run(&fixture, &config, &[], "hello");
+    assert_eq!(outcome.code, 1);
+    assert!(
+        outcome
+            .stderr
+            .contains("refused the request (HTTP 404): model: scripted"),
+        "{}",
+        outcome.stderr
+    );
+    assert_eq!(server.requests().len(), 1);
+}
