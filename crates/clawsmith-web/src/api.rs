@@ -529,10 +529,18 @@ fn report_json(report: &UndoReport) -> Value {
         UndoOutcome::AlreadyUndone => ("already_undone", Vec::new()),
         UndoOutcome::Conflicts(list) => ("conflicts", conflicts_json(list)),
     };
-    json!({
+    let conflicts_empty = conflicts.is_empty();
+    let mut body = json!({
         "sessionId": report.session_id, "turnId": report.turn_id, "scope": report.scope,
         "outcome": outcome, "turns": report.turns, "restored": report.restored,
         "removed": report.removed, "removedDirectories": report.removed_directories,
         "conflicts": conflicts,
-    })
+    });
+    if !conflicts_empty {
+        body["error"] = json!({"code": "undo_conflicts", "message": format!(
+            "refused: {} file(s) changed since the agent wrote them; nothing was changed",
+            body["conflicts"].as_array().map_or(0, Vec::len)
+        )});
+    }
+    body
 }

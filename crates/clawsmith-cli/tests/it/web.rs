@@ -193,6 +193,23 @@ fn session_with_a_write(f: &Fixture) -> String {
     )
 }
 
+/// One refused request: method, path, headers, body, then the status and error code expected.
+type Refusal<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str, u16, &'a str);
+
+/// Each request of `cases` answers its status and error code, and sets no cookie.
+fn check_refusals(port: u16, cases: &[Refusal<'_>]) {
+    for (method, path, headers, body, status, code) in cases {
+        let reply = http(port, method, path, headers, body);
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (*status, *code),
+            "{method} {path} {headers:?}: {}",
+            reply.body
+        );
+        assert!(!reply.headers.contains("set-cookie"), "{method} {path}");
+    }
+}
+
 #[test]
 fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_csrf() {
     let f = Fixture::new();
@@ -200,30 +217,135 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     let web = Web::start(&f);
     let port = web.port;
     let cookie = web.cookie();
-
-    // No token, no cookie: 401 on pages and API alike; a wrong token or cookie is no better.
-    for path in ["/", "/api/sessions", "/sessions/s", "/assets/app.js"] {
-        let reply = http(port, "GET", path, &[], "");
-        assert_eq!(
-            (reply.status, reply.code()),
-            (401, "unauthorized".into()),
-            "{path}"
-        );
-    }
-    let wrong = "clawsmith_web=00000000000000000000000000000000";
-    assert_eq!(
-        http(port, "GET", "/api/sessions", &[("Cookie", wrong)], "").status,
-        401
-    );
-    let reply = http(
+    let cookie = cookie.as_str();
+    let csrf = web.csrf();
+    assert_eq!(csrf.len(), 64);
+    let csrf = csrf.as_str();
+    let undo = format!("/api/sessions/s/turns/{turn_id}/undo");
+    let undo = undo.as_str();
+    let confirmed = r#"{"scope":"files","confirm":true}"#;
+    let zeros = "clawsmith_web=00000000000000000000000000000000";
+    let evil = format!("evil.example:{port}");
+    let next_port = format!("127.0.0.1:{}", port + 1);
+    let before = snapshot(&f.ws());
+    check_refusals(
         port,
-        "GET",
-        "/?token=00000000000000000000000000000000",
-        &[],
-        "",
+        &[
+            // No token, no cookie: 401 on pages, assets and API alike; a wrong one is no better.
+            ("GET", "/", vec![], "", 401, "unauthorized"),
+            ("GET", "/sessions/s", vec![], "", 401, "unauthorized"),
+            ("GET", "/assets/app.js", vec![], "", 401, "unauthorized"),
+            ("GET", "/api/sessions", vec![], "", 401, "unauthorized"),
+            (
+                "GET",
+                "/api/sessions",
+                vec![("Cookie", zeros)],
+                "",
+                401,
+                "unauthorized",
+            ),
+            (
+                "GET",
+                "/?token=00000000000000000000000000000000",
+                vec![],
+                "",
+                401,
+                "unauthorized",
+            ),
+            // DNS rebinding: the right cookie under another name is refused.
+            (
+                "GET",
+                "/api/sessions",
+                vec![("Host", "evil.example"), ("Cookie", cookie)],
+                "",
+                403,
+                "foreign_host",
+            ),
+            (
+                "GET",
+                "/api/sessions",
+                vec![("Host", &evil), ("Cookie", cookie)],
+                "",
+                403,
+                "foreign_host",
+            ),
+            (
+                "GET",
+                "/api/sessions",
+                vec![("Host", &next_port), ("Cookie", cookie)],
+                "",
+                403,
+                "foreign_host",
+            ),
+            // A POST without the CSRF token, with another one, or with the cookie's token itself.
+            (
+                "POST",
+                undo,
+                vec![("Cookie", cookie)],
+                confirmed,
+                403,
+                "csrf_refused",
+            ),
+            (
+                "POST",
+                undo,
+                vec![("Cookie", cookie), ("X-CSRF-Token", "not-the-token")],
+                confirmed,
+                403,
+                "csrf_refused",
+            ),
+            (
+                "POST",
+                undo,
+                vec![("Cookie", cookie), ("X-CSRF-Token", &web.token)],
+                confirmed,
+                403,
+                "csrf_refused",
+            ),
+            // Other methods are not served; an undo must be confirmed and well formed.
+            (
+                "DELETE",
+                "/api/sessions/s",
+                vec![("Cookie", cookie)],
+                "",
+                405,
+                "method_not_allowed",
+            ),
+            (
+                "POST",
+                undo,
+                vec![("Cookie", cookie), ("X-CSRF-Token", csrf)],
+                r#"{"scope":"files"}"#,
+                400,
+                "confirmation_required",
+            ),
+            (
+                "POST",
+                undo,
+                vec![("Cookie", cookie), ("X-CSRF-Token", csrf)],
+                r#"{"scope":"everything","confirm":true}"#,
+                400,
+                "bad_request",
+            ),
+            (
+                "GET",
+                "/api/sessions/nope",
+                vec![("Cookie", cookie)],
+                "",
+                404,
+                "not_found",
+            ),
+            (
+                "GET",
+                "/api/sessions/s/turns/nope",
+                vec![("Cookie", cookie)],
+                "",
+                404,
+                "not_found",
+            ),
+        ],
     );
-    assert_eq!((reply.status, reply.code()), (401, "unauthorized".into()));
-    assert!(!reply.headers.contains("set-cookie"));
+    assert_eq!(snapshot(&f.ws()), before);
 
     // The token sets an HttpOnly, SameSite=Strict cookie and leaves the address bar.
     let reply = http(port, "GET", &format!("/?token={}", web.token), &[], "");
@@ -233,139 +355,71 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
         "{}",
         reply.headers
     );
-    assert!(
-        reply.headers.contains(&format!(
-            "set-cookie: {}; httponly; samesite=strict; path=/",
-            cookie.to_lowercase()
-        )),
-        "{}",
-        reply.headers
+    let set_cookie = format!(
+        "set-cookie: {}; httponly; samesite=strict; path=/",
+        cookie.to_lowercase()
     );
+    assert!(reply.headers.contains(&set_cookie), "{}", reply.headers);
 
-    // With the cookie: served, with a CSP that allows no inline script, and no CORS.
-    let page = http(port, "GET", "/sessions/s", &[("Cookie", &cookie)], "");
+    // With the cookie: served under either name, with a CSP that allows no inline script, and
+    // no CORS even when another origin asks.
+    let page = http(port, "GET", "/sessions/s", &[("Cookie", cookie)], "");
     assert_eq!(page.status, 200);
     assert!(
         page.headers
             .contains("content-security-policy: default-src 'none'; script-src 'self';")
     );
     assert!(!page.headers.contains("unsafe-inline"));
-    assert!(!page.headers.contains("access-control-allow"));
     assert!(!page.body.contains("<script>"), "no inline script");
-    let sessions = http(
-        port,
-        "GET",
-        "/api/sessions",
-        &[("Cookie", &cookie), ("Origin", "http://evil.example")],
-        "",
-    );
+    let localhost = format!("localhost:{port}");
+    let origin = [
+        ("Cookie", cookie),
+        ("Origin", "http://evil.example"),
+        ("Host", localhost.as_str()),
+    ];
+    let sessions = http(port, "GET", "/api/sessions", &origin, "");
     assert_eq!(sessions.status, 200);
     assert!(!sessions.headers.contains("access-control-allow"));
     assert_eq!(sessions.json()["sessions"][0]["id"], "s");
 
-    // DNS rebinding: the right cookie under another name is still refused.
-    for host in [
-        "evil.example",
-        &format!("evil.example:{port}"),
-        &format!("127.0.0.1:{}", port + 1),
-    ] {
-        let reply = http(
-            port,
-            "GET",
-            "/api/sessions",
-            &[("Host", host), ("Cookie", &cookie)],
-            "",
-        );
-        assert_eq!(
-            (reply.status, reply.code()),
-            (403, "foreign_host".into()),
-            "{host}"
-        );
-    }
-    let reply = http(
+    // Events come in pages: `after`, `limit`, `nextAfter`, `more`.
+    let page = http(
         port,
         "GET",
-        "/api/sessions",
-        &[("Host", &format!("localhost:{port}")), ("Cookie", &cookie)],
+        "/api/sessions/s/events?after=1&limit=2",
+        &[("Cookie", cookie)],
         "",
+    )
+    .json();
+    let sequences: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sequences, [2, 3]);
+    assert_eq!(
+        (page["nextAfter"].as_u64(), page["more"].as_bool()),
+        (Some(3), Some(true))
     );
-    assert_eq!(reply.status, 200);
 
-    // A POST without the CSRF token (or with another one) is refused and changes nothing.
+    // With the CSRF token, a confirmed undo over a file changed since is refused with its
+    // conflict, and nothing changes.
+    std::fs::write(f.ws().join("notes.txt"), "edited by a person\n").unwrap();
     let before = snapshot(&f.ws());
-    let undo = format!("/api/sessions/s/turns/{turn_id}/undo");
-    let body = r#"{"scope":"files","confirm":true}"#;
-    for headers in [
-        vec![("Cookie", cookie.as_str())],
-        vec![
-            ("Cookie", cookie.as_str()),
-            ("X-CSRF-Token", "not-the-token"),
-        ],
-        vec![
-            ("Cookie", cookie.as_str()),
-            ("X-CSRF-Token", web.token.as_str()),
-        ],
-    ] {
-        let reply = http(port, "POST", &undo, &headers, body);
-        assert_eq!((reply.status, reply.code()), (403, "csrf_refused".into()));
-    }
-    assert_eq!(snapshot(&f.ws()), before);
-    // Other methods are not served at all.
-    let reply = http(
-        port,
-        "DELETE",
-        "/api/sessions/s",
-        &[("Cookie", &cookie)],
-        "",
-    );
-    assert_eq!(
-        (reply.status, reply.code()),
-        (405, "method_not_allowed".into())
-    );
-
-    // The page carries the CSRF token; with it, an unconfirmed undo is still refused, and a
-    // confirmed one over a file changed since is refused with its conflict, nothing changed.
-    let csrf = web.csrf();
-    assert_eq!(csrf.len(), 64);
-    let headers = [("Cookie", cookie.as_str()), ("X-CSRF-Token", csrf.as_str())];
-    let reply = http(port, "POST", &undo, &headers, r#"{"scope":"files"}"#);
-    assert_eq!(
-        (reply.status, reply.code()),
-        (400, "confirmation_required".into())
-    );
     let reply = http(
         port,
         "POST",
-        &undo,
-        &headers,
-        r#"{"scope":"everything","confirm":true}"#,
+        undo,
+        &[("Cookie", cookie), ("X-CSRF-Token", csrf)],
+        confirmed,
     );
-    assert_eq!((reply.status, reply.code()), (400, "bad_request".into()));
-    std::fs::write(f.ws().join("notes.txt"), "edited by a person\n").unwrap();
-    let before = snapshot(&f.ws());
-    let reply = http(port, "POST", &undo, &headers, body);
     assert_eq!(reply.status, 409, "{}", reply.body);
     let report = reply.json();
     assert_eq!(report["outcome"], "conflicts");
+    assert_eq!(reply.code(), "undo_conflicts");
     assert_eq!(report["conflicts"][0]["path"], "notes.txt");
     assert_eq!(snapshot(&f.ws()), before);
-    // Unknown sessions and turns are 404s.
-    let reply = http(
-        port,
-        "GET",
-        "/api/sessions/nope",
-        &[("Cookie", &cookie)],
-        "",
-    );
-    assert_eq!((reply.status, reply.code()), (404, "not_found".into()));
-    let reply = http(
-        port,
-        "GET",
-        "/api/sessions/s/turns/nope",
-        &[("Cookie", &cookie)],
-        "",
-    );
-    assert_eq!((reply.status, reply.code()), (404, "not_found".into()));
 }
 
 #[test]
