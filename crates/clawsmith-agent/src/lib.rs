@@ -14,6 +14,9 @@
 //!   `[provider]` table of `clawsmith.toml`).
 //! - [`run_task`] with [`RunOptions`] → [`RunOutcome`] (answer, requests made, [`StopReason`],
 //!   usage).
+//! - [`subagent::Subagents`]: the sub-agent tools (`delegate_task`, `delegate_background`,
+//!   `background_task_list`, `background_task_cancel`) over a child core built with
+//!   `read_only_tools`, and [`subagent::agent_definitions`].
 //! - [`fixture::ScriptedServer`]: a real HTTP server on 127.0.0.1 speaking both protocols and
 //!   replaying scripted answers and failures; the tests of this crate and of the CLI use it.
 //!
@@ -41,6 +44,13 @@
 //!   configuration names, sent only as a header, masked in `Debug`, and replaced by
 //!   `[REDACTED]` in every error and in replies (a server echoing it cannot get it into the
 //!   store); errors are also passed through the protocol's secret scanner.
+//! - **Sub-agents are the same loop, one level down.** A child is [`run_task`] in a session
+//!   opened with [`clawsmith_core::AgentCore::open_child_session`] (its parent stored) on a core
+//!   whose table holds only tools of effective risk `read`, so a child cannot write, run commands
+//!   or delegate (depth 1). A semaphore over the host bounds children at four; the rest wait,
+//!   none is refused. A background task's completion is pushed once to its parent's inbox and
+//!   appended as a user message before the parent's next request; a cancelled task pushes
+//!   nothing; a parent that answers while its background tasks run waits for them first.
 //! - **A hand-written HTTP/1.1 fixture** rather than a framework: the failures worth testing
 //!   (a stream cut mid-way, a lying body) are easiest to produce on a raw socket.
 //!
@@ -48,7 +58,12 @@
 //! It does not run tools or decide permissions (the core does), does not store anything itself
 //! (the core's store does), does not keep the text that accompanies tool calls (the core stores
 //! the assistant message of a batch with empty text; the text is shown while streaming), and
-//! speaks no provider protocol beyond the two above.
+//! speaks no provider protocol beyond the two above. The stop reason is returned
+//! ([`RunOutcome`], `run.result`), not stored as an event; a background task's notice is a user
+//! message, not a `background_task.completed` event (the protocol has no such event yet).
+//! Agent definitions' `tools` and `model` keys are read past, not applied: every child gets the
+//! read-only table and the host's provider. `delegate_worktree` / `worktree_apply` (a child
+//! writing in an isolated checkout, returned as a patch) are not built yet.
 
 mod agent_loop;
 mod config;
