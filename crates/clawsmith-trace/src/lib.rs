@@ -14,9 +14,9 @@
 //!   when it ends (or is dropped, so a refusal that returns early still closes its span).
 //!
 //! Decisions:
-//! - **No OpenTelemetry types here.** The `opentelemetry` crates bring an async runtime story, a
-//!   global provider and many dependencies; the core only needs ids, names and a place to put
-//!   finished spans. The OTLP exporter implements [`SpanSink`] in the front end.
+//! - **No OpenTelemetry types in the recorder.** The `opentelemetry` crates bring a global
+//!   provider and many dependencies; the core only needs ids, names and a place to put finished
+//!   spans. The OTLP exporter is one [`SpanSink`].
 //! - **The default costs nothing measurable.** [`Tracer::noop`] holds no sink; starting a span is
 //!   one branch, the span name closure is never called, attributes are ignored. Callers that
 //!   build costly attribute values check [`Span::is_recording`].
@@ -27,10 +27,17 @@
 //! - **Ids from the standard library.** 64-bit halves from a randomly keyed SipHash over a counter
 //!   and the clock, like clawsmith-protocol's ids: unique, not secret, no `rand`.
 //!
-//! Not here: exporting (the CLI's OTLP exporter), sampling beyond the parent's `sampled` flag,
+//! - **Export behind a feature.** With feature `otlp`, [`otlp`](crate::otlp) reads the standard
+//!   `OTEL_EXPORTER_OTLP_*` variables and exports through the OpenTelemetry SDK's batch processor
+//!   (a bounded queue on its own thread: export never blocks or fails a call). The core builds
+//!   this crate without the feature; the CLI turns it on.
+//!
+//! Not here: gRPC and HTTPS export, sampling beyond the parent's `sampled` flag,
 //! baggage, span links, metrics and logs.
 
 mod context;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod semconv;
 mod span;
 

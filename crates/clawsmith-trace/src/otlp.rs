@@ -1,0 +1,403 @@
+//! OTLP export (feature `otlp`): [`OtlpConfig::from_env`] reads the standard `OTEL_*` variables,
+//! [`install`] turns them into a [`Tracer`] whose sink hands each finished span to the
+//! OpenTelemetry SDK's batch processor.
+//!
+//! The batch processor owns a bounded queue (2048 spans) and a thread of its own that posts
+//! batches with a blocking HTTP client, so [`SpanSink::export`] never waits on the network: a
+//! full queue drops the span (the SDK counts it) and the call goes on. [`SpanSink::flush`] sends
+//! what is queued; each export request times out after 10 s.
+//!
+//! Supported: `http/protobuf` (the default) and `http/json` over plain HTTP. `grpc` and `https`
+//! endpoints are refused with an error naming what is supported: both would bring a second TLS
+//! or HTTP/2 stack into the binary for a collector that normally runs next to the agent.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::trace::{SpanKind, Status, TraceState as OtelTraceState};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanEvents, SpanLinks, SpanProcessor,
+};
+
+use crate::span::{AttributeValue, FinishedSpan, SpanSink, SpanStatus, Tracer};
+
+/// The wire format of OTLP over HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OtlpProtocol {
+    /// `http/protobuf`.
+    HttpProtobuf,
+    /// `http/json`.
+    HttpJson,
+}
+
+/// Where and how spans are exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// The full traces URL (`…/v1/traces`).
+    pub traces_endpoint: String,
+    /// The wire format.
+    pub protocol: OtlpProtocol,
+    /// Extra request headers (`OTEL_EXPORTER_OTLP_HEADERS`, e.g. an API key).
+    pub headers: Vec<(String, String)>,
+    /// `service.name` of the resource.
+    pub service_name: String,
+}
+
+/// Why the `OTEL_*` settings cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtlpConfigError {
+    /// A protocol this build does not speak.
+    #[error("{variable}={value} is not supported: use http/protobuf (the default) or http/json")]
+    Protocol {
+        /// The variable that named it.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// Not an `http://` URL.
+    #[error(
+        "{variable}={value} is not supported: only http:// endpoints (a collector on this host or network)"
+    )]
+    Endpoint {
+        /// The variable that named it.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// A header entry without `=`.
+    #[error("OTEL_EXPORTER_OTLP_HEADERS: `{entry}` is not key=value")]
+    Header {
+        /// The entry.
+        entry: String,
+    },
+    /// The exporter could not be built.
+    #[error("cannot set up the OTLP exporter: {0}")]
+    Exporter(String),
+}
+
+impl OtlpConfig {
+    /// Reads the configuration through `get` (`std::env::var` in the CLI); `Ok(None)` when
+    /// neither endpoint variable is set (nothing is exported).
+    pub fn from_env(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<OtlpConfig>, OtlpConfigError> {
+        let set = |name: &str| get(name).filter(|value| !value.trim().is_empty());
+        let (variable, traces_endpoint) =
+            if let Some(url) = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
+            } else if let Some(base) = set("OTEL_EXPORTER_OTLP_ENDPOINT") {
+                (
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    format!("{}/v1/traces", base.trim_end_matches('/')),
+                )
+            } else {
+                return Ok(None);
+            };
+        if !traces_endpoint.starts_with("http://") {
+            return Err(OtlpConfigError::Endpoint {
+                variable,
+                value: traces_endpoint,
+            });
+        }
+        let protocol = match [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ]
+        .into_iter()
+        .find_map(|variable| set(variable).map(|value| (variable, value)))
+        {
+            None => OtlpProtocol::HttpProtobuf,
+            Some((_, value)) if value == "http/protobuf" => OtlpProtocol::HttpProtobuf,
+            Some((_, value)) if value == "http/json" => OtlpProtocol::HttpJson,
+            Some((variable, value)) => return Err(OtlpConfigError::Protocol { variable, value }),
+        };
+        let mut headers = Vec::new();
+        for source in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
+            for entry in set(source)
+                .unwrap_or_default()
+                .split(',')
+                .filter(|entry| !entry.trim().is_empty())
+            {
+                let Some((key, value)) = entry.split_once('=') else {
+                    return Err(OtlpConfigError::Header {
+                        entry: entry.trim().to_owned(),
+                    });
+                };
+                headers.push((key.trim().to_owned(), percent_decode(value.trim())));
+            }
+        }
+        let service_name = set("OTEL_SERVICE_NAME").unwrap_or_else(|| "clawsmith".to_owned());
+        Ok(Some(OtlpConfig {
+            traces_endpoint,
+            protocol,
+            headers,
+            service_name,
+        }))
+    }
+}
+
+/// A tracer exporting to `config`'s collector.
+pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
+    let protocol = match config.protocol {
+        OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
+        OtlpProtocol::HttpJson => Protocol::HttpJson,
+    };
+    let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(config.traces_endpoint.clone())
+        .with_protocol(protocol)
+        .with_headers(headers)
+        .with_timeout(EXPORT_TIMEOUT)
+        .build()
+        .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
+    let batch = BatchConfigBuilder::default()
+        .with_max_queue_size(MAX_QUEUE)
+        .build();
+    let mut processor = BatchSpanProcessor::builder(exporter)
+        .with_batch_config(batch)
+        .build();
+    processor.set_resource(
+        &Resource::builder_empty()
+            .with_service_name(config.service_name.clone())
+            .build(),
+    );
+    let scope = InstrumentationScope::builder("clawsmith")
+        .with_version(env!("CARGO_PKG_VERSION"))
+        .build();
+    Ok(Tracer::new(Arc::new(OtlpSink { processor, scope })))
+}
+
+const MAX_QUEUE: usize = 2048;
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+struct OtlpSink {
+    processor: BatchSpanProcessor,
+    scope: InstrumentationScope,
+}
+
+impl fmt::Debug for OtlpSink {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.debug_struct("OtlpSink").finish_non_exhaustive()
+    }
+}
+
+impl SpanSink for OtlpSink {
+    fn export(&self, span: FinishedSpan) {
+        self.processor.on_end(span_data(span, &self.scope));
+    }
+
+    fn flush(&self) {
+        // An unreachable collector is not the call's failure: it is logged by the caller's
+        // subscriber at most, never returned.
+        let _ = self.processor.force_flush();
+    }
+}
+
+impl Drop for OtlpSink {
+    fn drop(&mut self) {
+        let _ = self.processor.shutdown();
+    }
+}
+
+fn span_data(span: FinishedSpan, scope: &InstrumentationScope) -> SpanData {
+    let context = &span.context;
+    let trace_state = context
+        .trace_state
+        .as_ref()
+        .and_then(|state| {
+            OtelTraceState::from_key_value(
+                state
+                    .entries()
+                    .iter()
+                    .map(|(key, value)| (key.as_str(), value.as_str())),
+            )
+            .ok()
+        })
+        .unwrap_or_default();
+    let span_context = opentelemetry::trace::SpanContext::new(
+        opentelemetry::trace::TraceId::from_bytes(context.trace_id.0),
+        opentelemetry::trace::SpanId::from_bytes(context.span_id.0),
+        opentelemetry::trace::TraceFlags::new(context.flags.0),
+        false,
+        trace_state,
+    );
+    let mut events = SpanEvents::default();
+    events.events = span
+        .events
+        .into_iter()
+        .map(|event| {
+            opentelemetry::trace::Event::new(
+                event.name,
+                event.time,
+                key_values(event.attributes),
+                0,
+            )
+        })
+        .collect();
+    SpanData {
+        span_context,
+        parent_span_id: span
+            .parent_span_id
+            .map_or(opentelemetry::trace::SpanId::INVALID, |parent| {
+                opentelemetry::trace::SpanId::from_bytes(parent.0)
+            }),
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Internal,
+        name: Cow::Owned(span.name),
+        start_time: span.start,
+        end_time: span.end,
+        attributes: key_values(span.attributes),
+        dropped_attributes_count: 0,
+        events,
+        links: SpanLinks::default(),
+        status: match span.status {
+            SpanStatus::Unset => Status::Unset,
+            SpanStatus::Error(description) => Status::error(description),
+        },
+        instrumentation_scope: scope.clone(),
+    }
+}
+
+fn key_values(attributes: Vec<crate::span::Attribute>) -> Vec<KeyValue> {
+    attributes
+        .into_iter()
+        .map(|(key, value)| {
+            let value = match value {
+                AttributeValue::String(text) => Value::from(text.into_owned()),
+                AttributeValue::Bool(flag) => Value::Bool(flag),
+                AttributeValue::Int(number) => Value::I64(number),
+            };
+            KeyValue::new(key, value)
+        })
+        .collect()
+}
+
+/// `%XX` escapes of header values (the OTLP exporter spec says values are URL-encoded).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escaped = (bytes[index] == b'%')
+            .then(|| text.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|digits| u8::from_str_radix(digits, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                index += 3;
+            }
+            None => {
+                out.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Option<OtlpConfig>, OtlpConfigError> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        OtlpConfig::from_env(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint() {
+        assert_eq!(
+            config(&[
+                ("OTEL_SERVICE_NAME", "x"),
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", " ")
+            ]),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_environment_is_read_as_the_exporter_spec_says() {
+        let read = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318/"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b, x-team=core"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(read.traces_endpoint, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(read.protocol, OtlpProtocol::HttpProtobuf);
+        assert_eq!(
+            read.headers,
+            vec![
+                ("api-key".into(), "a b".into()),
+                ("x-team".into(), "core".into())
+            ]
+        );
+        assert_eq!(read.service_name, "clawsmith");
+        let traces = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://ignored:4318"),
+            (
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "http://127.0.0.1:9/custom",
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_SERVICE_NAME", "agent-7"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(traces.traces_endpoint, "http://127.0.0.1:9/custom");
+        assert_eq!(traces.protocol, OtlpProtocol::HttpJson);
+        assert_eq!(traces.service_name, "agent-7");
+    }
+
+    #[test]
+    fn unsupported_settings_are_refused_by_name() {
+        let table: [(&[(&str, &str)], &str); 4] = [
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ],
+                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf (the default) or http/json",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml is not supported: use http/protobuf (the default) or http/json",
+            ),
+            (
+                &[(
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "https://collector.example/v1/traces",
+                )],
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://collector.example/v1/traces is not supported: only http:// endpoints (a collector on this host or network)",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+                    ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
+                ],
+                "OTEL_EXPORTER_OTLP_HEADERS: `novalue` is not key=value",
+            ),
+        ];
+        for (pairs, expected) in table {
+            assert_eq!(config(pairs).unwrap_err().to_string(), expected);
+        }
+    }
+}
