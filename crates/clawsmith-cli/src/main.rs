@@ -55,6 +55,7 @@
 mod agent;
 mod history;
 mod logging;
+mod lsp;
 mod output;
 mod policy;
 mod run;

@@ -240,6 +240,14 @@ pub fn build_core(
     }
     // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
     crate::agent::add_to_core(config_path(state_dir, options)?.as_deref(), &mut config)?;
+    // clawsmith-lsp: the deferred lsp_* tools over the language servers.
+    crate::lsp::add_to_core(
+        state_dir,
+        config_path(state_dir, options)?.as_deref(),
+        &workspace,
+        &sandbox,
+        &mut config,
+    )?;
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))

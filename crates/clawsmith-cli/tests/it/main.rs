@@ -6,6 +6,7 @@ mod commands;
 mod concurrency;
 mod hostile_state;
 mod human;
+mod lsp;
 mod mcp;
 mod policy;
 mod run_agent;
