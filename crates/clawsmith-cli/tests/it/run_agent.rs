@@ -195,3 +195,99 @@ fn a_refused_request_is_an_error_quoting_the_provider() {
     );
     assert_eq!(server.requests().len(), 1);
 }
+
+/// Ctrl-C and SIGTERM while a call runs: the call closes `cancelled`, the turn is finished, the
+/// run ends with `stopReason: cancelled`, and the session goes on.
+#[test]
+fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+
+    for signal in ["INT", "TERM"] {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(ScriptedServer::queue(vec![
+                Scripted::Reply(ScriptedReply::calls(&[
+                    ("run_command", r#"{"command":"sleep 97"}"#),
+                    ("read_file", r#"{"path":"a.txt"}"#),
+                ])),
+                Scripted::Reply(ScriptedReply::answer("resumed")),
+            ]))
+            .unwrap();
+        let fixture = Fixture::new();
+        let config = write_config(&fixture, &server, "openai");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+            .arg("--state-dir")
+            .arg(fixture.state())
+            .args(["--json", "run", "--yes", "--workspace"])
+            .arg(fixture.ws())
+            .arg("--config")
+            .arg(&config)
+            .arg("wait")
+            .env_remove("CLAWSMITH_STATE_DIR")
+            .env(KEY_VARIABLE, KEY)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut seen = Vec::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            let started = line.contains("\"tool.started\"") && line.contains("run_command");
+            seen.push(line);
+            if started {
+                break;
+            }
+        }
+        assert!(
+            seen.last()
+                .is_some_and(|line| line.contains("tool.started")),
+            "SIG{signal}: the call never started: {seen:?}"
+        );
+        let status = Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        seen.extend(lines.map(Result::unwrap));
+        let exit = child.wait().unwrap();
+        assert_eq!(exit.code(), Some(0), "SIG{signal}: {seen:?}");
+        let result: serde_json::Value = serde_json::from_str(seen.last().unwrap()).unwrap();
+        assert_eq!(result["type"], "run.result", "SIG{signal}");
+        assert_eq!(result["stopReason"], "cancelled", "SIG{signal}");
+        let completed: Vec<serde_json::Value> = seen
+            .iter()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|event| event["type"] == "tool.completed")
+            .collect();
+        assert_eq!(
+            completed.len(),
+            2,
+            "SIG{signal}: every call closed: {seen:?}"
+        );
+        let command = completed
+            .iter()
+            .find(|event| event["toolName"] == "run_command")
+            .unwrap();
+        assert_eq!(command["status"], "cancelled", "SIG{signal}");
+        assert!(seen.iter().any(|line| line.contains("\"turn.completed\"")));
+
+        // The session continues with a sendable history.
+        let session = result["sessionId"].as_str().unwrap().to_owned();
+        let next = run(&fixture, &config, &["--session", &session], "go on");
+        assert_eq!(next.code, 0, "{}", next.stderr);
+        let roles: Vec<String> = server.requests()[1].body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|message| message["role"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "assistant", "tool", "tool", "user"],
+            "SIG{signal}"
+        );
+    }
+}
