@@ -59,6 +59,7 @@ mod lsp;
 mod output;
 mod policy;
 mod run;
+mod skills;
 mod state;
 mod web;
 mod timeline;
@@ -171,6 +172,16 @@ enum Command {
         /// Report what would be removed without removing it.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Skills found for a workspace (`skills list`), valid or not, with their sources.
+    Skills {
+        #[command(subcommand)]
+        command: skills::SkillsCommand,
+    },
+    /// Long-term memory: notes (`add`, `list`, `rm`) and `search`, as `memory_search` does.
+    Memory {
+        #[command(subcommand)]
+        command: skills::MemoryCommand,
     },
     /// Print a completion script for a shell, e.g. `clawsmith completions bash >
     /// ~/.local/share/bash-completion/completions/clawsmith`.
@@ -382,6 +393,8 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Run { args } => agent::run(&state_dir()?, &args, &out),
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),
+        Command::Skills { command } => skills::run_skills(&state_dir()?, command, &out),
+        Command::Memory { command } => skills::run_memory(&state_dir()?, command, &out),
         Command::CheckCommand { text } => {
             let verdict = clawsmith_sandbox::classify::check_command(&text);
             out.json_line(&verdict)?;

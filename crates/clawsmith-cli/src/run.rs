@@ -156,8 +156,13 @@ pub fn daily_call_session(workspace: &Path) -> Result<String> {
 /// exists), checked to be trusted. Its policy is read by `policy.rs`, its MCP servers by
 /// clawsmith-mcp.
 pub fn config_path(state_dir: &Path, options: &CoreOptions) -> Result<Option<PathBuf>> {
-    let path = match &options.config {
-        Some(path) => path.clone(),
+    config_file(state_dir, options.config.as_deref())
+}
+
+/// [`config_path`] for commands that take `--config` without the other core options.
+pub fn config_file(state_dir: &Path, explicit: Option<&Path>) -> Result<Option<PathBuf>> {
+    let path = match explicit {
+        Some(path) => path.to_path_buf(),
         None => {
             // The default is trusted only as far as the directory holding it is (owner, modes,
             // no symlinks); nothing is created when there is no state yet.
@@ -248,6 +253,14 @@ pub fn build_core(
         &sandbox,
         &mut config,
     )?;
+    // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
+    let config_file = config_path(state_dir, options)?;
+    config.extension_tools.extend(crate::skills::core_tools(
+        state_dir,
+        config_file.as_deref(),
+        &workspace,
+        &[],
+    )?);
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))

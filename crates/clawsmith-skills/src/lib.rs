@@ -64,6 +64,7 @@ mod error;
 mod frontmatter;
 mod memory;
 mod search_tool;
+mod tool;
 mod view;
 
 use std::path::Path;
@@ -88,8 +89,9 @@ pub use memory::{
     render, snippet, utc_time,
 };
 pub use search_tool::{
-    MEMORY_SEARCH, MemorySearchInput, MemorySearchTool, SearchScope, search_result,
+    MEMORY_SEARCH, MemorySearch, MemorySearchInput, MemorySearchTool, SearchScope, search_result,
 };
+pub use tool::{ReadOnly, ReadTool};
 pub use view::{
     SKILL_FILE_READ_MAX_BYTES, SKILL_LISTING_MAX_ENTRIES, SKILL_VIEW, SkillViewInput, SkillViewTool,
 };

@@ -4,14 +4,12 @@ use std::sync::Arc;
 
 use clawsmith_checkpoint::MemoryScope;
 use clawsmith_fs::escape_control;
-use clawsmith_protocol::{
-    Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
-    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
-};
+use clawsmith_protocol::{Display, DisplayKind, ToolExecutionResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::memory::{DEFAULT_LIMIT, MAX_LIMIT, Memory, render};
+use crate::tool::{ReadOnly, ReadTool};
 
 /// The tool's name.
 pub const MEMORY_SEARCH: &str = "memory_search";
@@ -63,32 +61,23 @@ pub struct MemorySearchInput {
     pub scope: Option<SearchScope>,
 }
 
-/// The `memory_search` tool.
-pub struct MemorySearchTool {
+/// The state of `memory_search`: the memory it searches.
+#[derive(Debug)]
+pub struct MemorySearch {
     memory: Arc<Memory>,
-    schema: serde_json::Value,
 }
 
-impl std::fmt::Debug for MemorySearchTool {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter
-            .debug_struct("MemorySearchTool")
-            .field("memory", &self.memory)
-            .finish_non_exhaustive()
-    }
-}
+/// The `memory_search` tool.
+pub type MemorySearchTool = ReadOnly<MemorySearch>;
 
-impl MemorySearchTool {
+impl ReadOnly<MemorySearch> {
     /// The tool over `memory`.
     pub fn new(memory: Arc<Memory>) -> MemorySearchTool {
-        MemorySearchTool {
-            memory,
-            schema: schemars::schema_for!(MemorySearchInput).to_value(),
-        }
+        ReadOnly::wrap(MemorySearch { memory })
     }
 }
 
-/// One search as the tool answers it (also what the CLI's `memory search` prints).
+/// One search as the tool answers it.
 pub fn search_result(memory: &Memory, input: &MemorySearchInput) -> ToolExecutionResult {
     let limit = input
         .limit
@@ -99,10 +88,7 @@ pub fn search_result(memory: &Memory, input: &MemorySearchInput) -> ToolExecutio
         Ok(outcome) => {
             let text = render(&input.query, &outcome);
             let display = Display::new(DisplayKind::Text)
-                .with_title(format!(
-                    "memory search {}",
-                    escape_control(&input.query.chars().take(80).collect::<String>())
-                ))
+                .with_title(format!("memory search {}", shown_query(&input.query)))
                 .with_body(text.clone())
                 .with_field("hits", outcome.hits.len());
             ToolExecutionResult::success(text).with_display(display)
@@ -111,10 +97,14 @@ pub fn search_result(memory: &Memory, input: &MemorySearchInput) -> ToolExecutio
     }
 }
 
-impl Tool for MemorySearchTool {
-    fn name(&self) -> &str {
-        MEMORY_SEARCH
-    }
+/// The query's first 80 characters, control characters escaped.
+fn shown_query(query: &str) -> String {
+    escape_control(&query.chars().take(80).collect::<String>()).into_owned()
+}
+
+impl ReadTool for MemorySearch {
+    type Input = MemorySearchInput;
+    const NAME: &'static str = MEMORY_SEARCH;
 
     fn description(&self) -> &str {
         "Search long-term memory: the workspace's AGENTS.md, CLAUDE.md, GEMINI.md and \
@@ -125,59 +115,11 @@ impl Tool for MemorySearchTool {
          notes or all (default); limit: 1-50 (default 10)."
     }
 
-    fn risk(&self) -> Risk {
-        Risk::Read
+    fn summarize(input: &MemorySearchInput) -> String {
+        format!("Search memory for {}", shown_query(&input.query))
     }
 
-    fn capabilities(&self) -> CapabilityDeclaration {
-        CapabilityDeclaration::Declared(vec![Capability::FilesystemRead])
-    }
-
-    fn concurrency_safe(&self) -> bool {
-        true
-    }
-
-    fn input_schema(&self) -> serde_json::Value {
-        self.schema.clone()
-    }
-
-    fn summarize(&self, input: &serde_json::Value) -> String {
-        match MemorySearchInput::deserialize(input) {
-            Ok(input) => format!(
-                "Search memory for {}",
-                escape_control(&input.query.chars().take(80).collect::<String>())
-            ),
-            Err(_) => format!("{MEMORY_SEARCH} (invalid arguments)"),
-        }
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: serde_json::Value,
-        context: ToolExecutionContext,
-    ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            if context.cancellation.is_cancelled() {
-                return ToolOutput::Result(ToolExecutionResult::failure(
-                    ErrorCode::CANCELLED,
-                    format!("{MEMORY_SEARCH} was cancelled"),
-                ));
-            }
-            let input = match serde_json::from_value::<MemorySearchInput>(input) {
-                Ok(input) => input,
-                Err(error) => {
-                    return ToolOutput::Result(ToolExecutionResult::failure(
-                        ErrorCode::INVALID_ARGUMENTS,
-                        format!("Invalid arguments for {MEMORY_SEARCH}: {error}"),
-                    ));
-                }
-            };
-            // Refreshing reads files and writes SQLite: off the async workers.
-            let memory = self.memory.clone();
-            let result = tokio::task::spawn_blocking(move || search_result(&memory, &input)).await;
-            ToolOutput::Result(result.unwrap_or_else(|error| {
-                ToolExecutionResult::tool_failed(format!("Memory search failed: {error}"))
-            }))
-        })
+    fn run(&self, input: MemorySearchInput) -> ToolExecutionResult {
+        search_result(&self.memory, &input)
     }
 }

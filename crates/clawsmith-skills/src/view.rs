@@ -5,16 +5,14 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use clawsmith_fs::{Workspace, escape_control};
-use clawsmith_protocol::{
-    Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
-    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
-};
+use clawsmith_protocol::{Display, DisplayKind, ErrorCode, ToolExecutionResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::catalog::{Catalog, build_catalog};
 use crate::discovery::{SkillSet, read_skill_file};
 use crate::frontmatter::parse_skill;
+use crate::tool::{ReadOnly, ReadTool};
 
 /// The tool's name.
 pub const SKILL_VIEW: &str = "skill_view";
@@ -39,24 +37,26 @@ pub struct SkillViewInput {
     pub path: Option<String>,
 }
 
-/// The `skill_view` tool over a frozen set of skills. Its description holds the catalog.
-pub struct SkillViewTool {
+/// The state of `skill_view`: a frozen set of skills and the catalog in its description.
+pub struct SkillView {
     skills: Arc<SkillSet>,
     description: String,
-    schema: serde_json::Value,
     catalog: Catalog,
 }
 
-impl std::fmt::Debug for SkillViewTool {
+/// The `skill_view` tool.
+pub type SkillViewTool = ReadOnly<SkillView>;
+
+impl std::fmt::Debug for SkillView {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
-            .debug_struct("SkillViewTool")
+            .debug_struct("SkillView")
             .field("catalog", &self.catalog)
             .finish_non_exhaustive()
     }
 }
 
-impl SkillViewTool {
+impl ReadOnly<SkillView> {
     /// The tool over `skills`, its catalog cut to `catalog_budget` characters.
     pub fn new(skills: Arc<SkillSet>, catalog_budget: usize) -> SkillViewTool {
         let catalog = build_catalog(skills.loaded(), catalog_budget);
@@ -77,17 +77,36 @@ impl SkillViewTool {
                 catalog.shortened, catalog.omitted, catalog_budget
             ));
         }
-        SkillViewTool {
+        ReadOnly::wrap(SkillView {
             skills,
             description,
-            schema: schemars::schema_for!(SkillViewInput).to_value(),
             catalog,
-        }
+        })
     }
 
     /// The catalog as built for the description.
     pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+        &self.inner().catalog
+    }
+}
+
+impl ReadTool for SkillView {
+    type Input = SkillViewInput;
+    const NAME: &'static str = SKILL_VIEW;
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn summarize(input: &SkillViewInput) -> String {
+        match &input.path {
+            None => format!("View skill {}", escape_control(&input.name)),
+            Some(path) => format!(
+                "View {} of skill {}",
+                escape_control(path),
+                escape_control(&input.name)
+            ),
+        }
     }
 
     fn run(&self, input: SkillViewInput) -> ToolExecutionResult {
@@ -104,71 +123,6 @@ impl SkillViewTool {
             None => view_skill(&skill.name, folder),
             Some(path) => view_file(&skill.name, folder, path),
         }
-    }
-}
-
-impl Tool for SkillViewTool {
-    fn name(&self) -> &str {
-        SKILL_VIEW
-    }
-
-    fn description(&self) -> &str {
-        &self.description
-    }
-
-    fn risk(&self) -> Risk {
-        Risk::Read
-    }
-
-    fn capabilities(&self) -> CapabilityDeclaration {
-        CapabilityDeclaration::Declared(vec![Capability::FilesystemRead])
-    }
-
-    fn concurrency_safe(&self) -> bool {
-        true
-    }
-
-    fn input_schema(&self) -> serde_json::Value {
-        self.schema.clone()
-    }
-
-    fn summarize(&self, input: &serde_json::Value) -> String {
-        match SkillViewInput::deserialize(input) {
-            Ok(SkillViewInput { name, path: None }) => {
-                format!("View skill {}", escape_control(&name))
-            }
-            Ok(SkillViewInput {
-                name,
-                path: Some(path),
-            }) => format!(
-                "View {} of skill {}",
-                escape_control(&path),
-                escape_control(&name)
-            ),
-            Err(_) => format!("{SKILL_VIEW} (invalid arguments)"),
-        }
-    }
-
-    fn execute<'a>(
-        &'a self,
-        input: serde_json::Value,
-        context: ToolExecutionContext,
-    ) -> ToolFuture<'a> {
-        Box::pin(async move {
-            if context.cancellation.is_cancelled() {
-                return ToolOutput::Result(ToolExecutionResult::failure(
-                    ErrorCode::CANCELLED,
-                    format!("{SKILL_VIEW} was cancelled"),
-                ));
-            }
-            ToolOutput::Result(match serde_json::from_value::<SkillViewInput>(input) {
-                Ok(input) => self.run(input),
-                Err(error) => ToolExecutionResult::failure(
-                    ErrorCode::INVALID_ARGUMENTS,
-                    format!("Invalid arguments for {SKILL_VIEW}: {error}"),
-                ),
-            })
-        })
     }
 }
 

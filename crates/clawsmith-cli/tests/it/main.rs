@@ -12,6 +12,7 @@ mod policy;
 mod run_agent;
 mod sessions;
 mod signals;
+mod skills;
 mod snapshots;
 mod state;
 mod terminal;

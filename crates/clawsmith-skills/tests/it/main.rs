@@ -15,6 +15,12 @@ pub struct Fixture {
     pub dir: tempfile::TempDir,
 }
 
+impl Default for Fixture {
+    fn default() -> Fixture {
+        Fixture::new()
+    }
+}
+
 impl Fixture {
     pub fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
