@@ -57,6 +57,7 @@ mod history;
 mod logging;
 mod lsp;
 mod output;
+mod plugins;
 mod policy;
 mod run;
 mod skills;
@@ -177,6 +178,12 @@ enum Command {
     Skills {
         #[command(subcommand)]
         command: skills::SkillsCommand,
+    },
+    /// Plugins (`plugins list`): their tools with effective risk, skills, MCP servers, hooks,
+    /// what clawsmith does not run of them, and load errors.
+    Plugins {
+        #[command(subcommand)]
+        command: plugins::PluginsCommand,
     },
     /// Long-term memory: notes (`add`, `list`, `rm`) and `search`, as `memory_search` does.
     Memory {
@@ -395,6 +402,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),
         Command::Skills { command } => skills::run_skills(&state_dir()?, command, &out),
         Command::Memory { command } => skills::run_memory(&state_dir()?, command, &out),
+        Command::Plugins { command } => plugins::run(&state_dir()?, command, &out),
         Command::CheckCommand { text } => {
             let verdict = clawsmith_sandbox::classify::check_command(&text);
             out.json_line(&verdict)?;

@@ -46,6 +46,10 @@ pub struct CoreOptions {
     /// directory when it exists).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// A plugin folder (repeatable; clawsmith-plugin.toml, or another agent's plugin for its
+    /// skills and MCP servers), besides `plugins = […]` in the configuration.
+    #[arg(long = "plugin", value_name = "DIR")]
+    pub plugins: Vec<PathBuf>,
 }
 
 /// `turn`'s own options.
@@ -255,12 +259,16 @@ pub fn build_core(
     )?;
     // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
     let config_file = config_path(state_dir, options)?;
+    // clawsmith-plugins: loaded here so their skills join the catalog as `<plugin>:<skill>`.
+    let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;
     config.extension_tools.extend(crate::skills::core_tools(
         state_dir,
         config_file.as_deref(),
         &workspace,
-        &[],
+        &plugins.skill_roots(),
     )?);
+    // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
+    crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))

@@ -8,6 +8,7 @@ mod hostile_state;
 mod human;
 mod lsp;
 mod mcp;
+mod plugins;
 mod policy;
 mod run_agent;
 mod sessions;
