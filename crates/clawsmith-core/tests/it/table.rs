@@ -171,3 +171,38 @@ fn a_command_service_adds_its_eight_tools() {
         );
     }
 }
+
+/// The shipped tools' validators are compiled on their first call, not when the table is built:
+/// every schema clawsmith ships must compile (file, command, session, artifact, background
+/// command and search tools), or a first call would be the first to find out.
+#[test]
+fn every_shipped_schema_compiles() {
+    let fixture = Fixture::new();
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let service = clawsmith_sandbox::CommandExecutionService::new(
+        clawsmith_sandbox::ServiceConfig::new(sandbox, fixture.dir.path().join("logs")),
+    )
+    .unwrap();
+    let core = fixture.core(|config| {
+        config.command_service = Some(std::sync::Arc::new(service));
+        // A deferred tool brings search_tools into the table.
+        config.extension_tools.push(ExtensionTool {
+            source: "mcp:notes".into(),
+            tool: TestTool::answering("note_add", ToolOutput::Text("ok".into())).shared(),
+            deferred: true,
+        });
+    });
+    let shipped: Vec<_> = core
+        .tools()
+        .entries()
+        .iter()
+        .filter(|entry| !entry.origin().starts_with("extension:"))
+        .collect();
+    assert!(shipped.len() >= 20, "{}", shipped.len());
+    assert!(shipped.iter().any(|entry| entry.name() == "search_tools"));
+    for entry in shipped {
+        if let Err(error) = jsonschema::validator_for(entry.input_schema()) {
+            panic!("{} ({}): {error}", entry.name(), entry.origin());
+        }
+    }
+}
