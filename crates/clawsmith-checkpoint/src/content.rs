@@ -78,6 +78,7 @@ impl Store {
     /// [`Store::store_contents`]). If the process dies before [`Store::end_command_capture`],
     /// [`Store::interrupted_captures`] gives the manifest back to the next open of the session,
     /// which records what changed since as the interrupted command's changes.
+    /// [`StoreError::MissingBlob`] when the manifest is not (or no longer) stored.
     pub fn begin_command_capture(
         &self,
         session_id: &str,
@@ -87,6 +88,18 @@ impl Store {
     ) -> Result<(), StoreError> {
         let hash = hash_hex(manifest_sha256);
         self.write("noting a command's capture", |tx| {
+            // A `prune` may have freed the manifest since it was stored: say so, and the caller
+            // stores it again.
+            let stored: bool = tx
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM blobs WHERE hash = ?1)",
+                    [&hash],
+                    |row| row.get(0),
+                )
+                .ctx("noting a command's capture")?;
+            if !stored {
+                return Err(StoreError::MissingBlob(hash.clone()));
+            }
             tx.execute(
                 "INSERT OR REPLACE INTO command_captures
                      (session_id, turn_id, call_id, manifest_hash)
@@ -130,7 +143,9 @@ impl Store {
                 )
                 .ctx("reading interrupted captures")?;
             let rows: Vec<(String, String, String)> = statement
-                .query_map([session_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+                .query_map([session_id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
                 .ctx("reading interrupted captures")?
                 .collect::<Result<_, _>>()
                 .ctx("reading interrupted captures")?;

@@ -119,31 +119,45 @@ impl Captures {
     ) -> Manifest {
         let previous = self.take(&origin.session_id);
         let (mut manifest, _) = refresh(workspace, store, &previous, self.content_limit);
-        let persisted = match manifest.persisted {
-            Some(hash) => Some(hash),
-            None => {
-                let encoded = encode(&manifest);
-                store
-                    .store_contents(&[&encoded])
-                    .ok()
-                    .map(|_| clawsmith_checkpoint::sha256(&encoded))
-            }
-        };
-        manifest.persisted = persisted;
-        if let Some(hash) = persisted
-            && let Err(error) = store.begin_command_capture(
+        // The manifest is stored again only when it changed, or when a `prune` freed it.
+        let mut persisted = manifest.persisted;
+        for attempt in 0..2 {
+            let hash = match persisted {
+                Some(hash) => hash,
+                None => {
+                    let encoded = encode(&manifest);
+                    if let Err(error) = store.store_contents(&[&encoded]) {
+                        tracing::warn!(%error, "the workspace manifest could not be stored");
+                        break;
+                    }
+                    clawsmith_checkpoint::sha256(&encoded)
+                }
+            };
+            match store.begin_command_capture(
                 &origin.session_id,
                 &origin.turn_id,
                 &origin.tool_call_id,
                 &hash,
-            )
-        {
-            tracing::warn!(
-                %error,
-                "the command capture could not be noted; if clawsmith dies during this command, \
-                 its changes will not be recorded"
-            );
+            ) {
+                Ok(()) => {
+                    persisted = Some(hash);
+                    break;
+                }
+                Err(clawsmith_checkpoint::StoreError::MissingBlob(_)) if attempt == 0 => {
+                    persisted = None;
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        "the command capture could not be noted; if clawsmith dies during this \
+                         command, its changes will not be recorded"
+                    );
+                    persisted = None;
+                    break;
+                }
+            }
         }
+        manifest.persisted = persisted;
         manifest
     }
 

@@ -504,7 +504,12 @@ async fn a_file_that_becomes_ignored_is_named_and_the_rest_undone() {
 const CRASH_CHILD_ENV: &str = "CLAWSMITH_CAPTURE_CRASH_ROOT";
 const CRASH_SESSION: &str = "capture-crash";
 
-fn crash_core(root: &Path) -> (clawsmith_core::AgentCore, std::sync::Arc<clawsmith_checkpoint::Store>) {
+fn crash_core(
+    root: &Path,
+) -> (
+    clawsmith_core::AgentCore,
+    std::sync::Arc<clawsmith_checkpoint::Store>,
+) {
     let store =
         std::sync::Arc::new(clawsmith_checkpoint::Store::open(root.join("state.db")).unwrap());
     let mut config = clawsmith_core::CoreConfig::new(root.join("workspace"), store.clone());
@@ -569,7 +574,10 @@ fn a_command_killed_with_its_process_is_undone_after_reopening() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the child exited before the command ran: {status}");
         }
-        assert!(std::time::Instant::now() < deadline, "the command never ran");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never ran"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL
@@ -584,7 +592,14 @@ fn a_command_killed_with_its_process_is_undone_after_reopening() {
     recorded.sort();
     assert_eq!(
         recorded,
-        ["a.txt", "b.txt", "gen/deep/g.txt", "new.txt", "run.sh", "started"]
+        [
+            "a.txt",
+            "b.txt",
+            "gen/deep/g.txt",
+            "new.txt",
+            "run.sh",
+            "started"
+        ]
     );
     let turn = store.checkpoints(CRASH_SESSION).unwrap()[0].turn_id.clone();
     for change in store.change_list(CRASH_SESSION, &turn).unwrap() {
