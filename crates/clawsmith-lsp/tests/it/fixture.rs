@@ -150,3 +150,41 @@ async fn a_language_without_a_server_is_a_clear_error() {
         "{message}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_is_shut_down_and_started_again_without_counting_a_crash() {
+    if !installed_or_skip("python3", "an_idle_server_is_shut_down") {
+        return;
+    }
+    let options = clawsmith_lsp::ServiceOptions {
+        idle_timeout: std::time::Duration::from_millis(200),
+        ..clawsmith_lsp::ServiceOptions::default()
+    };
+    let harness = Harness::with_options(
+        &[("a.fix", "x\n")],
+        vec![fixture("answer", |_| {})],
+        options,
+    );
+    let input = json!({"path": "a.fix", "line": 1, "column": 1});
+    assert_eq!(
+        harness.ok("lsp_hover", input.clone()).await,
+        "a.fix:1:1: hover\nfixture hover"
+    );
+    // Waits for the state change (bounded), asserting no duration.
+    let mut stopped = false;
+    for _ in 0..500 {
+        if !harness.service.servers().await[0].running {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(stopped, "the idle server is still running");
+    assert_eq!(harness.service.servers().await[0].crashes, 0);
+    assert_eq!(
+        harness.ok("lsp_hover", input).await,
+        "a.fix:1:1: hover\nfixture hover"
+    );
+    let statuses = harness.service.servers().await;
+    assert_eq!((statuses[0].running, statuses[0].crashes), (true, 0));
+}

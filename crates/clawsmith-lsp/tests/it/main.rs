@@ -28,6 +28,14 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(files: &[(&str, &str)], servers: Vec<LspServerConfig>) -> Harness {
+        Harness::with_options(files, servers, ServiceOptions::default())
+    }
+
+    pub fn with_options(
+        files: &[(&str, &str)],
+        servers: Vec<LspServerConfig>,
+        options: ServiceOptions,
+    ) -> Harness {
         let base = Path::new("/var/tmp");
         let dir = if base.is_dir() {
             tempfile::tempdir_in(base).unwrap()
@@ -51,7 +59,7 @@ impl Harness {
                 &workspace,
                 SandboxConfig::new(&workspace),
                 dir.path().join("state/lsp-cache"),
-                ServiceOptions::default(),
+                options,
             )
             .unwrap(),
         );
