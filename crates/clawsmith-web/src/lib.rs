@@ -16,7 +16,8 @@
 //! ## Decisions
 //! - **Safe on a developer's machine.** The server binds `127.0.0.1` only. A fresh 128-bit token
 //!   from the operating system's random source is printed once in the URL; presenting it sets an
-//!   `HttpOnly; SameSite=Strict` cookie and redirects to the same page without it (the token
+//!   `HttpOnly; SameSite=Strict` cookie (`clawsmith_web_PORT`: browsers keep cookies per host, so
+//!   servers on other ports keep theirs) and redirects to the same page without it (the token
 //!   leaves the address bar and history). Every request without the token or the cookie is `401`;
 //!   a `Host` other than `127.0.0.1:PORT` or `localhost:PORT` is refused (`403 foreign_host`) so a
 //!   DNS-rebinding page cannot reach the API; every state-changing request is a `POST` carrying
@@ -58,8 +59,9 @@ pub const MAX_PAGE: u64 = 500;
 /// How often a live view asks the store whether its session grew.
 pub const LIVE_POLL: Duration = Duration::from_millis(250);
 
-/// The name of the cookie the token sets.
-pub const COOKIE_NAME: &str = "clawsmith_web";
+/// The cookie the token sets is `clawsmith_web_PORT`: browsers keep cookies per host, not per
+/// port, so two servers on one machine must not overwrite each other's.
+pub const COOKIE_PREFIX: &str = "clawsmith_web_";
 
 /// What [`WebServer::bind`] needs.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
 use crate::api::error;
-use crate::{AppState, COOKIE_NAME};
+use crate::{AppState, COOKIE_PREFIX};
 
 /// The Content-Security-Policy of every response: scripts, styles and connections from this
 /// origin only; no inline script or style, no frames, no plugins, no forms elsewhere.
@@ -91,8 +91,8 @@ async fn check(state: &AppState, request: Request, next: Next) -> Response {
         }
         // The token becomes a cookie and leaves the address bar.
         let cookie = format!(
-            "{COOKIE_NAME}={}; HttpOnly; SameSite=Strict; Path=/",
-            state.token
+            "{COOKIE_PREFIX}{}={}; HttpOnly; SameSite=Strict; Path=/",
+            state.port, state.token
         );
         let location = request.uri().path().to_owned();
         let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response();
@@ -101,7 +101,7 @@ async fn check(state: &AppState, request: Request, next: Next) -> Response {
         }
         return response;
     }
-    let cookie_ok = cookie_token(request.headers())
+    let cookie_ok = cookie_token(request.headers(), state.port)
         .is_some_and(|token| constant_time_eq(token.as_bytes(), state.token.as_bytes()));
     if !cookie_ok {
         return unauthorized();
@@ -154,13 +154,14 @@ fn query_token(query: Option<&str>) -> Option<&str> {
         .find_map(|pair| pair.strip_prefix("token="))
 }
 
-fn cookie_token(headers: &HeaderMap) -> Option<&str> {
+fn cookie_token(headers: &HeaderMap, port: u16) -> Option<&str> {
+    let name = format!("{COOKIE_PREFIX}{port}");
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(COOKIE_NAME)?.strip_prefix('='))
+        .find_map(|pair| pair.trim().strip_prefix(name.as_str())?.strip_prefix('='))
 }
 
 #[cfg(test)]
@@ -198,9 +199,11 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=1; clawsmith_web=abc; b=2"),
+            HeaderValue::from_static("a=1; clawsmith_web_8081=other; clawsmith_web_8080=abc; b=2"),
         );
-        assert_eq!(cookie_token(&headers), Some("abc"));
+        assert_eq!(cookie_token(&headers, 8080), Some("abc"));
+        assert_eq!(cookie_token(&headers, 8081), Some("other"));
+        assert_eq!(cookie_token(&headers, 8082), None);
         assert_eq!(query_token(Some("x=1&token=t")), Some("t"));
         assert_eq!(query_token(Some("x=1")), None);
     }

@@ -39,13 +39,18 @@ fn time_to_first_byte(web: &WebProcess, path: &str) -> Result<f64> {
         web.port, web.cookie
     )?;
     let mut first = [0u8; 1];
-    stream.read_exact(&mut first).context("reading the answer")?;
+    stream
+        .read_exact(&mut first)
+        .context("reading the answer")?;
     let elapsed = started.elapsed().as_secs_f64();
     let mut rest = Vec::new();
     stream.read_to_end(&mut rest)?;
     let head = String::from_utf8_lossy(&rest);
     if !head.starts_with("TTP/1.1 200") {
-        bail!("GET {path} answered {}", head.lines().next().unwrap_or_default());
+        bail!(
+            "GET {path} answered {}",
+            head.lines().next().unwrap_or_default()
+        );
     }
     Ok(elapsed)
 }
@@ -58,8 +63,13 @@ pub(super) fn web_rows(bin: &Path, data: &Path, options: &Options) -> Result<Vec
     let state = tempdir("web-history")?;
     let session = "bench-web";
     for _ in 0..2 {
-        let mut command =
-            clawsmith_call(bin, &state, &workspace, "read_file", &json!({"path": "a.txt"}));
+        let mut command = clawsmith_call(
+            bin,
+            &state,
+            &workspace,
+            "read_file",
+            &json!({"path": "a.txt"}),
+        );
         command.args(["--session", session]);
         time_process(command)?;
     }
@@ -97,22 +107,28 @@ pub(super) fn web_rows(bin: &Path, data: &Path, options: &Options) -> Result<Vec
         .strip_prefix("http://127.0.0.1:")
         .and_then(|rest| rest.split_once("/?token="))
         .with_context(|| format!("clawsmith web printed {line:?}"))?;
+    let port: u16 = port.parse()?;
     let web = WebProcess {
-        port: port.parse()?,
-        cookie: format!("clawsmith_web={token}"),
+        port,
+        cookie: format!("clawsmith_web_{port}={token}"),
         child,
     };
     let mut rows = Vec::new();
     for (name, path) in [
         ("page", format!("/sessions/{session}")),
-        ("JSON", format!("/api/sessions/{session}/events?after=0&limit=200")),
+        (
+            "JSON",
+            format!("/api/sessions/{session}/events?after=0&limit=200"),
+        ),
     ] {
         let mut samples = Vec::new();
         for _ in 0..options.rounds() {
             samples.push(time_to_first_byte(&web, &path)?);
         }
         rows.push(Row {
-            name: format!("`clawsmith web`: time to first byte of a {EVENTS}-event session's {name}"),
+            name: format!(
+                "`clawsmith web`: time to first byte of a {EVENTS}-event session's {name}"
+            ),
             ours_label: format!("GET {}", path.replace(session, "ID")),
             theirs_label: String::new(),
             ours: samples,

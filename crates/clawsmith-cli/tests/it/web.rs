@@ -77,7 +77,7 @@ impl Web {
     }
 
     fn cookie(&self) -> String {
-        format!("clawsmith_web={}", self.token)
+        format!("clawsmith_web_{}={}", self.port, self.token)
     }
 }
 
@@ -194,7 +194,14 @@ fn session_with_a_write(f: &Fixture) -> String {
 }
 
 /// One refused request: method, path, headers, body, then the status and error code expected.
-type Refusal<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str, u16, &'a str);
+type Refusal<'a> = (
+    &'a str,
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    &'a str,
+    u16,
+    &'a str,
+);
 
 /// Each request of `cases` answers its status and error code, and sets no cookie.
 fn check_refusals(port: u16, cases: &[Refusal<'_>]) {
@@ -224,7 +231,8 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     let undo = format!("/api/sessions/s/turns/{turn_id}/undo");
     let undo = undo.as_str();
     let confirmed = r#"{"scope":"files","confirm":true}"#;
-    let zeros = "clawsmith_web=00000000000000000000000000000000";
+    let zeros = format!("clawsmith_web_{port}=00000000000000000000000000000000");
+    let zeros = zeros.as_str();
     let evil = format!("evil.example:{port}");
     let next_port = format!("127.0.0.1:{}", port + 1);
     let before = snapshot(&f.ws());
