@@ -45,6 +45,9 @@ async fn output_and_exit_codes() {
     }
 }
 
+/// `(command, stdin, separate stderr, output, stderr)`.
+type StdinCase<'a> = (&'a str, Option<&'a str>, bool, &'a str, Option<&'a str>);
+
 #[tokio::test]
 async fn stdin_bytes_and_a_separate_stderr() {
     let fixture = Fixture::new();
@@ -54,7 +57,7 @@ async fn stdin_bytes_and_a_separate_stderr() {
     // input nobody reads, and stderr merged or apart.
     let big = "x".repeat(256 * 1024);
     let big_count = format!("{}\n", big.len());
-    let cases: &[(&str, Option<&str>, bool, &str, Option<&str>)] = &[
+    let cases: &[StdinCase<'_>] = &[
         ("cat", Some("{\"a\": 1}"), false, "{\"a\": 1}", None),
         ("wc -c | tr -d ' '", Some(&big), false, &big_count, None),
         ("echo out; echo err >&2", None, true, "out\n", Some("err\n")),
