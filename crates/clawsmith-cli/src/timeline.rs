@@ -360,6 +360,8 @@ mod tests {
             summary: Some(summary.into()),
             tool_schema: None,
             batch: None,
+            trace_id: None,
+            span_id: None,
         })
     }
 

@@ -71,6 +71,11 @@ pub struct CoreConfig {
     /// Whether only tools of effective risk `read` join the table (a sub-agent's core,
     /// clawsmith-agent). Off by default.
     pub read_only_tools: bool,
+    /// Where turn and call spans go (issue 22); the default records nothing.
+    pub tracer: clawsmith_trace::Tracer,
+    /// The parent of every turn's span: the caller's `traceparent` (CLI `--traceparent` or
+    /// `TRACEPARENT`). `None` starts a new trace per turn.
+    pub trace_parent: Option<clawsmith_trace::SpanContext>,
 }
 
 impl CoreConfig {
@@ -97,6 +102,8 @@ impl CoreConfig {
             capture_content_limit: crate::capture::CAPTURE_CONTENT_LIMIT,
             capture_commands: true,
             read_only_tools: false,
+            tracer: clawsmith_trace::Tracer::noop(),
+            trace_parent: None,
         }
     }
 }
@@ -122,6 +129,10 @@ pub(crate) struct Shared {
     pub captures: Captures,
     /// [`CoreConfig::capture_commands`].
     pub capture_commands: bool,
+    /// [`CoreConfig::tracer`].
+    pub tracer: clawsmith_trace::Tracer,
+    /// [`CoreConfig::trace_parent`].
+    pub trace_parent: Option<clawsmith_trace::SpanContext>,
 }
 
 impl Shared {
@@ -175,6 +186,8 @@ impl AgentCore {
             capture_commands,
             capture_content_limit,
             read_only_tools,
+            tracer,
+            trace_parent,
         } = config;
         let workspace =
             Arc::new(
@@ -288,6 +301,8 @@ impl AgentCore {
                 recorder,
                 captures: Captures::with_content_limit(capture_content_limit),
                 capture_commands,
+                tracer,
+                trace_parent,
             }),
         })
     }

@@ -146,6 +146,7 @@ mod redact;
 mod search;
 mod session;
 mod session_tools;
+mod spans;
 mod table;
 
 // The layers a front end needs to configure the core, so that `clawsmith-mcp` (which depends on

@@ -55,6 +55,8 @@ pub(crate) struct TurnContext<'a> {
     /// The batch's assistant message until a store write carries it: the first call's start
     /// commits it with its `tool.started` (and journal entry), so a batch costs one commit less.
     pub assistant: std::sync::Mutex<Option<ModelMessage>>,
+    /// The batch's call spans (issue 22).
+    pub spans: crate::spans::CallSpans<'a>,
 }
 
 impl TurnContext<'_> {
@@ -242,6 +244,17 @@ async fn authorize_call(
         );
         for hook in &shared.hooks {
             let decision = hook.check(&hook_input).await;
+            context
+                .spans
+                .event(&call.id, clawsmith_trace::semconv::EVENT_HOOK, || {
+                    vec![
+                        ("hook", hook.name().to_owned().into()),
+                        (
+                            "decision",
+                            format!("{:?}", decision.decision).to_lowercase().into(),
+                        ),
+                    ]
+                });
             let reason = decision
                 .reason
                 .as_deref()
@@ -267,6 +280,14 @@ async fn authorize_call(
         }
     }
     let mut decision = decide(shared, prepared);
+    context
+        .spans
+        .event(&call.id, clawsmith_trace::semconv::EVENT_PERMISSION, || {
+            vec![(
+                "verdict",
+                format!("{:?}", decision.verdict).to_lowercase().into(),
+            )]
+        });
     if decision.verdict == Verdict::Allow
         && let Some(reason) = hook_asks
     {
@@ -389,6 +410,7 @@ fn start_call(
         tool_name: entry.name().to_owned(),
         args_json: prepared.input.to_string(),
     });
+    let (trace_id, span_id) = context.spans.ids(&call.id);
     let started = EventPayload::ToolStarted(ToolStarted {
         tool_call_id: call.id.clone(),
         turn_id: context.turn_id.to_owned(),
@@ -402,6 +424,8 @@ fn start_call(
             .record_tool_schemas
             .then(|| redact_json(entry.input_schema())),
         batch: Some(batch),
+        trace_id,
+        span_id,
     });
     // The batch's assistant message (if still unstored), the journal entry and `tool.started`
     // commit together, before anything runs.
@@ -567,15 +591,14 @@ fn close_call(
         result.content.clone(),
         result.summary(),
     );
+    let mut completed =
+        ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
+    (completed.trace_id, completed.span_id) = context.spans.ids(&call.id);
+    context.spans.close(&call.id, &result);
     let event = shared.store.close_call(
         context.session_id,
         journaled.then(|| (call.id.as_str(), result.status())),
-        EventPayload::ToolCompleted(ToolCompleted::new(
-            call.id.clone(),
-            context.turn_id,
-            call.name.clone(),
-            &result,
-        )),
+        EventPayload::ToolCompleted(completed),
         shared.store.now_ms(),
         &message,
     )?;
@@ -630,6 +653,9 @@ pub(crate) async fn run_batch(
                 &call,
                 duplicates,
             );
+            context
+                .spans
+                .start(&call, plan.as_ref().map(|prepared| prepared.entry));
             (call, plan)
         })
         .collect();
@@ -737,6 +763,14 @@ async fn run_parallel(
                 continue;
             }
         };
+        context
+            .spans
+            .event(&call.id, clawsmith_trace::semconv::EVENT_PERMISSION, || {
+                vec![(
+                    "verdict",
+                    format!("{:?}", decision.verdict).to_lowercase().into(),
+                )]
+            });
         if context.cancellation.is_cancelled() {
             let result = cancelled_before_start(&call);
             slots.push((call, Slot::Done(result)));

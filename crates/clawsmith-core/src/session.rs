@@ -253,7 +253,19 @@ impl SessionHandle {
             store.now_ms(),
         )?;
         sink.event(&started);
+        let mut span = self
+            .shared
+            .tracer
+            .start(self.shared.trace_parent.as_ref(), || {
+                clawsmith_trace::semconv::TURN_SPAN.to_owned()
+            });
+        span.set_attribute(clawsmith_trace::semconv::CLAWSMITH_TURN_ID, turn_id.clone());
+        span.set_attribute(
+            clawsmith_trace::semconv::GEN_AI_CONVERSATION_ID,
+            self.id.clone(),
+        );
         Ok(Turn {
+            span,
             shared: Arc::clone(&self.shared),
             session_id: self.id.clone(),
             turn_id,
@@ -573,6 +585,8 @@ fn model_request(
 /// A running turn. Dropping it without [`Turn::finish`] leaves its checkpoint open; the next
 /// open of the session finishes it.
 pub struct Turn {
+    /// The turn's span (ends when the turn finishes or is dropped).
+    span: clawsmith_trace::Span,
     shared: Arc<Shared>,
     session_id: String,
     turn_id: String,
@@ -634,6 +648,11 @@ impl Turn {
             cancellation: &self.cancellation,
             sink,
             assistant: std::sync::Mutex::new(None),
+            spans: crate::spans::CallSpans::new(
+                &self.shared.tracer,
+                self.span.context(),
+                (&self.session_id, &self.turn_id),
+            ),
         };
         let index = self.batches;
         self.batches += 1;

@@ -135,6 +135,13 @@ pub struct ToolStarted {
     /// The batch the call ran in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchInfo>,
+    /// The W3C trace id (32 hex digits) of the call's `execute_tool` span, when the call was
+    /// traced (clawsmith-trace): links the history to the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The span id (16 hex digits) of the call's `execute_tool` span, when traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
 }
 
 /// `tool.completed`: closes a call (P9). `status`, `output` and `artifact` duplicate `result` for
@@ -157,6 +164,13 @@ pub struct ToolCompleted {
     /// Legacy: the artifact reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<ArtifactRef>,
+    /// The W3C trace id (32 hex digits) of the call's `execute_tool` span, when the call was
+    /// traced (clawsmith-trace): links the history to the trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The span id (16 hex digits) of the call's `execute_tool` span, when traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
 }
 
 impl ToolCompleted {
@@ -175,6 +189,8 @@ impl ToolCompleted {
             artifact: result.metadata.artifact.clone(),
             output: result.content.clone(),
             result: result.metadata.clone(),
+            trace_id: None,
+            span_id: None,
         }
     }
 }

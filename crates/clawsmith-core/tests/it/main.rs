@@ -15,3 +15,4 @@ mod protected;
 mod search;
 mod table;
 mod todos;
+mod traces;

@@ -122,6 +122,8 @@ fn tool_started_event() {
                 size: 1,
                 parallel: false,
             }),
+            trace_id: None,
+            span_id: None,
         }),
     };
     check(

@@ -87,6 +87,8 @@ fn events_round_trip() {
             summary: None,
             tool_schema: Some(serde_json::json!({"type": "object"})),
             batch: None,
+            trace_id: None,
+            span_id: None,
         }),
         EventPayload::ToolCompleted(ToolCompleted::new("c", "t", "n", &result)),
     ];
