@@ -64,6 +64,7 @@ mod skills;
 mod state;
 mod web;
 mod timeline;
+mod traces;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -269,6 +269,8 @@ pub fn build_core(
     )?);
     // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
     crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);
+    // clawsmith-trace: OTLP export and the caller's TRACEPARENT (issue 22).
+    crate::traces::configure(&mut config)?;
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))

@@ -19,6 +19,7 @@ mod state;
 mod terminal;
 mod undo;
 mod web;
+mod traces;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
