@@ -400,6 +400,34 @@ async fn a_file_over_the_content_limit_is_named_as_not_captured() {
     );
 }
 
+/// The limit is configurable: with 1 KiB, a 2 KiB file a command changes is named, and undo of
+/// the turn gives back the small file it also changed and leaves the large one alone.
+#[tokio::test]
+async fn the_content_limit_is_configurable() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("big.txt", &"b".repeat(2048));
+    fixture.write("small.txt", "small\n");
+    let session = fixture
+        .core(|config| {
+            config.policy = PermissionPolicy::new(PermissionMode::Full);
+            config.capture_content_limit = 1024;
+        })
+        .open_session(None)
+        .unwrap();
+    let (turn, content) = run(&session, "echo y >> big.txt && echo y >> small.txt").await;
+    assert!(
+        content.contains("[not captured for undo: big.txt: larger than 1 KiB"),
+        "{content}"
+    );
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    let read = |path: &str| std::fs::read_to_string(fixture.workspace.join(path)).unwrap();
+    assert_eq!(read("small.txt"), "small\n");
+    assert_eq!(read("big.txt"), format!("{}y\n", "b".repeat(2048)));
+}
+
 /// A plugin tool that may execute processes (here it writes and deletes through std, as the
 /// process it would run does): captured like `run_command`. One without `process.execute` is not.
 #[tokio::test]
