@@ -207,10 +207,13 @@ fn lock_file(path: &Path, session_id: &str, wait: LeaseWait) -> Result<File, Sto
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => match wait {
                 LeaseWait::Fail => {
-                    return Err(StoreError::SessionInUse {
-                        session_id: session_id.to_string(),
-                        pid: holder_pid(&mut file),
-                    });
+                    let pid = holder_pid(&mut file);
+                    if !pid.is_some_and(|pid| !alive(pid)) || !lock_within(&file, DYING_HOLDER) {
+                        return Err(StoreError::SessionInUse {
+                            session_id: session_id.to_string(),
+                            pid,
+                        });
+                    }
                 }
                 LeaseWait::Wait => file.lock().map_err(io_error)?,
             },
@@ -241,6 +244,30 @@ pub(crate) fn open_private(path: &Path) -> std::io::Result<File> {
         .mode(0o600)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
+}
+
+/// How long a second writer waits for a lock whose holder is dead. The kernel drops a lock when
+/// the last descriptor of it closes; a holder killed by a signal can leave it in children that
+/// were forked but have not yet closed what they inherited (a sandboxed command's relay and init
+/// close everything they do not need within milliseconds of starting, and die with their
+/// parent). Waiting for them is not waiting for a writer: the holder that wrote is gone.
+const DYING_HOLDER: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Whether process `pid` exists.
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Tries the lock until `limit` has passed.
+fn lock_within(file: &File, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        if file.try_lock().is_ok() {
+            return true;
+        }
+    }
+    false
 }
 
 /// The pid the holder wrote, when it has written it yet.

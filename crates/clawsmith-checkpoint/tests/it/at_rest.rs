@@ -321,6 +321,53 @@ fn another_process_holding_the_session_is_named_or_waited_for() {
     holder.wait().unwrap();
 }
 
+/// A holder killed by a signal can leave its lock in children that have not closed what they
+/// inherited yet (they die within milliseconds): the pid it wrote is dead, so the next writer
+/// waits for the lock instead of refusing (crash recovery must not fail on a dead holder), and
+/// refuses at once when the writer is alive.
+#[test]
+fn a_lock_left_in_a_dead_holders_children_is_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    drop(store.lease_session("s").unwrap());
+    let lock = dir
+        .path()
+        .join(clawsmith_checkpoint::LOCK_DIR)
+        .join(format!(
+            "{}.lock",
+            clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(b"s"))
+        ));
+    #[allow(clippy::disallowed_methods)]
+    let dead = {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    };
+    // The lock is held (by flock(1), standing in for a dying child) while the file names a
+    // process that no longer exists.
+    std::fs::write(&lock, format!("{dead}\n")).unwrap();
+    let marker = dir.path().join("locked");
+    #[allow(clippy::disallowed_methods)]
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sh", "-c"])
+        .arg(format!("touch {}; exec sleep 0.5", marker.display()))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marker.exists() {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let lease = store.lease_session("s").unwrap();
+    assert!(lease.is_fresh());
+    // The holder had to be gone for the lease to be taken.
+    assert!(holder.try_wait().unwrap().is_some());
+    drop(lease);
+    holder.wait().unwrap();
+}
+
 #[test]
 fn threads_of_one_process_share_the_lease_without_refusing_each_other() {
     let dir = tempfile::tempdir().unwrap();
