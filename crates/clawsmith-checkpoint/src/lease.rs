@@ -208,7 +208,8 @@ fn lock_file(path: &Path, session_id: &str, wait: LeaseWait) -> Result<File, Sto
             Err(std::fs::TryLockError::WouldBlock) => match wait {
                 LeaseWait::Fail => {
                     let pid = holder_pid(&mut file);
-                    if !pid.is_some_and(|pid| !alive(pid)) || !lock_within(&file, DYING_HOLDER) {
+                    let holder_dead = pid.is_some_and(|pid| !alive(pid));
+                    if !holder_dead || !lock_within(&file, DYING_HOLDER) {
                         return Err(StoreError::SessionInUse {
                             session_id: session_id.to_string(),
                             pid,
