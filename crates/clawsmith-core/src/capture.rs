@@ -585,16 +585,16 @@ pub(crate) async fn execute_with_capture(
 }
 
 /// Whether a call's workspace changes are captured: the foreground command tool, and every
-/// extension tool that may execute processes (a plugin whose declaration could not be trusted
-/// has every capability, so it is captured too). The background command tools are not: what a
-/// background command changes happens after its call returns.
+/// extension tool that may execute processes or write files (a plugin tool declaring
+/// `filesystem.write`, an MCP tool; one whose declaration could not be trusted has every
+/// capability, so it is captured too). The background command tools are not: what a background
+/// command changes happens after its call returns.
 fn captures_changes(entry: &ToolEntry) -> bool {
+    let capabilities = &entry.facts().capabilities;
     entry.origin() == "builtin:command"
         || (entry.origin().starts_with("extension:")
-            && entry
-                .facts()
-                .capabilities
-                .contains(clawsmith_protocol::Capability::ProcessExecute))
+            && (capabilities.contains(clawsmith_protocol::Capability::ProcessExecute)
+                || capabilities.contains(clawsmith_protocol::Capability::FilesystemWrite)))
 }
 
 /// Records, when a session opens, the changes of the commands that were running when its last

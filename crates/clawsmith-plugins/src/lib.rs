@@ -61,10 +61,9 @@
 //! are not used (their tools stay `execute`), and loading a plugin with hooks trusts their code
 //! as much as a hook in `clawsmith.toml`. It does not install, update or fetch plugins, read
 //! marketplaces, or run other agents' slash commands, sub-agents or hooks. Undo: the core
-//! captures the workspace around extension tools that declare `process.execute` (and around
-//! those whose declaration failed closed); a plugin tool declaring `filesystem.write` without
-//! `process.execute` writes through the kernel's rules but outside that capture, so its changes
-//! are not in the turn's checkpoint. Plugin skills are
+//! captures the workspace around extension tools that declare `process.execute` or
+//! `filesystem.write` (and around those whose declaration failed closed), so what a plugin tool
+//! changes is in the turn's checkpoint like a command's changes. Plugin skills are
 //! offered to clawsmith-skills as roots ([`PluginSet::skill_roots`]); reading them is that crate's.
 
 mod error;
