@@ -296,7 +296,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("mcp-unread-client", &mut rows, &mut || {
         mcp_unread_client(&bin, &data)
     });
-    attempt("web-history", &mut rows, &mut || web::web_rows(&bin, &data, &options));
+    attempt("web-history", &mut rows, &mut || {
+        web::web_rows(&bin, &data, &options)
+    });
     attempt("history-scale", &mut rows, &mut || {
         history_scale(&bin, &data, &options)
     });

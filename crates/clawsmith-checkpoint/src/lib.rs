@@ -127,8 +127,8 @@ mod undo_preview;
 
 pub use at_rest::MAX_STORED_ARGUMENT_BYTES;
 pub use blob::{hash_hex, sha256};
-pub use content::{InterruptedCapture, UncapturedChange};
 pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
+pub use content::{InterruptedCapture, UncapturedChange};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;
 pub use journal::{JournalEntry, JournalStart};
@@ -142,7 +142,7 @@ pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use session::{PendingApproval, SessionInfo, Todo, TodoStatus};
 pub use store::{BUSY_TIMEOUT, Clock, Durability, Store, StoreOptions, system_clock};
-pub use undo_preview::UndoPreview;
 pub use undo::{
     PendingRestore, RecoveredRestore, UndoConflict, UndoOutcome, UndoReport, UndoScope,
 };
+pub use undo_preview::UndoPreview;

@@ -62,9 +62,9 @@ mod policy;
 mod run;
 mod skills;
 mod state;
-mod web;
 mod timeline;
 mod traces;
+mod web;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -39,7 +39,10 @@ impl std::fmt::Debug for PipedProcess {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
             .debug_struct("PipedProcess")
-            .field("process_group", &self.guard.0.map(|tree| tree.process_group()))
+            .field(
+                "process_group",
+                &self.guard.0.map(|tree| tree.process_group()),
+            )
             .field("report", &self.report)
             .finish_non_exhaustive()
     }

@@ -161,12 +161,16 @@ fn a_user_edit_after_the_command_makes_undo_refuse() {
     let listed = f.run(&["--json", "undo", "list"], "");
     assert_eq!(listed.code, 0, "{}", listed.stderr);
     assert!(
-        listed.stdout.contains(r#""origin":"command""#) && listed.stdout.contains(r#""callId":"c1""#),
+        listed.stdout.contains(r#""origin":"command""#)
+            && listed.stdout.contains(r#""callId":"c1""#),
         "{}",
         listed.stdout
     );
     let a_txt = f.ws().join("a.txt");
-    let diff = f.run(&["--json", "undo", "diff", &turn, a_txt.to_str().unwrap()], "");
+    let diff = f.run(
+        &["--json", "undo", "diff", &turn, a_txt.to_str().unwrap()],
+        "",
+    );
     assert_eq!(diff.code, 0, "{}", diff.stderr);
     let diff = diff.json();
     assert_eq!(diff["origin"], "command", "{diff}");
@@ -198,7 +202,8 @@ fn ignored_paths_are_named_and_left_alone() {
     assert_eq!(undo.json()["outcome"], "undone");
     // Undo names what it cannot give back, too.
     assert!(
-        undo.stderr.contains("note: not captured: target/out: ignored"),
+        undo.stderr
+            .contains("note: not captured: target/out: ignored"),
         "{}",
         undo.stderr
     );

@@ -17,9 +17,9 @@ mod skills;
 mod snapshots;
 mod state;
 mod terminal;
+mod traces;
 mod undo;
 mod web;
-mod traces;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

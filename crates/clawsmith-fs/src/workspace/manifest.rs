@@ -146,9 +146,9 @@ impl Workspace {
             found
         });
         let mut listing = FileListing::default();
-        let (files, links) = found
-            .iter()
-            .fold((0, 0), |(f, l), part| (f + part.files.len(), l + part.links.len()));
+        let (files, links) = found.iter().fold((0, 0), |(f, l), part| {
+            (f + part.files.len(), l + part.links.len())
+        });
         listing.files.reserve(files);
         listing.links.reserve(links);
         for part in found {
@@ -495,7 +495,9 @@ impl Scan<'_> {
                 Err(_) => found.skipped_non_utf8 += 1,
             }
         }
-        let rules = task.rules.map(|above| self.rules_of(&relative, &entries, above));
+        let rules = task
+            .rules
+            .map(|above| self.rules_of(&relative, &entries, above));
         for (name, listed_kind) in entries {
             let path = join(&relative, &name);
             let stat = if listed_kind == FileType::Directory {
@@ -508,7 +510,8 @@ impl Scan<'_> {
             };
             let kind = stat.map_or(listed_kind, |stat| FileType::from_raw_mode(stat.st_mode));
             let walked = rules.as_ref().filter(|rules| {
-                let skipped = kind == FileType::Directory && SKIPPED_DIRECTORIES.contains(&name.as_str());
+                let skipped =
+                    kind == FileType::Directory && SKIPPED_DIRECTORIES.contains(&name.as_str());
                 !skipped && !self.ignored(rules.as_ref(), &path, kind == FileType::Directory)
             });
             if kind == FileType::Directory {
@@ -558,8 +561,12 @@ impl Scan<'_> {
                 return Gitignore::empty();
             }
             // An unusable ignore file is skipped, as the search walk skips it.
-            load_ignore_rules(self.workspace, &directory, join(relative, IGNORE_FILES[index]))
-                .unwrap_or_else(|_| Gitignore::empty())
+            load_ignore_rules(
+                self.workspace,
+                &directory,
+                join(relative, IGNORE_FILES[index]),
+            )
+            .unwrap_or_else(|_| Gitignore::empty())
         });
         if files.iter().all(Gitignore::is_empty) {
             return above;

@@ -821,7 +821,10 @@ async fn a_read_only_workspace_refuses_every_write() {
             );
         }
         let after = Outside::take(ws);
-        assert_eq!(before.files, after.files, "the workspace changed ({kernel:?})");
+        assert_eq!(
+            before.files, after.files,
+            "the workspace changed ({kernel:?})"
+        );
         let cache_file = cache.join("c.txt");
         let script = format!(
             "cat keep.txt && t=${{TMPDIR:-/tmp}}/t && echo t > $t && cat $t && echo c > {}",
