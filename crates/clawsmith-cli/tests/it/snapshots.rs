@@ -292,6 +292,11 @@ fn a_damaged_database_says_its_cause_once() {
     let f = Fixture::new();
     history(&f);
     let database = f.state().join("clawsmith.db");
+    // The write-ahead log a closing process leaves in place goes into the file first.
+    clawsmith_checkpoint::Store::open(&database)
+        .unwrap()
+        .checkpoint_wal()
+        .unwrap();
     let bytes = std::fs::read(&database).unwrap();
     // `sessions` becomes `sessionz` everywhere: a valid database without the table.
     let patched: Vec<u8> = {

@@ -428,13 +428,15 @@ async fn the_content_limit_is_configurable() {
     assert_eq!(read("big.txt"), format!("{}y\n", "b".repeat(2048)));
 }
 
-/// A plugin tool that may execute processes (here it writes and deletes through std, as the
-/// process it would run does): captured like `run_command`. One without `process.execute` is not.
+/// A plugin tool that may execute processes or write files (here it writes and deletes through
+/// std, as the process it would run does): captured like `run_command`. One that may only read
+/// is not (nothing to capture, no walk paid).
 #[tokio::test]
 async fn an_extension_tool_that_executes_processes_is_captured() {
     for (capabilities, captured) in [
         (vec![clawsmith_protocol::Capability::ProcessExecute], true),
-        (vec![clawsmith_protocol::Capability::FilesystemWrite], false),
+        (vec![clawsmith_protocol::Capability::FilesystemWrite], true),
+        (vec![clawsmith_protocol::Capability::FilesystemRead], false),
     ] {
         let fixture = Fixture::new();
         fixture.write("a.txt", "before\n");
