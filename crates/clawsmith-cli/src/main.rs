@@ -127,7 +127,7 @@ enum Command {
         #[arg(long)]
         exit_status: bool,
     },
-    /// Run a task with the configured model ([provider] in clawsmith.toml): the model's calls
+    /// Run a task with the configured model (`[provider]` in clawsmith.toml): the model's calls
     /// go through the core until it answers; prints progress and the answer (`--json`: every
     /// event as a JSON line, then a `run.result` line).
     Run {

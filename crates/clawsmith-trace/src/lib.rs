@@ -27,7 +27,7 @@
 //! - **Ids from the standard library.** 64-bit halves from a randomly keyed SipHash over a counter
 //!   and the clock, like clawsmith-protocol's ids: unique, not secret, no `rand`.
 //!
-//! - **Export behind a feature.** With feature `otlp`, [`otlp`](crate::otlp) reads the standard
+//! - **Export behind a feature.** With feature `otlp`, [`otlp`] reads the standard
 //!   `OTEL_EXPORTER_OTLP_*` variables and exports through the OpenTelemetry SDK's batch processor
 //!   (a bounded queue on its own thread: export never blocks or fails a call). The core builds
 //!   this crate without the feature; the CLI turns it on.
