@@ -6,9 +6,26 @@ use serde_json::json;
 
 use crate::{Harness, installed_or_skip};
 
+/// The fixture server's script, copied where the confined server can read it: the sandbox
+/// hides the host's `/tmp`, and a checkout may live there (CI clones anywhere).
+fn script() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::path::Path::new("/var/tmp");
+        let path = dir.join("clawsmith-lsp-test-fake_lsp.py");
+        let partial = dir.join(format!(
+            "clawsmith-lsp-test-fake_lsp.py.{}",
+            std::process::id()
+        ));
+        // Written whole, then renamed: test processes running at once never see a part.
+        std::fs::write(&partial, include_str!("../fixtures/fake_lsp.py")).unwrap();
+        std::fs::rename(&partial, &path).unwrap();
+        path.display().to_string()
+    })
+}
+
 fn fixture(mode: &str, configure: impl FnOnce(&mut LspServerConfig)) -> LspServerConfig {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake_lsp.py");
-    let mut server = LspServerConfig::new("fixture", "python3", &[script, mode], &["fix"]);
+    let mut server = LspServerConfig::new("fixture", "python3", &[script(), mode], &["fix"]);
     configure(&mut server);
     server
 }
