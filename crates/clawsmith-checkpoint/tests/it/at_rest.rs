@@ -253,13 +253,7 @@ fn a_session_lease_is_one_os_lock_shared_inside_the_process() {
     for (lease, fresh) in &cases {
         assert_eq!(lease.is_fresh(), *fresh);
     }
-    let lock = dir
-        .path()
-        .join(clawsmith_checkpoint::LOCK_DIR)
-        .join(format!(
-            "{}.lock",
-            clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(b"s"))
-        ));
+    let lock = lock_file_of(dir.path(), "s");
     assert_eq!(std::fs::metadata(&lock).unwrap().mode() & 0o777, 0o600);
     let outsider = std::fs::File::open(&lock).unwrap();
     assert!(outsider.try_lock().is_err(), "the OS lock is held");
@@ -281,13 +275,7 @@ fn another_process_holding_the_session_is_named_or_waited_for() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
     drop(store.lease_session("s").unwrap());
-    let lock = dir
-        .path()
-        .join(clawsmith_checkpoint::LOCK_DIR)
-        .join(format!(
-            "{}.lock",
-            clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(b"s"))
-        ));
+    let lock = lock_file_of(dir.path(), "s");
     // Tests may spawn helpers (clippy.toml); util-linux flock(1) takes the same flock(2) lock; the shell writes its pid like a holder.
     std::fs::write(&lock, "").unwrap();
     #[allow(clippy::disallowed_methods)]
@@ -330,13 +318,7 @@ fn a_lock_left_in_a_dead_holders_children_is_waited_for() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path().join("db")).unwrap();
     drop(store.lease_session("s").unwrap());
-    let lock = dir
-        .path()
-        .join(clawsmith_checkpoint::LOCK_DIR)
-        .join(format!(
-            "{}.lock",
-            clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(b"s"))
-        ));
+    let lock = lock_file_of(dir.path(), "s");
     #[allow(clippy::disallowed_methods)]
     let dead = {
         let mut child = std::process::Command::new("true").spawn().unwrap();
@@ -393,4 +375,12 @@ fn threads_of_one_process_share_the_lease_without_refusing_each_other() {
         .collect::<Result<Vec<bool>, _>>()
         .unwrap();
     assert_eq!(fresh.iter().filter(|f| **f).count(), 1, "{fresh:?}");
+}
+
+/// The lock file of session `id` in a state dir (as the store names it).
+fn lock_file_of(dir: &std::path::Path, id: &str) -> std::path::PathBuf {
+    dir.join(clawsmith_checkpoint::LOCK_DIR).join(format!(
+        "{}.lock",
+        clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(id.as_bytes()))
+    ))
 }
