@@ -16,7 +16,7 @@ cp -R examples/demo-workspace "$scratch/workspace"
 export CLAWSMITH_STATE_DIR="$scratch/state"
 
 echo "== clawsmith turn (mode full, sandbox required)"
-"$clawsmith" turn --workspace "$scratch/workspace" --mode full --pretty \
+"$clawsmith" turn --workspace "$scratch/workspace" --mode full --pretty --json \
   < examples/demo-turn.json > "$scratch/turn.out"
 grep -v '^{"type":"turn.result"' "$scratch/turn.out"
 turn_id="$(tail -n 1 "$scratch/turn.out" | python3 -c 'import json, sys; print(json.load(sys.stdin)["turnId"])')"
