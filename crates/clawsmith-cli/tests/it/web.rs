@@ -524,8 +524,18 @@ impl Browser {
         panic!("timed out waiting until {what}");
     }
 
+    /// The element's text once it has any: the page fills elements from fetches it starts
+    /// on a click, so an element can exist a moment before its text does.
     async fn text(&self, css: &str) -> String {
-        self.wait_for(css).await.text().await.unwrap()
+        let element = self.wait_for(css).await;
+        for _ in 0..300 {
+            let text = element.text().await.unwrap();
+            if !text.is_empty() {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{css} stayed empty");
     }
 
     async fn screenshot(&self, name: &str) {
