@@ -614,7 +614,8 @@ fn context_for(
     let authorization = authorize(decision)?;
     Some(
         ToolExecutionContext::new(context.session_id, context.turn_id, call.id.clone())
-            .with_authorization(authorization),
+            .with_authorization(authorization)
+            .with_trace(context.spans.headers(&call.id)),
     )
 }
 

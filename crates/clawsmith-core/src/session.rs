@@ -240,6 +240,18 @@ impl SessionHandle {
     /// Begins a turn: takes the session's lease for the turn's life, opens its checkpoint (K1,
     /// K7) and stores `turn.started`.
     pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
+        self.begin_turn_under(sink, None)
+    }
+
+    /// [`SessionHandle::begin_turn`] with the turn's span a child of `parent` (a caller's
+    /// `traceparent`, e.g. an MCP request's `_meta`) instead of [`CoreConfig::trace_parent`].
+    ///
+    /// [`CoreConfig::trace_parent`]: crate::CoreConfig::trace_parent
+    pub fn begin_turn_under(
+        &self,
+        sink: &dyn EventSink,
+        parent: Option<&clawsmith_trace::SpanContext>,
+    ) -> Result<Turn, CoreError> {
         let lease = self.lease_for_turn()?;
         let turn_id = new_id(IdKind::Turn);
         // The checkpoint and `turn.started` commit together.
@@ -256,7 +268,7 @@ impl SessionHandle {
         let mut span = self
             .shared
             .tracer
-            .start(self.shared.trace_parent.as_ref(), || {
+            .start(parent.or(self.shared.trace_parent.as_ref()), || {
                 clawsmith_trace::semconv::TURN_SPAN.to_owned()
             });
         span.set_attribute(clawsmith_trace::semconv::CLAWSMITH_TURN_ID, turn_id.clone());

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use clawsmith_protocol::{ToolCall, ToolExecutionResult, ToolStatus};
+use clawsmith_protocol::{ToolCall, ToolExecutionResult, ToolStatus, TraceHeaders};
 use clawsmith_trace::{Attribute, Span, SpanContext, Tracer, semconv};
 
 use crate::table::ToolEntry;
@@ -121,6 +121,24 @@ impl<'a> CallSpans<'a> {
             ),
             None => (None, None),
         }
+    }
+
+    /// The call's span as W3C headers for the processes and servers it reaches (`TRACEPARENT`,
+    /// MCP `_meta.traceparent`).
+    pub fn headers(&self, call_id: &str) -> Option<TraceHeaders> {
+        if self.is_idle() {
+            return None;
+        }
+        let spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        let context = spans.get(call_id).and_then(Span::context)?;
+        Some(TraceHeaders {
+            traceparent: context.traceparent().to_string(),
+            tracestate: context
+                .trace_state
+                .as_ref()
+                .filter(|state| !state.is_empty())
+                .map(ToString::to_string),
+        })
     }
 
     /// Records the outcome and ends the span.

@@ -128,6 +128,7 @@ mod config;
 mod error;
 mod jsonrpc;
 mod server;
+mod trace;
 mod transport;
 
 pub use crate::approval::{APPROVAL_REQUESTED, ElicitingApprover, NO_ELICITATION};

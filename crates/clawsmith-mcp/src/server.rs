@@ -461,7 +461,9 @@ impl ClawsmithServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<TurnOutcome, McpError> {
         let sink = self.inner.sink.as_ref();
-        let mut turn = self.inner.session.begin_turn(sink)?;
+        // The client's `_meta.traceparent` parents this call's turn (issue 22).
+        let parent = crate::trace::incoming_parent(&context.meta);
+        let mut turn = self.inner.session.begin_turn_under(sink, parent.as_ref())?;
         turn.model_request(sink)?;
         let cancellation = turn.cancellation();
         let results = {

@@ -72,5 +72,5 @@ pub use result::{
 pub use risk::{Capability, CapabilityDeclaration, Risk};
 pub use tool::{
     Authorization, PermissionDecision, SearchMetadata, Tool, ToolExecutionContext, ToolFuture,
-    ToolOutput, Verdict,
+    ToolOutput, TraceHeaders, Verdict,
 };

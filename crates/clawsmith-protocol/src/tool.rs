@@ -137,7 +137,20 @@ pub struct ToolExecutionContext {
     pub tool_call_id: String,
     /// Fires when the user or host cancels the call.
     pub cancellation: CancellationSignal,
+    /// The call's W3C trace context (its `execute_tool` span), handed to the processes and
+    /// servers the call reaches; `None` when the call is not traced (issue 22).
+    pub trace: Option<TraceHeaders>,
     authorization: Option<Authorization>,
+}
+
+/// W3C Trace Context as text, ready for a `TRACEPARENT` variable or an MCP `_meta` entry
+/// (clawsmith-trace parses and formats it; the wire layer only carries it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeaders {
+    /// `00-<trace id>-<span id>-<flags>`.
+    pub traceparent: String,
+    /// The caller's vendor entries, passed along unchanged.
+    pub tracestate: Option<String>,
 }
 
 impl ToolExecutionContext {
@@ -152,8 +165,15 @@ impl ToolExecutionContext {
             turn_id: turn_id.into(),
             tool_call_id: tool_call_id.into(),
             cancellation: CancellationSignal::new(),
+            trace: None,
             authorization: None,
         }
+    }
+
+    /// Carries `trace` to the call's processes and servers.
+    pub fn with_trace(mut self, trace: Option<TraceHeaders>) -> ToolExecutionContext {
+        self.trace = trace;
+        self
     }
 
     /// Attaches the proof of an `allow` decision.

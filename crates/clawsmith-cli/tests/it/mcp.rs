@@ -17,6 +17,11 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start(f: &Fixture, extra: &[&str]) -> Server {
+        Server::start_with_env(f, extra, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables (the OTLP exporter's, in traces.rs).
+    pub(crate) fn start_with_env(f: &Fixture, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
             .arg("--state-dir")
             .arg(f.state())
@@ -24,6 +29,7 @@ impl Server {
             .arg(f.ws())
             .args(extra)
             .env_remove("CLAWSMITH_STATE_DIR")
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

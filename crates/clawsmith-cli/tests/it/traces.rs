@@ -1,18 +1,26 @@
 //! Issue 22 through the binary: `call` under a caller's TRACEPARENT exports its spans as OTLP
-//! http/json to a receiver on 127.0.0.1; bad settings stop the start.
+//! http/json to a receiver on 127.0.0.1; `clawsmith mcp` takes `_meta.traceparent` per call;
+//! bad settings stop the start.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::sync::mpsc;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::mcp::Server;
 use crate::{Fixture, run_binary_with};
 
 const INCOMING: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// Accepts connections on 127.0.0.1 and sends each request body on the channel.
 fn receiver() -> (String, mpsc::Receiver<Vec<u8>>) {
+    receiver_answering(Duration::ZERO)
+}
+
+/// [`receiver`] that answers each request `delay` after reading it.
+fn receiver_answering(delay: Duration) -> (String, mpsc::Receiver<Vec<u8>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (sender, bodies) = mpsc::channel();
@@ -34,6 +42,7 @@ fn receiver() -> (String, mpsc::Receiver<Vec<u8>>) {
                         let mut body = vec![0; length];
                         reader.read_exact(&mut body).unwrap();
                         let _ = sender.send(body);
+                        std::thread::sleep(delay);
                         let _ = reader
                             .get_mut()
                             .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
@@ -44,6 +53,40 @@ fn receiver() -> (String, mpsc::Receiver<Vec<u8>>) {
         }
     });
     (url, bodies)
+}
+
+/// The spans of every http/json request received so far (waiting up to 5 s for each next
+/// request until `expected` spans came).
+fn spans_received(bodies: &mpsc::Receiver<Vec<u8>>, expected: usize) -> Vec<Value> {
+    let mut spans: Vec<Value> = Vec::new();
+    while spans.len() < expected {
+        let Ok(body) = bodies.recv_timeout(Duration::from_secs(5)) else {
+            break;
+        };
+        let request: Value = serde_json::from_slice(&body).unwrap();
+        for resource in request["resourceSpans"].as_array().unwrap() {
+            for scope in resource["scopeSpans"].as_array().unwrap() {
+                spans.extend(scope["spans"].as_array().unwrap().iter().cloned());
+            }
+        }
+    }
+    spans
+}
+
+fn span<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|span| span["name"] == name)
+        .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
+}
+
+fn attribute<'a>(span: &'a Value, key: &str) -> &'a Value {
+    span["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|attribute| attribute["key"] == key)
+        .map_or(&Value::Null, |attribute| &attribute["value"])
 }
 
 #[test]
@@ -71,18 +114,7 @@ fn call_exports_its_turn_and_call_spans_under_the_callers_traceparent() {
         },
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let mut spans: Vec<Value> = Vec::new();
-    while let Ok(body) = bodies.recv_timeout(std::time::Duration::from_secs(5)) {
-        let request: Value = serde_json::from_slice(&body).unwrap();
-        for resource in request["resourceSpans"].as_array().unwrap() {
-            for scope in resource["scopeSpans"].as_array().unwrap() {
-                spans.extend(scope["spans"].as_array().unwrap().iter().cloned());
-            }
-        }
-        if spans.len() >= 2 {
-            break;
-        }
-    }
+    let spans = spans_received(&bodies, 2);
     let names: Vec<&str> = spans
         .iter()
         .map(|span| span["name"].as_str().unwrap())
@@ -91,14 +123,8 @@ fn call_exports_its_turn_and_call_spans_under_the_callers_traceparent() {
         names.contains(&"clawsmith.turn") && names.contains(&"execute_tool read_file"),
         "{names:?}"
     );
-    let turn = spans
-        .iter()
-        .find(|span| span["name"] == "clawsmith.turn")
-        .unwrap();
-    let call = spans
-        .iter()
-        .find(|span| span["name"] == "execute_tool read_file")
-        .unwrap();
+    let turn = span(&spans, "clawsmith.turn");
+    let call = span(&spans, "execute_tool read_file");
     assert_eq!(turn["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(turn["parentSpanId"], "00f067aa0ba902b7");
     assert_eq!(call["traceId"], turn["traceId"]);
@@ -143,4 +169,66 @@ fn unsupported_trace_settings_stop_the_start() {
             run.stderr
         );
     }
+}
+
+#[test]
+fn mcp_calls_meta_traceparent_parents_that_calls_turn() {
+    let fixture = Fixture::new();
+    let (url, bodies) = receiver();
+    let mut server = Server::start_with_env(
+        &fixture,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ],
+    );
+    let traced = server.request(
+        "tools/call",
+        json!({"name": "read_file", "arguments": {"path": "a.txt"},
+               "_meta": {"traceparent": INCOMING, "tracestate": "rojo=1"}}),
+    );
+    assert_eq!(traced["result"]["isError"], false, "{traced}");
+    // The next call carries no context: it starts a trace of its own.
+    let untraced = server.call("read_file", json!({"path": "b.txt"}));
+    assert_eq!(untraced["isError"], false, "{untraced}");
+    assert!(server.close().success());
+
+    let spans = spans_received(&bodies, 4);
+    let turns: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["name"] == "clawsmith.turn")
+        .collect();
+    let calls: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["name"] == "execute_tool read_file")
+        .collect();
+    assert_eq!((turns.len(), calls.len()), (2, 2), "{spans:#?}");
+    let traced_turn = turns
+        .iter()
+        .find(|turn| turn["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736")
+        .unwrap_or_else(|| panic!("no turn in the caller's trace: {turns:#?}"));
+    assert_eq!(traced_turn["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(traced_turn["traceState"], "rojo=1");
+    let traced_call = calls
+        .iter()
+        .find(|call| call["parentSpanId"] == traced_turn["spanId"])
+        .unwrap();
+    assert_eq!(traced_call["traceId"], traced_turn["traceId"]);
+    assert_eq!(
+        attribute(traced_call, "gen_ai.tool.name")["stringValue"],
+        "read_file"
+    );
+    let other_turn = turns
+        .iter()
+        .find(|turn| turn["spanId"] != traced_turn["spanId"])
+        .unwrap();
+    assert_ne!(other_turn["traceId"], traced_turn["traceId"]);
+    assert!(
+        other_turn["parentSpanId"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "{other_turn}"
+    );
 }
