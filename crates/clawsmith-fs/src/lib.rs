@@ -21,7 +21,10 @@
 //!   one pass over the tree shared by a few threads: each directory listed once under its
 //!   descriptor, one `lstat` per entry for its [`FileStamp`]; entries the walk leaves out
 //!   (ignored, special files) are listed apart as [`Uncaptured`] so a caller can name what it
-//!   cannot restore. A snapshot reads (or, above a limit, hashes) one file through the same
+//!   cannot restore. [`WorkspaceWatch`] (inotify, one watch per listed directory) lets a
+//!   long-lived caller learn what changed since a listing without passing over the tree again:
+//!   [`Workspace::list_files_watched`], then [`Workspace::changes_since`] → [`ListingChanges`]
+//!   (or `None` when the events cannot be trusted: list again). A snapshot reads (or, above a limit, hashes) one file through the same
 //!   boundary-checked open as every read.
 //! - [`builtin_tools`]: the seven [`clawsmith_protocol::Tool`]s in table order. Their argument
 //!   structs ([`ReadFileInput`], [`SearchFilesInput`], …) derive both `Deserialize` and
@@ -139,6 +142,7 @@ pub use tools::{
     SEARCH_MAX_TOTAL_BYTES, SearchFilesInput, WRITE_MAX_BYTES, WriteFileInput, builtin_tools,
 };
 pub use workspace::{
-    FileListing, FileSnapshot, FileStamp, FileVersion, MAX_SNAPSHOT_BYTES, OTHER_ENTRIES_MAX,
-    SYMLINK_MODE, Uncaptured, Workspace, WorkspacePath, is_symlink_mode,
+    FileListing, FileSnapshot, FileStamp, FileVersion, LINKED_MAX, ListingChanges,
+    MAX_SNAPSHOT_BYTES, OTHER_ENTRIES_MAX, SYMLINK_MODE, Uncaptured, Workspace, WorkspacePath,
+    WorkspaceWatch, is_symlink_mode,
 };

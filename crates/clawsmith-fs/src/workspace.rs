@@ -28,8 +28,8 @@ use crate::recorder::{PostState, PriorState};
 mod manifest;
 
 pub use manifest::{
-    FileListing, FileSnapshot, FileStamp, OTHER_ENTRIES_MAX, SYMLINK_MODE, Uncaptured,
-    is_symlink_mode,
+    FileListing, FileSnapshot, FileStamp, LINKED_MAX, ListingChanges, OTHER_ENTRIES_MAX,
+    SYMLINK_MODE, Uncaptured, WorkspaceWatch, is_symlink_mode,
 };
 
 /// The largest file [`Workspace::read_state`] snapshots into memory for the checkpoint.

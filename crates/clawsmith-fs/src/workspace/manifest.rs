@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,6 +31,10 @@ use sha2::{Digest, Sha256};
 use super::{OpenRefusal, Workspace, WorkspacePath, file_size, openat_beneath, permission_bits};
 use crate::error::FsError;
 use crate::tools::walk::{IGNORE_FILES, SKIPPED_DIRECTORIES, join, load_ignore_rules};
+
+mod watch;
+
+pub use watch::{LINKED_MAX, ListingChanges, WorkspaceWatch};
 
 /// What the stat of a file says. Two equal stamps are taken to mean the same content: a writer
 /// changes the modification or change time (nanoseconds), a replacement changes the inode.
@@ -114,21 +118,27 @@ impl Workspace {
     /// each directory and one `lstat` per entry that is not a directory, spread over a few
     /// threads; nothing is opened for reading, no symlink is followed.
     pub fn list_files(&self) -> FileListing {
+        let root = DirectoryTask {
+            relative: String::new(),
+            rules: Some(None),
+        };
+        self.scan(vec![root], None).listing
+    }
+
+    /// Lists the directories of `tasks` and everything below them (see [`Workspace::list_files`]);
+    /// with `inotify`, each directory is watched before it is listed.
+    fn scan(&self, tasks: Vec<DirectoryTask>, inotify: Option<BorrowedFd<'_>>) -> Scanned {
         let threads = std::thread::available_parallelism()
             .map_or(1, std::num::NonZeroUsize::get)
             .clamp(1, SCAN_THREADS_MAX);
         let scan = Scan {
             workspace: self,
             root: self.root().to_path_buf(),
-            queue: Mutex::new(Queue {
-                tasks: vec![DirectoryTask {
-                    relative: String::new(),
-                    rules: Some(None),
-                }],
-                busy: 0,
-            }),
+            queue: Mutex::new(Queue { tasks, busy: 0 }),
             ready: Condvar::new(),
             others: AtomicUsize::new(0),
+            inotify,
+            root_device: rustix::fs::fstat(&self.root_fd).map_or(0, |stat| stat.st_dev),
         };
         let found: Vec<Found> = std::thread::scope(|threads_scope| {
             let helpers: Vec<_> = (1..threads)
@@ -140,12 +150,18 @@ impl Workspace {
             for helper in helpers {
                 match helper.join() {
                     Ok(part) => found.push(part),
-                    Err(_) => return Vec::new(),
+                    Err(_) => {
+                        return vec![Found {
+                            watch_failed: true,
+                            ..Found::default()
+                        }];
+                    }
                 }
             }
             found
         });
-        let mut listing = FileListing::default();
+        let mut scanned = Scanned::default();
+        let listing = &mut scanned.listing;
         let (files, links) = found.iter().fold((0, 0), |(f, l), part| {
             (f + part.files.len(), l + part.links.len())
         });
@@ -157,8 +173,11 @@ impl Workspace {
             listing.others.extend(part.others);
             listing.skipped_non_utf8 += part.skipped_non_utf8;
             listing.others_truncated |= part.others_truncated;
+            scanned.watched.extend(part.watched);
+            scanned.linked.extend(part.linked);
+            scanned.watch_failed |= part.watch_failed;
         }
-        listing
+        scanned
     }
 
     /// Reads the regular file at `relative` (a path [`Workspace::list_files`] returned) through
@@ -397,7 +416,24 @@ struct Rules {
 /// capture and only listed to be named.
 struct DirectoryTask {
     relative: String,
-    rules: Option<Option<Arc<Rules>>>,
+    rules: Judge,
+}
+
+/// The rules the entries of one directory are judged by: `Some(rules)` where the walk goes
+/// (`Some(None)`: no ignore file applies), `None` below a skipped or ignored directory.
+type Judge = Option<Option<Arc<Rules>>>;
+
+/// What one [`Workspace::scan`] found.
+#[derive(Default)]
+struct Scanned {
+    listing: FileListing,
+    /// Each directory watched: its watch descriptor, path and the rules of its entries.
+    watched: Vec<(i32, String, Judge)>,
+    /// Non-directories with more than one hard link.
+    linked: Vec<String>,
+    /// A directory could not be watched (watch limit, a file system inotify does not see
+    /// every writer of): the listing is right, the watch is not complete.
+    watch_failed: bool,
 }
 
 struct Queue {
@@ -414,6 +450,10 @@ struct Scan<'w> {
     ready: Condvar,
     /// Entries listed in `others` so far, by every worker.
     others: AtomicUsize,
+    /// Watch each directory before listing it ([`WorkspaceWatch`]).
+    inotify: Option<BorrowedFd<'w>>,
+    /// The root's device: a directory on another one is a mount, checked before it is watched.
+    root_device: u64,
 }
 
 /// What one worker found.
@@ -424,6 +464,18 @@ struct Found {
     others: Vec<(String, (Uncaptured, FileStamp))>,
     others_truncated: bool,
     skipped_non_utf8: u64,
+    watched: Vec<(i32, String, Judge)>,
+    linked: Vec<String>,
+    watch_failed: bool,
+}
+
+/// Where one entry of a listed directory goes.
+enum Sorted {
+    /// A directory: list it (with the rules it gets).
+    Directory(DirectoryTask),
+    File(FileStamp),
+    Link(FileStamp),
+    Other(Uncaptured, FileStamp),
 }
 
 impl Scan<'_> {
@@ -480,6 +532,10 @@ impl Scan<'_> {
         else {
             return;
         };
+        // Watched before it is listed: whatever changes after the listing is an event.
+        let watch = self
+            .inotify
+            .and_then(|inotify| self.watch_directory(inotify, &dir, found));
         let Ok(listed) = rustix::fs::Dir::read_from(&dir) else {
             return;
         };
@@ -499,7 +555,6 @@ impl Scan<'_> {
             .rules
             .map(|above| self.rules_of(&relative, &entries, above));
         for (name, listed_kind) in entries {
-            let path = join(&relative, &name);
             let stat = if listed_kind == FileType::Directory {
                 None
             } else {
@@ -508,32 +563,28 @@ impl Scan<'_> {
                     Err(_) => continue,
                 }
             };
-            let kind = stat.map_or(listed_kind, |stat| FileType::from_raw_mode(stat.st_mode));
-            let walked = rules.as_ref().filter(|rules| {
-                let skipped =
-                    kind == FileType::Directory && SKIPPED_DIRECTORIES.contains(&name.as_str());
-                !skipped && !self.ignored(rules.as_ref(), &path, kind == FileType::Directory)
-            });
-            if kind == FileType::Directory {
-                children.push(DirectoryTask {
-                    relative: path,
-                    rules: walked.cloned(),
-                });
-                continue;
+            let path = join(&relative, &name);
+            if self.inotify.is_some() && stat.as_ref().is_some_and(|stat| stat.st_nlink > 1) {
+                found.linked.push(path.clone());
             }
-            let Some(stat) = stat else { continue };
-            let stamp = FileStamp::of(&stat);
-            let other = match kind {
-                FileType::RegularFile if walked.is_some() => {
+            let Some(sorted) = self.sort(&rules, path.clone(), &name, listed_kind, stat.as_ref())
+            else {
+                continue;
+            };
+            let (other, stamp) = match sorted {
+                Sorted::Directory(task) => {
+                    children.push(task);
+                    continue;
+                }
+                Sorted::File(stamp) => {
                     found.files.push((path, stamp));
                     continue;
                 }
-                FileType::Symlink if walked.is_some() => {
+                Sorted::Link(stamp) => {
                     found.links.push((path, stamp));
                     continue;
                 }
-                FileType::RegularFile | FileType::Symlink => Uncaptured::Ignored,
-                _ => Uncaptured::Special,
+                Sorted::Other(other, stamp) => (other, stamp),
             };
             if self.others.fetch_add(1, Ordering::Relaxed) >= OTHER_ENTRIES_MAX {
                 found.others_truncated = true;
@@ -541,6 +592,67 @@ impl Scan<'_> {
             }
             found.others.push((path, (other, stamp)));
         }
+        if let Some(wd) = watch {
+            found.watched.push((wd, relative, rules));
+        }
+    }
+
+    /// Sorts the entry `name` at `path` of a directory whose entries `rules` judges, as the
+    /// search walk would: `stat` is its `lstat` (`None` for a directory, listed as one).
+    /// `None` for an entry listed as something else than a directory without a stat.
+    fn sort(
+        &self,
+        rules: &Judge,
+        path: String,
+        name: &str,
+        listed_kind: FileType,
+        stat: Option<&Stat>,
+    ) -> Option<Sorted> {
+        let kind = stat.map_or(listed_kind, |stat| FileType::from_raw_mode(stat.st_mode));
+        let walked = rules.as_ref().filter(|rules| {
+            let skipped = kind == FileType::Directory && SKIPPED_DIRECTORIES.contains(&name);
+            !skipped && !self.ignored(rules.as_ref(), &path, kind == FileType::Directory)
+        });
+        if kind == FileType::Directory {
+            return Some(Sorted::Directory(DirectoryTask {
+                relative: path,
+                rules: walked.cloned(),
+            }));
+        }
+        let stamp = FileStamp::of(stat?);
+        Some(match kind {
+            FileType::RegularFile if walked.is_some() => Sorted::File(stamp),
+            FileType::Symlink if walked.is_some() => Sorted::Link(stamp),
+            FileType::RegularFile | FileType::Symlink => Sorted::Other(Uncaptured::Ignored, stamp),
+            _ => Sorted::Other(Uncaptured::Special, stamp),
+        })
+    }
+
+    /// Adds `dir` to the watch; `None` (and the scan marked failed) when it cannot be watched
+    /// soundly: the watch limit, or a mount of a file system inotify does not see every writer
+    /// of.
+    fn watch_directory(
+        &self,
+        inotify: BorrowedFd<'_>,
+        dir: &rustix::fd::OwnedFd,
+        found: &mut Found,
+    ) -> Option<i32> {
+        let local = match rustix::fs::fstat(dir) {
+            Ok(stat) if stat.st_dev == self.root_device => true,
+            Ok(_) => watch::sees_every_writer(dir.as_fd()),
+            Err(_) => false,
+        };
+        // The directory itself, through its descriptor (never a path that could be swapped).
+        let watched = local
+            .then(|| {
+                let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+                rustix::fs::inotify::add_watch(inotify, path.as_str(), watch::WATCH_MASK).ok()
+            })
+            .flatten();
+        if watched.is_none() {
+            found.watch_failed = true;
+        }
+        watched
     }
 
     /// The rules that apply in `relative`: those above, plus its own ignore files if it has any.

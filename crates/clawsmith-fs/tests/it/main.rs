@@ -10,4 +10,5 @@ mod race;
 mod search;
 mod support;
 mod tools;
+mod watch;
 mod workspace;
