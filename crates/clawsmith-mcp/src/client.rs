@@ -530,6 +530,10 @@ impl McpTool {
                 );
             }
         }
+        if let Some(trace) = &context.trace {
+            // The server sees this call's execute_tool span as its parent (issue 22).
+            params.meta = Some(crate::trace::outgoing_meta(trace));
+        }
         let peer = self.connection.service.peer();
         let call_timeout = self.connection.call_timeout;
         // Dropping the request (cancelled or timed out) sends `notifications/cancelled`.

@@ -3,6 +3,7 @@
 //! - no argument: a tiny well-behaved MCP server (through rmcp) for the client tests. Tools:
 //!   `echo {text}` answers the text (and claims `readOnlyHint`, which clawsmith must ignore);
 //!   `getenv {name}` answers the variable's value or `(unset)`, to check the env allow-list;
+//!   `trace_meta` answers the `traceparent`/`tracestate` of the request's `_meta` as JSON;
 //!   `fail` answers `isError: true`; `exit` ends the process without answering.
 //! - `serve WORKSPACE DATABASE SESSION`: clawsmith's own MCP server (`serve_stdio`) over a core
 //!   in full mode, as `clawsmith mcp` runs it, for the disconnect, signal and backpressure tests.
@@ -78,6 +79,11 @@ impl ServerHandler for Fixture {
                 object_schema(serde_json::json!({"name": {"type": "string"}}), &["name"]),
             ),
             Tool::new(
+                "trace_meta",
+                "Reports the W3C trace context of the request's _meta, as JSON.",
+                object_schema(serde_json::json!({}), &[]),
+            ),
+            Tool::new(
                 "fail",
                 "Always fails.",
                 object_schema(serde_json::json!({}), &[]),
@@ -97,9 +103,16 @@ impl ServerHandler for Fixture {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let result = match request.name.as_ref() {
+            "trace_meta" => {
+                let seen = json!({
+                    "traceparent": context.meta.get_traceparent(),
+                    "tracestate": context.meta.get_tracestate(),
+                });
+                CallToolResult::success(vec![ContentBlock::text(seen.to_string())])
+            }
             "echo" => CallToolResult::success(vec![ContentBlock::text(argument(&request, "text"))]),
             "getenv" => {
                 let value = std::env::var(argument(&request, "name"))

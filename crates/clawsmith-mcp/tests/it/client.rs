@@ -1,5 +1,6 @@
 //! The MCP client against a real external MCP server process (`clawsmith-mcp-fixture`).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use clawsmith_core::{ExtensionTool, NullSink};
 use clawsmith_mcp::{McpConfig, McpError, McpServerConfig, McpStartup, connect_servers, tool_name};
 use clawsmith_protocol::{Risk, ToolCall, ToolStatus};
 use clawsmith_security::PermissionMode;
+use clawsmith_trace::{MemorySink, Tracer};
 use serde_json::json;
 
 use crate::support::{CoreSpec, TestClient, assert_outcome, connect, setup, text};
@@ -46,6 +48,7 @@ async fn server_tools_become_deferred_tools_named_by_server() {
         [
             "mcp__fixture__echo",
             "mcp__fixture__getenv",
+            "mcp__fixture__trace_meta",
             "mcp__fixture__fail",
             "mcp__fixture__exit",
         ]
@@ -240,6 +243,55 @@ async fn calls_through_the_core_pipeline_map_results_and_the_environment_allow_l
 }
 
 #[tokio::test]
+async fn calls_to_external_servers_carry_their_execute_tool_span_in_meta() {
+    let sink = Arc::new(MemorySink::default());
+    // (tracer, whether the server sees a traceparent)
+    let cases = [(Tracer::new(sink.clone()), true), (Tracer::noop(), false)];
+    for (tracer, traced) in cases {
+        let setup = setup(CoreSpec {
+            extensions: connect_fixture(None, None).await,
+            tracer,
+            ..CoreSpec::mode(PermissionMode::Full)
+        });
+        let session = setup.core.open_session(None).unwrap();
+        let search = ToolCall {
+            id: "s1".to_owned(),
+            name: "search_tools".to_owned(),
+            arguments: json!({"query": "trace_meta"}).to_string(),
+        };
+        session.run_turn(vec![search], &NullSink).await.unwrap();
+        session.model_request(&NullSink).unwrap();
+        let call = ToolCall {
+            id: "m1".to_owned(),
+            name: "mcp__fixture__trace_meta".to_owned(),
+            arguments: "{}".to_owned(),
+        };
+        let outcome = session.run_turn(vec![call], &NullSink).await.unwrap();
+        let result = &outcome.results[0].1;
+        assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
+        let seen: serde_json::Value = serde_json::from_str(&result.content).unwrap();
+        if !traced {
+            assert_eq!(seen, json!({"traceparent": null, "tracestate": null}));
+            continue;
+        }
+        let spans = sink.spans();
+        let span = spans
+            .iter()
+            .find(|span| span.name == "execute_tool mcp__fixture__trace_meta")
+            .unwrap();
+        assert_eq!(
+            seen["traceparent"],
+            format!(
+                "00-{}-{}-01",
+                span.context.trace_id.to_hex(),
+                span.context.span_id.to_hex()
+            )
+        );
+        assert_eq!(seen["tracestate"], json!(null));
+    }
+}
+
+#[tokio::test]
 async fn execute_floor_means_read_only_and_accept_edits_refuse_without_asking() {
     for mode in [PermissionMode::ReadOnly, PermissionMode::AcceptEdits] {
         let tools = connect_fixture(None, None).await;
@@ -287,7 +339,7 @@ async fn a_server_that_cannot_start_is_reported_and_left_out() {
     assert!(matches!(connect, McpError::Connect { .. }), "{connect:?}");
     assert!(connect.to_string().contains("`not-mcp`"), "{connect}");
     // The well-behaved server between them still loads.
-    assert_eq!(startup.tools.len(), 4, "{:?}", tool_names(&startup));
+    assert_eq!(startup.tools.len(), 5, "{:?}", tool_names(&startup));
 }
 
 fn tool_names(startup: &McpStartup) -> Vec<&str> {
@@ -430,7 +482,7 @@ async fn servers_that_never_answer_start_up_are_left_out_the_rest_loads() {
         assert!(message.contains(&format!("`{mode}`")), "{message}");
         assert!(message.contains(step), "{message}");
         assert!(message.contains("startup_timeout_ms"), "{message}");
-        assert_eq!(startup.tools.len(), 4, "{mode}: {:?}", tool_names(&startup));
+        assert_eq!(startup.tools.len(), 5, "{mode}: {:?}", tool_names(&startup));
     }
 }
 
@@ -464,7 +516,7 @@ async fn a_listing_over_the_line_cap_is_reported_and_the_server_left_out() {
         message.contains("huge-list") && message.contains("16 MiB"),
         "{message}"
     );
-    assert_eq!(startup.tools.len(), 4, "{:?}", tool_names(&startup));
+    assert_eq!(startup.tools.len(), 5, "{:?}", tool_names(&startup));
 }
 
 #[tokio::test]
@@ -668,13 +720,13 @@ async fn servers_start_together_so_start_up_waits_for_the_slowest_not_the_sum() 
     let startup = connect_all(vec![rendezvous("a", "b"), rendezvous("b", "a")]).await;
     assert!(startup.problems.is_empty(), "{:?}", startup.problems);
     let names = tool_names(&startup);
-    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
     assert!(
-        names[..4].iter().all(|name| name.starts_with("mcp__a__")),
+        names[..5].iter().all(|name| name.starts_with("mcp__a__")),
         "{names:?}"
     );
     assert!(
-        names[4..].iter().all(|name| name.starts_with("mcp__b__")),
+        names[5..].iter().all(|name| name.starts_with("mcp__b__")),
         "{names:?}"
     );
 }

@@ -29,6 +29,7 @@ pub struct CoreSpec {
     pub mode: PermissionMode,
     pub extensions: Vec<ExtensionTool>,
     pub approver: bool,
+    pub tracer: clawsmith_trace::Tracer,
 }
 
 impl CoreSpec {
@@ -37,6 +38,7 @@ impl CoreSpec {
             mode,
             extensions: Vec::new(),
             approver: false,
+            tracer: clawsmith_trace::Tracer::noop(),
         }
     }
 }
@@ -52,6 +54,7 @@ pub fn setup(spec: CoreSpec) -> Setup {
     // The tests check the MCP plumbing, not the kernel: run unconfined where Landlock is missing.
     config.sandbox.policy = SandboxPolicy::BestEffort;
     config.extension_tools = spec.extensions;
+    config.tracer = spec.tracer;
     let approver = spec.approver.then(ElicitingApprover::new);
     config.approver = approver
         .clone()
