@@ -25,7 +25,8 @@
 //! ([`CommandView`]: a `/proc` of its PID namespace, a private `/tmp` and `/dev/shm`, its
 //! `/dev/pts`, the `.git` pins) and forks the **command** (`H`), which drops every capability,
 //! sets `no_new_privs`, restricts itself with Landlock and seccomp, marks every descriptor above
-//! 2 close-on-exec and returns to std, which `exec`s the shell. The init reaps whatever is
+//! 2 close-on-exec and returns to std, which `exec`s the shell (or a plain command's program
+//! itself: `direct.rs`). The init reaps whatever is
 //! reparented to it and exits when the command does; the kernel then kills everything left in
 //! the namespace, and the init's exit is only reported once they are all gone. The relay waits
 //! for the init, mirrors the

@@ -19,6 +19,7 @@ use tokio::time::Sleep;
 use crate::child;
 use crate::classify::{CommandVerdict, check_command};
 use crate::config::{SandboxConfig, SandboxPolicy};
+use crate::direct;
 use crate::env::command_environment;
 use crate::output::BoundedOutput;
 use crate::platform::{self, SandboxReport, Target, Unavailable, World};
@@ -401,6 +402,8 @@ enum SpawnFailure {
     Setup(String),
     /// The prepared base view no longer covers what it must (see `platform::forget_bases`).
     StaleView,
+    /// A command `exec`ed without bash could not be started: run it through bash instead.
+    Direct,
     /// Anything else, final.
     Run(RunError),
 }
@@ -411,6 +414,9 @@ impl SpawnFailure {
             SpawnFailure::Setup(reason) => RunError::SandboxUnavailable(reason),
             SpawnFailure::StaleView => RunError::SandboxUnavailable(
                 "the command's view went stale twice while it was being prepared".to_owned(),
+            ),
+            SpawnFailure::Direct => RunError::SandboxUnavailable(
+                "the command could not be started without a shell".to_owned(),
             ),
             SpawnFailure::Run(error) => error,
         }
@@ -431,16 +437,25 @@ impl SpawnRequest<'_> {
     /// One attempt, and a second one on a freshly built view when the relay found the prepared
     /// one stale (a covered path replaced on the host since it was built).
     fn spawn(&self, world: World) -> Result<Spawned, SpawnFailure> {
-        match self.spawn_once(world) {
+        match self.spawn_shell_or_direct(world) {
             Err(SpawnFailure::StaleView) => {
                 platform::forget_bases();
-                self.spawn_once(world)
+                self.spawn_shell_or_direct(world)
             }
             other => other,
         }
     }
 
-    fn spawn_once(&self, world: World) -> Result<Spawned, SpawnFailure> {
+    /// A plain command is `exec`ed without bash (see `direct`); if that spawn fails — before
+    /// anything ran — the same command goes through bash, whose result is the final one.
+    fn spawn_shell_or_direct(&self, world: World) -> Result<Spawned, SpawnFailure> {
+        match self.spawn_once(world, true) {
+            Err(SpawnFailure::Direct) => self.spawn_once(world, false),
+            other => other,
+        }
+    }
+
+    fn spawn_once(&self, world: World, allow_direct: bool) -> Result<Spawned, SpawnFailure> {
         let config = self.config;
         let temp_dir = match world {
             World::Built => None,
@@ -495,10 +510,29 @@ impl SpawnRequest<'_> {
         let relay = plan.setup.namespaces.is_some();
         let (stdin, stdout, stderr) =
             stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
-        let mut process = shell_command(self.command, self.cwd, &env, stdin, stdout, stderr);
+        let direct = if allow_direct {
+            direct::resolve(self.command, &env)
+        } else {
+            None
+        };
+        let mut process = match &direct {
+            Some(direct) => {
+                direct::shell_variables(&mut env, self.cwd, &direct.program);
+                let mut process = new_process(&direct.program, self.cwd, &env);
+                process.arg0(&direct.name).args(&direct.args);
+                process
+            }
+            None => {
+                let mut process = new_process(Path::new(shell()), self.cwd, &env);
+                process.arg("-c").arg(self.command);
+                process
+            }
+        };
+        process.stdin(stdin).stdout(stdout).stderr(stderr);
         plan.setup.install(&mut process);
         let child = match process.spawn() {
             Ok(child) => child,
+            Err(_) if direct.is_some() => return Err(SpawnFailure::Direct),
             Err(error)
                 if error.raw_os_error() == Some(child::WORKSPACE_REPLACED_ERRNO) && relay =>
             {
@@ -577,31 +611,30 @@ fn stdio(io: &ChildIo) -> io::Result<(Stdio, Stdio, Stdio)> {
     })
 }
 
-fn shell_command(
-    command: &str,
+/// The shell that runs a command's text: bash, or `sh` where there is no bash.
+fn shell() -> &'static str {
+    static SHELL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    SHELL.get_or_init(|| {
+        if Path::new("/bin/bash").exists() {
+            "/bin/bash"
+        } else {
+            "/bin/sh"
+        }
+    })
+}
+
+fn new_process(
+    program: &Path,
     cwd: &Path,
     env: &[(OsString, OsString)],
-    stdin: Stdio,
-    stdout: Stdio,
-    stderr: Stdio,
 ) -> tokio::process::Command {
-    let shell = if Path::new("/bin/bash").exists() {
-        "/bin/bash"
-    } else {
-        "/bin/sh"
-    };
     // The one place a model's command becomes a process (the power this crate owns).
     #[allow(clippy::disallowed_methods)]
-    let mut process = tokio::process::Command::new(shell);
+    let mut process = tokio::process::Command::new(program);
     process
-        .arg("-c")
-        .arg(command)
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(stdin)
-        .stdout(stdout)
-        .stderr(stderr)
         .kill_on_drop(true);
     process
 }

@@ -45,6 +45,11 @@
 //!   to the `clone` the filter can read), descriptors above 2 closed on exec, `pid_max` of the
 //!   PID namespace as a process limit that binds root, `RLIMIT_AS` capped by the machine's
 //!   memory, a size-limited `/tmp`.
+//! - **A plain command skips the shell**: text bash would run as one `exec` of a program found
+//!   on `PATH` (no expansion, quoting, redirection or operator; not a builtin) is `exec`ed
+//!   directly with the variables bash would set — the same process, arguments, status and
+//!   environment, without bash's start (`direct`); anything else, or a program that cannot
+//!   start in the command's view, goes through `bash -c`.
 //! - **The workspace's repositories cannot be turned against the user**: each `.git` (the
 //!   workspace's and the nested ones) is bound onto itself (a
 //!   mount point cannot be renamed, removed or replaced), its existing code paths (`hooks`,
@@ -96,6 +101,7 @@ pub mod classify;
 
 mod child;
 mod config;
+mod direct;
 mod env;
 mod exec;
 mod git_guard;

@@ -642,3 +642,55 @@ async fn required_needs_user_namespaces_and_best_effort_says_what_held() {
         "hooks are writable, as reported"
     );
 }
+
+/// A plain command is `exec`ed without bash: what it sees and what it returns are what
+/// `bash -c` would give (the quoted twin of each command is not plain, so bash runs it). A
+/// program that cannot start in the command's view (here covered by `/dev/null`) is run through
+/// bash after all, with bash's answer.
+#[tokio::test]
+async fn plain_commands_run_as_bash_runs_them() {
+    if !landlock_or_skip("plain_commands_run_as_bash_runs_them") {
+        return;
+    }
+    let fixture = Fixture::new();
+    std::fs::write(fixture.workspace.join("a file"), "x").unwrap();
+    std::fs::create_dir(fixture.workspace.join("src")).unwrap();
+    let config = fixture.config();
+    let sorted = |text: &str| {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        lines.join("\n")
+    };
+    for (plain, quoted) in [
+        ("env", "\"env\""),
+        ("ls -la", "\"ls\" -la"),
+        ("ls /nonexistent-clawsmith", "\"ls\" /nonexistent-clawsmith"),
+        ("true", "\"true\""),
+        ("false", "\"false\""),
+        ("stat -c %n:%F src", "\"stat\" -c %n:%F src"),
+    ] {
+        let direct = run(&config, plain).await.unwrap();
+        let bash = run(&config, quoted).await.unwrap();
+        assert_eq!(direct.exit, bash.exit, "{plain}");
+        assert_eq!(sorted(&direct.output), sorted(&bash.output), "{plain}");
+    }
+    let env = run(&config, "env").await.unwrap().output;
+    assert!(
+        env.lines()
+            .any(|l| l == format!("PWD={}", fixture.workspace.display())),
+        "{env}"
+    );
+    assert!(env.lines().any(|l| l.starts_with("_=/")), "{env}");
+
+    let env_program = ["/usr/bin/env", "/bin/env"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .unwrap();
+    let mut covered = fixture.config();
+    covered.hidden_paths.push(env_program.into());
+    let direct = run(&covered, "env").await.unwrap();
+    let bash = run(&covered, "\"env\"").await.unwrap();
+    assert_eq!(direct.exit, bash.exit);
+    assert_eq!(direct.output, bash.output);
+    assert_ne!(direct.exit, ExitKind::Code(0), "{}", direct.output);
+}
