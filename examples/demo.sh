@@ -6,9 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The dev profile (dependencies optimized, see Cargo.toml) builds much faster than release and
-# shares its artifacts with `cargo xtask ci`.
-cargo build --quiet -p clawsmith-cli
-clawsmith="${CARGO_TARGET_DIR:-$PWD/target}/debug/clawsmith"
+# shares its artifacts with `cargo xtask ci`. CLAWSMITH_BIN names an already built binary
+# instead (the CLI's tests run this script that way).
+if [ -n "${CLAWSMITH_BIN:-}" ]; then
+  clawsmith="$CLAWSMITH_BIN"
+else
+  cargo build --quiet -p clawsmith-cli
+  clawsmith="${CARGO_TARGET_DIR:-$PWD/target}/debug/clawsmith"
+fi
 
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT

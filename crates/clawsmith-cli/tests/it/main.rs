@@ -4,6 +4,7 @@
 mod command_undo;
 mod commands;
 mod concurrency;
+mod demo;
 mod hostile_state;
 mod human;
 mod lsp;
