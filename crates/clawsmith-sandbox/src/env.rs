@@ -1,8 +1,14 @@
 //! The minimal environment of a command (C2): a fixed allow-list, the configured extras, a private
 //! `TMPDIR`, and never anything that looks like a secret.
+//!
+//! `TRACEPARENT` and `TRACESTATE` never come from the host, even when `env_allow` names them:
+//! they name the calling tool call's span (issue 22) when the call is traced, and are unset
+//! otherwise, so a command never reports under a parent that is not its caller.
 
 use std::ffi::OsString;
 use std::path::Path;
+
+use clawsmith_protocol::TraceHeaders;
 
 /// Variables every command gets from the host when they are set.
 const BASE: &[&str] = &[
@@ -62,6 +68,7 @@ pub fn command_environment(
     host: impl IntoIterator<Item = (OsString, OsString)>,
     allow: &[String],
     temp_dir: &Path,
+    trace: Option<&TraceHeaders>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = host
         .into_iter()
@@ -70,7 +77,10 @@ pub fn command_environment(
                 return false;
             };
             !looks_secret(name)
-                && !matches!(name, "TMPDIR" | "TMP" | "TEMP")
+                && !matches!(
+                    name,
+                    "TMPDIR" | "TMP" | "TEMP" | "TRACEPARENT" | "TRACESTATE"
+                )
                 && (BASE.iter().any(|p| matches(p, name)) || allow.iter().any(|p| matches(p, name)))
         })
         .collect();
@@ -82,6 +92,12 @@ pub fn command_environment(
     }
     for name in ["TMPDIR", "TMP", "TEMP"] {
         env.push((name.into(), temp_dir.as_os_str().to_owned()));
+    }
+    if let Some(trace) = trace {
+        env.push(("TRACEPARENT".into(), trace.traceparent.clone().into()));
+        if let Some(state) = &trace.tracestate {
+            env.push(("TRACESTATE".into(), state.clone().into()));
+        }
     }
     env.sort();
     env
@@ -108,7 +124,7 @@ mod tests {
             ("EXTRA_TOKEN", "x"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = command_environment(host, &["EXTRA_*".to_owned()], Path::new("/p"));
+        let env = command_environment(host, &["EXTRA_*".to_owned()], Path::new("/p"), None);
         let names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap()).collect();
         assert_eq!(
             names,
@@ -117,5 +133,36 @@ mod tests {
             ]
         );
         assert!(env.iter().any(|(k, v)| k == "TMPDIR" && v == "/p"));
+    }
+
+    #[test]
+    fn trace_context_comes_from_the_call_never_from_the_host() {
+        let host = [
+            ("PATH", "/bin"),
+            ("TRACEPARENT", "00-stale"),
+            ("TRACESTATE", "stale=1"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        // Even allow-listed, the host's values never pass.
+        let allow = ["TRACE*".to_owned()];
+        let trace = |pairs: &[(OsString, OsString)], name: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| value.to_str().unwrap().to_owned())
+        };
+        let untraced = command_environment(host.clone(), &allow, Path::new("/p"), None);
+        assert_eq!(trace(&untraced, "TRACEPARENT"), None);
+        assert_eq!(trace(&untraced, "TRACESTATE"), None);
+        let call = TraceHeaders {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned(),
+            tracestate: Some("rojo=1".to_owned()),
+        };
+        let traced = command_environment(host, &allow, Path::new("/p"), Some(&call));
+        assert_eq!(
+            trace(&traced, "TRACEPARENT").as_deref(),
+            Some(call.traceparent.as_str())
+        );
+        assert_eq!(trace(&traced, "TRACESTATE").as_deref(), Some("rojo=1"));
     }
 }

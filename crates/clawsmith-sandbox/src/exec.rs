@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use clawsmith_protocol::{CancellationSignal, ErrorCode};
+use clawsmith_protocol::{CancellationSignal, ErrorCode, TraceHeaders};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncReadExt;
@@ -44,6 +44,9 @@ pub struct CommandRequest {
     /// Keep stderr apart ([`CommandOutcome::stderr`]) instead of merging it into `output`,
     /// for callers that parse stdout (plugin tools print a JSON result there).
     pub separate_stderr: bool,
+    /// The calling tool call's trace context: the command gets it as `TRACEPARENT` (and
+    /// `TRACESTATE`); `None` leaves both unset, whatever the host's environment holds.
+    pub trace: Option<TraceHeaders>,
 }
 
 impl CommandRequest {
@@ -55,6 +58,7 @@ impl CommandRequest {
             timeout: None,
             stdin: None,
             separate_stderr: false,
+            trace: None,
         }
     }
 }
@@ -340,6 +344,7 @@ pub(crate) fn spawn_checked(
     command: &str,
     cwd: Option<&str>,
     io: ChildIo,
+    trace: Option<&TraceHeaders>,
 ) -> Result<Spawned, RunError> {
     let verdict = check_command(command);
     if verdict.is_blocked() {
@@ -373,6 +378,7 @@ pub(crate) fn spawn_checked(
         identity,
         cwd: &cwd,
         io: &io,
+        trace,
     };
     if config.policy == SandboxPolicy::Off {
         return request
@@ -431,6 +437,7 @@ struct SpawnRequest<'a> {
     identity: (u64, u64),
     cwd: &'a Path,
     io: &'a ChildIo,
+    trace: Option<&'a TraceHeaders>,
 }
 
 impl SpawnRequest<'_> {
@@ -487,7 +494,12 @@ impl SpawnRequest<'_> {
             _ => None,
         };
         let pty = pty_slave.is_some();
-        let mut env = command_environment(std::env::vars_os(), &config.env_allow, &temp_path);
+        let mut env = command_environment(
+            std::env::vars_os(),
+            &config.env_allow,
+            &temp_path,
+            self.trace,
+        );
         if pty {
             // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
             for (name, value) in &mut env {
@@ -742,6 +754,7 @@ pub async fn run_command(
             output: write_end,
             errors: errors_write,
         },
+        request.trace.as_ref(),
     )?;
     // `ChildIo` (and with it our copy of the write end) is gone: EOF comes when the group ends.
     let Spawned {

@@ -74,6 +74,7 @@ pub fn spawn_piped(
             stdout: stdout_write,
             stderr: stderr_write,
         },
+        None,
     )?;
     // `ChildIo` (our copies of the child's ends) is gone: EOF comes when the process ends.
     let Spawned {

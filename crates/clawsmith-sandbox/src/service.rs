@@ -422,6 +422,7 @@ impl CommandExecutionService {
             &request.command,
             request.cwd.as_deref(),
             io,
+            None,
         ) {
             Ok(spawned) => spawned,
             Err(error) => {

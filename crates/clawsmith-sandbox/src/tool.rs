@@ -227,6 +227,7 @@ impl Tool for RunCommandTool {
                 timeout: input.timeout_ms.map(Duration::from_millis),
                 stdin: None,
                 separate_stderr: false,
+                trace: context.trace.clone(),
             };
             match run_command(&self.config, &request, &context.cancellation).await {
                 Ok(outcome) => outcome_result(&input.command, &outcome).into(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::mcp::Server;
-use crate::{Fixture, run_binary_with};
+use crate::{Fixture, Run, run_binary_with};
 
 const INCOMING: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -89,29 +89,37 @@ fn attribute<'a>(span: &'a Value, key: &str) -> &'a Value {
         .map_or(&Value::Null, |attribute| &attribute["value"])
 }
 
+/// `clawsmith call [FLAGS] TOOL ARGUMENTS` in the fixture's workspace, with only the trace
+/// variables of `env` (the test process's own TRACEPARENT/TRACESTATE are removed).
+fn call(fixture: &Fixture, call: &[&str], env: &[(&str, &str)]) -> Run {
+    let state = fixture.state();
+    let ws = fixture.ws();
+    let mut args = vec![
+        "--state-dir",
+        state.to_str().unwrap(),
+        "call",
+        "--workspace",
+        ws.to_str().unwrap(),
+    ];
+    args.extend_from_slice(call);
+    run_binary_with(&args, "", |command| {
+        command.env_remove("TRACEPARENT").env_remove("TRACESTATE");
+        command.envs(env.iter().copied());
+    })
+}
+
 #[test]
 fn call_exports_its_turn_and_call_spans_under_the_callers_traceparent() {
     let fixture = Fixture::new();
     let (url, bodies) = receiver();
-    let state = fixture.state();
-    let ws = fixture.ws();
-    let run = run_binary_with(
+    let run = call(
+        &fixture,
+        &["read_file", r#"{"path": "a.txt"}"#],
         &[
-            "--state-dir",
-            state.to_str().unwrap(),
-            "call",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "read_file",
-            r#"{"path": "a.txt"}"#,
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("TRACEPARENT", INCOMING),
         ],
-        "",
-        |command| {
-            command
-                .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
-                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-                .env("TRACEPARENT", INCOMING);
-        },
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let spans = spans_received(&bodies, 2);
@@ -131,11 +139,64 @@ fn call_exports_its_turn_and_call_spans_under_the_callers_traceparent() {
     assert_eq!(call["parentSpanId"], turn["spanId"]);
 }
 
+/// `clawsmith call run_command` printing the command's `TRACEPARENT`, with `env` set.
+fn command_traceparent(fixture: &Fixture, env: &[(&str, &str)]) -> String {
+    let run = call(
+        fixture,
+        &[
+            "--mode",
+            "full",
+            "run_command",
+            r#"{"command": "echo \"${TRACEPARENT:-unset}\""}"#,
+        ],
+        env,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["status"], "success", "{result}");
+    let content = result["content"].as_str().unwrap();
+    content
+        .lines()
+        .find(|line| line.starts_with("00-") || *line == "unset")
+        .unwrap_or_else(|| panic!("no TRACEPARENT line in {content}"))
+        .to_owned()
+}
+
+#[test]
+fn a_command_sees_its_calls_span_as_traceparent() {
+    let fixture = Fixture::new();
+    let (url, bodies) = receiver();
+    let seen = command_traceparent(
+        &fixture,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("TRACEPARENT", INCOMING),
+        ],
+    );
+    let spans = spans_received(&bodies, 2);
+    let call = span(&spans, "execute_tool run_command");
+    let expected = format!(
+        "00-{}-{}-01",
+        call["traceId"].as_str().unwrap(),
+        call["spanId"].as_str().unwrap()
+    );
+    assert_eq!(seen, expected);
+    assert_eq!(call["traceId"], "4bf92f3577b34da6a3ce929d0e0e4736");
+
+    // Not recording, a caller's TRACEPARENT is handed on unchanged (W3C: a participant that
+    // does not trace forwards its parent); with neither, the command gets none, even though
+    // clawsmith's own environment is passed down to the sandbox.
+    assert_eq!(
+        command_traceparent(&fixture, &[("TRACEPARENT", INCOMING)]),
+        INCOMING
+    );
+    assert_eq!(command_traceparent(&fixture, &[]), "unset");
+}
+
 #[test]
 fn unsupported_trace_settings_stop_the_start() {
     let fixture = Fixture::new();
-    let state = fixture.state();
-    let ws = fixture.ws();
     let table: [(&str, &str, &str); 2] = [
         (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -145,22 +206,13 @@ fn unsupported_trace_settings_stop_the_start() {
         ("TRACEPARENT", "00-xyz", "TRACEPARENT"),
     ];
     for (name, value, expected) in table {
-        let run = run_binary_with(
+        let run = call(
+            &fixture,
+            &["read_file", r#"{"path": "a.txt"}"#],
             &[
-                "--state-dir",
-                state.to_str().unwrap(),
-                "call",
-                "--workspace",
-                ws.to_str().unwrap(),
-                "read_file",
-                r#"{"path": "a.txt"}"#,
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+                (name, value),
             ],
-            "",
-            |command| {
-                command
-                    .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
-                    .env(name, value);
-            },
         );
         assert_ne!(run.code, 0, "{name}={value}");
         assert!(

@@ -37,12 +37,16 @@ fn plugin(fixture: &Fixture, tools: &[(&str, &str, &str)]) -> PluginSet {
 }
 
 fn core(fixture: &Fixture, set: &PluginSet) -> AgentCore {
+    AgentCore::new(core_config(fixture, set)).unwrap()
+}
+
+fn core_config(fixture: &Fixture, set: &PluginSet) -> CoreConfig {
     let store = Arc::new(Store::open(fixture.dir.path().join("state.db")).unwrap());
     let mut config = CoreConfig::new(&fixture.workspace, store);
     config.policy = PermissionPolicy::new(PermissionMode::Full);
     config.sandbox = SandboxConfig::new(&fixture.workspace);
     config.extension_tools = set.extension_tools(&config.sandbox);
-    AgentCore::new(config).unwrap()
+    config
 }
 
 async fn call(core: &AgentCore, tool: &str, arguments: serde_json::Value) -> ToolExecutionResult {
@@ -55,6 +59,41 @@ async fn call(core: &AgentCore, tool: &str, arguments: serde_json::Value) -> Too
     };
     let mut outcome = session.run_turn(vec![call], &sink).await.unwrap();
     outcome.results.remove(0).1
+}
+
+#[tokio::test]
+async fn a_plugin_process_sees_its_calls_span_as_traceparent() {
+    if !sandbox_or_skip("a_plugin_process_sees_its_calls_span_as_traceparent") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let set = plugin(
+        &fixture,
+        &[(
+            "trace",
+            "capabilities = []",
+            r#"echo "${TRACEPARENT:-unset}""#,
+        )],
+    );
+    let recorded = Arc::new(clawsmith_trace::MemorySink::default());
+    let mut traced = core_config(&fixture, &set);
+    traced.tracer = clawsmith_trace::Tracer::new(recorded.clone());
+    let traced = AgentCore::new(traced).unwrap();
+    let result = call(&traced, "kit__trace", serde_json::json!({})).await;
+    assert_eq!(result.status(), ToolStatus::Success, "{}", result.content);
+    let spans = recorded.spans();
+    let span = spans
+        .iter()
+        .find(|span| span.name == "execute_tool kit__trace")
+        .unwrap();
+    assert_eq!(
+        result.content,
+        format!("{}\n", span.context.traceparent()),
+        "the process's parent is the call's span"
+    );
+    drop(traced);
+    let untraced = call(&core(&fixture, &set), "kit__trace", serde_json::json!({})).await;
+    assert_eq!(untraced.content, "unset\n");
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use clawsmith_protocol::CancellationSignal;
+use clawsmith_protocol::{CancellationSignal, TraceHeaders};
 use clawsmith_sandbox::{
     CommandOutcome, CommandRequest, ExitKind, KernelSupport, RunError, SandboxConfig,
     SandboxPolicy, StopReason, run_command,
@@ -42,6 +42,32 @@ async fn output_and_exit_codes() {
         assert_eq!(outcome.output, *output, "{command}");
         assert_eq!(outcome.exit, *exit, "{command}");
         assert!(!outcome.truncated);
+    }
+}
+
+#[tokio::test]
+async fn the_calls_trace_context_is_the_commands_traceparent() {
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.policy = SandboxPolicy::BestEffort;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let cases = [
+        (
+            Some(TraceHeaders {
+                traceparent: traceparent.to_owned(),
+                tracestate: None,
+            }),
+            format!("{traceparent} -\n"),
+        ),
+        (None, "- -\n".to_owned()),
+    ];
+    for (trace, output) in cases {
+        let mut request = CommandRequest::new(r#"echo "${TRACEPARENT:--} ${TRACESTATE:--}""#);
+        request.trace = trace;
+        let outcome = run_command(&config, &request, &CancellationSignal::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.output, output);
     }
 }
 
