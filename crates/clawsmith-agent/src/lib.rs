@@ -17,6 +17,9 @@
 //! - [`subagent::Subagents`]: the sub-agent tools (`delegate_task`, `delegate_background`,
 //!   `background_task_list`, `background_task_cancel`) over a child core built with
 //!   `read_only_tools`, and [`subagent::agent_definitions`].
+//! - [`worktree::WorktreeConfig`]: with it, `delegate_worktree` (a child with the full table in
+//!   an isolated checkout, its changes returned as a patch) and `worktree_apply` (that patch
+//!   applied to the workspace as undoable changes) join the sub-agent tools.
 //! - [`fixture::ScriptedServer`]: a real HTTP server on 127.0.0.1 speaking both protocols and
 //!   replaying scripted answers and failures; the tests of this crate and of the CLI use it.
 //!
@@ -51,6 +54,26 @@
 //!   none is refused. A background task's completion is pushed once to its parent's inbox and
 //!   appended as a user message before the parent's next request; a cancelled task pushes
 //!   nothing; a parent that answers while its background tasks run waits for them first.
+//! - **A writing child works on a copy, and its work comes back as a patch.**
+//!   `delegate_worktree` makes a `git clone --local --no-hardlinks` of the workspace under the
+//!   state dir (outside the workspace), detached at `HEAD`, puts the workspace's uncommitted
+//!   changes on top (the tracked diff and the untracked files git does not ignore) and commits
+//!   that as a snapshot; the child runs in a core whose workspace is the checkout (file tools and
+//!   `run_command` confined there, the parent's policy, hooks and approver) and whose sandbox
+//!   lists the main `.git` as protected. A clone rather than `git worktree add`: a worktree's
+//!   `.git` points into the main repository's. The patch is the diff against the snapshot
+//!   (binary included), bounded in the result and stored whole as an artifact whose id is the
+//!   `patchId`; the result also carries the base commit, the diffstat, the child's commands with
+//!   their exit, and whether the patch applies to the workspace now. The checkout is removed on
+//!   every way out (a drop guard: error, cancellation, an abandoned call).
+//! - **Applying a patch is a workspace write the core captures.** `worktree_apply` declares
+//!   `filesystem.write`, so the core takes its workspace manifest around the call (the same
+//!   capture as for `run_command`) and records every file the patch changed in the turn's
+//!   checkpoint: `clawsmith undo` restores it. It checks with `git apply --check` first and
+//!   `git apply` is all or nothing, so a hunk that does not apply changes nothing and the
+//!   refusal (`patch_conflict`) lists the conflicts. Git is the host's, run with fixed arguments,
+//!   an environment of `PATH` only, no system or global configuration, hooks off, no external
+//!   diff or text conversion (the one process this crate starts; ARCHITECTURE names it).
 //! - **A hand-written HTTP/1.1 fixture** rather than a framework: the failures worth testing
 //!   (a stream cut mid-way, a lying body) are easiest to produce on a raw socket.
 //!
@@ -62,8 +85,12 @@
 //! ([`RunOutcome`], `run.result`), not stored as an event; a background task's notice is a user
 //! message, not a `background_task.completed` event (the protocol has no such event yet).
 //! Agent definitions' `tools` and `model` keys are read past, not applied: every child gets the
-//! read-only table and the host's provider. `delegate_worktree` / `worktree_apply` (a child
-//! writing in an isolated checkout, returned as a patch) are not built yet.
+//! read-only table and the host's provider. `delegate_worktree` needs the workspace to be the top
+//! level of a git repository with a commit (`not_a_git_repository` otherwise); a patch the
+//! workspace's capture cannot record (a file over the capture's content limit, an ignored path)
+//! is applied but named as not undoable in the result, as for commands. A patch is applied from
+//! memory by the process that made it; after a restart it is read back from its artifact,
+//! which is stored with secrets masked like every artifact (such a patch may then not apply).
 
 mod agent_loop;
 mod config;
@@ -73,6 +100,7 @@ mod http;
 mod provider;
 pub mod subagent;
 mod wire;
+pub mod worktree;
 
 pub use crate::agent_loop::{
     DEFAULT_MAX_TURNS, Inbox, RunOptions, RunOutcome, StopReason, run_task,

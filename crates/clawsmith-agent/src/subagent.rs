@@ -1,5 +1,7 @@
-//! Sub-agent tools: `delegate_task` (a read-only child, at most four at once) and background
-//! children (`delegate_background`, `background_task_list`, `background_task_cancel`).
+//! Sub-agent tools: `delegate_task` (a read-only child, at most four at once), background
+//! children (`delegate_background`, `background_task_list`, `background_task_cancel`), and with
+//! a [`WorktreeConfig`] the writing child of [`crate::worktree`] (`delegate_worktree`,
+//! `worktree_apply`).
 //!
 //! A child is the same loop ([`crate::run_task`]) in a session of its own whose parent link is
 //! stored, run by a *child core*: a core over the same store and workspace built with
@@ -22,6 +24,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use crate::agent_loop::{Inbox, RunOptions, RunOutcome, StopReason, run_task};
 use crate::provider::Provider;
+use crate::worktree::{DelegateWorktree, Patches, WorktreeApply, WorktreeConfig};
 
 /// Children running at once, over every delegate tool of one host.
 pub const MAX_CONCURRENT_CHILDREN: usize = 4;
@@ -44,6 +47,8 @@ pub struct SubagentConfig {
     pub deadline: Duration,
     /// Children running at once; the rest wait (none is refused).
     pub max_concurrent: usize,
+    /// With it, `delegate_worktree` and `worktree_apply` join the tools.
+    pub worktree: Option<WorktreeConfig>,
 }
 
 impl SubagentConfig {
@@ -56,6 +61,7 @@ impl SubagentConfig {
             max_turns: DEFAULT_CHILD_MAX_TURNS,
             deadline: DEFAULT_CHILD_DEADLINE,
             max_concurrent: MAX_CONCURRENT_CHILDREN,
+            worktree: None,
         }
     }
 }
@@ -124,14 +130,21 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// How one child runs: the core it runs in, its instructions, its model requests.
+pub(crate) struct ChildRun<'a> {
+    pub core: &'a AgentCore,
+    pub system: String,
+    pub max_turns: u32,
+}
+
 /// What a child returns to its parent.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ChildReport {
-    session_id: String,
-    answer: String,
-    stop_reason: StopReason,
-    turns: u32,
+pub(crate) struct ChildReport {
+    pub session_id: String,
+    pub answer: String,
+    pub stop_reason: StopReason,
+    pub turns: u32,
 }
 
 impl Subagents {
@@ -164,6 +177,20 @@ impl Subagents {
                 subagents: Arc::clone(self),
             }),
         ];
+        let mut tools = tools;
+        if let Some(worktree) = &self.config.worktree {
+            let patches = Arc::new(Patches::default());
+            tools.push(Arc::new(DelegateWorktree {
+                subagents: Arc::clone(self),
+                config: worktree.clone(),
+                patches: Arc::clone(&patches),
+            }));
+            tools.push(Arc::new(WorktreeApply {
+                workspace: worktree.workspace.clone(),
+                store: Arc::clone(&worktree.store),
+                patches,
+            }));
+        }
         tools
             .into_iter()
             .map(|tool| ExtensionTool {
@@ -222,11 +249,11 @@ impl Subagents {
 
     /// Runs one child to its end: waits for a slot, opens a child session of `parent`, runs
     /// the loop with the child's limits, cancelled by `cancellation` or the deadline.
-    async fn run_child(
+    pub(crate) async fn run_child(
         &self,
         parent: &str,
         task: &str,
-        agent: Option<&AgentDefinition>,
+        child: ChildRun<'_>,
         cancellation: CancellationSignal,
         on_session: impl FnOnce(&str),
     ) -> Result<ChildReport, String> {
@@ -236,9 +263,8 @@ impl Subagents {
             }
             () = cancellation.cancelled() => return Err("cancelled before it started".to_owned()),
         };
-        let session = self
-            .config
-            .child_core
+        let session = child
+            .core
             .open_child_session(parent)
             .map_err(|error| format!("opening the child session: {error}"))?;
         on_session(session.id());
@@ -255,10 +281,8 @@ impl Subagents {
             })
         };
         let mut options = RunOptions::new();
-        options.max_turns = agent
-            .and_then(|agent| agent.max_turns)
-            .unwrap_or(self.config.max_turns);
-        options.system = Some(child_system_prompt(agent));
+        options.max_turns = child.max_turns;
+        options.system = Some(child.system);
         options.cancellation = child_cancel;
         let outcome = run_task(
             &session,
@@ -276,6 +300,22 @@ impl Subagents {
             stop_reason: outcome.stop_reason,
             turns: outcome.turns,
         })
+    }
+
+    /// Model requests per child.
+    pub(crate) fn child_max_turns(&self) -> u32 {
+        self.config.max_turns
+    }
+
+    /// A read-only child: the configured child core, the definition's instructions and turns.
+    fn read_only_child(&self, agent: Option<&AgentDefinition>) -> ChildRun<'_> {
+        ChildRun {
+            core: &self.config.child_core,
+            system: child_system_prompt(agent),
+            max_turns: agent
+                .and_then(|agent| agent.max_turns)
+                .unwrap_or(self.config.max_turns),
+        }
     }
 
     fn finish_background(&self, task_id: &str, state: TaskState, notice: Option<String>) {
@@ -312,7 +352,7 @@ fn child_system_prompt(agent: Option<&AgentDefinition>) -> String {
 
 // The refusal is the tool's result, returned as is: boxing it would only move the allocation.
 #[allow(clippy::result_large_err)]
-fn task_argument(input: &Value) -> Result<String, ToolExecutionResult> {
+pub(crate) fn task_argument(input: &Value) -> Result<String, ToolExecutionResult> {
     match input.get("task").and_then(Value::as_str).map(str::trim) {
         Some(task) if !task.is_empty() => Ok(task.to_owned()),
         _ => Err(ToolExecutionResult::failure(
@@ -322,7 +362,7 @@ fn task_argument(input: &Value) -> Result<String, ToolExecutionResult> {
     }
 }
 
-fn summary_of(input: &Value) -> String {
+pub(crate) fn summary_of(input: &Value) -> String {
     let task = input.get("task").and_then(Value::as_str).unwrap_or("");
     crate::wire::bounded(task, 80)
 }
@@ -396,7 +436,7 @@ impl Tool for DelegateTask {
                 .run_child(
                     &context.session_id,
                     &task,
-                    agent.as_ref(),
+                    self.subagents.read_only_child(agent.as_ref()),
                     context.cancellation.clone(),
                     |_| {},
                 )
@@ -514,7 +554,13 @@ impl Tool for DelegateBackground {
                     }
                 };
                 let report = subagents
-                    .run_child(&parent, &task, None, cancellation.clone(), record)
+                    .run_child(
+                        &parent,
+                        &task,
+                        subagents.read_only_child(None),
+                        cancellation.clone(),
+                        record,
+                    )
                     .await;
                 let (state, notice) = if cancellation.is_cancelled() {
                     (TaskState::Cancelled, None)

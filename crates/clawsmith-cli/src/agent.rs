@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use anyhow::{Context, Result};
 use clap::Args;
 use clawsmith_agent::subagent::{SubagentConfig, Subagents};
+use clawsmith_agent::worktree::WorktreeConfig;
 use clawsmith_agent::{HttpProvider, Provider, ProviderConfig, RunOptions, TextSink};
+use clawsmith_core::sandbox::SandboxConfig;
 use clawsmith_core::{
     AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CoreConfig, EventSink,
 };
@@ -46,11 +48,19 @@ fn provider(config_file: Option<&Path>) -> Result<Option<(ProviderConfig, HttpPr
     Ok(Some((config, provider)))
 }
 
+/// The folder of the state directory where `delegate_worktree` makes its checkouts.
+const WORKTREES_DIR: &str = "worktrees";
+
 /// clawsmith-agent's tools (`delegate_task`, `delegate_background`, `background_task_list`,
-/// `background_task_cancel`), added when `[provider]` is configured. An invalid section stops
+/// `background_task_cancel`, `delegate_worktree`, `worktree_apply`), added when `[provider]` is configured. An invalid section stops
 /// the start; a key variable that is not set leaves the tools out with a warning (only `run`
 /// needs the provider itself).
-pub fn add_to_core(config_file: Option<&Path>, config: &mut CoreConfig) -> Result<()> {
+pub fn add_to_core(
+    state_dir: &Path,
+    config_file: Option<&Path>,
+    sandbox: &SandboxConfig,
+    config: &mut CoreConfig,
+) -> Result<()> {
     let Some(path) = config_file else {
         return Ok(());
     };
@@ -74,7 +84,20 @@ pub fn add_to_core(config_file: Option<&Path>, config: &mut CoreConfig) -> Resul
     child.hooks = config.hooks.clone();
     child.read_only_tools = true;
     let child_core = AgentCore::new(child).context("building the sub-agents' tool table")?;
-    let subagents = Subagents::new(SubagentConfig::new(provider, child_core));
+    let mut subagents = SubagentConfig::new(provider, child_core);
+    // delegate_worktree: children writing in checkouts under the state dir (outside the
+    // workspace), with the parent's rules, hooks, approver and sandbox.
+    let mut worktree = WorktreeConfig::new(
+        &config.workspace_root,
+        &state_dir.join(WORKTREES_DIR),
+        Arc::clone(&config.store),
+    );
+    worktree.policy = config.policy.clone();
+    worktree.hooks = config.hooks.clone();
+    worktree.approver = config.approver.clone();
+    worktree.sandbox = sandbox.clone();
+    subagents.worktree = Some(worktree);
+    let subagents = Subagents::new(subagents);
     config
         .extension_tools
         .extend(subagents.tools(&config.workspace_root));

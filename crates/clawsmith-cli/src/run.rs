@@ -248,7 +248,12 @@ pub fn build_core(
         config.extension_tools = startup.tools;
     }
     // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
-    crate::agent::add_to_core(config_path(state_dir, options)?.as_deref(), &mut config)?;
+    crate::agent::add_to_core(
+        state_dir,
+        config_path(state_dir, options)?.as_deref(),
+        &sandbox,
+        &mut config,
+    )?;
     // clawsmith-lsp: the deferred lsp_* tools over the language servers.
     crate::lsp::add_to_core(
         state_dir,

@@ -6,3 +6,4 @@ mod agent_loop;
 mod provider;
 mod subagent;
 mod support;
+mod worktree;

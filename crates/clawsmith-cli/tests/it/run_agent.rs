@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clawsmith_agent::fixture::{Scripted, ScriptedReply, ScriptedServer};
 
-use crate::{Fixture, Run, run_binary_with};
+use crate::{Fixture, Run, read, run_binary_with};
 
 const KEY_VARIABLE: &str = "CLAWSMITH_TEST_PROVIDER_KEY";
 const KEY: &str = "sk-cli-test-0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a";
@@ -290,4 +290,140 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
             "SIG{signal}"
         );
     }
+}
+
+/// A fixture whose workspace is a git repository (in /var/tmp: the child's commands run in the
+/// sandbox, which hides the host's /tmp) with one commit and an uncommitted change.
+fn git_fixture() -> Fixture {
+    let dir = tempfile::Builder::new()
+        .prefix("clawsmith-run-worktree-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), "alpha\nbeta\n").unwrap();
+    let git = |args: &[&str]| {
+        // The test's repository is made with the real git.
+        #[allow(clippy::disallowed_methods)]
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&ws)
+            .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "--quiet"]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "--quiet", "-m", "first"]);
+    std::fs::write(ws.join("b.txt"), "untracked\n").unwrap();
+    Fixture { dir }
+}
+
+/// Every file of the workspace outside `.git`, with its bytes.
+fn tree(ws: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(ws)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|entry| entry.file_name() != ".git")
+        .map(|entry| {
+            (
+                entry.file_name().to_string_lossy().into_owned(),
+                std::fs::read(entry.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// `run --yes`: the model delegates a change to a child in a checkout, applies the returned
+/// patch with `worktree_apply`, and `clawsmith undo files TURN` gives back every byte.
+#[test]
+fn run_applies_a_worktree_patch_and_undo_restores_the_workspace() {
+    use clawsmith_agent::fixture::RecordedRequest;
+    use std::sync::{Arc, Mutex};
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let parent_steps = Mutex::new(0_usize);
+    let child_steps = Mutex::new(vec![
+        Scripted::Reply(ScriptedReply::answer("capitalized beta, added c.txt")),
+        Scripted::Reply(ScriptedReply::calls(&[
+            (
+                "edit_file",
+                r#"{"path":"a.txt","oldText":"beta","newText":"BETA"}"#,
+            ),
+            ("run_command", r#"{"command":"cp b.txt c.txt"}"#),
+        ])),
+    ]);
+    let server = runtime
+        .block_on(ScriptedServer::start(Arc::new(
+            move |request: &RecordedRequest| {
+                if !request
+                    .tool_names()
+                    .contains(&"delegate_worktree".to_owned())
+                {
+                    return child_steps.lock().unwrap().pop().unwrap();
+                }
+                let mut step = parent_steps.lock().unwrap();
+                *step += 1;
+                match *step {
+                    1 => Scripted::Reply(ScriptedReply::calls(&[(
+                        "delegate_worktree",
+                        r#"{"task":"capitalize beta"}"#,
+                    )])),
+                    2 => {
+                        let result: serde_json::Value = request
+                            .message_texts()
+                            .iter()
+                            .find_map(|text| serde_json::from_str(text).ok())
+                            .filter(|value: &serde_json::Value| value.get("patchId").is_some())
+                            .unwrap_or_default();
+                        let id = result["patchId"].as_str().unwrap_or("missing").to_owned();
+                        Scripted::Reply(ScriptedReply::calls(&[(
+                            "worktree_apply",
+                            &format!(r#"{{"patchId":"{id}"}}"#),
+                        )]))
+                    }
+                    _ => Scripted::Reply(ScriptedReply::answer("applied")),
+                }
+            },
+        )))
+        .unwrap();
+    let fixture = git_fixture();
+    let config = write_config(&fixture, &server, "openai");
+    let before = tree(&fixture.ws());
+    let outcome = run(&fixture, &config, &["--yes"], "delegate and apply");
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    let lines = outcome.lines();
+    assert_eq!(lines.last().unwrap()["answer"], "applied");
+    let applied = lines
+        .iter()
+        .find(|line| line["type"] == "tool.completed" && line["toolName"] == "worktree_apply")
+        .unwrap();
+    assert_eq!(applied["status"], "success", "{applied}");
+    assert_eq!(read(&fixture.ws().join("a.txt")), "alpha\nBETA\n");
+    assert_eq!(read(&fixture.ws().join("c.txt")), "untracked\n");
+    assert_eq!(
+        std::fs::read_dir(fixture.state().join("worktrees"))
+            .unwrap()
+            .count(),
+        0,
+        "the checkout is removed"
+    );
+
+    let turn = lines
+        .iter()
+        .find(|line| line["type"] == "turn.started")
+        .unwrap()["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let undo = fixture.undo(true, &["files", &turn]);
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    assert_eq!(undo.json()["outcome"], "undone", "{}", undo.stdout);
+    assert_eq!(tree(&fixture.ws()), before);
 }

@@ -1,0 +1,392 @@
+//! `delegate_worktree` and `worktree_apply` over a real git repository in /var/tmp, the scripted
+//! provider, real tools (the child's commands in the sandbox) and a real SQLite store.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use clawsmith_agent::fixture::{RecordedRequest, Scripted, ScriptedReply, ScriptedServer};
+use clawsmith_agent::subagent::{SubagentConfig, Subagents};
+use clawsmith_agent::worktree::WorktreeConfig;
+use clawsmith_agent::{Provider, ProviderKind, RunOptions, RunOutcome, StopReason, run_task};
+use clawsmith_core::checkpoint::{Store, UndoScope};
+use clawsmith_core::security::{PermissionMode, PermissionPolicy};
+use clawsmith_core::{AgentCore, CollectingSink, CoreConfig, SessionHandle};
+use clawsmith_protocol::{EventPayload, ToolStatus};
+use serde_json::Value;
+
+use crate::support::provider;
+
+/// A git repository with a commit, then uncommitted changes: a tracked file changed, an
+/// untracked file, an ignored file.
+struct Repo {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    state: PathBuf,
+    store: Arc<Store>,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    // Tests set up their repository with the real git.
+    #[allow(clippy::disallowed_methods)]
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@localhost"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn repo() -> Repo {
+    let dir = tempfile::Builder::new()
+        .prefix("clawsmith-worktree-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let ws = dir.path().join("ws");
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    git(&ws, &["init", "--quiet", "--initial-branch=main"]);
+    std::fs::write(ws.join("a.txt"), "alpha\nbeta\n").unwrap();
+    std::fs::write(ws.join("b.txt"), "gamma\n").unwrap();
+    std::fs::write(ws.join(".gitignore"), "*.log\n").unwrap();
+    git(&ws, &["add", "."]);
+    git(&ws, &["commit", "--quiet", "-m", "first"]);
+    std::fs::write(ws.join("b.txt"), "gamma changed\n").unwrap();
+    std::fs::write(ws.join("u.txt"), "untracked\n").unwrap();
+    std::fs::write(ws.join("debug.log"), "ignored\n").unwrap();
+    let store = Arc::new(Store::open(state.join("clawsmith.db")).unwrap());
+    Repo {
+        _dir: dir,
+        ws: ws.canonicalize().unwrap(),
+        state,
+        store,
+    }
+}
+
+impl Repo {
+    fn worktrees(&self) -> PathBuf {
+        self.state.join("worktrees")
+    }
+
+    /// The parent core (policy `full`) with the sub-agent tools, `delegate_worktree` included.
+    fn parent(&self, provider: Arc<dyn Provider>) -> AgentCore {
+        let mut child = CoreConfig::new(&self.ws, Arc::clone(&self.store));
+        child.read_only_tools = true;
+        let mut config = SubagentConfig::new(provider, AgentCore::new(child).unwrap());
+        let mut worktree =
+            WorktreeConfig::new(&self.ws, &self.worktrees(), Arc::clone(&self.store));
+        worktree.policy = PermissionPolicy::new(PermissionMode::Full);
+        config.worktree = Some(worktree);
+        let subagents = Subagents::new(config);
+        let mut parent = CoreConfig::new(&self.ws, Arc::clone(&self.store));
+        parent.policy = PermissionPolicy::new(PermissionMode::Full);
+        parent.extension_tools = subagents.tools(&self.ws);
+        AgentCore::new(parent).unwrap()
+    }
+
+    /// Runs `task` in a new session of the parent core against `server`.
+    async fn run(
+        &self,
+        server: &ScriptedServer,
+        kind: ProviderKind,
+        task: &str,
+    ) -> (AgentCore, SessionHandle, RunOutcome) {
+        let provider: Arc<dyn Provider> = Arc::new(provider(server, kind));
+        let core = self.parent(Arc::clone(&provider));
+        let session = core.open_session(None).unwrap();
+        let outcome = run_task(
+            &session,
+            provider.as_ref(),
+            task,
+            RunOptions::new(),
+            &CollectingSink::new(),
+        )
+        .await
+        .unwrap();
+        (core, session, outcome)
+    }
+
+    /// Every file of the workspace outside `.git`, with its bytes.
+    fn snapshot(&self) -> Vec<(String, Vec<u8>)> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&self.ws).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != ".git" {
+                files.push((name, std::fs::read(entry.path()).unwrap()));
+            }
+        }
+        files.sort();
+        files
+    }
+}
+
+fn is_parent(request: &RecordedRequest) -> bool {
+    request
+        .tool_names()
+        .contains(&"delegate_worktree".to_owned())
+}
+
+/// The JSON result of the last `delegate_worktree` call the request carries (both protocols).
+fn delegation_result(request: &RecordedRequest) -> Value {
+    request
+        .message_texts()
+        .iter()
+        .rev()
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .find(|content| content.get("baseCommit").is_some())
+        .unwrap_or(Value::Null)
+}
+
+fn calls(calls: &[(&str, &str)]) -> Scripted {
+    Scripted::Reply(ScriptedReply::calls(calls))
+}
+
+fn answer(text: &str) -> Scripted {
+    Scripted::Reply(ScriptedReply::answer(text))
+}
+
+/// A server for one delegation: the child edits `a.txt`, creates `c.txt`, runs a command that
+/// sees the uncommitted state and one that tries to write the main repository's `.git`; the
+/// parent then does `between` (e.g. a conflicting write), calls `worktree_apply` with the
+/// patch id it was given, and answers.
+async fn server(main_git: &Path, between: Option<Scripted>) -> ScriptedServer {
+    let touch = format!(r#"{{"command":"touch {}/pwned"}}"#, main_git.display());
+    let child_steps = Mutex::new(vec![
+        answer("changed a.txt, added c.txt and seen.txt"),
+        Scripted::Reply(ScriptedReply {
+            text: "working".to_owned(),
+            calls: vec![
+                (
+                    "edit_file".to_owned(),
+                    r#"{"path":"a.txt","oldText":"beta","newText":"BETA"}"#.to_owned(),
+                ),
+                (
+                    "write_file".to_owned(),
+                    r#"{"path":"c.txt","content":"new file\n"}"#.to_owned(),
+                ),
+                (
+                    "run_command".to_owned(),
+                    r#"{"command":"cat u.txt b.txt > seen.txt; test ! -e debug.log"}"#.to_owned(),
+                ),
+                ("run_command".to_owned(), touch),
+            ],
+        }),
+    ]);
+    let parent_steps = Mutex::new(0_usize);
+    let between = Mutex::new(between);
+    ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
+        if !is_parent(request) {
+            return child_steps
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or(answer("nothing left"));
+        }
+        let mut step = parent_steps.lock().unwrap();
+        *step += 1;
+        match *step {
+            1 => calls(&[(
+                "delegate_worktree",
+                r#"{"task":"capitalize beta in a.txt"}"#,
+            )]),
+            2 => {
+                if let Some(script) = between.lock().unwrap().take() {
+                    *step -= 1;
+                    return script;
+                }
+                let patch_id = delegation_result(request)["patchId"]
+                    .as_str()
+                    .unwrap_or("missing")
+                    .to_owned();
+                calls(&[("worktree_apply", &format!(r#"{{"patchId":"{patch_id}"}}"#))])
+            }
+            _ => answer("done"),
+        }
+    }))
+    .await
+    .unwrap()
+}
+
+/// (status, error code, model text) of each closed call of `tool`.
+fn completed(core: &AgentCore, session: &str, tool: &str) -> Vec<(ToolStatus, String, String)> {
+    core.store()
+        .events(session)
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event.payload {
+            EventPayload::ToolCompleted(done) if done.tool_name == tool => {
+                let code = done.result.code.map(|code| code.as_str().to_owned());
+                Some((done.status, code.unwrap_or_default(), done.output))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
+    let repo = repo();
+    let main_git = repo.ws.join(".git");
+    let before = repo.snapshot();
+    let head = git(&repo.ws, &["rev-parse", "HEAD"]);
+    let server = server(&main_git, None).await;
+    let (core, session, outcome) = repo.run(&server, ProviderKind::Openai, "delegate").await;
+    assert_eq!(outcome.stop_reason, StopReason::Answered);
+    assert_eq!(outcome.answer, "done");
+
+    // The delegation's result, as the parent's model saw it.
+    let requests = server.requests();
+    let last_parent = requests
+        .iter()
+        .rev()
+        .find(|request| is_parent(request))
+        .unwrap();
+    let result = delegation_result(last_parent);
+    let delegated = completed(&core, session.id(), "delegate_worktree");
+    assert_eq!(delegated[0].0, ToolStatus::Success, "{}", delegated[0].2);
+    assert_eq!(result["baseCommit"], head.as_str());
+    assert_eq!(result["appliesCleanly"], true, "{result}");
+    assert_eq!(result["stopReason"], "answered");
+    assert!(result["patchId"].as_str().unwrap().starts_with("art_"));
+    let patch = result["patch"].as_str().unwrap();
+    assert!(patch.contains("-beta\n+BETA\n"), "{patch}");
+    // Only the child's changes: the uncommitted state it started from is not in the patch.
+    assert!(!patch.contains("u.txt"), "{patch}");
+    let files: Vec<&str> = result["diffstat"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|file| file["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["a.txt", "c.txt", "seen.txt"]);
+    assert_eq!(result["diffstat"]["insertions"], 4);
+    assert_eq!(result["diffstat"]["deletions"], 1);
+    // The commands the child ran, with their outcomes: the write into the main .git failed.
+    let commands = result["commands"].as_array().unwrap();
+    assert_eq!(commands.len(), 2, "{result}");
+    assert_eq!(
+        commands[0]["command"],
+        "cat u.txt b.txt > seen.txt; test ! -e debug.log"
+    );
+    assert_eq!(commands[0]["status"], "success", "{result}");
+    assert_eq!(commands[0]["exit"], "exit code 0", "{result}");
+    assert!(commands[1]["command"].as_str().unwrap().contains("pwned"));
+    assert_eq!(commands[1]["exit"], "exit code 1", "{result}");
+    assert!(!main_git.join("pwned").exists());
+    assert_eq!(result["toolCalls"]["edit_file"], 1);
+    // The child's session is linked and ran in the checkout, which is gone.
+    let child = result["sessionId"].as_str().unwrap();
+    assert_eq!(
+        repo.store
+            .get_session(child)
+            .unwrap()
+            .unwrap()
+            .parent_id
+            .as_deref(),
+        Some(session.id())
+    );
+    assert_eq!(std::fs::read_dir(repo.worktrees()).unwrap().count(), 0);
+
+    // The patch is applied: the workspace has the child's changes on top of its own.
+    let applied = completed(&core, session.id(), "worktree_apply");
+    assert_eq!(applied.len(), 1);
+    assert_eq!(applied[0].0, ToolStatus::Success, "{}", applied[0].2);
+    assert_eq!(
+        std::fs::read_to_string(repo.ws.join("a.txt")).unwrap(),
+        "alpha\nBETA\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.ws.join("c.txt")).unwrap(),
+        "new file\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.ws.join("seen.txt")).unwrap(),
+        "untracked\ngamma changed\n"
+    );
+
+    // Undo of the run's turn gives every byte back.
+    let workspace = clawsmith_core::fs::Workspace::open(&repo.ws).unwrap();
+    repo.store
+        .undo(session.id(), &outcome.turn_id, UndoScope::Files, &workspace)
+        .unwrap();
+    assert_eq!(repo.snapshot(), before);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conflicting_patch_changes_nothing() {
+    let repo = repo();
+    let main_git = repo.ws.join(".git");
+    // Between the delegation and the apply, the parent rewrites the line the patch changes.
+    let conflicting = calls(&[(
+        "edit_file",
+        r#"{"path":"a.txt","oldText":"beta","newText":"BETA-parent"}"#,
+    )]);
+    let server = server(&main_git, Some(conflicting)).await;
+    let (core, session, outcome) = repo.run(&server, ProviderKind::Anthropic, "delegate").await;
+    assert_eq!(outcome.answer, "done");
+    let after_edit = repo.snapshot();
+    let applied = completed(&core, session.id(), "worktree_apply");
+    assert_eq!(applied.len(), 1);
+    let (status, code, output) = &applied[0];
+    assert_eq!(*status, ToolStatus::Error, "{output}");
+    assert_eq!(code, "patch_conflict", "{output}");
+    assert!(output.contains("a.txt"), "{output}");
+    // Nothing changed: neither the conflicting file nor the files that would have applied.
+    assert_eq!(
+        std::fs::read_to_string(repo.ws.join("a.txt")).unwrap(),
+        "alpha\nBETA-parent\n"
+    );
+    assert!(!repo.ws.join("c.txt").exists());
+    assert!(!repo.ws.join("seen.txt").exists());
+    assert_eq!(repo.snapshot(), after_edit);
+
+    // An unknown patch id is refused with its own code.
+    let mut turn = session.begin_turn(&CollectingSink::new()).unwrap();
+    let results = turn
+        .run_batch(
+            vec![clawsmith_protocol::ToolCall {
+                id: "call_x".to_owned(),
+                name: "worktree_apply".to_owned(),
+                arguments: r#"{"patchId":"art_nope"}"#.to_owned(),
+            }],
+            &CollectingSink::new(),
+        )
+        .await
+        .unwrap();
+    turn.finish(&CollectingSink::new()).unwrap();
+    assert_eq!(
+        results[0]
+            .1
+            .code()
+            .as_ref()
+            .map(|code| code.as_str().to_owned()),
+        Some("patch_not_found".to_owned())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_that_is_not_a_repository_is_refused() {
+    let repo = repo();
+    std::fs::remove_dir_all(repo.ws.join(".git")).unwrap();
+    let server = ScriptedServer::queue(vec![
+        calls(&[("delegate_worktree", r#"{"task":"anything"}"#)]),
+        answer("gave up"),
+    ])
+    .await
+    .unwrap();
+    let (core, session, _) = repo.run(&server, ProviderKind::Openai, "delegate").await;
+    let delegated = completed(&core, session.id(), "delegate_worktree");
+    assert_eq!(delegated.len(), 1);
+    assert_eq!(delegated[0].1, "not_a_git_repository", "{}", delegated[0].2);
+    assert_eq!(server.requests().len(), 2, "no child request was made");
+    assert!(
+        !repo.worktrees().exists() || std::fs::read_dir(repo.worktrees()).unwrap().count() == 0
+    );
+}
