@@ -92,6 +92,11 @@ struct Cli {
     /// instead of failing with "session … is in use by pid N".
     #[arg(long, global = true)]
     wait: bool,
+    /// The caller's W3C trace context for `call`, `turn`, `run` and `mcp`
+    /// (`00-<trace id>-<parent span id>-<flags>`): their spans join that trace. Takes precedence
+    /// over the TRACEPARENT environment variable.
+    #[arg(long, global = true, value_name = "W3C", value_parser = traces::parse_traceparent)]
+    traceparent: Option<clawsmith_trace::TraceParent>,
     /// Colour in text for people: auto (on a terminal, unless NO_COLOR is set), always, never.
     #[arg(long, global = true, value_enum, default_value_t, value_name = "WHEN")]
     color: output::ColorArg,
@@ -381,6 +386,7 @@ fn run(cli: Cli) -> Result<i32> {
     let out = Output { json: cli.json };
     state::FSYNC_EVERY_COMMIT.store(cli.fsync, std::sync::atomic::Ordering::Relaxed);
     state::WAIT_FOR_SESSIONS.store(cli.wait, std::sync::atomic::Ordering::Relaxed);
+    traces::set_flag(cli.traceparent);
     let state_dir = || state::state_dir(cli.state_dir.as_deref());
     match cli.command {
         Command::Tools { core } => run::tools(&state_dir()?, &core, &out),

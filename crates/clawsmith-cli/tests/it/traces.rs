@@ -195,6 +195,57 @@ fn a_command_sees_its_calls_span_as_traceparent() {
 }
 
 #[test]
+fn the_traceparent_flag_wins_over_the_variable() {
+    let fixture = Fixture::new();
+    let (url, bodies) = receiver();
+    let flag = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let run = call(
+        &fixture,
+        &["--traceparent", flag, "read_file", r#"{"path": "a.txt"}"#],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("TRACEPARENT", INCOMING),
+            ("TRACESTATE", "rojo=1"),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let spans = spans_received(&bodies, 2);
+    let turn = span(&spans, "clawsmith.turn");
+    assert_eq!(turn["traceId"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(turn["parentSpanId"], "b7ad6b7169203331");
+    // The variable's tracestate went with the variable's trace.
+    assert!(
+        turn["traceState"].as_str().unwrap_or_default().is_empty(),
+        "{turn}"
+    );
+}
+
+#[test]
+fn a_malformed_traceparent_flag_is_a_usage_error() {
+    let fixture = Fixture::new();
+    for value in [
+        "00-xyz",
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+    ] {
+        let run = call(
+            &fixture,
+            &["--traceparent", value, "read_file", r#"{"path": "a.txt"}"#],
+            &[],
+        );
+        assert_eq!(run.code, 2, "{value}: {}", run.stderr);
+        for expected in [
+            "--traceparent",
+            "a W3C traceparent is 00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>",
+        ] {
+            assert!(run.stderr.contains(expected), "{value}: {}", run.stderr);
+        }
+        assert!(run.stdout.is_empty(), "no call ran: {}", run.stdout);
+    }
+}
+
+#[test]
 fn unsupported_trace_settings_stop_the_start() {
     let fixture = Fixture::new();
     let table: [(&str, &str, &str); 2] = [
