@@ -7,7 +7,7 @@
 //! they are kept as they are and protected by the file's permissions (the front end makes the
 //! state directory 0700 and the database 0600).
 
-use clawsmith_protocol::redact::{redact_json, redact_text};
+use clawsmith_protocol::redact::{redact_json_in_place, redact_text};
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};
 use serde::Serialize;
 
@@ -23,8 +23,9 @@ pub(crate) fn redacted_json<T: Serialize>(
     value: &T,
     context: &'static str,
 ) -> Result<String, StoreError> {
-    let value = serde_json::to_value(value).json_ctx(context)?;
-    serde_json::to_string(&redact_json(&value)).json_ctx(context)
+    let mut value = serde_json::to_value(value).json_ctx(context)?;
+    redact_json_in_place(&mut value);
+    serde_json::to_string(&value).json_ctx(context)
 }
 
 /// A message as stored: masked, its calls' arguments bounded.
@@ -57,22 +58,36 @@ pub(crate) fn arguments(text: &str) -> String {
     )
 }
 
-/// An event as stored: masked, and without the legacy `output` when `output_in_message` (the
-/// tool message stored with it holds the same text; [`fill_legacy_output`] puts it back).
-pub(crate) fn event_json(event: &Event, output_in_message: bool) -> Result<String, StoreError> {
-    match &event.payload {
-        EventPayload::ToolCompleted(completed) if output_in_message => {
+/// An event as stored, and whether its display body was left out. `message_content`: the text
+/// of the tool message stored with it. A `tool.completed` then leaves out its legacy `output`
+/// (the same text; [`fill_legacy_output`] puts it back), and its display body too when that is
+/// the same text (a whole file read: [`fill_display_body`] puts it back). What is left is masked.
+pub(crate) fn event_json(
+    event: &Event,
+    message_content: Option<&str>,
+) -> Result<(String, bool), StoreError> {
+    match (&event.payload, message_content) {
+        (EventPayload::ToolCompleted(completed), Some(content)) => {
             let mut completed = completed.clone();
             completed.output = String::new();
+            // The body as the core left it is masked already; when it equals the message's text,
+            // that text had nothing to mask, and the message holds it (masked by the store).
+            let body_in_message = match &mut completed.result.display {
+                Some(display) if display.body.as_deref() == Some(content) => {
+                    display.body = None;
+                    true
+                }
+                _ => false,
+            };
             let stored = Event {
                 session_id: event.session_id.clone(),
                 sequence: event.sequence,
                 timestamp_ms: event.timestamp_ms,
                 payload: EventPayload::ToolCompleted(completed),
             };
-            redacted_json(&stored, "storing an event")
+            Ok((redacted_json(&stored, "storing an event")?, body_in_message))
         }
-        _ => redacted_json(event, "storing an event"),
+        _ => Ok((redacted_json(event, "storing an event")?, false)),
     }
 }
 
@@ -82,5 +97,16 @@ pub(crate) fn fill_legacy_output(event: &mut Event, content: String) {
         && completed.output.is_empty()
     {
         completed.output = content;
+    }
+}
+
+/// Gives a stored `tool.completed` whose display body was left out the content of its tool
+/// message (see [`event_json`]).
+pub(crate) fn fill_display_body(event: &mut Event, content: &str) {
+    if let EventPayload::ToolCompleted(completed) = &mut event.payload
+        && let Some(display) = &mut completed.result.display
+        && display.body.is_none()
+    {
+        display.body = Some(content.to_owned());
     }
 }

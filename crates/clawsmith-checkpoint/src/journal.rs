@@ -136,7 +136,7 @@ impl Store {
                 session_id,
                 completed,
                 timestamp_ms,
-                output_in_message.then_some(index),
+                output_in_message.then_some((index, message.content.as_str())),
             )
         })
     }

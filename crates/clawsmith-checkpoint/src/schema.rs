@@ -180,8 +180,16 @@ CREATE TABLE IF NOT EXISTS uncaptured_changes (
 );
 "#;
 
+/// Version 9: a `tool.completed` whose display body is its tool message's text (a whole file
+/// read) stores it once: `display_body_in_message` = 1 says the body is the text of the message
+/// at `message_idx`, put back when the event is read (issue 15: the body was a second copy of
+/// every read file in the log).
+const V9: &str = r#"
+ALTER TABLE events ADD COLUMN display_body_in_message INTEGER NOT NULL DEFAULT 0;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

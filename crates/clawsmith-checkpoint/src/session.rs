@@ -211,7 +211,8 @@ impl Store {
             require_session(tx, session_id)?;
             let mut statement = tx
                 .prepare(
-                    "SELECT e.event_json, json_extract(m.message_json, '$.content')
+                    "SELECT e.event_json, json_extract(m.message_json, '$.content'),
+                         e.display_body_in_message
                      FROM events e LEFT JOIN messages m
                          ON m.session_id = e.session_id AND m.idx = e.message_idx
                      WHERE e.session_id = ?1 AND e.sequence > ?2
@@ -221,14 +222,21 @@ impl Store {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = statement
                 .query_map(params![session_id, after_sequence, limit], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, Option<String>>(1)?,
+                        row.get::<_, bool>(2)?,
+                    ))
                 })
                 .ctx("reading events")?;
             let mut events = Vec::new();
             for row in rows {
-                let (json, output) = row.ctx("reading events")?;
+                let (json, output, body_in_message) = row.ctx("reading events")?;
                 let mut event: Event = serde_json::from_str(&json).json_ctx("reading events")?;
                 if let Some(output) = output {
+                    if body_in_message {
+                        crate::at_rest::fill_display_body(&mut event, &output);
+                    }
                     crate::at_rest::fill_legacy_output(&mut event, output);
                 }
                 events.push(event);
@@ -476,15 +484,16 @@ pub(crate) fn insert_message(
     Ok(index)
 }
 
-/// Inserts an event with the session's next sequence. `output_message`: the index of the tool
-/// message that holds the legacy `output` of this `tool.completed`, which is then not stored
-/// again ([`crate::at_rest::event_json`]). Returns the event as given (unmasked, for sinks).
+/// Inserts an event with the session's next sequence. `output_message`: the index and text of
+/// the tool message that holds the legacy `output` of this `tool.completed`, which is then not
+/// stored again, nor its display body when that is the same text
+/// ([`crate::at_rest::event_json`]). Returns the event as given (unmasked, for sinks).
 pub(crate) fn insert_event(
     tx: &Transaction<'_>,
     session_id: &str,
     payload: EventPayload,
     timestamp_ms: u64,
-    output_message: Option<u64>,
+    output_message: Option<(u64, &str)>,
 ) -> Result<Event, StoreError> {
     let sequence = last_event_sequence(tx, session_id)? + 1;
     let event = Event {
@@ -493,10 +502,12 @@ pub(crate) fn insert_event(
         timestamp_ms,
         payload,
     };
-    let json = crate::at_rest::event_json(&event, output_message.is_some())?;
+    let (json, body_in_message) =
+        crate::at_rest::event_json(&event, output_message.map(|(_, content)| content))?;
     tx.prepare_cached(
-        "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json, message_idx)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT INTO events
+         (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )
     .and_then(|mut statement| {
         statement.execute(params![
@@ -505,7 +516,8 @@ pub(crate) fn insert_event(
             event.payload.kind(),
             timestamp_ms,
             json,
-            output_message
+            output_message.map(|(index, _)| index),
+            body_in_message
         ])
     })
     .ctx("appending an event")?;
@@ -537,12 +549,20 @@ pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<(), Stor
     }
 }
 
+/// The statement of [`last_event_sequence`]: each call's event runs it.
+pub(crate) const LAST_EVENT_SEQUENCE_SQL: &str =
+    "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1";
+
+/// The statement of [`message_count`]: each call's message runs it.
+pub(crate) const MESSAGE_COUNT_SQL: &str =
+    "SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1";
+
 /// The highest event sequence of the session, 0 if none.
 pub(crate) fn last_event_sequence(
     tx: &Transaction<'_>,
     session_id: &str,
 ) -> Result<u64, StoreError> {
-    tx.prepare_cached("SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1")
+    tx.prepare_cached(LAST_EVENT_SEQUENCE_SQL)
         .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
         .ctx("reading the event sequence")
 }
@@ -552,7 +572,7 @@ pub(crate) fn last_event_sequence(
 /// `count(*)` walked every row of the session (the rows hold whole tool results, so a long
 /// session made each append slower).
 pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u64, StoreError> {
-    tx.prepare_cached("SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1")
+    tx.prepare_cached(MESSAGE_COUNT_SQL)
         .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
         .ctx("counting messages")
 }
@@ -614,23 +634,29 @@ fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
 fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<(), StoreError> {
     let mut statement = tx
         .prepare(
-            "SELECT event_json, message_idx FROM events WHERE session_id = ?1 ORDER BY sequence",
+            "SELECT event_json, message_idx, display_body_in_message FROM events
+             WHERE session_id = ?1 ORDER BY sequence",
         )
         .ctx("forking events")?;
     let rows = statement
         .query_map([parent_id], |row| {
-            Ok((row.get::<_, String>(0)?, row.get::<_, Option<u64>>(1)?))
+            Ok((
+                row.get::<_, String>(0)?,
+                row.get::<_, Option<u64>>(1)?,
+                row.get::<_, bool>(2)?,
+            ))
         })
         .ctx("forking events")?;
     let mut insert = tx
         .prepare(
-            "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json, message_idx)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO events
+             (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .ctx("forking events")?;
     for row in rows {
         // Messages are copied with the same indices, so the link to them holds in the fork.
-        let (json, message_idx) = row.ctx("forking events")?;
+        let (json, message_idx, body_in_message) = row.ctx("forking events")?;
         let mut event: Event = serde_json::from_str(&json).json_ctx("forking events")?;
         event.session_id = new_id.to_string();
         let json = serde_json::to_string(&event).json_ctx("forking events")?;
@@ -641,7 +667,8 @@ fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<()
                 event.payload.kind(),
                 event.timestamp_ms,
                 json,
-                message_idx
+                message_idx,
+                body_in_message
             ])
             .ctx("forking events")?;
     }

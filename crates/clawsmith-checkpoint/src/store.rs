@@ -322,6 +322,15 @@ fn prepare(
     // The hot statements (one message, one event, one journal row per call) are parsed once per
     // connection, not once per call: parsing was about a tenth of a short process's time.
     connection.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Cached statements must stay compiled. SQLite marks a statement "re-prepare when this
+    // parameter is re-bound" when the bound value might change the plan (`MAX(x) … WHERE k = ?`
+    // does); rusqlite clears the bindings when a statement goes back to the cache, so every
+    // use re-parsed and re-planned it (`sqlite3Reprepare`, 7.8% of the pipeline's samples). The
+    // query-planner stability guarantee plans once for any value; every query here is shaped
+    // for its index and needs no value-dependent plan.
+    connection
+        .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(|error| classify(shown, error))?;
     if wal {
         // Closing the last connection would fold the WAL into the main file: four fsyncs, about
         // half of a one-call process's time here. Commits are already in the WAL (fsynced under
@@ -605,6 +614,45 @@ mod tests {
         let normal = Store::open(dir.path().join("normal")).unwrap();
         normal.write_unsynced("test", |_| Ok(())).unwrap();
         assert_eq!(synchronous(&normal), 1);
+    }
+
+    #[test]
+    fn cached_statements_are_not_prepared_again_per_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("db")).unwrap();
+        store.create_session("s", "/w").unwrap();
+        let message =
+            clawsmith_protocol::ModelMessage::text(clawsmith_protocol::Role::User, "hello");
+        for _ in 0..5 {
+            store.append_message("s", &message).unwrap();
+            store
+                .append_event(
+                    "s",
+                    clawsmith_protocol::EventPayload::TurnStarted(
+                        clawsmith_protocol::TurnStarted {
+                            turn_id: "t".into(),
+                        },
+                    ),
+                    1,
+                )
+                .unwrap();
+        }
+        let connection = store.connection();
+        // `MAX(…) WHERE key = ?` was re-planned on every use before the planner was told to
+        // plan once for any value (SQLITE_DBCONFIG_ENABLE_QPSG).
+        for sql in [
+            crate::session::MESSAGE_COUNT_SQL,
+            crate::session::LAST_EVENT_SEQUENCE_SQL,
+        ] {
+            let statement = connection.prepare_cached(sql).unwrap();
+            let runs = statement.get_status(rusqlite::StatementStatus::Run);
+            assert!(runs >= 5, "{sql} ran {runs} times");
+            assert_eq!(
+                statement.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "{sql}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //!
 //! It errs on the side of masking: a false positive costs a reader a few characters.
 
+use std::borrow::Cow;
+
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -62,43 +64,75 @@ const TOKEN_PREFIXES: &[&str] = &[
 
 /// Whether a label names a secret (field labels, JSON keys, env var names).
 pub fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    SECRET_KEY_WORDS.iter().any(|word| key.contains(word))
+    // ASCII case-insensitive substring search without allocating: it runs at every `=` and `:`
+    // of every masked text, and keys are short.
+    let key = key.as_bytes();
+    SECRET_KEY_WORDS.iter().any(|word| {
+        let word = word.as_bytes();
+        key.len() >= word.len()
+            && key
+                .windows(word.len())
+                .any(|window| window.eq_ignore_ascii_case(word))
+    })
 }
 
 /// Masks secrets in `text`.
 pub fn redact_text(text: &str) -> String {
-    let text = redact_pem(text);
-    let text = redact_url_userinfo(&text);
-    let text = redact_key_values(&text);
-    redact_token_shapes(&text)
+    redact(text).into_owned()
+}
+
+/// [`redact_text`] without a copy when nothing is masked (the common case: one pass over the
+/// text per detector, no allocation).
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let text = chain(Cow::Borrowed(text), redact_pem);
+    let text = chain(text, redact_url_userinfo);
+    let text = chain(text, redact_key_values);
+    chain(text, redact_token_shapes)
+}
+
+/// Applies one detector, keeping the borrow when it changes nothing.
+fn chain<'a>(text: Cow<'a, str>, detector: fn(&str) -> Option<String>) -> Cow<'a, str> {
+    match detector(&text) {
+        Some(masked) => Cow::Owned(masked),
+        None => text,
+    }
 }
 
 /// Masks secrets in every string of a JSON value, and every value under a secret-named key.
 pub fn redact_json(value: &serde_json::Value) -> serde_json::Value {
+    let mut value = value.clone();
+    redact_json_in_place(&mut value);
+    value
+}
+
+/// [`redact_json`] on the value itself: only the strings that hold a secret are replaced.
+pub fn redact_json_in_place(value: &mut serde_json::Value) {
     match value {
-        serde_json::Value::String(text) => serde_json::Value::String(redact_text(text)),
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.iter().map(redact_json).collect())
+        serde_json::Value::String(text) => {
+            if let Cow::Owned(masked) = redact(text) {
+                *text = masked;
+            }
         }
-        serde_json::Value::Object(map) => serde_json::Value::Object(
-            map.iter()
-                .map(|(key, inner)| {
-                    let inner = if is_secret_key(key) && inner.is_string() {
-                        serde_json::Value::String(REDACTED.to_owned())
-                    } else {
-                        redact_json(inner)
-                    };
-                    (key.clone(), inner)
-                })
-                .collect(),
-        ),
-        scalar => scalar.clone(),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_json_in_place),
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map.iter_mut() {
+                if is_secret_key(key) && inner.is_string() {
+                    *inner = serde_json::Value::String(REDACTED.to_owned());
+                } else {
+                    redact_json_in_place(inner);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
-fn redact_pem(text: &str) -> String {
+/// Each detector returns `None` when it masks nothing.
+fn redact_pem(text: &str) -> Option<String> {
     const BEGIN: &str = "-----BEGIN ";
+    if !text.contains(BEGIN) {
+        return None;
+    }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(BEGIN) {
@@ -128,11 +162,15 @@ fn redact_pem(text: &str) -> String {
         }
     }
     out.push_str(rest);
-    out
+    (out != text).then_some(out)
 }
 
-fn redact_url_userinfo(text: &str) -> String {
+fn redact_url_userinfo(text: &str) -> Option<String> {
+    if !text.contains("://") || !text.contains('@') {
+        return None;
+    }
     let mut out = String::with_capacity(text.len());
+    let mut changed = false;
     let mut rest = text;
     while let Some(position) = rest.find("://") {
         let after = position + 3;
@@ -149,22 +187,23 @@ fn redact_url_userinfo(text: &str) -> String {
             out.push_str(REDACTED);
             out.push_str(&authority[at..]);
             rest = &rest[authority_end..];
+            changed = true;
         }
     }
     out.push_str(rest);
-    out
+    changed.then_some(out)
 }
 
 /// `key=value`, `key: value`, `"key": "value"` with a secret-looking key.
-fn redact_key_values(text: &str) -> String {
+fn redact_key_values(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
+    let mut out: Option<String> = None;
     let mut copied = 0;
     let mut index = 0;
     while index < bytes.len() {
         let byte = bytes[index];
         if byte != b'=' && byte != b':' {
-            index += 1;
+            index = next_separator(bytes, index + 1);
             continue;
         }
         // The key: identifier characters (and one closing quote) right before the separator.
@@ -217,60 +256,97 @@ fn redact_key_values(text: &str) -> String {
             value_end += 1;
         }
         if value_end > value_start {
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
             out.push_str(&text[copied..value_start]);
             out.push_str(REDACTED);
             copied = value_end;
         }
         index = value_end.max(index + 1);
     }
+    let mut out = out?;
     out.push_str(&text[copied..]);
-    out
+    Some(out)
+}
+
+/// The first index at or after `from` that holds `=` or `:` (or the end): eight bytes at a time
+/// where neither occurs, as most of a long text has no separator.
+fn next_separator(bytes: &[u8], from: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_byte = |word: u64, byte: u8| {
+        let masked = word ^ (ONES * u64::from(byte));
+        masked.wrapping_sub(ONES) & !masked & HIGHS != 0
+    };
+    let mut index = from;
+    while let Some(chunk) = bytes.get(index..index + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        if has_byte(word, b'=') || has_byte(word, b':') {
+            break;
+        }
+        index += 8;
+    }
+    while index < bytes.len() && bytes[index] != b'=' && bytes[index] != b':' {
+        index += 1;
+    }
+    index
 }
 
 fn is_key_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' || byte == b'.'
 }
 
-fn redact_token_shapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut word_start = None;
-    let flush = |out: &mut String, word: &str| match token_start(word) {
-        Some(start) => {
-            out.push_str(&word[..start]);
-            out.push_str(REDACTED);
-        }
-        None => out.push_str(word),
-    };
-    for (position, character) in text.char_indices() {
-        let token_char = character.is_ascii_alphanumeric()
-            || matches!(character, '_' | '-' | '.' | '/' | '+' | '=');
-        match (token_char, word_start) {
-            (true, None) => word_start = Some(position),
-            (false, Some(start)) => {
-                flush(&mut out, &text[start..position]);
-                out.push(character);
-                word_start = None;
-            }
-            (false, None) => out.push(character),
-            (true, Some(_)) => {}
-        }
-    }
-    if let Some(start) = word_start {
-        flush(&mut out, &text[start..]);
-    }
-    out
+/// The characters a token is made of (all ASCII, so words split on byte boundaries).
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b'/' | b'+' | b'=')
 }
 
-/// Where a token starts in `word`: at its start or right after a separator inside it
-/// (`missing-AKIA…`, `path/ghp_…`), so a prefix glued to a token does not hide it.
-fn token_start(word: &str) -> Option<usize> {
-    let bytes = word.as_bytes();
-    (0..bytes.len()).find(|&index| {
-        (index == 0 || matches!(bytes[index - 1], b'-' | b'_' | b'.' | b'/' | b'=' | b'+'))
-            && word.is_char_boundary(index)
-            && looks_like_token(&word[index..])
-    })
+fn redact_token_shapes(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut index = 0;
+    // A token starts where a word starts or right after a separator inside a word (`missing-AKIA…`,
+    // `path/ghp_…`, so a prefix glued to a token does not hide it): wherever the byte before is
+    // not a letter or digit. It runs to the end of its word, which is masked from there.
+    while index < bytes.len() {
+        let byte = bytes[index];
+        if !TOKEN_FIRST_BYTES.contains(&byte)
+            || (index > 0 && bytes[index - 1].is_ascii_alphanumeric())
+        {
+            index += 1;
+            continue;
+        }
+        let rest = &bytes[index..];
+        if !TOKEN_PREFIXES
+            .iter()
+            .any(|prefix| rest.starts_with(prefix.as_bytes()))
+        {
+            index += 1;
+            continue;
+        }
+        let word_end = rest
+            .iter()
+            .position(|byte| !is_token_byte(*byte))
+            .map_or(bytes.len(), |length| index + length);
+        if looks_like_token(&text[index..word_end]) {
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+            out.push_str(&text[copied..index]);
+            out.push_str(REDACTED);
+            copied = word_end;
+            index = word_end;
+        } else {
+            index += 1;
+        }
+    }
+    let mut out = out?;
+    out.push_str(&text[copied..]);
+    Some(out)
 }
+
+/// The first bytes of [`TOKEN_PREFIXES`]: most positions are rejected by one comparison.
+const TOKEN_FIRST_BYTES: &[u8] = b"srgxAnh";
 
 fn looks_like_token(word: &str) -> bool {
     TOKEN_PREFIXES.iter().any(|prefix| {
@@ -327,6 +403,34 @@ mod tests {
         for (input, expected) in cases {
             assert_eq!(redact_text(input), expected, "input: {input}");
         }
+    }
+
+    #[test]
+    fn clean_text_is_not_copied() {
+        for input in ["exit code: 0", "fn main() { let token_count = 3; }", ""] {
+            assert!(matches!(redact(input), Cow::Borrowed(_)), "input: {input}");
+        }
+        assert!(matches!(redact("token=abc"), Cow::Owned(_)));
+    }
+
+    #[test]
+    fn json_is_masked_in_place() {
+        let mut value = serde_json::json!({
+            "note": "password=hunter2",
+            "api_key": "abc",
+            "list": ["ok", "Authorization: Bearer xyz"],
+            "n": 3,
+        });
+        redact_json_in_place(&mut value);
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "note": "password=[REDACTED]",
+                "api_key": "[REDACTED]",
+                "list": ["ok", "Authorization: Bearer [REDACTED]"],
+                "n": 3,
+            })
+        );
     }
 
     #[test]

@@ -227,6 +227,81 @@ fn the_legacy_output_is_stored_once_and_arguments_are_bounded() {
     assert!(stored.ends_with("bytes]"));
 }
 
+/// A read's display body is the file's text, as is its tool message: the log holds the text
+/// once and every reader (a page of events, a fork) gets the body back; a body that differs
+/// from the text (clipped, or masked where the model's copy is not) is stored as it is.
+#[test]
+fn a_display_body_equal_to_the_tool_message_is_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("db")).unwrap();
+    store.create_session("s", "/w").unwrap();
+    let text = "body-once-".repeat(30); // within one page of the file
+    let clipped = format!("{}…", &text[..50]);
+    let secret = format!("token {TOKEN}\n");
+    // (call id, the model's text, the display body)
+    let cases = [
+        ("same", text.clone(), text.clone()),
+        ("clipped", text.clone(), clipped.clone()),
+        ("masked", secret.clone(), "token [REDACTED]\n".to_owned()),
+    ];
+    for (id, content, body) in &cases {
+        let display = clawsmith_protocol::Display::new(clawsmith_protocol::DisplayKind::Text)
+            .with_title(format!("read {id}"))
+            .with_body(body.clone());
+        let result = ToolExecutionResult::success(content.clone()).with_display(display);
+        let completed = ToolCompleted::new(*id, "t", "read_file", &result);
+        let message =
+            ModelMessage::tool_result(*id, "read_file", content.clone(), result.summary());
+        store
+            .close_call(
+                "s",
+                None,
+                EventPayload::ToolCompleted(completed),
+                1,
+                &message,
+            )
+            .unwrap();
+    }
+    store.fork_session("s", "f").unwrap();
+    for session in ["s", "f"] {
+        let bodies: Vec<(String, Option<String>)> = store
+            .events(session)
+            .unwrap()
+            .into_iter()
+            .filter_map(|event| match event.payload {
+                EventPayload::ToolCompleted(done) => Some((
+                    done.tool_call_id,
+                    done.result.display.and_then(|display| display.body),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            bodies,
+            [
+                ("same".to_owned(), Some(text.clone())),
+                ("clipped".to_owned(), Some(clipped.clone())),
+                // Not the text: stored beside it, masked.
+                ("masked".to_owned(), Some("token [REDACTED]\n".to_owned())),
+            ],
+            "session {session}"
+        );
+    }
+    store.checkpoint_wal().unwrap();
+    drop(store);
+    let bytes = database_bytes(dir.path());
+    let copies = bytes
+        .windows(text.len())
+        .filter(|w| *w == text.as_bytes())
+        .count();
+    // One in the first message, one in the clipped case's message; the fork copies both rows.
+    assert_eq!(
+        copies, 4,
+        "the body equal to its message is not stored again"
+    );
+    assert!(!contains(&bytes, TOKEN));
+}
+
 #[test]
 fn a_symlink_at_the_database_path_is_refused() {
     let dir = tempfile::tempdir().unwrap();

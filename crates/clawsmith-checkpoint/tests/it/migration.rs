@@ -51,6 +51,7 @@ fn version_2_journal_rows_survive_and_call_ids_become_per_turn() {
              DROP INDEX checkpoints_state; ALTER TABLE events DROP COLUMN message_idx;
              ALTER TABLE checkpoint_files DROP COLUMN origin;
              ALTER TABLE checkpoint_files DROP COLUMN call_id;
+             ALTER TABLE events DROP COLUMN display_body_in_message;
              PRAGMA user_version = 2;",
         )
         .unwrap();
