@@ -330,7 +330,10 @@ fn main() {
     // clap's reading is the authority (the early scan only styled clap's own messages).
     output::init_color(cli.color);
     logging::init(cli.verbosity);
-    match run(cli) {
+    let outcome = run(cli);
+    // The last spans reach the collector (bounded wait) before the process ends (issue 22).
+    traces::finish();
+    match outcome {
         Ok(code) => std::process::exit(code),
         Err(error) if is_broken_pipe(&error) => std::process::exit(exit::OK),
         Err(error) => {

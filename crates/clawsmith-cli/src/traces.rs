@@ -4,14 +4,22 @@
 //! with a message naming it.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clawsmith_core::CoreConfig;
 use clawsmith_trace::otlp::{OtlpConfig, install};
-use clawsmith_trace::{SpanContext, TraceParent, TraceState};
+use clawsmith_trace::{SpanContext, TraceParent, TraceState, Tracer};
 
 /// `--traceparent`, set once by `main` before any core is built.
 static FLAG: OnceLock<TraceParent> = OnceLock::new();
+
+/// The exporting tracer, kept for [`finish`].
+static EXPORTER: OnceLock<Tracer> = OnceLock::new();
+
+/// How long the process waits at exit for the collector to take the last spans. A collector
+/// that is down or hangs delays the exit of `call`, `turn`, `run` and `mcp` by at most this.
+pub const EXIT_FLUSH_BOUND: Duration = Duration::from_secs(3);
 
 /// clap's parser of `--traceparent`: strict W3C, the format named in the refusal.
 pub fn parse_traceparent(value: &str) -> Result<TraceParent, String> {
@@ -39,6 +47,7 @@ pub fn configure(config: &mut CoreConfig) -> Result<()> {
     };
     if let Some(otlp) = OtlpConfig::from_env(get)? {
         config.tracer = install(&otlp)?;
+        let _ = EXPORTER.set(config.tracer.clone());
         tracing::info!(endpoint = %otlp.traces_endpoint, "exporting spans over OTLP");
     }
     if let Some(parent) = FLAG.get() {
@@ -53,4 +62,26 @@ pub fn configure(config: &mut CoreConfig) -> Result<()> {
         config.trace_parent = Some(SpanContext::from_parent(parent, state));
     }
     Ok(())
+}
+
+/// At exit: sends the spans still queued (waiting at most [`EXIT_FLUSH_BOUND`]) and logs a
+/// warning naming how many never reached the collector. Nothing when nothing was exported.
+pub fn finish() {
+    let Some(tally) = EXPORTER
+        .get()
+        .and_then(|tracer| tracer.finish(EXIT_FLUSH_BOUND))
+    else {
+        return;
+    };
+    if tally.lost() > 0 {
+        tracing::warn!(
+            lost = tally.lost(),
+            finished = tally.finished,
+            "{} of {} spans were not exported (the OTLP collector was unreachable, refused them, \
+             or did not answer within {} s)",
+            tally.lost(),
+            tally.finished,
+            EXIT_FLUSH_BOUND.as_secs()
+        );
+    }
 }

@@ -43,6 +43,6 @@ mod span;
 
 pub use context::{SpanId, TraceContextError, TraceFlags, TraceId, TraceParent, TraceState};
 pub use span::{
-    Attribute, AttributeValue, FinishedSpan, MemorySink, Span, SpanContext, SpanEvent, SpanSink,
-    SpanStatus, Tracer,
+    Attribute, AttributeValue, ExportTally, FinishedSpan, MemorySink, Span, SpanContext, SpanEvent,
+    SpanSink, SpanStatus, Tracer,
 };

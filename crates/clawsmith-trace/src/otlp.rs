@@ -4,8 +4,11 @@
 //!
 //! The batch processor owns a bounded queue (2048 spans) and a thread of its own that posts
 //! batches with a blocking HTTP client, so [`SpanSink::export`] never waits on the network: a
-//! full queue drops the span (the SDK counts it) and the call goes on. [`SpanSink::flush`] sends
-//! what is queued; each export request times out after 10 s.
+//! full queue drops the span and the call goes on. [`SpanSink::flush`] sends what is queued;
+//! each export request times out after 10 s. [`SpanSink::finish`] is the flush at exit: it waits
+//! for the collector at most its bound (the flush runs on a thread of its own, abandoned when the
+//! bound passes) and tallies the spans the sink took against those a collector acknowledged, so
+//! the front end can say how many were lost (queue full, collector down or too slow).
 //!
 //! Supported: `http/protobuf` (the default) and `http/json` over plain HTTP. `grpc` and `https`
 //! endpoints are refused with an error naming what is supported: both would bring a second TLS
@@ -15,17 +18,20 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanKind, Status, TraceState as OtelTraceState};
 use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanEvents, SpanLinks, SpanProcessor,
+    BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanEvents, SpanExporter, SpanLinks,
+    SpanProcessor,
 };
 
-use crate::span::{AttributeValue, FinishedSpan, SpanSink, SpanStatus, Tracer};
+use crate::span::{AttributeValue, ExportTally, FinishedSpan, SpanSink, SpanStatus, Tracer};
 
 /// The wire format of OTLP over HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +170,11 @@ pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
     let batch = BatchConfigBuilder::default()
         .with_max_queue_size(MAX_QUEUE)
         .build();
+    let exported = Arc::new(AtomicU64::new(0));
+    let exporter = CountingExporter {
+        inner: exporter,
+        exported: Arc::clone(&exported),
+    };
     let mut processor = BatchSpanProcessor::builder(exporter)
         .with_batch_config(batch)
         .build();
@@ -175,15 +186,54 @@ pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
     let scope = InstrumentationScope::builder("clawsmith")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
-    Ok(Tracer::new(Arc::new(OtlpSink { processor, scope })))
+    Ok(Tracer::new(Arc::new(OtlpSink {
+        processor: Arc::new(processor),
+        scope,
+        finished: AtomicU64::new(0),
+        exported,
+    })))
 }
 
 const MAX_QUEUE: usize = 2048;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct OtlpSink {
-    processor: BatchSpanProcessor,
+    processor: Arc<BatchSpanProcessor>,
     scope: InstrumentationScope,
+    /// Spans handed to the processor.
+    finished: AtomicU64,
+    /// Spans the collector accepted (counted by [`CountingExporter`]).
+    exported: Arc<AtomicU64>,
+}
+
+/// The OTLP exporter, counting the spans of every batch the collector accepted.
+#[derive(Debug)]
+struct CountingExporter<E> {
+    inner: E,
+    exported: Arc<AtomicU64>,
+}
+
+impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len() as u64;
+        let result = self.inner.export(batch).await;
+        if result.is_ok() {
+            self.exported.fetch_add(spans, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 impl fmt::Debug for OtlpSink {
@@ -194,6 +244,7 @@ impl fmt::Debug for OtlpSink {
 
 impl SpanSink for OtlpSink {
     fn export(&self, span: FinishedSpan) {
+        self.finished.fetch_add(1, Ordering::Relaxed);
         self.processor.on_end(span_data(span, &self.scope));
     }
 
@@ -201,6 +252,26 @@ impl SpanSink for OtlpSink {
         // An unreachable collector is not the call's failure: it is logged by the caller's
         // subscriber at most, never returned.
         let _ = self.processor.force_flush();
+    }
+
+    fn finish(&self, bound: Duration) -> ExportTally {
+        let processor = Arc::clone(&self.processor);
+        let (done, flushed) = std::sync::mpsc::channel();
+        // On a thread of its own, so a collector that hangs costs at most `bound`: the thread
+        // is abandoned (the process is ending).
+        let flushing = std::thread::Builder::new()
+            .name("clawsmith-otlp-flush".to_owned())
+            .spawn(move || {
+                let _ = processor.force_flush();
+                let _ = done.send(());
+            });
+        if flushing.is_ok() {
+            let _ = flushed.recv_timeout(bound);
+        }
+        ExportTally {
+            finished: self.finished.load(Ordering::Relaxed),
+            exported: self.exported.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crate::context::{SpanId, TraceFlags, TraceId, TraceParent, TraceState};
 
@@ -13,9 +13,33 @@ use crate::context::{SpanId, TraceFlags, TraceId, TraceParent, TraceState};
 pub trait SpanSink: Send + Sync + fmt::Debug {
     /// Takes one finished span.
     fn export(&self, span: FinishedSpan);
-    /// Sends what is queued and waits for it (bounded by the sink's own timeout). Called when
-    /// `call`, `turn` or `run` exits.
+    /// Sends what is queued and waits for it (bounded by the sink's own timeout).
     fn flush(&self) {}
+    /// The last flush, when the process ends (`call`, `turn`, `run`, `mcp`): sends what is
+    /// queued and waits at most `bound` for the collector, then reports how many spans got
+    /// through. What is still in flight after `bound` is abandoned.
+    fn finish(&self, bound: Duration) -> ExportTally {
+        let _ = bound;
+        self.flush();
+        ExportTally::default()
+    }
+}
+
+/// How many finished spans a sink took, and how many of them a collector acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExportTally {
+    /// Spans handed to the sink.
+    pub finished: u64,
+    /// Spans the collector accepted.
+    pub exported: u64,
+}
+
+impl ExportTally {
+    /// Spans that did not reach the collector: dropped from a full queue, refused, or still in
+    /// flight when the wait ended.
+    pub fn lost(&self) -> u64 {
+        self.finished.saturating_sub(self.exported)
+    }
 }
 
 /// The identity of a span as the next hop sees it.
@@ -215,6 +239,11 @@ impl Tracer {
         if let Some(sink) = &self.sink {
             sink.flush();
         }
+    }
+
+    /// The final flush (see [`SpanSink::finish`]); `None` without a sink.
+    pub fn finish(&self, bound: Duration) -> Option<ExportTally> {
+        self.sink.as_ref().map(|sink| sink.finish(bound))
     }
 }
 

@@ -246,6 +246,67 @@ fn a_malformed_traceparent_flag_is_a_usage_error() {
 }
 
 #[test]
+fn spans_are_flushed_at_exit_to_a_slow_collector() {
+    let fixture = Fixture::new();
+    // Each export is answered a second after it arrived: `call` waits for the answers.
+    let (url, bodies) = receiver_answering(Duration::from_secs(1));
+    let run = call(
+        &fixture,
+        &["read_file", r#"{"path": "a.txt"}"#],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("not exported"), "{}", run.stderr);
+    let spans: Vec<Value> = bodies
+        .try_iter()
+        .flat_map(|body| {
+            let request: Value = serde_json::from_slice(&body).unwrap();
+            request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect();
+    let mut names: Vec<&str> = spans
+        .iter()
+        .map(|span| span["name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["clawsmith.turn", "execute_tool read_file"]);
+}
+
+#[test]
+fn a_dead_collector_never_fails_the_call_and_the_loss_is_logged() {
+    let fixture = Fixture::new();
+    // Accepts connections (the kernel's backlog) and never answers.
+    let hanging = TcpListener::bind("127.0.0.1:0").unwrap();
+    let hanging_url = format!("http://{}", hanging.local_addr().unwrap());
+    // Nothing listens here.
+    let refused_url = {
+        let free = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", free.local_addr().unwrap())
+    };
+    for url in [&hanging_url, &refused_url] {
+        let run = call(
+            &fixture,
+            &["read_file", r#"{"path": "a.txt"}"#],
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", url)],
+        );
+        assert_eq!(run.code, 0, "{url}: {}", run.stderr);
+        let result: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(result["status"], "success", "{url}: {result}");
+        assert!(
+            run.stderr.contains("2 of 2 spans were not exported"),
+            "{url}: {}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
 fn unsupported_trace_settings_stop_the_start() {
     let fixture = Fixture::new();
     let table: [(&str, &str, &str); 2] = [

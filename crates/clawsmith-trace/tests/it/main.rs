@@ -5,7 +5,9 @@
 mod receiver;
 
 use clawsmith_trace::otlp::{OtlpConfig, install};
-use clawsmith_trace::{SpanContext, TraceParent, TraceState, semconv};
+use std::time::Duration;
+
+use clawsmith_trace::{SpanContext, TraceParent, TraceState, Tracer, semconv};
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
 
@@ -126,7 +128,8 @@ fn http_json_posts_json() {
     let span = tracer.start(None, || semconv::execute_tool_span_name("read_file"));
     let trace_id = span.context().unwrap().trace_id.to_hex();
     span.end();
-    tracer.flush();
+    let tally = tracer.finish(Duration::from_secs(5)).unwrap();
+    assert_eq!((tally.finished, tally.exported, tally.lost()), (1, 1, 0));
     let requests = receiver.requests();
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].path, "/custom/traces");
@@ -162,6 +165,9 @@ fn an_unreachable_collector_neither_blocks_nor_fails_the_span() {
     }
     tracer.flush();
     assert!(tracer.is_enabled());
+    let tally = tracer.finish(Duration::from_secs(5)).unwrap();
+    assert_eq!((tally.finished, tally.lost()), (10, 10));
+    assert_eq!(Tracer::noop().finish(Duration::from_secs(5)), None);
 }
 
 fn hex(bytes: &[u8]) -> String {
