@@ -58,6 +58,9 @@
 //!   and need an authorized context like every side-effecting tool.
 //! - **The environment of a server is an allow-list.** The child starts with an empty
 //!   environment plus the variables named in `env`; not even `PATH` is inherited unless listed.
+//! - **Trace context in `_meta`** (issue 22, the keys SEP-414 reserves): a `tools/call`'s
+//!   `_meta.traceparent`/`tracestate` parents that call's turn; a call to an external server
+//!   carries its `execute_tool` span the same way. A malformed incoming value is ignored.
 //!
 //! ## Both peers are untrusted: the limits
 //! rmcp's stdio transport drops oversized lines and unparsable input silently (the peer then

@@ -32,8 +32,28 @@
 //!   (a bounded queue on its own thread: export never blocks or fails a call). The core builds
 //!   this crate without the feature; the CLI turns it on.
 //!
-//! Not here: gRPC and HTTPS export, sampling beyond the parent's `sampled` flag,
-//! baggage, span links, metrics and logs.
+//! - **Propagation is text at the seams.** The core hands each call's span to its tool as
+//!   `clawsmith_protocol::TraceHeaders` (`traceparent`, `tracestate` strings): the sandbox sets
+//!   `TRACEPARENT`/`TRACESTATE` for `run_command` and plugin processes, the MCP client writes
+//!   `_meta.traceparent`. Incoming context (an MCP request's `_meta`, `--traceparent`,
+//!   `TRACEPARENT`) is parsed here and becomes the parent of a turn.
+//! - **Bounded exit.** [`SpanSink::finish`] (the OTLP sink's) waits at most its bound for the
+//!   collector and returns an [`ExportTally`] (spans taken vs. acknowledged), which the CLI logs
+//!   as a warning when spans were lost.
+//! - **No gRPC.** `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` is refused at start, naming what is
+//!   supported. opentelemetry-otlp's `grpc-tonic` exporter needs a tokio runtime on the export
+//!   thread (the SDK's batch processor runs a plain thread with a blocking executor) and brings
+//!   tonic, tower and an HTTP/2 client stack into the binary, for collectors that all accept
+//!   OTLP/HTTP as well (the OpenTelemetry Collector's 4318). A user of a gRPC-only endpoint runs
+//!   a local collector.
+//! - **No HTTPS (yet).** `https://` endpoints are refused at start. opentelemetry-http speaks
+//!   reqwest 0.13, whose `rustls` feature brings aws-lc-rs (a C build with cmake) and the
+//!   platform verifier; the workspace's TLS is reqwest 0.12 with ring and webpki roots (the
+//!   agent's providers). Sharing that stack means an `HttpClient` of our own over reqwest 0.12;
+//!   until then, a collector on this host or network over plain HTTP, or a local collector
+//!   forwarding over TLS.
+//!
+//! Not here: sampling beyond the parent's `sampled` flag, baggage, span links, metrics and logs.
 
 mod context;
 #[cfg(feature = "otlp")]

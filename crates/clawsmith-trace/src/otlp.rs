@@ -11,8 +11,8 @@
 //! the front end can say how many were lost (queue full, collector down or too slow).
 //!
 //! Supported: `http/protobuf` (the default) and `http/json` over plain HTTP. `grpc` and `https`
-//! endpoints are refused with an error naming what is supported: both would bring a second TLS
-//! or HTTP/2 stack into the binary for a collector that normally runs next to the agent.
+//! endpoints are refused with an error naming what is supported (why: the crate essay's "No gRPC"
+//! and "No HTTPS").
 
 use std::borrow::Cow;
 use std::collections::HashMap;
