@@ -3,7 +3,10 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clawsmith_core::{EventSink, SessionHandle, Turn};
-use clawsmith_protocol::{CancellationSignal, ModelMessage, Role};
+use clawsmith_protocol::{
+    AgentStopped, BackgroundTaskCompleted, CancellationSignal, EventPayload, ModelMessage, Role,
+    TokenUsage,
+};
 use serde::Serialize;
 
 use crate::error::AgentError;
@@ -39,7 +42,7 @@ impl StopReason {
 /// Messages waiting to be shown to the model at its next request (background-task notices).
 #[derive(Debug, Default)]
 pub struct Inbox {
-    pending: Mutex<Vec<String>>,
+    pending: Mutex<Vec<(String, Option<BackgroundTaskCompleted>)>>,
 }
 
 impl Inbox {
@@ -48,12 +51,29 @@ impl Inbox {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(text);
+            .push((text, None));
     }
 
-    pub(crate) fn drain(&self) -> Vec<String> {
+    /// Queues a background task's notice: the loop that picks it up stores `event` as a
+    /// `background_task.completed` event, then `text` as the user message the model sees.
+    pub fn push_notice(&self, text: String, event: BackgroundTaskCompleted) {
+        self.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((text, Some(event)));
+    }
+
+    pub(crate) fn drain(&self) -> Vec<(String, Option<BackgroundTaskCompleted>)> {
         std::mem::take(&mut *self.pending.lock().unwrap_or_else(PoisonError::into_inner))
     }
+}
+
+/// How far a run got: what `agent.stopped` and the outcome report, also after a failure.
+#[derive(Debug, Default)]
+struct Progress {
+    requests: u32,
+    usage: Usage,
+    last_text: String,
 }
 
 /// How a run goes.
@@ -127,18 +147,35 @@ pub async fn run_task(
             inner.cancel();
         })
     };
-    let result = drive(session, &mut turn, provider, &options, sink).await;
+    let mut progress = Progress::default();
+    let result = drive(session, &mut turn, provider, &options, &mut progress, sink).await;
     forward.abort();
     let turn_id = turn.id().to_owned();
+    // Why the loop ended is stored in its turn, also when the provider failed.
+    let stopped = AgentStopped {
+        turn_id: Some(turn_id.clone()),
+        stop_reason: match &result {
+            Ok(reason) => reason.as_str().to_owned(),
+            Err(_) => "error".to_owned(),
+        },
+        turns: progress.requests,
+        usage: TokenUsage {
+            input_tokens: progress.usage.input_tokens,
+            output_tokens: progress.usage.output_tokens,
+        },
+        error: result.as_ref().err().map(ToString::to_string),
+    };
+    let recorded = turn.record_event(EventPayload::AgentStopped(stopped), sink);
     turn.finish(sink)?;
-    let (answer, turns, stop_reason, usage) = result?;
+    let stop_reason = result?;
+    recorded?;
     Ok(RunOutcome {
         session_id: session.id().to_owned(),
         turn_id,
-        answer,
-        turns,
+        answer: progress.last_text,
+        turns: progress.requests,
         stop_reason,
-        usage,
+        usage: progress.usage,
     })
 }
 
@@ -147,18 +184,19 @@ async fn drive(
     turn: &mut Turn,
     provider: &dyn Provider,
     options: &RunOptions<'_>,
+    progress: &mut Progress,
     sink: &dyn EventSink,
-) -> Result<(String, u32, StopReason, Usage), AgentError> {
-    let mut usage = Usage::default();
-    let mut last_text = String::new();
-    let mut requests = 0;
+) -> Result<StopReason, AgentError> {
     let cancellation = &options.cancellation;
-    while requests < options.max_turns.max(1) {
+    while progress.requests < options.max_turns.max(1) {
         if cancellation.is_cancelled() {
-            return Ok((last_text, requests, StopReason::Cancelled, usage));
+            return Ok(StopReason::Cancelled);
         }
         if let Some(subagents) = &options.subagents {
-            for notice in subagents.inbox(session.id()).drain() {
+            for (notice, event) in subagents.inbox(session.id()).drain() {
+                if let Some(event) = event {
+                    turn.record_event(EventPayload::BackgroundTaskCompleted(event), sink)?;
+                }
                 session.append_message(&ModelMessage::text(Role::User, notice))?;
             }
         }
@@ -169,16 +207,15 @@ async fn drive(
             messages: session.messages()?,
             tools: evidence.tools,
         };
-        requests += 1;
+        progress.requests += 1;
         let reply = tokio::select! {
             reply = provider.complete(&request, options.text_sink) => reply?,
-            () = cancellation.cancelled() => {
-                return Ok((last_text, requests, StopReason::Cancelled, usage));
-            }
+            () = cancellation.cancelled() => return Ok(StopReason::Cancelled),
         };
-        usage.add(reply.usage);
+        progress.usage.add(reply.usage);
         if reply.tool_calls.is_empty() {
             session.append_message(&ModelMessage::text(Role::Assistant, reply.text.clone()))?;
+            progress.last_text = reply.text;
             let waiting = options.subagents.as_ref().filter(|subagents| {
                 subagents
                     .background_tasks(session.id())
@@ -186,24 +223,23 @@ async fn drive(
                     .any(|task| task.state == crate::subagent::TaskState::Running)
             });
             let Some(subagents) = waiting else {
-                return Ok((reply.text, requests, StopReason::Answered, usage));
+                return Ok(StopReason::Answered);
             };
-            last_text = reply.text;
             tokio::select! {
                 () = subagents.wait_background(session.id()) => continue,
-                () = cancellation.cancelled() => {
-                    return Ok((last_text, requests, StopReason::Cancelled, usage));
-                }
+                () = cancellation.cancelled() => return Ok(StopReason::Cancelled),
             }
         }
         if !reply.text.is_empty() {
-            last_text = reply.text;
+            progress.last_text.clone_from(&reply.text);
         }
-        // The core stores the assistant message with its calls, then one result per call.
-        turn.run_batch(reply.tool_calls, sink).await?;
+        // The core stores the assistant message with its text and calls, then one result per
+        // call.
+        turn.run_batch_with_text(reply.text, reply.tool_calls, sink)
+            .await?;
         if cancellation.is_cancelled() {
-            return Ok((last_text, requests, StopReason::Cancelled, usage));
+            return Ok(StopReason::Cancelled);
         }
     }
-    Ok((last_text, requests, StopReason::MaxTurns, usage))
+    Ok(StopReason::MaxTurns)
 }

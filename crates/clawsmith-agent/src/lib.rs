@@ -35,6 +35,11 @@
 //!   the run changed. The task is stored as a user message before the turn begins and the final
 //!   answer as an assistant message, so a continued session (`--session ID`) sends the stored
 //!   history as it is.
+//! - **The loop's own facts are events of its turn.** The text a model writes beside its calls
+//!   is stored with them ([`clawsmith_core::Turn::run_batch_with_text`]), so a continued session
+//!   sends it back; `agent.stopped {stopReason, turns, usage, error?}` is the turn's last event
+//!   before `turn.completed`, also when the provider failed (`error`); a background task's one
+//!   notice is a `background_task.completed` event beside the user message carrying it.
 //! - **Cancellation closes, never abandons.** The caller's signal is forwarded to the turn's: a
 //!   running batch closes its calls `cancelled` through the core, a request in flight is dropped,
 //!   and the turn is finished. The history stays sendable (every call has its result).
@@ -79,12 +84,10 @@
 //!
 //! ## What this crate does not do
 //! It does not run tools or decide permissions (the core does), does not store anything itself
-//! (the core's store does), does not keep the text that accompanies tool calls (the core stores
-//! the assistant message of a batch with empty text; the text is shown while streaming), and
-//! speaks no provider protocol beyond the two above. The stop reason is returned
-//! ([`RunOutcome`], `run.result`), not stored as an event; a background task's notice is a user
-//! message, not a `background_task.completed` event (the protocol has no such event yet).
-//! Agent definitions' `tools` and `model` keys are read past, not applied: every child gets the
+//! (the core's store does), and speaks no provider protocol beyond the two above. A background
+//! task's `background_task.completed` event is stored when its parent's loop picks the notice
+//! up (with the user message the model sees), so a parent that is not running a loop then has
+//! the notice waiting in memory, not yet in the store. Agent definitions' `tools` and `model` keys are read past, not applied: every child gets the
 //! read-only table and the host's provider. `delegate_worktree` needs the workspace to be the top
 //! level of a git repository with a commit (`not_a_git_repository` otherwise); a patch the
 //! workspace's capture cannot record (a file over the capture's content limit, an ignored path)

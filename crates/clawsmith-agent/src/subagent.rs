@@ -15,8 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clawsmith_core::{AgentCore, ExtensionTool, NullSink};
 use clawsmith_protocol::{
-    CancellationSignal, Capability, CapabilityDeclaration, ErrorCode, Risk, Tool,
-    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
+    BackgroundTaskCompleted, CancellationSignal, Capability, CapabilityDeclaration, ErrorCode,
+    Risk, Tool, ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -318,8 +318,13 @@ impl Subagents {
         }
     }
 
-    fn finish_background(&self, task_id: &str, state: TaskState, notice: Option<String>) {
-        let parent = {
+    fn finish_background(
+        &self,
+        task_id: &str,
+        state: TaskState,
+        notice: Option<BackgroundTaskCompleted>,
+    ) {
+        let (parent, child) = {
             let mut tasks = self
                 .background
                 .lock()
@@ -329,11 +334,21 @@ impl Subagents {
             };
             task.state = state;
             task.ended_at_ms = Some(now_ms());
-            task.parent_session_id.clone()
+            (
+                task.parent_session_id.clone(),
+                task.child_session_id.clone(),
+            )
         };
-        // Exactly one notice per finished task, none for a cancelled one.
-        if let Some(notice) = notice {
-            self.inbox(&parent).push(notice);
+        // Exactly one notice per finished task, none for a cancelled one: stored as a
+        // `background_task.completed` event and shown as a user message by the parent's loop.
+        if let Some(mut notice) = notice {
+            if notice.child_session_id.is_none() {
+                notice.child_session_id = child;
+            }
+            let mut shown = serde_json::to_value(&notice).unwrap_or_else(|_| json!({}));
+            shown["type"] = json!("background_task.completed");
+            self.inbox(&parent)
+                .push_notice(format!("[background task notice] {shown}"), notice);
         }
         self.changed.notify_waiters();
     }
@@ -565,34 +580,30 @@ impl Tool for DelegateBackground {
                 let (state, notice) = if cancellation.is_cancelled() {
                     (TaskState::Cancelled, None)
                 } else {
+                    let mut notice = BackgroundTaskCompleted {
+                        task_id: id.clone(),
+                        state: String::new(),
+                        child_session_id: None,
+                        stop_reason: None,
+                        answer: None,
+                        error: None,
+                    };
                     match report {
-                        Ok(report) => (
-                            TaskState::Completed,
-                            Some(json!({
-                                "type": "background_task.completed",
-                                "taskId": id,
-                                "state": "completed",
-                                "sessionId": report.session_id,
-                                "stopReason": report.stop_reason,
-                                "answer": report.answer,
-                            })),
-                        ),
-                        Err(message) => (
-                            TaskState::Failed,
-                            Some(json!({
-                                "type": "background_task.completed",
-                                "taskId": id,
-                                "state": "failed",
-                                "error": message,
-                            })),
-                        ),
+                        Ok(report) => {
+                            notice.state = "completed".to_owned();
+                            notice.child_session_id = Some(report.session_id);
+                            notice.stop_reason = Some(report.stop_reason.as_str().to_owned());
+                            notice.answer = Some(report.answer);
+                            (TaskState::Completed, Some(notice))
+                        }
+                        Err(message) => {
+                            notice.state = "failed".to_owned();
+                            notice.error = Some(message);
+                            (TaskState::Failed, Some(notice))
+                        }
                     }
                 };
-                subagents.finish_background(
-                    &id,
-                    state,
-                    notice.map(|notice| format!("[background task notice] {notice}")),
-                );
+                subagents.finish_background(&id, state, notice);
             });
             ToolOutput::Text(json!({"taskId": task_id, "state": "running"}).to_string())
         })

@@ -94,6 +94,36 @@ impl Timeline {
                 self.tally = Tally::default();
                 line
             }
+            // clawsmith-agent's loop: why it ended, and a background task's one notice.
+            EventPayload::AgentStopped(stopped) => format!(
+                "  {} {} after {} request{} · {} in / {} out tokens{}\n",
+                paint(style::HEADER, "agent"),
+                stopped.stop_reason.replace('_', " "),
+                stopped.turns,
+                if stopped.turns == 1 { "" } else { "s" },
+                stopped.usage.input_tokens,
+                stopped.usage.output_tokens,
+                stopped
+                    .error
+                    .as_deref()
+                    .map(|error| format!(": {}", paint(style::ERROR, error)))
+                    .unwrap_or_default(),
+            ),
+            EventPayload::BackgroundTaskCompleted(done) => format!(
+                "  {} {} {}: {}\n",
+                paint(style::HEADER, "background"),
+                paint(style::ID, &done.task_id),
+                done.state,
+                output::clip(
+                    &done
+                        .answer
+                        .as_deref()
+                        .or(done.error.as_deref())
+                        .unwrap_or("")
+                        .replace('\n', " "),
+                    100
+                ),
+            ),
         }
     }
 

@@ -630,6 +630,7 @@ fn not_authorized(call: &ToolCall) -> ToolExecutionResult {
 /// result per call, in call order.
 pub(crate) async fn run_batch(
     context: &TurnContext<'_>,
+    text: String,
     calls: Vec<ToolCall>,
     batch_index: u32,
     duplicates: &mut DuplicateTracker,
@@ -643,7 +644,7 @@ pub(crate) async fn run_batch(
         .assistant
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(
-        ModelMessage::assistant_with_calls(String::new(), calls.clone()),
+        ModelMessage::assistant_with_calls(text, calls.clone()),
     );
     let plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)> = calls
         .into_iter()

@@ -653,6 +653,17 @@ impl Turn {
         calls: Vec<ToolCall>,
         sink: &dyn EventSink,
     ) -> Result<Vec<CallResult>, CoreError> {
+        self.run_batch_with_text(String::new(), calls, sink).await
+    }
+
+    /// [`Turn::run_batch`] for an assistant message that also has `text` (what a model wrote
+    /// beside its calls): the stored message carries it, so a resumed session sends it back.
+    pub async fn run_batch_with_text(
+        &mut self,
+        text: String,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+    ) -> Result<Vec<CallResult>, CoreError> {
         let context = TurnContext {
             shared: &self.shared,
             session_id: &self.session_id,
@@ -668,9 +679,19 @@ impl Turn {
         };
         let index = self.batches;
         self.batches += 1;
-        let results = run_batch(&context, calls, index, &mut self.duplicates).await?;
+        let results = run_batch(&context, text, calls, index, &mut self.duplicates).await?;
         self.closed_calls += results.len() as u64;
         Ok(results)
+    }
+
+    /// Stores an event of the turn's host (an agent loop's `agent.stopped`, a background task's
+    /// `background_task.completed`) with the session's next sequence and hands it to `sink`.
+    pub fn record_event(
+        &self,
+        payload: EventPayload,
+        sink: &dyn EventSink,
+    ) -> Result<Event, CoreError> {
+        emit(&self.shared, &self.session_id, payload, sink)
     }
 
     /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.

@@ -40,6 +40,12 @@ pub enum EventPayload {
     /// A turn ended.
     #[serde(rename = "turn.completed")]
     TurnCompleted(TurnCompleted),
+    /// A model loop ended (clawsmith-agent): why, after how many requests, what it cost.
+    #[serde(rename = "agent.stopped")]
+    AgentStopped(AgentStopped),
+    /// A background sub-agent finished; stored once, with the notice its parent's model sees.
+    #[serde(rename = "background_task.completed")]
+    BackgroundTaskCompleted(BackgroundTaskCompleted),
 }
 
 impl EventPayload {
@@ -51,6 +57,8 @@ impl EventPayload {
             EventPayload::ToolStarted(_) => "tool.started",
             EventPayload::ToolCompleted(_) => "tool.completed",
             EventPayload::TurnCompleted(_) => "turn.completed",
+            EventPayload::AgentStopped(_) => "agent.stopped",
+            EventPayload::BackgroundTaskCompleted(_) => "background_task.completed",
         }
     }
 }
@@ -71,6 +79,58 @@ pub struct TurnCompleted {
     pub turn_id: String,
     /// Number of tool calls closed in the turn.
     pub tool_calls: u64,
+}
+
+/// `agent.stopped`: the end of a model loop (a `clawsmith run`, a sub-agent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStopped {
+    /// The loop's turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    /// `answered` (the model answered without calls), `max_turns`, `cancelled`, or `error` (the
+    /// provider failed).
+    pub stop_reason: String,
+    /// Model requests made.
+    pub turns: u32,
+    /// Tokens over all requests, as the provider reported them.
+    pub usage: TokenUsage,
+    /// The provider's error, for `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Token counts of a model loop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+/// `background_task.completed`: a background sub-agent's one notice to its parent (a cancelled
+/// task has none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTaskCompleted {
+    /// `bg_N`.
+    pub task_id: String,
+    /// `completed` or `failed`.
+    pub state: String,
+    /// The child session, when one was opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_session_id: Option<String>,
+    /// The child's stop reason, when it ran to an end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The child's answer (`completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    /// Why it failed (`failed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Which schemas a model request exposed (A9 request evidence).

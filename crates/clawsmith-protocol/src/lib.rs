@@ -59,8 +59,8 @@ mod tool;
 
 pub use cancel::{CancellationSignal, Cancelled};
 pub use event::{
-    BatchInfo, Event, EventPayload, ModelRequest, RequestComposition, ToolCompleted, ToolStarted,
-    TurnCompleted, TurnStarted,
+    AgentStopped, BackgroundTaskCompleted, BatchInfo, Event, EventPayload, ModelRequest,
+    RequestComposition, TokenUsage, ToolCompleted, ToolStarted, TurnCompleted, TurnStarted,
 };
 pub use message::{ModelMessage, Role, ToolCall, infer_status_from_content};
 pub use result::{

@@ -238,6 +238,11 @@ async fn cancelling_mid_batch_closes_every_call_and_the_session_goes_on() {
 async fn a_resumed_session_sends_the_stored_history() {
     let env = env();
     let server = ScriptedServer::queue(vec![
+        // The text beside the calls is stored with them and sent again.
+        Scripted::Reply(ScriptedReply {
+            text: "Let me read a.txt first.".to_owned(),
+            calls: vec![("read_file".to_owned(), r#"{"path":"a.txt"}"#.to_owned())],
+        }),
         Scripted::Reply(ScriptedReply::answer("first answer")),
         Scripted::Reply(ScriptedReply::answer("second answer")),
     ])
@@ -269,8 +274,104 @@ async fn a_resumed_session_sends_the_stored_history() {
     )
     .await
     .unwrap();
-    let texts = server.requests()[1].message_texts();
-    assert_eq!(texts, ["first task", "first answer", "second task"]);
+    let resumed = &server.requests()[2];
+    assert_eq!(
+        resumed.message_texts(),
+        [
+            "first task",
+            "Let me read a.txt first.",
+            "alpha\n",
+            "first answer",
+            "second task"
+        ]
+    );
+    // Anthropic: the text block precedes the tool_use block of the same assistant message.
+    let assistant = &resumed.body["messages"][1];
+    assert_eq!(assistant["role"], "assistant");
+    assert_eq!(assistant["content"][0]["type"], "text");
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+}
+
+/// `agent.stopped` as stored: (stopReason, turns, inputTokens, error).
+fn stopped(events: &[Event]) -> Vec<(String, u32, u64, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|event| match &event.payload {
+            EventPayload::AgentStopped(stopped) => Some((
+                stopped.stop_reason.clone(),
+                stopped.turns,
+                stopped.usage.input_tokens,
+                stopped.error.clone(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_stop_reason_is_stored_in_the_turn() {
+    let env = env();
+    let server = ScriptedServer::queue(vec![
+        Scripted::Reply(ScriptedReply::calls(&[(
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        )])),
+        Scripted::Reply(ScriptedReply::answer("done")),
+        Scripted::Reply(ScriptedReply::calls(&[(
+            "read_file",
+            r#"{"path":"b.txt"}"#,
+        )])),
+        Scripted::Status {
+            status: 400,
+            body: r#"{"error":{"message":"context too long"}}"#.to_owned(),
+            retry_after: None,
+        },
+    ])
+    .await
+    .unwrap();
+    let core = env.core(Vec::new());
+    let session = core.open_session(None).unwrap();
+    let sink = CollectingSink::new();
+    let provider = provider(&server, ProviderKind::Openai);
+    let outcome = run_task(&session, &provider, "one", RunOptions::new(), &sink)
+        .await
+        .unwrap();
+    let mut options = RunOptions::new();
+    options.max_turns = 1;
+    run_task(&session, &provider, "two", options, &sink)
+        .await
+        .unwrap();
+    run_task(&session, &provider, "three", RunOptions::new(), &sink)
+        .await
+        .unwrap_err();
+    let events = session.events().unwrap();
+    let usage = outcome.usage.input_tokens;
+    assert_eq!(
+        stopped(&events),
+        [
+            ("answered".to_owned(), 2, usage, None),
+            ("max_turns".to_owned(), 1, usage / 2, None),
+            (
+                "error".to_owned(),
+                1,
+                0,
+                Some(
+                    "openai:scripted-model refused the request (HTTP 400): context too long"
+                        .to_owned()
+                )
+            ),
+        ]
+    );
+    // Each is the last event of its turn before `turn.completed`, and the sink saw them too.
+    for (index, event) in events.iter().enumerate() {
+        if let EventPayload::AgentStopped(stopped) = &event.payload {
+            let EventPayload::TurnCompleted(completed) = &events[index + 1].payload else {
+                panic!("agent.stopped is not followed by turn.completed");
+            };
+            assert_eq!(stopped.turn_id.as_deref(), Some(completed.turn_id.as_str()));
+        }
+    }
+    assert_eq!(stopped(&sink.events()).len(), 3);
 }
 
 #[tokio::test]

@@ -287,6 +287,21 @@ fn tool_messages(session: &clawsmith_core::SessionHandle) -> Vec<clawsmith_proto
         .collect()
 }
 
+/// The stored `background_task.completed` events: (taskId, state, answer).
+fn completion_events(session: &clawsmith_core::SessionHandle) -> Vec<(String, String, String)> {
+    session
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|event| match event.payload {
+            clawsmith_protocol::EventPayload::BackgroundTaskCompleted(done) => {
+                Some((done.task_id, done.state, done.answer.unwrap_or_default()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn notices(session: &clawsmith_core::SessionHandle) -> usize {
     session
         .messages()
@@ -337,6 +352,12 @@ async fn a_background_task_notifies_its_parent_exactly_once() {
         .collect();
     assert_eq!(notice_texts.len(), 1);
     assert!(notice_texts[0].contains("scan found 2 files"));
+    // Stored once as an event too.
+    let stored = completion_events(&session);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0].0, "bg_1");
+    assert_eq!(stored[0].1, "completed");
+    assert!(stored[0].2.contains("scan found 2 files"), "{stored:?}");
     let tasks = subagents.background_tasks(session.id());
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0].state, TaskState::Completed);
@@ -376,6 +397,7 @@ async fn a_cancelled_background_task_never_notifies() {
     let tasks = subagents.background_tasks(session.id());
     assert_eq!(tasks[0].state, TaskState::Cancelled);
     assert_eq!(notices(&session), 0);
+    assert_eq!(completion_events(&session), []);
     let tools = tool_messages(&session);
     assert_eq!(tools[1].tool_status(), Some(ToolStatus::Success));
     assert_eq!(tools[2].tool_status(), Some(ToolStatus::Error));

@@ -108,9 +108,14 @@ fn run_answers_records_evidence_resumes_and_keeps_the_key_out_of_the_state() {
             "tool.started",
             "tool.completed",
             "model.request",
+            "agent.stopped",
             "turn.completed"
         ]
     );
+    let stopped = &lines[lines.len() - 3];
+    assert_eq!(stopped["stopReason"], "answered");
+    assert_eq!(stopped["turns"], 2);
+    assert_eq!(stopped["usage"]["inputTokens"], 22);
     let requests = server.requests();
     assert_eq!(requests.len(), 3, "the 429 was retried once");
     assert_eq!(
@@ -130,6 +135,17 @@ fn run_answers_records_evidence_resumes_and_keeps_the_key_out_of_the_state() {
     }
     assert!(show.stdout.contains("toolSchemaSha256"));
     assert!(show.stdout.contains("activatedTools"));
+    assert!(show.stdout.contains(r#""type":"agent.stopped""#));
+    // The timeline says why the run ended.
+    let timeline = fixture.run(&["session", "show", &session], "");
+    assert_eq!(timeline.code, 0, "{}", timeline.stderr);
+    assert!(
+        timeline
+            .stdout
+            .contains("agent answered after 2 requests · 22 in / 14 out tokens"),
+        "{}",
+        timeline.stdout
+    );
 
     // `--session` continues with the stored history.
     let second = run(&fixture, &config, &["--session", &session], "and now?");
