@@ -87,6 +87,9 @@ pub struct RunOptions<'a> {
     pub cancellation: CancellationSignal,
     /// Receives the answer's text as it streams; `None` asks for whole answers.
     pub text_sink: Option<&'a dyn TextSink>,
+    /// Overrides the provider's configured model for every request of this run (an agent
+    /// definition's `model`).
+    pub model: Option<String>,
     /// The host's sub-agents: their notices for this session are appended as user messages
     /// before each request, and an answer given while background tasks still run waits for
     /// them, so their notices reach a next request.
@@ -101,6 +104,7 @@ impl RunOptions<'_> {
             system: None,
             cancellation: CancellationSignal::new(),
             text_sink: None,
+            model: None,
             subagents: None,
         }
     }
@@ -206,6 +210,7 @@ async fn drive(
             system: options.system.clone(),
             messages: session.messages()?,
             tools: evidence.tools,
+            model: options.model.clone(),
         };
         progress.requests += 1;
         let reply = tokio::select! {

@@ -52,6 +52,12 @@
 //!   configuration names, sent only as a header, masked in `Debug`, and replaced by
 //!   `[REDACTED]` in every error and in replies (a server echoing it cannot get it into the
 //!   store); errors are also passed through the protocol's secret scanner.
+//! - **Agent definitions narrow, never widen.** A definition's `tools` become the child core's
+//!   `only_tools` on top of `read_only_tools` (a core built per such child from
+//!   [`subagent::SubagentConfig::child_config`], the same recipe as the read-only child core),
+//!   so what the request shows is the intersection and the `model.request` evidence says so;
+//!   its `model` replaces the configured model in the child's requests
+//!   ([`ProviderRequest::model`]).
 //! - **Sub-agents are the same loop, one level down.** A child is [`run_task`] in a session
 //!   opened with [`clawsmith_core::AgentCore::open_child_session`] (its parent stored) on a core
 //!   whose table holds only tools of effective risk `read`, so a child cannot write, run commands
@@ -87,8 +93,10 @@
 //! (the core's store does), and speaks no provider protocol beyond the two above. A background
 //! task's `background_task.completed` event is stored when its parent's loop picks the notice
 //! up (with the user message the model sees), so a parent that is not running a loop then has
-//! the notice waiting in memory, not yet in the store. Agent definitions' `tools` and `model` keys are read past, not applied: every child gets the
-//! read-only table and the host's provider. `delegate_worktree` needs the workspace to be the top
+//! the notice waiting in memory, not yet in the store. An agent definition's `tools` can only
+//! narrow a child's read-only table (a write tool it names is left out; a list naming no
+//! read-only tool is refused), and its `model` is sent to the host's provider (one provider per
+//! host: a definition cannot pick another server). `delegate_worktree` needs the workspace to be the top
 //! level of a git repository with a commit (`not_a_git_repository` otherwise); a patch the
 //! workspace's capture cannot record (a file over the capture's content limit, an ignored path)
 //! is applied but named as not undoable in the result, as for commands. A patch is applied from

@@ -21,6 +21,8 @@ pub struct ProviderRequest {
     pub messages: Vec<ModelMessage>,
     /// The tools shown, in table order.
     pub tools: Vec<ShownTool>,
+    /// Overrides the configured model for this request (an agent definition's `model`).
+    pub model: Option<String>,
 }
 
 /// Token counts as the provider reported them (zero when it did not).

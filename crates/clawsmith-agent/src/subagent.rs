@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clawsmith_core::{AgentCore, ExtensionTool, NullSink};
+use clawsmith_core::{AgentCore, CoreConfig, ExtensionTool, NullSink};
 use clawsmith_protocol::{
     BackgroundTaskCompleted, CancellationSignal, Capability, CapabilityDeclaration, ErrorCode,
     Risk, Tool, ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
@@ -49,7 +49,14 @@ pub struct SubagentConfig {
     pub max_concurrent: usize,
     /// With it, `delegate_worktree` and `worktree_apply` join the tools.
     pub worktree: Option<WorktreeConfig>,
+    /// Makes the configuration `child_core` was built from, so that an agent definition's
+    /// `tools` can narrow a child's table: a core is built per such child with `only_tools` set
+    /// (and `read_only_tools` forced on). Without it a definition that lists `tools` is refused.
+    pub child_config: Option<ChildConfigFn>,
 }
+
+/// Makes a child core's configuration (see [`SubagentConfig::child_config`]).
+pub type ChildConfigFn = Arc<dyn Fn() -> CoreConfig + Send + Sync>;
 
 impl SubagentConfig {
     /// The defaults: [`DEFAULT_CHILD_MAX_TURNS`], [`DEFAULT_CHILD_DEADLINE`],
@@ -62,6 +69,7 @@ impl SubagentConfig {
             deadline: DEFAULT_CHILD_DEADLINE,
             max_concurrent: MAX_CONCURRENT_CHILDREN,
             worktree: None,
+            child_config: None,
         }
     }
 }
@@ -131,10 +139,12 @@ fn now_ms() -> u64 {
 }
 
 /// How one child runs: the core it runs in, its instructions, its model requests.
-pub(crate) struct ChildRun<'a> {
-    pub core: &'a AgentCore,
+pub(crate) struct ChildRun {
+    pub core: AgentCore,
     pub system: String,
     pub max_turns: u32,
+    /// Overrides the provider's model (an agent definition's `model`).
+    pub model: Option<String>,
 }
 
 /// What a child returns to its parent.
@@ -253,7 +263,7 @@ impl Subagents {
         &self,
         parent: &str,
         task: &str,
-        child: ChildRun<'_>,
+        child: ChildRun,
         cancellation: CancellationSignal,
         on_session: impl FnOnce(&str),
     ) -> Result<ChildReport, String> {
@@ -283,6 +293,7 @@ impl Subagents {
         let mut options = RunOptions::new();
         options.max_turns = child.max_turns;
         options.system = Some(child.system);
+        options.model = child.model;
         options.cancellation = child_cancel;
         let outcome = run_task(
             &session,
@@ -307,15 +318,42 @@ impl Subagents {
         self.config.max_turns
     }
 
-    /// A read-only child: the configured child core, the definition's instructions and turns.
-    fn read_only_child(&self, agent: Option<&AgentDefinition>) -> ChildRun<'_> {
-        ChildRun {
-            core: &self.config.child_core,
+    /// A read-only child: the configured child core (or, for a definition that lists `tools`,
+    /// one holding only those of its tools), the definition's instructions, turns and model.
+    fn read_only_child(&self, agent: Option<&AgentDefinition>) -> Result<ChildRun, String> {
+        let core = match agent.and_then(|agent| agent.tools.as_ref().map(|tools| (agent, tools))) {
+            None => self.config.child_core.clone(),
+            Some((agent, tools)) => self.restricted_core(&agent.name, tools)?,
+        };
+        Ok(ChildRun {
+            core,
             system: child_system_prompt(agent),
             max_turns: agent
                 .and_then(|agent| agent.max_turns)
                 .unwrap_or(self.config.max_turns),
+            model: agent.and_then(|agent| agent.model.clone()),
+        })
+    }
+
+    /// A read-only core holding only `tools`; refuses a list naming none of the read-only tools.
+    fn restricted_core(&self, agent: &str, tools: &[String]) -> Result<AgentCore, String> {
+        let Some(make) = &self.config.child_config else {
+            return Err(format!(
+                "agent {agent:?} lists its tools, but this host cannot narrow a sub-agent's tools"
+            ));
+        };
+        let available = self.config.child_core.tools().names();
+        if !tools.iter().any(|tool| available.contains(&tool.as_str())) {
+            return Err(format!(
+                "agent {agent:?} lists the tools {} but none of them is a read-only tool here                  (available: {})",
+                tools.join(", "),
+                available.join(", ")
+            ));
         }
+        let mut config = make();
+        config.read_only_tools = true;
+        config.only_tools = Some(tools.iter().cloned().collect());
+        AgentCore::new(config).map_err(|error| format!("building agent {agent:?}'s core: {error}"))
     }
 
     fn finish_background(
@@ -446,12 +484,21 @@ impl Tool for DelegateTask {
                 },
                 None => None,
             };
+            let child = match self.subagents.read_only_child(agent.as_ref()) {
+                Ok(child) => child,
+                Err(message) => {
+                    return ToolOutput::Result(ToolExecutionResult::failure(
+                        ErrorCode::INVALID_ARGUMENTS,
+                        message,
+                    ));
+                }
+            };
             let report = self
                 .subagents
                 .run_child(
                     &context.session_id,
                     &task,
-                    self.subagents.read_only_child(agent.as_ref()),
+                    child,
                     context.cancellation.clone(),
                     |_| {},
                 )
@@ -572,7 +619,12 @@ impl Tool for DelegateBackground {
                     .run_child(
                         &parent,
                         &task,
-                        subagents.read_only_child(None),
+                        ChildRun {
+                            core: subagents.config.child_core.clone(),
+                            system: child_system_prompt(None),
+                            max_turns: subagents.config.max_turns,
+                            model: None,
+                        },
                         cancellation.clone(),
                         record,
                     )
@@ -728,6 +780,11 @@ pub struct AgentDefinition {
     pub description: String,
     /// Model requests for its children.
     pub max_turns: Option<u32>,
+    /// The only tools its children get (intersected with the read-only tools); `None`: all of
+    /// those.
+    pub tools: Option<Vec<String>>,
+    /// The model its children's requests name instead of the provider's.
+    pub model: Option<String>,
     /// The body.
     pub prompt: String,
 }
@@ -797,6 +854,8 @@ fn parse_agent(stem: &str, text: &str) -> Option<AgentDefinition> {
         name: stem.to_owned(),
         description: String::new(),
         max_turns: None,
+        tools: None,
+        model: None,
         prompt: body.to_owned(),
     };
     for line in front.lines() {
@@ -808,6 +867,18 @@ fn parse_agent(stem: &str, text: &str) -> Option<AgentDefinition> {
             "name" if !value.is_empty() => definition.name = value,
             "description" => definition.description = value,
             "max_turns" => definition.max_turns = Some(value.parse().ok().filter(|n| *n > 0)?),
+            // `Read, Grep` or `[read_file, search_files]`.
+            "tools" => {
+                let names: Vec<String> = value
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .split(',')
+                    .map(|name| name.trim().trim_matches(['"', '\'']).to_owned())
+                    .filter(|name| !name.is_empty())
+                    .collect();
+                definition.tools = (!names.is_empty()).then_some(names);
+            }
+            "model" if !value.is_empty() => definition.model = Some(value),
             _ => {}
         }
     }
@@ -820,25 +891,60 @@ mod tests {
 
     #[test]
     fn agent_front_matter() {
-        // (text, expected (name, max_turns, prompt))
-        type Expected<'a> = Option<(&'a str, Option<u32>, &'a str)>;
-        let table: [(&str, Expected<'_>); 4] = [
+        // (text, expected (name, max_turns, tools, model, prompt))
+        type Expected<'a> = Option<(
+            &'a str,
+            Option<u32>,
+            Option<Vec<&'a str>>,
+            Option<&'a str>,
+            &'a str,
+        )>;
+        let table: [(&str, Expected<'_>); 6] = [
             (
                 "---\nname: reviewer\ndescription: reads code\nmax_turns: 3\ntools: read_file\n---\nBe strict.\n",
-                Some(("reviewer", Some(3), "Be strict.\n")),
+                Some((
+                    "reviewer",
+                    Some(3),
+                    Some(vec!["read_file"]),
+                    None,
+                    "Be strict.\n",
+                )),
             ),
             (
                 "---\ndescription: x\n---\nbody",
-                Some(("stem", None, "body")),
+                Some(("stem", None, None, None, "body")),
+            ),
+            (
+                "---\ntools: [read_file, \"search_files\"]\nmodel: small-model\n---\n",
+                Some((
+                    "stem",
+                    None,
+                    Some(vec!["read_file", "search_files"]),
+                    Some("small-model"),
+                    "",
+                )),
+            ),
+            (
+                "---\ntools: Read, Grep\nmodel:\n---\n",
+                Some(("stem", None, Some(vec!["Read", "Grep"]), None, "")),
             ),
             ("no front matter", None),
             ("---\nmax_turns: zero\n---\n", None),
         ];
         for (text, expected) in table {
             let parsed = parse_agent("stem", text);
-            let got = parsed
-                .as_ref()
-                .map(|agent| (agent.name.as_str(), agent.max_turns, agent.prompt.as_str()));
+            let got = parsed.as_ref().map(|agent| {
+                (
+                    agent.name.as_str(),
+                    agent.max_turns,
+                    agent
+                        .tools
+                        .as_ref()
+                        .map(|tools| tools.iter().map(String::as_str).collect::<Vec<_>>()),
+                    agent.model.as_deref(),
+                    agent.prompt.as_str(),
+                )
+            });
             assert_eq!(got, expected, "{text}");
         }
     }

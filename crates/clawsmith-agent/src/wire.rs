@@ -114,7 +114,7 @@ fn openai_body(config: &ProviderConfig, request: &ProviderRequest, stream: bool)
         }
     }
     let mut body = json!({
-        "model": config.model,
+        "model": request.model.as_deref().unwrap_or(&config.model),
         "messages": messages,
         "max_tokens": config.max_tokens,
         "stream": stream,
@@ -198,7 +198,7 @@ fn anthropic_body(config: &ProviderConfig, request: &ProviderRequest, stream: bo
         .map(|(role, content)| json!({"role": role, "content": content}))
         .collect();
     let mut body = json!({
-        "model": config.model,
+        "model": request.model.as_deref().unwrap_or(&config.model),
         "max_tokens": config.max_tokens,
         "messages": messages,
         "stream": stream,
@@ -565,6 +565,7 @@ mod tests {
                 ModelMessage::text(Role::User, "more"),
             ],
             tools: Vec::new(),
+            model: None,
         };
         let body = anthropic_body(&config, &request, false);
         let roles: Vec<&str> = body["messages"]

@@ -541,9 +541,10 @@ impl DelegateWorktree {
                 &context.session_id,
                 &task,
                 ChildRun {
-                    core: &core,
+                    core: core.clone(),
                     system: worktree_system_prompt(&checkout),
                     max_turns: self.subagents.child_max_turns(),
+                    model: None,
                 },
                 context.cancellation.clone(),
                 |_| {},

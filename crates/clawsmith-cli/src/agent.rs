@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use clawsmith_agent::subagent::{SubagentConfig, Subagents};
+use clawsmith_agent::subagent::{ChildConfigFn, SubagentConfig, Subagents};
 use clawsmith_agent::worktree::WorktreeConfig;
 use clawsmith_agent::{HttpProvider, Provider, ProviderConfig, RunOptions, TextSink};
 use clawsmith_core::sandbox::SandboxConfig;
@@ -79,12 +79,22 @@ pub fn add_to_core(
     };
     // Children run in a core of their own over the same store and workspace: read tools only
     // (no writes, no commands, no delegate tools), the same rules and hooks.
-    let mut child = CoreConfig::new(&config.workspace_root, Arc::clone(&config.store));
-    child.policy = config.policy.clone();
-    child.hooks = config.hooks.clone();
-    child.read_only_tools = true;
-    let child_core = AgentCore::new(child).context("building the sub-agents' tool table")?;
+    let child_config: ChildConfigFn = {
+        let (workspace, store) = (config.workspace_root.clone(), Arc::clone(&config.store));
+        let (policy, hooks) = (config.policy.clone(), config.hooks.clone());
+        Arc::new(move || {
+            let mut child = CoreConfig::new(&workspace, Arc::clone(&store));
+            child.policy = policy.clone();
+            child.hooks = hooks.clone();
+            child.read_only_tools = true;
+            child
+        })
+    };
+    let child_core =
+        AgentCore::new(child_config()).context("building the sub-agents' tool table")?;
     let mut subagents = SubagentConfig::new(provider, child_core);
+    // Agent definitions that list their tools get a core of their own from the same recipe.
+    subagents.child_config = Some(child_config);
     // delegate_worktree: children writing in checkouts under the state dir (outside the
     // workspace), with the parent's rules, hooks, approver and sandbox.
     let mut worktree = WorktreeConfig::new(

@@ -71,6 +71,10 @@ pub struct CoreConfig {
     /// Whether only tools of effective risk `read` join the table (a sub-agent's core,
     /// clawsmith-agent). Off by default.
     pub read_only_tools: bool,
+    /// When set, only the tools named here join the table (a sub-agent whose definition lists
+    /// its `tools`, clawsmith-agent); names the table does not have are ignored. `None` (every
+    /// tool) by default.
+    pub only_tools: Option<BTreeSet<String>>,
     /// Where turn and call spans go (issue 22); the default records nothing.
     pub tracer: clawsmith_trace::Tracer,
     /// The parent of every turn's span: the caller's `traceparent` (CLI `--traceparent` or
@@ -102,6 +106,7 @@ impl CoreConfig {
             capture_content_limit: crate::capture::CAPTURE_CONTENT_LIMIT,
             capture_commands: true,
             read_only_tools: false,
+            only_tools: None,
             tracer: clawsmith_trace::Tracer::noop(),
             trace_parent: None,
         }
@@ -186,6 +191,7 @@ impl AgentCore {
             capture_commands,
             capture_content_limit,
             read_only_tools,
+            only_tools,
             tracer,
             trace_parent,
         } = config;
@@ -208,6 +214,12 @@ impl AgentCore {
             if read_only_tools
                 && clawsmith_security::ToolFacts::of(tool.as_ref()).effective_risk
                     != clawsmith_protocol::Risk::Read
+            {
+                return;
+            }
+            if only_tools
+                .as_ref()
+                .is_some_and(|only| !only.contains(tool.name()))
             {
                 return;
             }

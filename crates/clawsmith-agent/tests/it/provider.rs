@@ -17,6 +17,7 @@ fn request() -> ProviderRequest {
         system: Some("be brief".to_owned()),
         messages: vec![ModelMessage::text(Role::User, "hello")],
         tools: Vec::new(),
+        model: None,
     }
 }
 

@@ -278,6 +278,106 @@ async fn an_unknown_agent_definition_is_refused_with_the_known_names() {
     );
 }
 
+/// An agent definition's `tools` narrow its child's table (to read-only tools it names) and
+/// its `model` replaces the provider's in the child's requests; other children keep both.
+#[tokio::test]
+async fn an_agent_definitions_tools_and_model_reach_the_childs_requests() {
+    let env = env();
+    std::fs::create_dir_all(env.workspace.join(".clawsmith/agents")).unwrap();
+    std::fs::write(
+        env.workspace.join(".clawsmith/agents/finder.md"),
+        "---\nname: finder\ntools: read_file, search_files, write_file, Grep\nmodel: small-model\n---\nFind.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.workspace.join(".clawsmith/agents/writer.md"),
+        "---\nname: writer\ntools: write_file, run_command\n---\nWrite.\n",
+    )
+    .unwrap();
+    let server = parent_and_children(
+        vec![
+            calls(&[
+                (
+                    "delegate_task",
+                    r#"{"task":"find with finder","agent":"finder"}"#,
+                ),
+                ("delegate_task", r#"{"task":"find plainly"}"#),
+                ("delegate_task", r#"{"task":"write","agent":"writer"}"#),
+            ]),
+            answer("ok"),
+        ],
+        |request| {
+            answer(&format!(
+                "model {} tools {}",
+                request.body["model"].as_str().unwrap_or(""),
+                request.tool_names().join(",")
+            ))
+        },
+    )
+    .await;
+    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Openai));
+    let mut config = SubagentConfig::new(Arc::clone(&provider), env.child_core());
+    let (workspace, store) = (env.workspace.clone(), Arc::clone(&env.store));
+    config.child_config = Some(Arc::new(move || {
+        clawsmith_core::CoreConfig::new(&workspace, Arc::clone(&store))
+    }));
+    let subagents = Subagents::new(config);
+    let core = env.core(subagents.tools(&env.workspace));
+    let session = core.open_session(None).unwrap();
+    run_task(
+        &session,
+        provider.as_ref(),
+        "find",
+        RunOptions::new(),
+        &CollectingSink::new(),
+    )
+    .await
+    .unwrap();
+    let children: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .filter(|request| !is_parent(request))
+        .collect();
+    assert_eq!(
+        children.len(),
+        2,
+        "the writer was refused before any request"
+    );
+    let finder = children
+        .iter()
+        .find(|request| child_task(request) == "find with finder")
+        .unwrap();
+    assert_eq!(finder.body["model"], "small-model");
+    assert_eq!(finder.tool_names(), ["read_file", "search_files"]);
+    let plain = children
+        .iter()
+        .find(|request| child_task(request) == "find plainly")
+        .unwrap();
+    assert_eq!(plain.body["model"], "scripted-model");
+    assert!(plain.tool_names().len() > 2, "{:?}", plain.tool_names());
+    assert!(!plain.tool_names().contains(&"write_file".to_owned()));
+    let tools = tool_messages(&session);
+    assert_eq!(tools[2].tool_status(), Some(ToolStatus::Error));
+    assert_eq!(
+        tools[2]
+            .tool_result
+            .as_ref()
+            .unwrap()
+            .code
+            .as_ref()
+            .unwrap()
+            .as_str(),
+        "invalid_arguments"
+    );
+    assert!(
+        tools[2]
+            .content
+            .contains("none of them is a read-only tool here"),
+        "{}",
+        tools[2].content
+    );
+}
+
 fn tool_messages(session: &clawsmith_core::SessionHandle) -> Vec<clawsmith_protocol::ModelMessage> {
     session
         .messages()
