@@ -7,6 +7,7 @@ use clawsmith_protocol::{
     AgentStopped, BackgroundTaskCompleted, CancellationSignal, EventPayload, ModelMessage, Role,
     TokenUsage,
 };
+use clawsmith_trace::{SpanContext, semconv};
 use serde::Serialize;
 
 use crate::error::AgentError;
@@ -15,6 +16,9 @@ use crate::subagent::Subagents;
 
 /// Default bound on model requests of one run.
 pub const DEFAULT_MAX_TURNS: u32 = 50;
+
+/// The `gen_ai.agent.name` of a run that names none.
+pub const DEFAULT_AGENT_NAME: &str = "clawsmith";
 
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -90,6 +94,11 @@ pub struct RunOptions<'a> {
     /// Overrides the provider's configured model for every request of this run (an agent
     /// definition's `model`).
     pub model: Option<String>,
+    /// The agent's name on its `invoke_agent` span (`clawsmith` by default).
+    pub agent_name: String,
+    /// The parent of the run's `invoke_agent` span (a sub-agent: its tool call's span); `None`:
+    /// the core's configured parent, else a new trace.
+    pub trace_parent: Option<SpanContext>,
     /// The host's sub-agents: their notices for this session are appended as user messages
     /// before each request, and an answer given while background tasks still run waits for
     /// them, so their notices reach a next request.
@@ -105,6 +114,8 @@ impl RunOptions<'_> {
             cancellation: CancellationSignal::new(),
             text_sink: None,
             model: None,
+            agent_name: DEFAULT_AGENT_NAME.to_owned(),
+            trace_parent: None,
             subagents: None,
         }
     }
@@ -141,7 +152,16 @@ pub async fn run_task(
     sink: &dyn EventSink,
 ) -> Result<RunOutcome, AgentError> {
     session.append_message(&ModelMessage::text(Role::User, task))?;
-    let mut turn = session.begin_turn(sink)?;
+    // One `invoke_agent` span per loop; the turn (and so every tool call) is its child, and its
+    // context travels to the provider as `traceparent`.
+    let mut span = session.tracer().start(
+        options.trace_parent.as_ref().or(session.trace_parent()),
+        || semconv::invoke_agent_span_name(&options.agent_name),
+    );
+    span.set_attribute(semconv::GEN_AI_OPERATION_NAME, semconv::INVOKE_AGENT);
+    span.set_attribute(semconv::GEN_AI_AGENT_NAME, options.agent_name.clone());
+    span.set_attribute(semconv::GEN_AI_CONVERSATION_ID, session.id().to_owned());
+    let mut turn = session.begin_turn_under(sink, span.context())?;
     // The caller's signal reaches the turn's own: a batch sees it as a turn cancellation.
     let forward = {
         let outer = options.cancellation.clone();
@@ -152,7 +172,21 @@ pub async fn run_task(
         })
     };
     let mut progress = Progress::default();
-    let result = drive(session, &mut turn, provider, &options, &mut progress, sink).await;
+    let trace = span.context().map(|context| {
+        (
+            context.traceparent().to_string(),
+            context.trace_state.as_ref().map(ToString::to_string),
+        )
+    });
+    let result = drive(
+        session,
+        &mut turn,
+        provider,
+        (&options, trace),
+        &mut progress,
+        sink,
+    )
+    .await;
     forward.abort();
     let turn_id = turn.id().to_owned();
     // Why the loop ended is stored in its turn, also when the provider failed.
@@ -169,8 +203,23 @@ pub async fn run_task(
         },
         error: result.as_ref().err().map(ToString::to_string),
     };
+    span.set_attribute(semconv::CLAWSMITH_STOP_REASON, stopped.stop_reason.clone());
+    span.set_attribute(semconv::CLAWSMITH_REQUESTS, i64::from(progress.requests));
+    span.set_attribute(
+        semconv::GEN_AI_USAGE_INPUT_TOKENS,
+        i64::try_from(progress.usage.input_tokens).unwrap_or(i64::MAX),
+    );
+    span.set_attribute(
+        semconv::GEN_AI_USAGE_OUTPUT_TOKENS,
+        i64::try_from(progress.usage.output_tokens).unwrap_or(i64::MAX),
+    );
+    if let Some(error) = &stopped.error {
+        span.set_attribute(semconv::ERROR_TYPE, "provider");
+        span.set_error(error.clone());
+    }
     let recorded = turn.record_event(EventPayload::AgentStopped(stopped), sink);
     turn.finish(sink)?;
+    span.end();
     let stop_reason = result?;
     recorded?;
     Ok(RunOutcome {
@@ -187,10 +236,11 @@ async fn drive(
     session: &SessionHandle,
     turn: &mut Turn,
     provider: &dyn Provider,
-    options: &RunOptions<'_>,
+    (options, trace): (&RunOptions<'_>, Option<(String, Option<String>)>),
     progress: &mut Progress,
     sink: &dyn EventSink,
 ) -> Result<StopReason, AgentError> {
+    let (traceparent, tracestate) = trace.unzip();
     let cancellation = &options.cancellation;
     while progress.requests < options.max_turns.max(1) {
         if cancellation.is_cancelled() {
@@ -211,6 +261,8 @@ async fn drive(
             messages: session.messages()?,
             tools: evidence.tools,
             model: options.model.clone(),
+            traceparent: traceparent.clone(),
+            tracestate: tracestate.clone().flatten(),
         };
         progress.requests += 1;
         let reply = tokio::select! {

@@ -163,6 +163,13 @@ impl HttpProvider {
             .header("content-type", "application/json")
             .header("x-request-id", &request.request_id)
             .body(body.to_owned());
+        // W3C trace context: a traced model server continues the loop's trace.
+        if let Some(traceparent) = &request.traceparent {
+            builder = builder.header("traceparent", traceparent);
+            if let Some(tracestate) = &request.tracestate {
+                builder = builder.header("tracestate", tracestate);
+            }
+        }
         builder = match (self.config.kind, &self.api_key) {
             (ProviderKind::Openai, Some(key)) => builder.bearer_auth(key),
             (ProviderKind::Openai, None) => builder,

@@ -40,6 +40,15 @@
 //!   sends it back; `agent.stopped {stopReason, turns, usage, error?}` is the turn's last event
 //!   before `turn.completed`, also when the provider failed (`error`); a background task's one
 //!   notice is a `background_task.completed` event beside the user message carrying it.
+//! - **A loop is a span, and its requests carry it.** [`run_task`] starts an
+//!   `invoke_agent {name}` span with the core's tracer ([`clawsmith_core::SessionHandle::tracer`];
+//!   parent: [`RunOptions::trace_parent`], else the core's), begins its turn under it
+//!   ([`clawsmith_core::SessionHandle::begin_turn_under`]) so every `execute_tool` span is
+//!   beneath, and sends its context as `traceparent`/`tracestate` on each provider request; the
+//!   stop reason, request count and token usage are its attributes. A sub-agent's parent is its
+//!   delegating call's span (the call's `ToolExecutionContext::trace`). Without a tracer the
+//!   span records nothing and its context is the parent's, so an incoming trace still reaches
+//!   the provider.
 //! - **Cancellation closes, never abandons.** The caller's signal is forwarded to the turn's: a
 //!   running batch closes its calls `cancelled` through the core, a request in flight is dropped,
 //!   and the turn is finished. The history stays sendable (every call has its result).
@@ -114,7 +123,7 @@ mod wire;
 pub mod worktree;
 
 pub use crate::agent_loop::{
-    DEFAULT_MAX_TURNS, Inbox, RunOptions, RunOutcome, StopReason, run_task,
+    DEFAULT_AGENT_NAME, DEFAULT_MAX_TURNS, Inbox, RunOptions, RunOutcome, StopReason, run_task,
 };
 pub use crate::config::{
     DEFAULT_MAX_RETRIES, DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_SECS, DEFAULT_RETRY_BASE_MS,

@@ -23,6 +23,11 @@ pub struct ProviderRequest {
     pub tools: Vec<ShownTool>,
     /// Overrides the configured model for this request (an agent definition's `model`).
     pub model: Option<String>,
+    /// The W3C `traceparent` of the loop's `invoke_agent` span, sent as a header so a traced
+    /// model server joins the trace; `None` when there is no trace.
+    pub traceparent: Option<String>,
+    /// The `tracestate` passed along with it.
+    pub tracestate: Option<String>,
 }
 
 /// Token counts as the provider reported them (zero when it did not).

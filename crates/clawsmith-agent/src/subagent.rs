@@ -18,6 +18,7 @@ use clawsmith_protocol::{
     BackgroundTaskCompleted, CancellationSignal, Capability, CapabilityDeclaration, ErrorCode,
     Risk, Tool, ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
+use clawsmith_trace::{SpanContext, TraceParent, TraceState};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
@@ -145,6 +146,21 @@ pub(crate) struct ChildRun {
     pub max_turns: u32,
     /// Overrides the provider's model (an agent definition's `model`).
     pub model: Option<String>,
+    /// `gen_ai.agent.name` of its `invoke_agent` span: the definition's name, else the tool's.
+    pub agent_name: String,
+    /// The parent of that span: the delegating call's `execute_tool` span.
+    pub trace_parent: Option<SpanContext>,
+}
+
+/// The span context of the call `context` belongs to (its `execute_tool` span), when traced.
+pub(crate) fn call_span(context: &ToolExecutionContext) -> Option<SpanContext> {
+    let headers = context.trace.as_ref()?;
+    let parent = TraceParent::parse(&headers.traceparent).ok()?;
+    let state = headers
+        .tracestate
+        .as_deref()
+        .and_then(|state| TraceState::parse(state).ok());
+    Some(SpanContext::from_parent(parent, state))
 }
 
 /// What a child returns to its parent.
@@ -294,6 +310,8 @@ impl Subagents {
         options.max_turns = child.max_turns;
         options.system = Some(child.system);
         options.model = child.model;
+        options.agent_name = child.agent_name;
+        options.trace_parent = child.trace_parent;
         options.cancellation = child_cancel;
         let outcome = run_task(
             &session,
@@ -332,6 +350,9 @@ impl Subagents {
                 .and_then(|agent| agent.max_turns)
                 .unwrap_or(self.config.max_turns),
             model: agent.and_then(|agent| agent.model.clone()),
+            agent_name: agent
+                .map_or_else(|| "delegate_task".to_owned(), |agent| agent.name.clone()),
+            trace_parent: None,
         })
     }
 
@@ -485,7 +506,10 @@ impl Tool for DelegateTask {
                 None => None,
             };
             let child = match self.subagents.read_only_child(agent.as_ref()) {
-                Ok(child) => child,
+                Ok(child) => ChildRun {
+                    trace_parent: call_span(&context),
+                    ..child
+                },
                 Err(message) => {
                     return ToolOutput::Result(ToolExecutionResult::failure(
                         ErrorCode::INVALID_ARGUMENTS,
@@ -604,6 +628,7 @@ impl Tool for DelegateBackground {
                 );
             let parent = context.session_id.clone();
             let id = task_id.clone();
+            let trace_parent = call_span(&context);
             tokio::spawn(async move {
                 let record = |child: &str| {
                     if let Some(task) = subagents
@@ -624,6 +649,8 @@ impl Tool for DelegateBackground {
                             system: child_system_prompt(None),
                             max_turns: subagents.config.max_turns,
                             model: None,
+                            agent_name: "delegate_background".to_owned(),
+                            trace_parent,
                         },
                         cancellation.clone(),
                         record,

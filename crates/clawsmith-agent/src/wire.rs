@@ -566,6 +566,8 @@ mod tests {
             ],
             tools: Vec::new(),
             model: None,
+            traceparent: None,
+            tracestate: None,
         };
         let body = anthropic_body(&config, &request, false);
         let roles: Vec<&str> = body["messages"]

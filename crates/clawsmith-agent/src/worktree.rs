@@ -68,6 +68,8 @@ pub struct WorktreeConfig {
     /// The parent's sandbox; the checkout becomes its workspace, protected paths that contain
     /// the checkout (the state dir) are dropped, and the main repository's `.git` is added.
     pub sandbox: SandboxConfig,
+    /// Where the child's spans go (the parent's tracer); none by default.
+    pub tracer: clawsmith_trace::Tracer,
 }
 
 impl WorktreeConfig {
@@ -81,6 +83,7 @@ impl WorktreeConfig {
             hooks: Vec::new(),
             approver: None,
             sandbox: SandboxConfig::new(workspace),
+            tracer: clawsmith_trace::Tracer::noop(),
         }
     }
 
@@ -99,6 +102,7 @@ impl WorktreeConfig {
         sandbox.protected_paths.push(main_git.to_path_buf());
         sandbox.workspace_identity = None;
         config.sandbox = sandbox;
+        config.tracer = self.tracer.clone();
         AgentCore::new(config).map_err(|error| format!("building the child's core: {error}"))
     }
 }
@@ -545,6 +549,8 @@ impl DelegateWorktree {
                     system: worktree_system_prompt(&checkout),
                     max_turns: self.subagents.child_max_turns(),
                     model: None,
+                    agent_name: "delegate_worktree".to_owned(),
+                    trace_parent: crate::subagent::call_span(context),
                 },
                 context.cancellation.clone(),
                 |_| {},

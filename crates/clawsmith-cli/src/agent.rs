@@ -82,11 +82,14 @@ pub fn add_to_core(
     let child_config: ChildConfigFn = {
         let (workspace, store) = (config.workspace_root.clone(), Arc::clone(&config.store));
         let (policy, hooks) = (config.policy.clone(), config.hooks.clone());
+        let tracer = config.tracer.clone();
         Arc::new(move || {
             let mut child = CoreConfig::new(&workspace, Arc::clone(&store));
             child.policy = policy.clone();
             child.hooks = hooks.clone();
             child.read_only_tools = true;
+            // A child's spans go where the parent's go (its parent span comes with each call).
+            child.tracer = tracer.clone();
             child
         })
     };
@@ -106,6 +109,7 @@ pub fn add_to_core(
     worktree.hooks = config.hooks.clone();
     worktree.approver = config.approver.clone();
     worktree.sandbox = sandbox.clone();
+    worktree.tracer = config.tracer.clone();
     subagents.worktree = Some(worktree);
     let subagents = Subagents::new(subagents);
     config

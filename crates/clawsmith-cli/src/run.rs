@@ -247,6 +247,9 @@ pub fn build_core(
         }
         config.extension_tools = startup.tools;
     }
+    // clawsmith-trace: OTLP export and the caller's TRACEPARENT (issue 22); before the
+    // sub-agents, whose cores take the same tracer.
+    crate::traces::configure(&mut config)?;
     // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
     crate::agent::add_to_core(
         state_dir,
@@ -274,8 +277,6 @@ pub fn build_core(
     )?);
     // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
     crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);
-    // clawsmith-trace: OTLP export and the caller's TRACEPARENT (issue 22).
-    crate::traces::configure(&mut config)?;
     if let Lifetime::LongLived { command_logs } = lifetime {
         let log_dir = command_logs.to_path_buf();
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))

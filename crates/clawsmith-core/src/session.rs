@@ -163,6 +163,18 @@ impl SessionHandle {
         &self.recovery
     }
 
+    /// The core's tracer (issue 22): a host that wraps its turns in spans of its own
+    /// (clawsmith-agent's `invoke_agent`) starts them with it, then passes the span to
+    /// [`SessionHandle::begin_turn_under`].
+    pub fn tracer(&self) -> &clawsmith_trace::Tracer {
+        &self.shared.tracer
+    }
+
+    /// The parent turns get by default ([`crate::CoreConfig::trace_parent`]).
+    pub fn trace_parent(&self) -> Option<&clawsmith_trace::SpanContext> {
+        self.shared.trace_parent.as_ref()
+    }
+
     /// The session's messages.
     pub fn messages(&self) -> Result<Vec<ModelMessage>, CoreError> {
         Ok(self.shared.store.messages(&self.id)?)

@@ -33,6 +33,25 @@ pub const EVENT_HOOK: &str = "clawsmith.hook";
 /// Span event: the permission check decided.
 pub const EVENT_PERMISSION: &str = "clawsmith.permission";
 
+/// `gen_ai.operation.name` of an agent's model loop (clawsmith-agent: a run, a sub-agent), and
+/// the first word of its span name.
+pub const INVOKE_AGENT: &str = "invoke_agent";
+/// The agent's name (`clawsmith`, a sub-agent tool's name, an agent definition's name).
+pub const GEN_AI_AGENT_NAME: &str = "gen_ai.agent.name";
+/// Prompt tokens over the loop's requests.
+pub const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+/// Generated tokens over the loop's requests.
+pub const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+/// Why an agent's loop ended (`answered`, `max_turns`, `cancelled`, `error`).
+pub const CLAWSMITH_STOP_REASON: &str = "clawsmith.stop_reason";
+/// Model requests an agent's loop made.
+pub const CLAWSMITH_REQUESTS: &str = "clawsmith.requests";
+
+/// The span name of an agent's model loop: `invoke_agent {gen_ai.agent.name}`.
+pub fn invoke_agent_span_name(agent: &str) -> String {
+    format!("{INVOKE_AGENT} {agent}")
+}
+
 /// The span name of a tool call: `execute_tool {gen_ai.tool.name}`.
 pub fn execute_tool_span_name(tool: &str) -> String {
     format!("{EXECUTE_TOOL} {tool}")

@@ -6,4 +6,5 @@ mod agent_loop;
 mod provider;
 mod subagent;
 mod support;
+mod traces;
 mod worktree;

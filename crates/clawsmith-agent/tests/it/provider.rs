@@ -18,6 +18,8 @@ fn request() -> ProviderRequest {
         messages: vec![ModelMessage::text(Role::User, "hello")],
         tools: Vec::new(),
         model: None,
+        traceparent: None,
+        tracestate: None,
     }
 }
 

@@ -443,3 +443,45 @@ fn run_applies_a_worktree_patch_and_undo_restores_the_workspace() {
     assert_eq!(undo.json()["outcome"], "undone", "{}", undo.stdout);
     assert_eq!(tree(&fixture.ws()), before);
 }
+
+/// The caller's `TRACEPARENT` reaches the provider: without an exporter clawsmith records no
+/// span, so the request carries the caller's context unchanged (the W3C rule).
+#[test]
+fn run_passes_the_callers_traceparent_to_the_provider() {
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::queue(vec![Scripted::Reply(
+            ScriptedReply::answer("traced"),
+        )]))
+        .unwrap();
+    let fixture = Fixture::new();
+    let config = write_config(&fixture, &server, "anthropic");
+    let (ws, state) = (fixture.ws(), fixture.state());
+    let outcome = run_binary_with(
+        &[
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--json",
+            "run",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "task",
+        ],
+        "",
+        |command| {
+            command
+                .env(KEY_VARIABLE, KEY)
+                .env("TRACEPARENT", PARENT)
+                .env("TRACESTATE", "rojo=00f067aa0ba902b7")
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        },
+    );
+    assert_eq!(outcome.code, 0, "{}", outcome.stderr);
+    let request = &server.requests()[0];
+    assert_eq!(request.headers["traceparent"], PARENT);
+    assert_eq!(request.headers["tracestate"], "rojo=00f067aa0ba902b7");
+}
