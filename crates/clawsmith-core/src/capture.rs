@@ -8,16 +8,66 @@
 //! [`CAPTURE_CONTENT_LIMIT`] sits in the store's blob table before the command starts, so a
 //! file the command rewrites or deletes can be put back. The manifest is kept per session in
 //! memory and refreshed incrementally: only files whose stamp moved are read again.
+//!
+//! # Not passing over an unchanged tree: the workspace watch
+//!
+//! A full refresh `lstat`s every entry of the tree (20,000 per 20,000-file workspace, before and
+//! after each command). From a core's second captured command on (a one-shot `clawsmith call`
+//! never pays for it), the core keeps one [`WorkspaceWatch`] of its workspace across commands:
+//! an inotify instance with one watch per directory, each added right before the directory is
+//! read. A refresh then drains the events and `lstat`s only the entries they name, listing whole
+//! only the subtrees of directories that appeared, moved or changed (watching them before
+//! listing them). Several sessions share the watch; each takes its own share of the events.
+//!
+//! Why that finds every change a full pass finds, and where it falls back to the full pass:
+//!
+//! - **Order.** A directory is watched before it is listed, and events are drained before the
+//!   entries they name are looked at; events that arrive later stay queued for the next refresh.
+//!   So every change after a look at an entry is an event a later refresh sees (at worst an entry
+//!   is looked at once more than needed).
+//! - **What inotify reports.** Creation, removal, renames in both directions, writes
+//!   (`IN_MODIFY`, also for `truncate`, `fallocate`, `copy_file_range`), closes after writing,
+//!   and mode/owner/time changes (`IN_ATTRIB`) of every entry of a watched directory, through
+//!   any path and from any mount namespace: watches are on inodes, so the sandbox's bind mount of
+//!   the workspace reports like the host's own path. Not on file systems where other machines or
+//!   a user-space server write (NFS, FUSE, 9p, virtiofs): the watch is only used where the root
+//!   and every directory on another device are on a local disk file system, tmpfs or overlayfs.
+//! - **Writes through a shared mapping** after the file descriptor was closed make no event.
+//!   But the mapping needs a descriptor opened for writing, whose close is an `IN_CLOSE_WRITE`
+//!   for that path, and the file is looked at when the next refresh runs: for a foreground
+//!   command that is after it ended, and the sandbox guarantees nothing of it survives the call,
+//!   so no mapping of it can write any more. A *background* command's processes can: while one
+//!   of the core's background commands runs, and for the first refresh after a refresh that saw
+//!   one running, every refresh is a full pass. A process outside clawsmith that writes through a
+//!   mapping it made before the last full pass is the one writer left unseen, and the same holds
+//!   for a hard link an outside process makes into the workspace from elsewhere (no event names
+//!   the workspace's path): both are bounded by a full pass at least every
+//!   [`FULL_PASS_EVERY`] per session (and the first command of each session is one).
+//! - **Hard links.** A write through one name is an event for that name only. Files with several
+//!   links seen by the last full pass are looked at on every refresh; a file that gains a second
+//!   link (`ln`, into an ignored folder too) makes that refresh a full pass, which finds every
+//!   name.
+//! - **Directories moved in** (from outside the workspace, or from elsewhere in it) carry files
+//!   that never had an event: `IN_MOVED_TO` on a directory lists its subtree whole, watching each
+//!   folder before reading it. A directory moved *out* drops its entries; its watch's later events
+//!   no longer map to workspace paths.
+//! - **Which files count.** A change to an ignore file (`.gitignore`, `.ignore`, `.git`,
+//!   `.git/info/exclude`) changes which files are captured: full pass. So does a queue
+//!   overflow, an unmount, a directory that cannot be watched (the per-user watch limit, `ENOSPC`:
+//!   the watch is then given up for the core), a changed entry whose folder the watch does not know,
+//!   and a last listing cut short at [`OTHER_ENTRIES_MAX`] ignored entries.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clawsmith_checkpoint::Store;
 use clawsmith_fs::{
-    ChangeOrigin, ChangeRecorder, FileStamp, OTHER_ENTRIES_MAX, PostState, PriorState,
-    SYMLINK_MODE, Uncaptured, Workspace, escape_control,
+    ChangeOrigin, ChangeRecorder, FileListing, FileStamp, ListingChanges, OTHER_ENTRIES_MAX,
+    PostState, PriorState, SYMLINK_MODE, Uncaptured, Workspace, WorkspaceWatch, escape_control,
 };
 use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
+use clawsmith_sandbox::{CommandExecutionService, CommandState};
 
 use crate::core::Shared;
 use crate::pipeline::execute_tool;
@@ -70,6 +120,12 @@ struct Manifest {
     /// The hash of this manifest's encoding when it is in the store as is (a manifest that did
     /// not change since is not stored again).
     persisted: Option<[u8; 32]>,
+    /// When the last full pass behind this manifest started (`None`: never, or read back from
+    /// the store): past [`FULL_PASS_EVERY`] the next refresh is a full pass again.
+    verified_at: Option<Instant>,
+    /// A background command was running during the refresh that made this manifest: the next
+    /// refresh is a full pass (its processes may write where inotify does not look).
+    background_during: bool,
 }
 
 /// The manifests of the sessions of one core, by session id, with when each was last used.
@@ -78,6 +134,47 @@ pub(crate) struct Captures {
     manifests: Mutex<Manifests>,
     /// Files larger than this are hashed, not stored ([`CAPTURE_CONTENT_LIMIT`] by default).
     content_limit: u64,
+    /// The workspace's inotify watch, shared by the sessions (see the module docs).
+    watching: Mutex<Watching>,
+    /// The core's background commands: while one runs, refreshes are full passes.
+    background: Option<Arc<CommandExecutionService>>,
+    /// Refreshes so far, by kind.
+    passes: Mutex<CapturePasses>,
+}
+
+/// How a core's command capture refreshed its manifests ([`AgentCore::capture_passes`]).
+///
+/// [`AgentCore::capture_passes`]: crate::AgentCore::capture_passes
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CapturePasses {
+    /// Passes over the whole tree (one `lstat` per entry).
+    pub full: u64,
+    /// Refreshes that looked only at what the workspace watch's events named.
+    pub from_events: u64,
+}
+
+/// The core's watch of its workspace.
+#[derive(Debug, Default)]
+struct Watching {
+    /// Built at the core's second captured command (a one-shot process never pays for it).
+    watch: Option<WorkspaceWatch>,
+    /// Commands captured so far.
+    commands: u64,
+    /// The workspace cannot be watched (no inotify, or a file system it does not see every
+    /// writer of): full passes only.
+    unavailable: bool,
+}
+
+/// Even when every event says nothing changed, a session's manifest is rebuilt by a full pass at
+/// least this often: the bound on what inotify cannot see (see the module docs).
+pub(crate) const FULL_PASS_EVERY: Duration = Duration::from_secs(60);
+
+/// Where a refresh's entries come from.
+enum Listing {
+    /// A pass over the whole tree.
+    Full(FileListing),
+    /// Only what the watch's events named since the session's previous refresh.
+    Changes(ListingChanges),
 }
 
 #[derive(Debug, Default)]
@@ -103,7 +200,110 @@ impl Captures {
         Captures {
             manifests: Mutex::default(),
             content_limit,
+            watching: Mutex::default(),
+            background: None,
+            passes: Mutex::default(),
         }
+    }
+
+    pub(crate) fn passes(&self) -> CapturePasses {
+        *self
+            .passes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Refreshes are full passes while one of `service`'s commands runs.
+    pub(crate) fn with_background(mut self, service: Option<Arc<CommandExecutionService>>) -> Self {
+        self.background = service;
+        self
+    }
+
+    /// Whether a background command of this core is running now.
+    fn background_running(&self) -> bool {
+        self.background.as_ref().is_some_and(|service| {
+            service
+                .list()
+                .iter()
+                .any(|command| command.state == CommandState::Running)
+        })
+    }
+
+    /// The entries to refresh `previous` with: what the watch's events named when they can be
+    /// trusted, else a full pass (watched, so that the next refresh can use the events). Also
+    /// returns whether a background command is running.
+    fn listing(
+        &self,
+        workspace: &Workspace,
+        session_id: &str,
+        previous: &Manifest,
+    ) -> (Listing, bool) {
+        let background = self.background_running();
+        let mut watching = self
+            .watching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let full = background
+            || previous.background_during
+            || previous
+                .verified_at
+                .is_none_or(|at| at.elapsed() >= FULL_PASS_EVERY);
+        let listing = match watching.watch.as_mut() {
+            Some(watch) => {
+                let changes = if full {
+                    None
+                } else {
+                    workspace.changes_since(watch, session_id)
+                };
+                match changes {
+                    Some(changes) => Listing::Changes(changes),
+                    None => Listing::Full(workspace.list_files_watched(watch, session_id)),
+                }
+            }
+            None => Listing::Full(workspace.list_files()),
+        };
+        let mut passes = self
+            .passes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match listing {
+            Listing::Full(_) => passes.full += 1,
+            Listing::Changes(_) => passes.from_events += 1,
+        }
+        (listing, background)
+    }
+
+    /// Counts a command; from the core's second one on, the workspace is watched.
+    fn count_command(&self, workspace: &Workspace) {
+        let mut watching = self
+            .watching
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        watching.commands += 1;
+        if watching.commands >= 2 && watching.watch.is_none() && !watching.unavailable {
+            watching.watch = workspace.watch();
+            watching.unavailable = watching.watch.is_none();
+        }
+    }
+
+    /// Refreshes `previous` for `session_id`: its entries from [`Captures::listing`]. `None`
+    /// when the watch's events say nothing changed (then `previous` is still right: no copy is
+    /// made). Also returns whether a background command is running.
+    fn refresh_session(
+        &self,
+        workspace: &Workspace,
+        store: &Store,
+        session_id: &str,
+        previous: &Manifest,
+    ) -> (Option<(Manifest, Vec<String>)>, bool) {
+        let (listing, background) = self.listing(workspace, session_id, previous);
+        if let Listing::Changes(changes) = &listing
+            && changes.is_empty()
+        {
+            return (None, background);
+        }
+        let refreshed = refresh(workspace, store, previous, listing, self.content_limit);
+        (Some(refreshed), background)
     }
 
     /// Brings the session's manifest up to date right before a command and takes it out of the
@@ -117,8 +317,12 @@ impl Captures {
         store: &Store,
         origin: &ChangeOrigin,
     ) -> Manifest {
+        self.count_command(workspace);
         let previous = self.take(&origin.session_id);
-        let (mut manifest, _) = refresh(workspace, store, &previous, self.content_limit);
+        let (refreshed, background) =
+            self.refresh_session(workspace, store, &origin.session_id, &previous);
+        let mut manifest = refreshed.map_or(previous, |(manifest, _)| manifest);
+        manifest.background_during = background;
         // The manifest is stored again only when it changed, or when a `prune` freed it.
         let mut persisted = manifest.persisted;
         for attempt in 0..2 {
@@ -169,19 +373,29 @@ impl Captures {
         store: &Store,
         recorder: &dyn ChangeRecorder,
         origin: &ChangeOrigin,
-        before: &Manifest,
+        before: Manifest,
     ) -> Vec<NotCaptured> {
-        let (after, candidates) = refresh(workspace, store, before, self.content_limit);
-        let mut not_captured = record_differences(
-            store,
-            recorder,
-            origin,
-            before,
-            &after,
-            &candidates,
-            self.content_limit,
-        );
-        not_captured.extend(uncaptured_differences(before, &after));
+        let noted = before.persisted.is_some();
+        let (refreshed, background) =
+            self.refresh_session(workspace, store, &origin.session_id, &before);
+        let (mut after, not_captured) = match refreshed {
+            Some((after, candidates)) => {
+                let mut not_captured = record_differences(
+                    store,
+                    recorder,
+                    origin,
+                    &before,
+                    &after,
+                    &candidates,
+                    self.content_limit,
+                );
+                not_captured.extend(uncaptured_differences(&before, &after));
+                (after, not_captured)
+            }
+            // Nothing changed: the manifest before is the one after.
+            None => (before, Vec::new()),
+        };
+        after.background_during = background;
         // So that undo can name them too, not only this command's result.
         let entries: Vec<(String, String)> = not_captured
             .iter()
@@ -195,7 +409,7 @@ impl Captures {
         ) {
             tracing::warn!(%error, "the paths left out of the command capture could not be recorded");
         }
-        if before.persisted.is_some() {
+        if noted {
             // Recorded: a later open must not record these changes again.
             if let Err(error) =
                 store.end_command_capture(&origin.session_id, &origin.turn_id, &origin.tool_call_id)
@@ -229,9 +443,20 @@ impl Captures {
                 .min_by_key(|(_, (used, _))| *used)
                 .map(|(session, _)| session.clone());
             match oldest {
-                Some(session) => manifests.by_session.remove(&session),
+                Some(session) => {
+                    manifests.by_session.remove(&session);
+                    if let Some(watch) = self
+                        .watching
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .watch
+                        .as_mut()
+                    {
+                        watch.forget(&session);
+                    }
+                }
                 None => break,
-            };
+            }
         }
     }
 
@@ -269,28 +494,57 @@ fn not_captured_note(not_captured: &[NotCaptured]) -> Option<String> {
     Some(lines.join("\n"))
 }
 
-/// Lists the workspace and reads every file whose stamp differs from `previous` (content into
-/// the store up to the limit, hash only above it). A file that cannot be read is listed as
-/// unreadable, never absent. Also returns, sorted, the paths that may differ from `previous`:
-/// those whose stamp moved, new ones and gone ones (every other path is the same by stamp).
+/// Reads every file of `listing` whose stamp differs from `previous` (content into the store up
+/// to the limit, hash only above it), and takes the rest from `previous`. A file that cannot be
+/// read is listed as unreadable, never absent. Also returns, sorted, the paths that may differ
+/// from `previous`: those whose stamp moved, new ones and gone ones (every other path is the
+/// same by stamp).
 fn refresh(
     workspace: &Workspace,
     store: &Store,
     previous: &Manifest,
+    listing: Listing,
     content_limit: u64,
 ) -> (Manifest, Vec<String>) {
-    let listing = workspace.list_files();
-    let mut manifest = Manifest {
-        files: HashMap::with_capacity(listing.files.len() + listing.links.len()),
-        others: listing.others,
-        others_truncated: listing.others_truncated,
-        persisted: None,
-    };
     let mut candidates = Vec::new();
+    let (mut manifest, files, links, full) = match listing {
+        Listing::Full(listing) => {
+            let manifest = Manifest {
+                files: HashMap::with_capacity(listing.files.len() + listing.links.len()),
+                others: listing.others,
+                others_truncated: listing.others_truncated,
+                persisted: None,
+                verified_at: Some(Instant::now()),
+                background_during: false,
+            };
+            (manifest, listing.files, listing.links, true)
+        }
+        Listing::Changes(changes) => {
+            let mut manifest = Manifest {
+                persisted: None,
+                ..previous.clone()
+            };
+            // What the changes cover is replaced by what they list there; the rest stays.
+            let found = &changes.listing;
+            manifest.files.retain(|path, _| {
+                if !changes.covers(path) {
+                    return true;
+                }
+                if !found.files.contains_key(path) && !found.links.contains_key(path) {
+                    candidates.push(path.clone());
+                }
+                false
+            });
+            manifest.others.retain(|path, _| !changes.covers(path));
+            let found = changes.listing;
+            manifest.others.extend(found.others);
+            (manifest, found.files, found.links, false)
+        }
+    };
     let mut still_there = 0;
     let mut pending: Vec<Vec<u8>> = Vec::new();
     let mut pending_bytes = 0;
-    for (path, stamp) in listing.files {
+    for (path, stamp) in files {
         if let Some(known) = previous.files.get(&path) {
             still_there += 1;
             if known.stamp == stamp && !known.is_link {
@@ -325,7 +579,7 @@ fn refresh(
             },
         );
     }
-    for (path, stamp) in listing.links {
+    for (path, stamp) in links {
         if let Some(known) = previous.files.get(&path) {
             still_there += 1;
             if known.is_link && known.stamp == stamp {
@@ -350,8 +604,9 @@ fn refresh(
         manifest.files.insert(path, known);
     }
     flush(store, &mut pending, &mut manifest);
-    // Only look for gone paths when some are gone (the common case costs no lookups).
-    if still_there < previous.files.len() {
+    // Only look for gone paths when some are gone (the common case costs no lookups); the
+    // changes named theirs above.
+    if full && still_there < previous.files.len() {
         candidates.extend(
             previous
                 .files
@@ -561,7 +816,7 @@ pub(crate) async fn execute_with_capture(
                     &shared.store,
                     shared.recorder.as_ref(),
                     &origin,
-                    &before,
+                    before,
                 )
             })
             .await
@@ -616,7 +871,8 @@ pub(crate) fn recover_interrupted(shared: &Shared, session_id: &str) -> Vec<Stri
         };
         if let Some(before) = decode(&capture.manifest) {
             let limit = shared.captures.content_limit;
-            let (after, candidates) = refresh(&shared.workspace, store, &before, limit);
+            let listing = Listing::Full(shared.workspace.list_files());
+            let (after, candidates) = refresh(&shared.workspace, store, &before, listing, limit);
             let not_captured = record_differences(
                 store,
                 shared.recorder.as_ref(),

@@ -270,6 +270,8 @@ impl AgentCore {
                 false,
             );
         }
+        // The capture takes full passes while a background command runs (issue 16).
+        let background_service = command_service.clone();
         if let Some(service) = command_service {
             for tool in command_tools(service) {
                 push("service:commands", tool, false);
@@ -311,7 +313,8 @@ impl AgentCore {
                 activations,
                 record_tool_schemas,
                 recorder,
-                captures: Captures::with_content_limit(capture_content_limit),
+                captures: Captures::with_content_limit(capture_content_limit)
+                    .with_background(background_service),
                 capture_commands,
                 tracer,
                 trace_parent,
@@ -339,6 +342,12 @@ impl AgentCore {
     /// The canonical workspace root.
     pub fn workspace_root(&self) -> &std::path::Path {
         self.shared.workspace.root()
+    }
+
+    /// How the command capture refreshed its manifests so far: full passes over the tree, and
+    /// refreshes from the workspace watch's events (benchmarks and tests read it).
+    pub fn capture_passes(&self) -> crate::capture::CapturePasses {
+        self.shared.captures.passes()
     }
 
     /// The store.

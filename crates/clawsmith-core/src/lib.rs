@@ -109,7 +109,10 @@
 //!   target and whose mode is `SYMLINK_MODE`. What cannot be restored (ignored paths, files over
 //!   [`CoreConfig::capture_content_limit`], special files) is named in the command's result as
 //!   `[not captured for undo: <path>: <why>]` and stored, so undo names it too. The walks run on
-//!   the blocking pool. Before the command starts, the manifest (encoded, as a blob; stored
+//!   the blocking pool. From a core's second command on, an inotify watch of the workspace kept
+//!   across commands (`clawsmith_fs::WorkspaceWatch`) replaces the walks: only what its events
+//!   name is looked at, with a full walk wherever the events cannot be trusted (the soundness
+//!   argument is in `capture.rs`); [`AgentCore::capture_passes`] counts both kinds. Before the command starts, the manifest (encoded, as a blob; stored
 //!   again only when it changed) and a note naming the call are committed: a process killed
 //!   mid-command leaves them, and the next open of the session records the differences as the
 //!   interrupted command's changes before it finishes the turn (`recover_interrupted`).
@@ -160,7 +163,7 @@ pub use clawsmith_security as security;
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
 };
-pub use crate::capture::{CAPTURE_CONTENT_LIMIT, COMMAND_ORIGIN};
+pub use crate::capture::{CAPTURE_CONTENT_LIMIT, COMMAND_ORIGIN, CapturePasses};
 pub use crate::core::{AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL};
 pub use crate::error::CoreError;
 pub use crate::hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, Hook, HookFuture};

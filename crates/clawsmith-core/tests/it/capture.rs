@@ -653,3 +653,54 @@ fn a_command_killed_with_its_process_is_undone_after_reopening() {
     assert_eq!(undo.outcome, UndoOutcome::Undone);
     assert_eq!(tree(&workspace), before, "undo put the tree back");
 }
+
+/// One core, one session, many commands (a long-lived host): from the core's second command on
+/// the capture refreshes from the workspace watch's events instead of passing over the tree, and
+/// every command is still undone byte for byte — with a user edit before each command, a folder
+/// moved and written in, and undo's own writes between commands.
+#[tokio::test]
+async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "one\ntwo\n");
+    fixture.write("gone.txt", "bye\n");
+    fixture.write("run.sh", "#!/bin/sh\n");
+    fixture.write("dir/x", "x\n");
+    fixture.write("target/cache", "c\n");
+    let core = fixture.core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full));
+    let session = core.open_session(None).unwrap();
+    run(&session, "true").await;
+    let commands = [
+        ("sed -i s/one/uno/ a.txt", true),
+        ("echo hello > new.txt", true),
+        ("rm gone.txt", true),
+        ("mv a.txt b.txt", true),
+        ("mkdir -p m/n && touch m/n/c", true),
+        ("chmod +x run.sh", true),
+        ("ln -s b.txt link", true),
+        ("cp -r dir copy && mv copy moved && echo y > moved/y", true),
+        ("for i in 1 2 3; do echo $i > gen$i.rs; done", true),
+        ("echo x > tmp.txt && rm tmp.txt", false),
+    ];
+    for (index, (command, changes)) in commands.into_iter().enumerate() {
+        // A user edit before each command: the command starts from it, undo keeps it.
+        fixture.write(&format!("user{index}.txt"), "user\n");
+        fixture.write("notes.txt", &format!("edited by the user {index}\n"));
+        let before = tree(&fixture.workspace);
+        let (turn, _) = run(&session, command).await;
+        assert_eq!(before != tree(&fixture.workspace), changes, "{command}");
+        assert_eq!(
+            undo_files(&fixture, &session, &turn),
+            UndoOutcome::Undone,
+            "{command}"
+        );
+        assert_eq!(tree(&fixture.workspace), before, "{command}: undo restored");
+    }
+    let passes = core.capture_passes();
+    // The first command passes over the tree before and after; the second watches it with
+    // one more full pass; every later refresh comes from events.
+    assert_eq!(passes.full, 3, "{passes:?}");
+    assert_eq!(passes.from_events, 2 * 11 - 3, "{passes:?}");
+}
