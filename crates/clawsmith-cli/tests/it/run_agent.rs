@@ -25,6 +25,17 @@ fn write_config(fixture: &Fixture, server: &ScriptedServer, kind: &str) -> PathB
 }
 
 fn run(fixture: &Fixture, config: &Path, extra: &[&str], task: &str) -> Run {
+    run_with_env(fixture, config, extra, task, &[])
+}
+
+/// [`run`] with more environment variables.
+fn run_with_env(
+    fixture: &Fixture,
+    config: &Path,
+    extra: &[&str],
+    task: &str,
+    env: &[(&str, &str)],
+) -> Run {
     let ws = fixture.ws();
     let state = fixture.state();
     let mut args = vec![
@@ -40,7 +51,7 @@ fn run(fixture: &Fixture, config: &Path, extra: &[&str], task: &str) -> Run {
     args.extend_from_slice(extra);
     args.push(task);
     run_binary_with(&args, "", |command| {
-        command.env(KEY_VARIABLE, KEY);
+        command.env(KEY_VARIABLE, KEY).envs(env.iter().copied());
     })
 }
 
@@ -457,28 +468,18 @@ fn run_passes_the_callers_traceparent_to_the_provider() {
         .unwrap();
     let fixture = Fixture::new();
     let config = write_config(&fixture, &server, "anthropic");
-    let (ws, state) = (fixture.ws(), fixture.state());
-    let outcome = run_binary_with(
+    // No exporter: the variables the test runner may have are not passed on.
+    let outcome = run_with_env(
+        &fixture,
+        &config,
+        &[],
+        "task",
         &[
-            "--state-dir",
-            state.to_str().unwrap(),
-            "--json",
-            "run",
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "task",
+            ("TRACEPARENT", PARENT),
+            ("TRACESTATE", "rojo=00f067aa0ba902b7"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
         ],
-        "",
-        |command| {
-            command
-                .env(KEY_VARIABLE, KEY)
-                .env("TRACEPARENT", PARENT)
-                .env("TRACESTATE", "rojo=00f067aa0ba902b7")
-                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-        },
     );
     assert_eq!(outcome.code, 0, "{}", outcome.stderr);
     let request = &server.requests()[0];
