@@ -390,3 +390,58 @@ async fn a_workspace_that_is_not_a_repository_is_refused() {
         !repo.worktrees().exists() || std::fs::read_dir(repo.worktrees()).unwrap().count() == 0
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_delegation_removes_its_checkout() {
+    let repo = repo();
+    let server = ScriptedServer::start(Arc::new(|request: &RecordedRequest| {
+        if is_parent(request) {
+            calls(&[("delegate_worktree", r#"{"task":"take forever"}"#)])
+        } else {
+            // Held far longer than the test: only the cancellation ends this child.
+            Scripted::Delayed(
+                std::time::Duration::from_secs(300),
+                Box::new(answer("too late")),
+            )
+        }
+    }))
+    .await
+    .unwrap();
+    let provider: Arc<dyn Provider> = Arc::new(provider(&server, ProviderKind::Openai));
+    let core = repo.parent(Arc::clone(&provider));
+    let session = core.open_session(None).unwrap();
+    let options = RunOptions::new();
+    let cancellation = options.cancellation.clone();
+    let run = {
+        let provider = Arc::clone(&provider);
+        tokio::spawn(async move {
+            let outcome = run_task(
+                &session,
+                provider.as_ref(),
+                "delegate",
+                options,
+                &CollectingSink::new(),
+            )
+            .await;
+            (session, outcome)
+        })
+    };
+    // Wait until the child is asking its model, inside its checkout.
+    while !server.requests().iter().any(|request| !is_parent(request)) {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let checkouts: Vec<_> = std::fs::read_dir(repo.worktrees())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(checkouts.len(), 1);
+    assert!(checkouts[0].join("a.txt").exists());
+    cancellation.cancel();
+    let (session, outcome) = run.await.unwrap();
+    assert_eq!(outcome.unwrap().stop_reason, StopReason::Cancelled);
+    let delegated = completed(&core, session.id(), "delegate_worktree");
+    assert_eq!(delegated.len(), 1);
+    assert_eq!(delegated[0].0, ToolStatus::Cancelled, "{}", delegated[0].2);
+    assert!(!checkouts[0].exists(), "the checkout is removed");
+    assert_eq!(std::fs::read_dir(repo.worktrees()).unwrap().count(), 0);
+}
