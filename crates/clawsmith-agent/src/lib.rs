@@ -80,7 +80,8 @@
 //!   changes on top (the tracked diff and the untracked files git does not ignore) and commits
 //!   that as a snapshot; the child runs in a core whose workspace is the checkout (file tools and
 //!   `run_command` confined there, the parent's policy, hooks and approver) and whose sandbox
-//!   lists the main `.git` as protected. A clone rather than `git worktree add`: a worktree's
+//!   lists the main `.git` as protected and hides the rest of the state dir (its configuration,
+//!   logs and the other checkouts). A clone rather than `git worktree add`: a worktree's
 //!   `.git` points into the main repository's. The patch is the diff against the snapshot
 //!   (binary included), bounded in the result and stored whole as an artifact whose id is the
 //!   `patchId`; the result also carries the base commit, the diffstat, the child's commands with

@@ -100,6 +100,27 @@ impl WorktreeConfig {
             .protected_paths
             .retain(|path| !checkout.starts_with(path));
         sandbox.protected_paths.push(main_git.to_path_buf());
+        // The checkout sits in the state dir, which the sandbox then leaves visible (a workspace
+        // inside a hidden directory stays usable): hide everything there but the checkout
+        // itself — the configuration, logs, the other checkouts (the database is hidden anyway).
+        for dir in [
+            Some(self.checkouts_dir.as_path()),
+            self.checkouts_dir.parent(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let real = path.canonicalize().unwrap_or_else(|_| path.clone());
+                if !checkout.starts_with(&real) {
+                    sandbox.hidden_paths.push(real);
+                }
+            }
+        }
         sandbox.workspace_identity = None;
         config.sandbox = sandbox;
         config.tracer = self.tracer.clone();

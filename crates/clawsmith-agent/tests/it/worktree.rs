@@ -157,7 +157,14 @@ fn answer(text: &str) -> Scripted {
 /// parent then does `between` (e.g. a conflicting write), calls `worktree_apply` with the
 /// patch id it was given, and answers.
 async fn server(main_git: &Path, between: Option<Scripted>) -> ScriptedServer {
-    let touch = format!(r#"{{"command":"touch {}/pwned"}}"#, main_git.display());
+    // The state dir (the checkout's parent's parent) holds a file the child must not see.
+    let state = main_git.parent().unwrap().parent().unwrap().join("state");
+    std::fs::write(state.join("secret.txt"), "state secret\n").unwrap();
+    let touch = format!(
+        r#"{{"command":"cat {}/secret.txt > leak.txt; touch {}/pwned"}}"#,
+        state.display(),
+        main_git.display(),
+    );
     let child_steps = Mutex::new(vec![
         answer("changed a.txt, added c.txt and seen.txt"),
         Scripted::Reply(ScriptedReply {
@@ -265,7 +272,7 @@ async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
         .iter()
         .map(|file| file["path"].as_str().unwrap())
         .collect();
-    assert_eq!(files, ["a.txt", "c.txt", "seen.txt"]);
+    assert_eq!(files, ["a.txt", "c.txt", "leak.txt", "seen.txt"]);
     assert_eq!(result["diffstat"]["insertions"], 4);
     assert_eq!(result["diffstat"]["deletions"], 1);
     // The commands the child ran, with their outcomes: the write into the main .git failed.
@@ -309,6 +316,11 @@ async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
     assert_eq!(
         std::fs::read_to_string(repo.ws.join("seen.txt")).unwrap(),
         "untracked\ngamma changed\n"
+    );
+    // The state dir's other files were hidden from the child (read as empty).
+    assert_eq!(
+        std::fs::read_to_string(repo.ws.join("leak.txt")).unwrap(),
+        ""
     );
 
     // Undo of the run's turn gives every byte back.
