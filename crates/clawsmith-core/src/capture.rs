@@ -56,6 +56,18 @@
 //!   overflow, an unmount, a directory that cannot be watched (the per-user watch limit, `ENOSPC`:
 //!   the watch is then given up for the core), a changed entry whose folder the watch does not know,
 //!   and a last listing cut short at [`OTHER_ENTRIES_MAX`] ignored entries.
+//!
+//! # Background commands
+//!
+//! `start_command` brings the session's manifest up to date right before the command starts, and
+//! the command is then *pending* for its session. At each capture point of the session — its next
+//! command (before it runs), and either end of each turn — what changed since the manifest is
+//! recorded as changes of the running turn whose call id is the oldest pending command's id, with
+//! the same prior contents and post hashes as any command's change. A command seen ended *before*
+//! that look is no longer pending afterwards (it made all its changes by then). What cannot be
+//! told apart is documented, not guessed: while a background command runs, every change seen at a
+//! capture point is attributed to it (a user's concurrent edit too), and what it changes during a
+//! foreground command of the same session is that foreground command's.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -140,6 +152,9 @@ pub(crate) struct Captures {
     background: Option<Arc<CommandExecutionService>>,
     /// Refreshes so far, by kind.
     passes: Mutex<CapturePasses>,
+    /// By session: the background commands it started whose changes are not all recorded yet,
+    /// oldest first.
+    background_pending: Mutex<HashMap<String, Vec<String>>>,
 }
 
 /// How a core's command capture refreshed its manifests ([`AgentCore::capture_passes`]).
@@ -203,6 +218,7 @@ impl Captures {
             watching: Mutex::default(),
             background: None,
             passes: Mutex::default(),
+            background_pending: Mutex::default(),
         }
     }
 
@@ -306,6 +322,164 @@ impl Captures {
         (Some(refreshed), background)
     }
 
+    /// The background commands `session_id` started whose changes are not all recorded, oldest
+    /// first, and those of them that are no longer running (looked at *before* the workspace is:
+    /// a command seen ended has made all its changes by the time they are looked for).
+    fn pending_background(&self, session_id: &str) -> (Vec<String>, Vec<String>) {
+        let pending = self
+            .background_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default();
+        let ended = pending
+            .iter()
+            .filter(|id| {
+                self.background.as_ref().is_none_or(|service| {
+                    !service
+                        .status(id)
+                        .is_ok_and(|status| status.state == CommandState::Running)
+                })
+            })
+            .cloned()
+            .collect();
+        (pending, ended)
+    }
+
+    /// `command_id`, started by `session_id`, is captured until it ends.
+    fn add_background(&self, session_id: &str, command_id: String) {
+        self.background_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(session_id.to_owned())
+            .or_default()
+            .push(command_id);
+    }
+
+    /// Forgets the `ended` background commands of `session_id` (their changes are recorded).
+    fn forget_background(&self, session_id: &str, ended: &[String]) {
+        if ended.is_empty() {
+            return;
+        }
+        let mut pending = self
+            .background_pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(ids) = pending.get_mut(session_id) {
+            ids.retain(|id| !ended.contains(id));
+            if ids.is_empty() {
+                pending.remove(session_id);
+            }
+        }
+    }
+
+    /// Records what changed between `before` and `after` (a refresh's `candidates`) as the
+    /// changes of the background command `command_id`, in turn `turn_id`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_for_background(
+        &self,
+        store: &Store,
+        recorder: &dyn ChangeRecorder,
+        session_id: &str,
+        turn_id: &str,
+        command_id: &str,
+        before: &Manifest,
+        after: &Manifest,
+        candidates: &[String],
+    ) {
+        let origin = ChangeOrigin {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            tool_call_id: command_id.to_owned(),
+        };
+        let mut not_captured = record_differences(
+            store,
+            recorder,
+            &origin,
+            before,
+            after,
+            candidates,
+            self.content_limit,
+        );
+        not_captured.extend(uncaptured_differences(before, after));
+        let entries: Vec<(String, String)> = not_captured
+            .into_iter()
+            .map(|entry| (entry.path, entry.reason))
+            .collect();
+        if let Err(error) = store.record_uncaptured(session_id, turn_id, command_id, &entries) {
+            tracing::warn!(%error, "the paths left out of a background command's capture could not be recorded");
+        }
+    }
+
+    /// Records, in turn `turn_id`, what changed since the session's manifest as the changes of
+    /// its oldest pending background command, and forgets the commands that had ended. With
+    /// `baseline`, the manifest is brought up to date even when no command is pending (right
+    /// before a background command starts). Nothing happens while the session's manifest is
+    /// out for a foreground command (that command's capture sees the changes).
+    fn settle_background(
+        &self,
+        workspace: &Workspace,
+        store: &Store,
+        recorder: &dyn ChangeRecorder,
+        session_id: &str,
+        turn_id: &str,
+        baseline: bool,
+    ) {
+        let (pending, ended) = self.pending_background(session_id);
+        if pending.is_empty() && !baseline {
+            return;
+        }
+        let existing = self.take(session_id);
+        if existing.is_none() && !baseline {
+            return;
+        }
+        let manifest = self.refresh_recording_background(
+            workspace, store, recorder, session_id, turn_id, existing, &pending,
+        );
+        self.put(session_id, manifest);
+        self.forget_background(session_id, &ended);
+    }
+
+    /// Refreshes the session's `existing` manifest (none: a first, full one); what changed since
+    /// it is recorded, in turn `turn_id`, as the changes of the oldest of the session's `pending`
+    /// background commands when there is one (a user's edit meanwhile too: see the module docs).
+    #[allow(clippy::too_many_arguments)]
+    fn refresh_recording_background(
+        &self,
+        workspace: &Workspace,
+        store: &Store,
+        recorder: &dyn ChangeRecorder,
+        session_id: &str,
+        turn_id: &str,
+        existing: Option<Manifest>,
+        pending: &[String],
+    ) -> Manifest {
+        let known = existing.is_some();
+        let previous = existing.unwrap_or_default();
+        let (refreshed, background) = self.refresh_session(workspace, store, session_id, &previous);
+        let mut manifest = match refreshed {
+            Some((after, candidates)) => {
+                if let (Some(command_id), true) = (pending.first(), known) {
+                    self.record_for_background(
+                        store,
+                        recorder,
+                        session_id,
+                        turn_id,
+                        command_id,
+                        &previous,
+                        &after,
+                        &candidates,
+                    );
+                }
+                after
+            }
+            None => previous,
+        };
+        manifest.background_during = background;
+        manifest
+    }
+
     /// Brings the session's manifest up to date right before a command and takes it out of the
     /// session until [`Captures::after_command`] puts the next one back (a capture that never
     /// ends only costs the next command a full read). Then notes durably that the command runs
@@ -315,14 +489,22 @@ impl Captures {
         &self,
         workspace: &Workspace,
         store: &Store,
+        recorder: &dyn ChangeRecorder,
         origin: &ChangeOrigin,
     ) -> Manifest {
         self.count_command(workspace);
-        let previous = self.take(&origin.session_id);
-        let (refreshed, background) =
-            self.refresh_session(workspace, store, &origin.session_id, &previous);
-        let mut manifest = refreshed.map_or(previous, |(manifest, _)| manifest);
-        manifest.background_during = background;
+        let (pending, ended) = self.pending_background(&origin.session_id);
+        let existing = self.take(&origin.session_id);
+        let mut manifest = self.refresh_recording_background(
+            workspace,
+            store,
+            recorder,
+            &origin.session_id,
+            &origin.turn_id,
+            existing,
+            &pending,
+        );
+        self.forget_background(&origin.session_id, &ended);
         // The manifest is stored again only when it changed, or when a `prune` freed it.
         let mut persisted = manifest.persisted;
         for attempt in 0..2 {
@@ -421,12 +603,12 @@ impl Captures {
         not_captured
     }
 
-    fn take(&self, session_id: &str) -> Manifest {
+    /// Takes the session's manifest out (`None` when it has none, or one is out for a command).
+    fn take(&self, session_id: &str) -> Option<Manifest> {
         self.lock()
             .by_session
             .remove(session_id)
             .map(|(_, manifest)| manifest)
-            .unwrap_or_default()
     }
 
     fn put(&self, session_id: &str, manifest: Manifest) {
@@ -791,6 +973,9 @@ pub(crate) async fn execute_with_capture(
     context: ToolExecutionContext,
     cancellation: &CancellationSignal,
 ) -> ToolExecutionResult {
+    if shared.capture_commands && starts_background(entry) {
+        return start_background(shared, entry, input, context, cancellation).await;
+    }
     if !shared.capture_commands || !captures_changes(entry) {
         return execute_tool(shared, entry, input, context, cancellation).await;
     }
@@ -799,9 +984,12 @@ pub(crate) async fn execute_with_capture(
         let shared = Arc::clone(shared);
         let origin = origin.clone();
         tokio::task::spawn_blocking(move || {
-            shared
-                .captures
-                .before_command(&shared.workspace, &shared.store, &origin)
+            shared.captures.before_command(
+                &shared.workspace,
+                &shared.store,
+                shared.recorder.as_ref(),
+                &origin,
+            )
         })
         .await
     };
@@ -839,11 +1027,76 @@ pub(crate) async fn execute_with_capture(
     result
 }
 
+/// Starts a background command with the session's manifest brought up to date first (what
+/// changes from then on is the command's, recorded at the next capture point of the session:
+/// its next command, or either end of a turn), and notes the command as pending.
+async fn start_background(
+    shared: &Arc<Shared>,
+    entry: &ToolEntry,
+    input: serde_json::Value,
+    context: ToolExecutionContext,
+    cancellation: &CancellationSignal,
+) -> ToolExecutionResult {
+    let origin = ChangeOrigin::from_context(&context);
+    {
+        let shared = Arc::clone(shared);
+        let origin = origin.clone();
+        let settled = tokio::task::spawn_blocking(move || {
+            shared.captures.settle_background(
+                &shared.workspace,
+                &shared.store,
+                shared.recorder.as_ref(),
+                &origin.session_id,
+                &origin.turn_id,
+                true,
+            );
+        })
+        .await;
+        if let Err(error) = settled {
+            tracing::warn!(%error, "the workspace manifest before a background command failed");
+        }
+    }
+    let result = execute_tool(shared, entry, input, context, cancellation).await;
+    if result.status() == clawsmith_protocol::ToolStatus::Success {
+        let started: Option<String> = serde_json::from_str::<serde_json::Value>(&result.content)
+            .ok()
+            .and_then(|value| value.get("commandId")?.as_str().map(str::to_owned));
+        match started {
+            Some(command_id) => shared
+                .captures
+                .add_background(&origin.session_id, command_id),
+            None => tracing::warn!("a started background command's id could not be read"),
+        }
+    }
+    result
+}
+
+/// Records the changes of the session's pending background commands into turn `turn_id` (a turn
+/// boundary: called as a turn begins and before it finishes). Costs nothing when none is pending.
+pub(crate) fn settle_background(shared: &Shared, session_id: &str, turn_id: &str) {
+    if !shared.capture_commands {
+        return;
+    }
+    shared.captures.settle_background(
+        &shared.workspace,
+        &shared.store,
+        shared.recorder.as_ref(),
+        session_id,
+        turn_id,
+        false,
+    );
+}
+
+/// Whether the call starts a background command (`start_command` of the command service).
+fn starts_background(entry: &ToolEntry) -> bool {
+    entry.origin() == "service:commands" && entry.name() == "start_command"
+}
+
 /// Whether a call's workspace changes are captured: the foreground command tool, and every
 /// extension tool that may execute processes or write files (a plugin tool declaring
 /// `filesystem.write`, an MCP tool; one whose declaration could not be trusted has every
-/// capability, so it is captured too). The background command tools are not: what a background
-/// command changes happens after its call returns.
+/// capability, so it is captured too). A background command is captured at later capture
+/// points instead ([`settle_background`]): what it changes happens after its call returns.
 fn captures_changes(entry: &ToolEntry) -> bool {
     let capabilities = &entry.facts().capabilities;
     entry.origin() == "builtin:command"

@@ -277,6 +277,8 @@ impl SessionHandle {
             store.now_ms(),
         )?;
         sink.event(&started);
+        // A turn boundary: background commands' changes since the last capture (issue 16).
+        crate::capture::settle_background(&self.shared, &self.id, &turn_id);
         let mut span = self
             .shared
             .tracer
@@ -708,6 +710,8 @@ impl Turn {
 
     /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.
     pub fn finish(self, sink: &dyn EventSink) -> Result<TurnManifest, CoreError> {
+        // A turn boundary: background commands' changes since the last capture (issue 16).
+        crate::capture::settle_background(&self.shared, &self.session_id, &self.turn_id);
         // The checkpoint's close and `turn.completed` commit together.
         let store = &self.shared.store;
         let (manifest, completed) = store.finish_turn_with_event(

@@ -704,3 +704,78 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
     assert_eq!(passes.full, 3, "{passes:?}");
     assert_eq!(passes.from_events, 2 * 11 - 3, "{passes:?}");
 }
+
+/// Background commands: what one changes is recorded at the session's next capture point — here
+/// the beginning of the next turn, after it ended — as a change of that turn whose call is the
+/// background command's id, and `undo files` of that turn gives it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("edited.txt", "before\n");
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let service = std::sync::Arc::new(
+        clawsmith_sandbox::CommandExecutionService::new(clawsmith_sandbox::ServiceConfig::new(
+            sandbox,
+            fixture.dir.path().join("logs"),
+        ))
+        .unwrap(),
+    );
+    let core = fixture.core(|config| {
+        config.policy = PermissionPolicy::new(PermissionMode::Full);
+        config.command_service = Some(service.clone());
+    });
+    let session = core.open_session(None).unwrap();
+    let start = tree(&fixture.workspace);
+    let arguments = serde_json::json!({
+        "command": "sleep 0.3; echo made > made.txt; echo after > edited.txt"
+    })
+    .to_string();
+    let sink = clawsmith_core::CollectingSink::new();
+    let first = session
+        .run_turn(vec![call("s1", "start_command", &arguments)], &sink)
+        .await
+        .unwrap();
+    let result = &first.results[0].1;
+    assert_eq!(result.status(), ToolStatus::Success, "{}", result.content);
+    let started: serde_json::Value = serde_json::from_str(&result.content).unwrap();
+    let command_id = started["commandId"].as_str().unwrap().to_owned();
+    let ended = service
+        .wait(&command_id, std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(ended.exit_code, Some(0), "{ended:?}");
+    assert!(fixture.workspace.join("made.txt").exists());
+    let (second, _) = run(&session, "true").await;
+    let changes = fixture.store.change_list(session.id(), &second).unwrap();
+    let mut named: Vec<(&str, Option<&str>, Option<&str>)> = changes
+        .iter()
+        .map(|change| {
+            (
+                change.path.as_str(),
+                change.origin.as_deref(),
+                change.call_id.as_deref(),
+            )
+        })
+        .collect();
+    named.sort_unstable();
+    assert_eq!(
+        named,
+        vec![
+            ("edited.txt", Some("command"), Some(command_id.as_str())),
+            ("made.txt", Some("command"), Some(command_id.as_str())),
+        ]
+    );
+    assert!(
+        fixture
+            .store
+            .change_list(session.id(), &first.turn_id)
+            .unwrap()
+            .is_empty(),
+        "the first turn ended before the command wrote"
+    );
+    assert_eq!(undo_files(&fixture, &session, &second), UndoOutcome::Undone);
+    assert_eq!(tree(&fixture.workspace), start);
+}
