@@ -68,9 +68,9 @@
 //!   its `model` replaces the configured model in the child's requests
 //!   ([`ProviderRequest::model`]).
 //! - **Sub-agents are the same loop, one level down.** A child is [`run_task`] in a session
-//!   opened with [`clawsmith_core::AgentCore::open_child_session`] (its parent stored) on a core
-//!   whose table holds only tools of effective risk `read`, so a child cannot write, run commands
-//!   or delegate (depth 1). A semaphore over the host bounds children at four; the rest wait,
+//!   opened with [`clawsmith_core::AgentCore::open_child_session`] (its parent stored); a
+//!   `delegate_task` or background child's core holds only tools of effective risk `read`, so it
+//!   cannot write or run commands, and no child core has delegate tools (depth 1). A semaphore over the host bounds children at four; the rest wait,
 //!   none is refused. A background task's completion is pushed once to its parent's inbox and
 //!   appended as a user message before the parent's next request; a cancelled task pushes
 //!   nothing; a parent that answers while its background tasks run waits for them first.
@@ -90,7 +90,10 @@
 //! - **Applying a patch is a workspace write the core captures.** `worktree_apply` declares
 //!   `filesystem.write`, so the core takes its workspace manifest around the call (the same
 //!   capture as for `run_command`) and records every file the patch changed in the turn's
-//!   checkpoint: `clawsmith undo` restores it. It checks with `git apply --check` first and
+//!   checkpoint: `clawsmith undo` restores it. A patch reaching a path the policy protects or
+//!   hides is refused whole (`permission_denied`): the file tools would ask for each such path,
+//!   and one approval of `worktree_apply` does not stand for that. It checks with
+//!   `git apply --check` first and
 //!   `git apply` is all or nothing, so a hunk that does not apply changes nothing and the
 //!   refusal (`patch_conflict`) lists the conflicts. Git is the host's, run with fixed arguments,
 //!   an environment of `PATH` only, no system or global configuration, hooks off, no external

@@ -215,6 +215,7 @@ impl Subagents {
                 workspace: worktree.workspace.clone(),
                 store: Arc::clone(&worktree.store),
                 patches,
+                policy: worktree.policy.clone(),
             }));
         }
         tools

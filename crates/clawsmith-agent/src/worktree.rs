@@ -717,6 +717,8 @@ pub(crate) struct WorktreeApply {
     pub workspace: PathBuf,
     pub store: Arc<Store>,
     pub patches: Arc<Patches>,
+    /// The parent's policy: a patch may not reach its protected or hidden paths.
+    pub policy: PermissionPolicy,
 }
 
 impl WorktreeApply {
@@ -747,6 +749,26 @@ impl WorktreeApply {
         };
         let paths = patch_paths(&self.workspace, &patch)
             .map_err(|message| Refusal(INVALID_PATCH, message))?;
+        // The file tools would need an approval naming these paths; one approval of the whole
+        // patch does not stand for it.
+        let guarded: Vec<&str> = paths
+            .iter()
+            .map(String::as_str)
+            .filter(|path| {
+                self.policy.protected_paths.classify(path).is_some()
+                    || self.policy.hidden_paths.contains(path)
+            })
+            .collect();
+        if !guarded.is_empty() {
+            return Err(Refusal(
+                ErrorCode::PERMISSION_DENIED,
+                format!(
+                    "patch {patch_id} changes protected paths ({}); nothing was changed. Change \
+                     them with the file tools, which ask for them one by one",
+                    guarded.join(", ")
+                ),
+            ));
+        }
         let problems = conflicts(&self.workspace, &patch)
             .map_err(|message| Refusal(ErrorCode::TOOL_FAILED, message))?;
         if !problems.is_empty() {
@@ -825,6 +847,7 @@ impl Tool for WorktreeApply {
                 workspace: self.workspace.clone(),
                 store: Arc::clone(&self.store),
                 patches: Arc::clone(&self.patches),
+                policy: self.policy.clone(),
             };
             let session = context.session_id.clone();
             let outcome =

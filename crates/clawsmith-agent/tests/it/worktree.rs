@@ -10,7 +10,7 @@ use clawsmith_agent::subagent::{SubagentConfig, Subagents};
 use clawsmith_agent::worktree::WorktreeConfig;
 use clawsmith_agent::{Provider, ProviderKind, RunOptions, RunOutcome, StopReason, run_task};
 use clawsmith_core::checkpoint::{Store, UndoScope};
-use clawsmith_core::security::{PermissionMode, PermissionPolicy};
+use clawsmith_core::security::{PermissionMode, PermissionPolicy, ProtectedPaths};
 use clawsmith_core::{AgentCore, CollectingSink, CoreConfig, SessionHandle};
 use clawsmith_protocol::{EventPayload, ToolStatus};
 use serde_json::Value;
@@ -76,16 +76,21 @@ impl Repo {
 
     /// The parent core (policy `full`) with the sub-agent tools, `delegate_worktree` included.
     fn parent(&self, provider: Arc<dyn Provider>) -> AgentCore {
+        self.parent_with(provider, &PermissionPolicy::new(PermissionMode::Full))
+    }
+
+    /// The parent core with `policy` (for the parent and the worktree child).
+    fn parent_with(&self, provider: Arc<dyn Provider>, policy: &PermissionPolicy) -> AgentCore {
         let mut child = CoreConfig::new(&self.ws, Arc::clone(&self.store));
         child.read_only_tools = true;
         let mut config = SubagentConfig::new(provider, AgentCore::new(child).unwrap());
         let mut worktree =
             WorktreeConfig::new(&self.ws, &self.worktrees(), Arc::clone(&self.store));
-        worktree.policy = PermissionPolicy::new(PermissionMode::Full);
+        worktree.policy = policy.clone();
         config.worktree = Some(worktree);
         let subagents = Subagents::new(config);
         let mut parent = CoreConfig::new(&self.ws, Arc::clone(&self.store));
-        parent.policy = PermissionPolicy::new(PermissionMode::Full);
+        parent.policy = policy.clone();
         parent.extension_tools = subagents.tools(&self.ws);
         AgentCore::new(parent).unwrap()
     }
@@ -97,8 +102,20 @@ impl Repo {
         kind: ProviderKind,
         task: &str,
     ) -> (AgentCore, SessionHandle, RunOutcome) {
+        let policy = PermissionPolicy::new(PermissionMode::Full);
+        self.run_with(server, kind, task, &policy).await
+    }
+
+    /// [`Repo::run`] under `policy`.
+    async fn run_with(
+        &self,
+        server: &ScriptedServer,
+        kind: ProviderKind,
+        task: &str,
+        policy: &PermissionPolicy,
+    ) -> (AgentCore, SessionHandle, RunOutcome) {
         let provider: Arc<dyn Provider> = Arc::new(provider(server, kind));
-        let core = self.parent(Arc::clone(&provider));
+        let core = self.parent_with(Arc::clone(&provider), policy);
         let session = core.open_session(None).unwrap();
         let outcome = run_task(
             &session,
@@ -456,4 +473,54 @@ async fn a_cancelled_delegation_removes_its_checkout() {
     assert_eq!(delegated[0].0, ToolStatus::Cancelled, "{}", delegated[0].2);
     assert!(!checkouts[0].exists(), "the checkout is removed");
     assert_eq!(std::fs::read_dir(repo.worktrees()).unwrap().count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_patch_reaching_a_protected_path_is_refused_whole() {
+    let repo = repo();
+    let steps = Mutex::new(0_usize);
+    let server = ScriptedServer::start(Arc::new(move |request: &RecordedRequest| {
+        if !is_parent(request) {
+            let answered = request.body["messages"]
+                .as_array()
+                .is_some_and(|messages| messages.iter().any(|message| message["role"] == "tool"));
+            return if answered {
+                answer("wrote them")
+            } else {
+                calls(&[(
+                    "run_command",
+                    r#"{"command":"mkdir -p secrets && echo k > secrets/key.txt && echo ok > ok.txt"}"#,
+                )])
+            };
+        }
+        let mut step = steps.lock().unwrap();
+        *step += 1;
+        match *step {
+            1 => calls(&[("delegate_worktree", r#"{"task":"write"}"#)]),
+            2 => {
+                let id = delegation_result(request)["patchId"]
+                    .as_str()
+                    .unwrap_or("missing")
+                    .to_owned();
+                calls(&[("worktree_apply", &format!(r#"{{"patchId":"{id}"}}"#))])
+            }
+            _ => answer("done"),
+        }
+    }))
+    .await
+    .unwrap();
+    let mut policy = PermissionPolicy::new(PermissionMode::Full);
+    policy.protected_paths = ProtectedPaths::new().with("secrets").unwrap();
+    let before = repo.snapshot();
+    let (core, session, _) = repo
+        .run_with(&server, ProviderKind::Openai, "delegate", &policy)
+        .await;
+    let applied = completed(&core, session.id(), "worktree_apply");
+    assert_eq!(applied.len(), 1);
+    let (status, code, output) = &applied[0];
+    assert_eq!(*status, ToolStatus::Denied, "{output}");
+    assert_eq!(code, "permission_denied");
+    assert!(output.contains("secrets/key.txt"), "{output}");
+    assert!(!output.contains("ok.txt"), "{output}");
+    assert_eq!(repo.snapshot(), before, "nothing was applied");
 }
