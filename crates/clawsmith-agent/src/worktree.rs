@@ -199,16 +199,26 @@ fn git(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result<std::process::
     let mut child = command
         .spawn()
         .map_err(|error| format!("starting git: {error}"))?;
-    if let Some(input) = stdin
-        && let Some(mut pipe) = child.stdin.take()
-    {
-        use std::io::Write;
-        // git may stop reading early (it reports why on stderr).
-        let _ = pipe.write_all(input);
-    }
-    child
+    // The input is written from a thread of its own, so a git that answers before it has read
+    // everything cannot block on a full output pipe while we block on its input.
+    let writer = match (stdin, child.stdin.take()) {
+        (Some(input), Some(mut pipe)) => {
+            let input = input.to_vec();
+            Some(std::thread::spawn(move || {
+                use std::io::Write;
+                // git may stop reading early (it reports why on stderr).
+                let _ = pipe.write_all(&input);
+            }))
+        }
+        _ => None,
+    };
+    let output = child
         .wait_with_output()
-        .map_err(|error| format!("running git: {error}"))
+        .map_err(|error| format!("running git: {error}"));
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    output
 }
 
 /// [`git`], failing with its stderr unless it exits 0; returns stdout.
@@ -242,7 +252,7 @@ impl Drop for CheckoutGuard {
 /// Distinguishes the checkouts of one process.
 static CHECKOUTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A refusal of `delegate_worktree` before the child runs.
+/// Why `delegate_worktree` or `worktree_apply` gives no result: the code and the message.
 struct Refusal(ErrorCode, String);
 
 /// The workspace's `HEAD` (full hash) and its `.git` directory; refuses a workspace that is not
@@ -603,7 +613,8 @@ impl DelegateWorktree {
                 .map_err(|error| failed(error.to_string()))?
                 .map_err(|error| failed(format!("taking the child's patch: {error}")))?
         };
-        drop(guard);
+        // Removing a large checkout takes a while: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
         let activity = child_activity(&core, &report.session_id);
         let mut result = json!({
             "sessionId": report.session_id,
