@@ -643,9 +643,8 @@ pub(crate) async fn run_batch(
     *context
         .assistant
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(
-        ModelMessage::assistant_with_calls(text, calls.clone()),
-    );
+        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+        Some(ModelMessage::assistant_with_calls(text, calls.clone()));
     let plans: Vec<(ToolCall, Result<Prepared<'_>, ToolExecutionResult>)> = calls
         .into_iter()
         .map(|call| {
