@@ -477,4 +477,56 @@ turn turn_1  22:13:20 UTC
         let shown = check(&events);
         assert!(shown.ends_with("  1 call: 1 ok\n"), "{shown}");
     }
+
+    #[test]
+    fn an_agents_stop_and_a_background_notice_get_a_line_each() {
+        let events = [
+            event(
+                1,
+                T0,
+                EventPayload::BackgroundTaskCompleted(
+                    clawsmith_protocol::BackgroundTaskCompleted {
+                        task_id: "bg_1".into(),
+                        state: "completed".into(),
+                        child_session_id: Some("ses_child".into()),
+                        stop_reason: Some("answered".into()),
+                        answer: Some("found 2 files\nin src".into()),
+                        error: None,
+                    },
+                ),
+            ),
+            event(
+                2,
+                T0 + 1,
+                EventPayload::AgentStopped(clawsmith_protocol::AgentStopped {
+                    turn_id: Some("turn_1".into()),
+                    stop_reason: "max_turns".into(),
+                    turns: 1,
+                    usage: clawsmith_protocol::TokenUsage {
+                        input_tokens: 10,
+                        output_tokens: 3,
+                    },
+                    error: None,
+                }),
+            ),
+            event(
+                3,
+                T0 + 2,
+                EventPayload::AgentStopped(clawsmith_protocol::AgentStopped {
+                    turn_id: Some("turn_2".into()),
+                    stop_reason: "error".into(),
+                    turns: 2,
+                    usage: clawsmith_protocol::TokenUsage::default(),
+                    error: Some("openai:m refused the request (HTTP 400)".into()),
+                }),
+            ),
+        ];
+        assert_eq!(
+            check(&events),
+            "  background bg_1 completed: found 2 files in src\n\
+             \x20 agent max turns after 1 request · 10 in / 3 out tokens\n\
+             \x20 agent error after 2 requests · 0 in / 0 out tokens: openai:m refused the \
+             request (HTTP 400)\n"
+        );
+    }
 }
