@@ -26,6 +26,9 @@ mod web;
 // Language-server pairs (clawsmith-lsp).
 mod lsp;
 
+// OTLP export on vs off (issue 22).
+mod traces;
+
 /// What a figure is compared with.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
@@ -282,6 +285,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     };
     attempt("mcp-read-file", &mut rows, &mut || {
         mcp_read_pair(root, &bin, &data, &options)
+    });
+    attempt("traces-export", &mut rows, &mut || {
+        traces::export_pair(&bin, &data, &options)
     });
     attempt("call-vs-cat", &mut rows, &mut || {
         call_vs_cat(&bin, &data, &options)
