@@ -82,6 +82,9 @@ pub struct FileListing {
     pub others_truncated: bool,
     /// Entries whose names are not UTF-8 (not listed).
     pub skipped_non_utf8: u64,
+    /// The directories the walk enters (not the root): comparing two listings' sets tells which
+    /// directories a command made, for undo to remove once they are empty again.
+    pub directories: std::collections::HashSet<String>,
 }
 
 /// Why an entry of [`FileListing::others`] is not a captured file.
@@ -172,6 +175,7 @@ impl Workspace {
             listing.links.extend(part.links);
             listing.others.extend(part.others);
             listing.skipped_non_utf8 += part.skipped_non_utf8;
+            listing.directories.extend(part.directories);
             listing.others_truncated |= part.others_truncated;
             scanned.watched.extend(part.watched);
             scanned.linked.extend(part.linked);
@@ -359,6 +363,28 @@ impl Workspace {
         })
     }
 
+    /// Removes the directory at `path` when it is one (a symlink is never followed) and is
+    /// empty; `Ok(false)` when it is absent, not a directory or not empty. Undo calls it for the
+    /// directories a command made, deepest first.
+    pub fn remove_empty_directory(&self, path: &WorkspacePath) -> Result<bool, FsError> {
+        let Some(dir) = self.open_parent_if_exists(path)? else {
+            return Ok(false);
+        };
+        let name = super::entry_name(path)?;
+        match super::stat_entry(dir.as_fd(), name) {
+            Ok(Some(stat)) if FileType::from_raw_mode(stat.st_mode) == FileType::Directory => {}
+            Ok(_) => return Ok(false),
+            Err(errno) => return Err(super::io_error("inspect", path, errno.into())),
+        }
+        match rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(true),
+            Err(
+                rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST | rustix::io::Errno::NOENT,
+            ) => Ok(false),
+            Err(errno) => Err(super::io_error("remove directory", path, errno.into())),
+        }
+    }
+
     /// Removes the regular file or symlink at `path` (a link is never followed); `Ok(())` when
     /// it is already absent.
     pub fn remove_entry(&self, path: &WorkspacePath) -> Result<(), FsError> {
@@ -464,6 +490,7 @@ struct Found {
     others: Vec<(String, (Uncaptured, FileStamp))>,
     others_truncated: bool,
     skipped_non_utf8: u64,
+    directories: Vec<String>,
     watched: Vec<(i32, String, Judge)>,
     linked: Vec<String>,
     watch_failed: bool,
@@ -573,6 +600,9 @@ impl Scan<'_> {
             };
             let (other, stamp) = match sorted {
                 Sorted::Directory(task) => {
+                    if task.rules.is_some() {
+                        found.directories.push(path);
+                    }
                     children.push(task);
                     continue;
                 }

@@ -11,11 +11,13 @@ use crate::support::Fixture;
 
 const CONSUMER: &str = "session";
 
-/// Files, links (with stamps) and the other entries (kind and stamp, printed), sorted.
+/// Files, links (with stamps), the other entries (kind and stamp, printed) and the
+/// directories, sorted.
 type Plain = (
     Vec<(String, clawsmith_fs::FileStamp)>,
     Vec<(String, clawsmith_fs::FileStamp)>,
     Vec<(String, String)>,
+    Vec<String>,
 );
 
 /// The listing as comparable data.
@@ -30,7 +32,9 @@ fn plain(listing: &FileListing) -> Plain {
     files.sort_by(|a, b| a.0.cmp(&b.0));
     links.sort_by(|a, b| a.0.cmp(&b.0));
     others.sort();
-    (files, links, others)
+    let mut directories: Vec<String> = listing.directories.iter().cloned().collect();
+    directories.sort();
+    (files, links, others, directories)
 }
 
 fn chmod(fixture: &Fixture, relative: &str, mode: u32) {
@@ -127,6 +131,20 @@ fn every_kind_of_change_is_seen_as_a_full_listing_sees_it() {
     std::fs::write(fixture.ws.join("x/y/z/f"), "f\n").unwrap();
     let changes = watched.answered("mkdir -p x/y/z && touch x/y/z/f");
     assert!(changes.listing.files.contains_key("x/y/z/f"));
+    // The directories the walk enters are listed (what undo removes once empty again); ignored
+    // and skipped ones are not.
+    for directory in ["x", "x/y", "x/y/z", "src", "src/deep"] {
+        assert!(
+            watched.listing.directories.contains(directory),
+            "{directory}"
+        );
+    }
+    for directory in ["build", "target", "target/debug"] {
+        assert!(
+            !watched.listing.directories.contains(directory),
+            "{directory}"
+        );
+    }
     std::fs::create_dir(fixture.ws.join("w")).unwrap();
     std::fs::rename(fixture.ws.join("x"), fixture.ws.join("w/x")).unwrap();
     std::fs::write(fixture.ws.join("w/x/y/z/g"), "g\n").unwrap();

@@ -170,6 +170,9 @@ impl FileListing {
         self.files.retain(|path, _| !changes.covers(path));
         self.links.retain(|path, _| !changes.covers(path));
         self.others.retain(|path, _| !changes.covers(path));
+        self.directories.retain(|path| !changes.covers(path));
+        self.directories
+            .extend(changes.listing.directories.iter().cloned());
         self.files.extend(changes.listing.files.clone());
         self.links.extend(changes.listing.links.clone());
         self.others.extend(changes.listing.others.clone());
@@ -339,6 +342,9 @@ impl Workspace {
             }
             match scan.sort(judge, path.clone(), name, kind, Some(&stat))? {
                 Sorted::Directory(task) => {
+                    if task.rules.is_some() {
+                        changes.listing.directories.insert(path.clone());
+                    }
                     if !is_subtree {
                         // A directory where a file was: listed whole.
                         changes.subtrees.push(path.clone());
@@ -379,6 +385,7 @@ impl Workspace {
             changes.listing.links.extend(found.links);
             changes.listing.others.extend(found.others);
             changes.listing.skipped_non_utf8 += found.skipped_non_utf8;
+            changes.listing.directories.extend(found.directories);
         }
         changes.subtrees.extend(subtrees);
         changes.subtrees.sort_unstable();
