@@ -188,8 +188,45 @@ const V9: &str = r#"
 ALTER TABLE events ADD COLUMN display_body_in_message INTEGER NOT NULL DEFAULT 0;
 "#;
 
+/// Version 10: messages and events become rowid tables with their key in a separate index
+/// (issue 15). As `WITHOUT ROWID` tables the key's b-tree held the whole row, and a row over a
+/// page (a 10 KB tool result, a `model.request`) spills onto overflow pages: every seek that
+/// compared against such a cell (the next index, the next sequence, the insert itself) read the
+/// whole row back, and SQLite reads overflow pages straight from the file, past its cache — an
+/// MCP `read_file` of 10 KB read 18 pages from disk per call. The key index holds only the key.
+const V10: &str = r#"
+CREATE TABLE messages_v10 (
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    idx           INTEGER NOT NULL,
+    message_json  TEXT NOT NULL,
+    PRIMARY KEY (session_id, idx)
+);
+INSERT INTO messages_v10 (session_id, idx, message_json)
+    SELECT session_id, idx, message_json FROM messages ORDER BY session_id, idx;
+DROP TABLE messages;
+ALTER TABLE messages_v10 RENAME TO messages;
+CREATE TABLE events_v10 (
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    sequence      INTEGER NOT NULL,
+    type          TEXT NOT NULL,
+    timestamp_ms  INTEGER NOT NULL,
+    event_json    TEXT NOT NULL,
+    message_idx   INTEGER,
+    display_body_in_message INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, sequence)
+);
+INSERT INTO events_v10
+    (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+    SELECT session_id, sequence, type, timestamp_ms, event_json, message_idx,
+           display_body_in_message
+    FROM events ORDER BY session_id, sequence;
+DROP TABLE events;
+ALTER TABLE events_v10 RENAME TO events;
+CREATE INDEX events_kind ON events(session_id, type, sequence);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -568,6 +568,63 @@ mod tests {
     }
 
     #[test]
+    fn version_9_messages_and_events_move_to_rowid_tables_with_their_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 9);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            let body = "x".repeat(10_000); // over a page: the case V10 is for
+            connection
+                .execute_batch(&format!(
+                    "INSERT INTO sessions (id, parent_id, created_at, workspace_root)
+                         VALUES ('s', NULL, 1, '/w');
+                     INSERT INTO messages VALUES
+                         ('s', 0, '{{\"role\":\"user\",\"content\":\"{body}\"}}');
+                     INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+                         VALUES ('s', 1, 'turn.started',
+                         5, '{{\"sessionId\":\"s\",\"sequence\":1,\"timestampMs\":5,\"type\":\"turn.started\",\"turnId\":\"t\"}}');"
+                ))
+                .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.messages("s").unwrap()[0].content.len(), 10_000);
+        assert_eq!(store.events("s").unwrap().len(), 1);
+        // The index `last_event_of_kind` names came back with the table.
+        assert!(
+            store
+                .last_event_of_kind("s", "turn.started")
+                .unwrap()
+                .is_some()
+        );
+        let layouts: Vec<String> = {
+            let connection = store.connection();
+            let mut statement = connection
+                .prepare(
+                    "SELECT sql FROM sqlite_master WHERE name IN ('messages', 'events') ORDER BY name",
+                )
+                .unwrap();
+            statement
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(layouts.len(), 2);
+        for sql in layouts {
+            assert!(!sql.to_uppercase().contains("WITHOUT ROWID"), "{sql}");
+        }
+        store
+            .append_message(
+                "s",
+                &clawsmith_protocol::ModelMessage::text(clawsmith_protocol::Role::User, "next"),
+            )
+            .unwrap();
+        assert_eq!(store.messages("s").unwrap().len(), 2);
+    }
+
+    #[test]
     fn reopening_the_latest_version_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");

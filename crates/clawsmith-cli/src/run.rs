@@ -152,8 +152,25 @@ pub fn daily_call_session(workspace: &Path) -> Result<String> {
     let digest = clawsmith_checkpoint::hash_hex(&clawsmith_checkpoint::sha256(
         root.as_os_str().as_encoded_bytes(),
     ));
-    let day = jiff::Zoned::now().strftime("%Y%m%d").to_string();
+    let day = jiff::Timestamp::now()
+        .to_zoned(local_zone_for_dates())
+        .strftime("%Y%m%d")
+        .to_string();
     Ok(format!("ses_calls_{day}_{}", &digest[..12]))
+}
+
+/// The local zone, for a date only. `jiff::tz::TimeZone::system()` first lists every name under
+/// /usr/share/zoneinfo (about 600 entries in 20 directories, at every start of `call`; issue
+/// 15) to name the zone; a date needs the rules, not the name, so without `TZ` the rules
+/// are read from /etc/localtime directly.
+fn local_zone_for_dates() -> jiff::tz::TimeZone {
+    if std::env::var_os("TZ").is_none()
+        && let Ok(bytes) = std::fs::read("/etc/localtime")
+        && let Ok(zone) = jiff::tz::TimeZone::tzif("localtime", &bytes)
+    {
+        return zone;
+    }
+    jiff::tz::TimeZone::system()
 }
 
 /// The configuration file (`--config`, else `clawsmith.toml` in the state directory when it
