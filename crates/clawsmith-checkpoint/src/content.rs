@@ -233,3 +233,66 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// Notes the directories call `call_id` of turn `turn_id` made (absent before the command,
+    /// there after it), so that undo of the turn removes exactly those once they are empty
+    /// again, deepest first.
+    pub fn record_created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        paths: &[String],
+    ) -> Result<(), StoreError> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        self.write("noting directories a command made", |tx| {
+            let mut statement = tx
+                .prepare(
+                    "INSERT OR IGNORE INTO created_directories
+                         (session_id, turn_id, call_id, path)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )
+                .ctx("noting directories a command made")?;
+            for path in paths {
+                statement
+                    .execute(params![session_id, turn_id, call_id, path])
+                    .ctx("noting directories a command made")?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The directories commands of turn `turn_id` made, by path.
+    pub fn created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        self.read("reading directories commands made", |tx| {
+            created_directories_of(tx, session_id, turn_id)
+        })
+    }
+}
+
+/// [`Store::created_directories`] inside a transaction (undo reads them while it plans).
+pub(crate) fn created_directories_of(
+    tx: &rusqlite::Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<Vec<String>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT path FROM created_directories
+             WHERE session_id = ?1 AND turn_id = ?2 ORDER BY path",
+        )
+        .ctx("reading directories commands made")?;
+    let rows = statement
+        .query_map(params![session_id, turn_id], |row| row.get(0))
+        .ctx("reading directories commands made")?
+        .collect::<Result<Vec<String>, _>>()
+        .ctx("reading directories commands made")?;
+    Ok(rows)
+}

@@ -225,8 +225,21 @@ ALTER TABLE events_v10 RENAME TO events;
 CREATE INDEX events_kind ON events(session_id, type, sequence);
 "#;
 
+/// Version 11: the directories each command made (issue 16), seen as absent before it and
+/// present after it, so undo removes exactly those once they are empty again (birth times are
+/// not reliable for this: the file system's clock is coarser than the turn's).
+const V11: &str = r#"
+CREATE TABLE IF NOT EXISTS created_directories (
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id     TEXT NOT NULL,
+    call_id     TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    PRIMARY KEY (session_id, turn_id, path)
+);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

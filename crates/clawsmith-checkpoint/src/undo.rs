@@ -271,6 +271,16 @@ impl Store {
             } else {
                 None
             };
+            // The directories the rewound turns' commands made: removed after the plan, once
+            // empty.
+            let mut made_directories = Vec::new();
+            for row in &files_turns {
+                made_directories.extend(crate::content::created_directories_of(
+                    tx,
+                    session_id,
+                    &row.turn_id,
+                )?);
+            }
             let plan = RestorePlan {
                 session_id: session_id.to_string(),
                 turn_id: turn_id.to_string(),
@@ -288,9 +298,17 @@ impl Store {
                 params![session_id, root, now, json],
             )
             .ctx("planning an undo")?;
-            Ok((report, Some((tx.last_insert_rowid(), plan, target.created_at))))
+            Ok((
+                report,
+                Some((
+                    tx.last_insert_rowid(),
+                    plan,
+                    target.created_at,
+                    made_directories,
+                )),
+            ))
         })?;
-        let (mut report, Some((plan_id, plan, since_ms))) = planned else {
+        let (mut report, Some((plan_id, plan, since_ms, made_directories))) = planned else {
             return Ok(planned.0);
         };
         for action in &plan.actions {
@@ -302,8 +320,15 @@ impl Store {
         }
         self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
         // Best effort, after the plan: a directory left behind is empty, never wrong content.
+        // First the directories commands were seen to make, then (for the file tools' and a
+        // recovered command's) the parents of removed files born during the turns.
+        report.removed_directories = remove_made_directories(workspace, made_directories);
         let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
-        report.removed_directories = remove_created_directories(workspace, &report.removed, since);
+        for removed in remove_created_directories(workspace, &report.removed, since) {
+            if !report.removed_directories.contains(&removed) {
+                report.removed_directories.push(removed);
+            }
+        }
         Ok(report)
     }
 
@@ -459,6 +484,20 @@ fn resolve(workspace: &Workspace, path: &str) -> Result<clawsmith_fs::WorkspaceP
 }
 
 /// The checkpoints of the session from `from_id` on, oldest first.
+/// Removes, deepest first, each of `directories` that is an empty directory now; returns them.
+fn remove_made_directories(workspace: &Workspace, mut directories: Vec<String>) -> Vec<String> {
+    directories.sort_by_key(|path| std::cmp::Reverse((path.matches('/').count(), path.clone())));
+    directories.dedup();
+    directories
+        .into_iter()
+        .filter(|directory| {
+            workspace
+                .resolve(directory)
+                .is_ok_and(|path| workspace.remove_empty_directory(&path).unwrap_or(false))
+        })
+        .collect()
+}
+
 /// Removes, deepest first, the parents of `removed` files that were born at or after `since`
 /// and are empty now; returns them.
 fn remove_created_directories(

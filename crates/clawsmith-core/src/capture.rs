@@ -7,7 +7,10 @@
 //! stamp (device, inode, size, mode, times) and SHA-256; the content of each file up to
 //! [`CAPTURE_CONTENT_LIMIT`] sits in the store's blob table before the command starts, so a
 //! file the command rewrites or deletes can be put back. The manifest is kept per session in
-//! memory and refreshed incrementally: only files whose stamp moved are read again.
+//! memory and refreshed incrementally: only files whose stamp moved are read again. It also
+//! holds the set of directories the walk enters: those present after a command and absent
+//! before it are recorded as made by the command (`Store::record_created_directories`), and undo
+//! removes exactly those once they are empty again.
 //!
 //! # Not passing over an unchanged tree: the workspace watch
 //!
@@ -129,6 +132,10 @@ struct Manifest {
     others: HashMap<String, (Uncaptured, FileStamp)>,
     /// Whether `others` was cut short.
     others_truncated: bool,
+    /// The directories the walk enters: those present after a command and not before are the
+    /// ones it made, which undo removes once they are empty again. Not part of the stored
+    /// encoding (a recovered command's directories go by birth time).
+    directories: std::collections::HashSet<String>,
     /// The hash of this manifest's encoding when it is in the store as is (a manifest that did
     /// not change since is not stored again).
     persisted: Option<[u8; 32]>,
@@ -403,6 +410,7 @@ impl Captures {
             self.content_limit,
         );
         not_captured.extend(uncaptured_differences(before, after));
+        record_made_directories(store, &origin, before, after);
         let entries: Vec<(String, String)> = not_captured
             .into_iter()
             .map(|entry| (entry.path, entry.reason))
@@ -572,6 +580,7 @@ impl Captures {
                     self.content_limit,
                 );
                 not_captured.extend(uncaptured_differences(&before, &after));
+                record_made_directories(store, origin, &before, &after);
                 (after, not_captured)
             }
             // Nothing changed: the manifest before is the one after.
@@ -695,6 +704,7 @@ fn refresh(
                 files: HashMap::with_capacity(listing.files.len() + listing.links.len()),
                 others: listing.others,
                 others_truncated: listing.others_truncated,
+                directories: listing.directories,
                 persisted: None,
                 verified_at: Some(Instant::now()),
                 background_during: false,
@@ -718,8 +728,10 @@ fn refresh(
                 false
             });
             manifest.others.retain(|path, _| !changes.covers(path));
+            manifest.directories.retain(|path| !changes.covers(path));
             let found = changes.listing;
             manifest.others.extend(found.others);
+            manifest.directories.extend(found.directories);
             (manifest, found.files, found.links, false)
         }
     };
@@ -799,11 +811,42 @@ fn refresh(
     }
     candidates.sort_unstable();
     candidates.dedup();
-    if candidates.is_empty() && manifest.others == previous.others {
+    if candidates.is_empty()
+        && manifest.others == previous.others
+        && manifest.directories == previous.directories
+    {
         // The same files with the same stamps: the stored encoding still describes it.
         manifest.persisted = previous.persisted;
     }
     (manifest, candidates)
+}
+
+/// Notes the directories present in `after` and not in `before` as made by the call `origin`
+/// (undo removes them once empty). `before` must be a real earlier state: a manifest without
+/// directories (never refreshed, or read back from the store) notes nothing.
+fn record_made_directories(
+    store: &Store,
+    origin: &ChangeOrigin,
+    before: &Manifest,
+    after: &Manifest,
+) {
+    if before.directories.is_empty() && before.verified_at.is_none() {
+        return;
+    }
+    let mut made: Vec<String> = after
+        .directories
+        .difference(&before.directories)
+        .cloned()
+        .collect();
+    made.sort_unstable();
+    if let Err(error) = store.record_created_directories(
+        &origin.session_id,
+        &origin.turn_id,
+        &origin.tool_call_id,
+        &made,
+    ) {
+        tracing::warn!(%error, "the directories a command made could not be noted");
+    }
 }
 
 /// The entries outside the capture (ignored paths, symlinks, special files) that the command

@@ -681,6 +681,9 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
         ("chmod +x run.sh", true),
         ("ln -s b.txt link", true),
         ("cp -r dir copy && mv copy moved && echo y > moved/y", true),
+        // `moved` is not a new directory (same inode as `dir`): only the directory sets before
+        // and after say the command made it.
+        ("mv dir moved && echo y > moved/y", true),
         ("for i in 1 2 3; do echo $i > gen$i.rs; done", true),
         ("echo x > tmp.txt && rm tmp.txt", false),
     ];
@@ -702,12 +705,13 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
     // The first command passes over the tree before and after; the second watches it with
     // one more full pass; every later refresh comes from events.
     assert_eq!(passes.full, 3, "{passes:?}");
-    assert_eq!(passes.from_events, 2 * 11 - 3, "{passes:?}");
+    assert_eq!(passes.from_events, 2 * 12 - 3, "{passes:?}");
 }
 
 /// Background commands: what one changes is recorded at the session's next capture point — here
 /// the beginning of the next turn, after it ended — as a change of that turn whose call is the
-/// background command's id, and `undo files` of that turn gives it back.
+/// background command's id, and `undo files` of that turn gives it back. One that ends within
+/// its own turn is recorded as that turn finishes, the folder it made with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
     if !sandbox_available() {
@@ -778,4 +782,80 @@ async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
     );
     assert_eq!(undo_files(&fixture, &session, &second), UndoOutcome::Undone);
     assert_eq!(tree(&fixture.workspace), start);
+
+    // One that ends within its own turn is recorded there, as the turn finishes.
+    let mut turn = session.begin_turn(&sink).unwrap();
+    let arguments = serde_json::json!({ "command": "mkdir quick && echo q > quick/q.txt" });
+    let results = turn
+        .run_batch(
+            vec![call("s2", "start_command", &arguments.to_string())],
+            &sink,
+        )
+        .await
+        .unwrap();
+    let started: serde_json::Value = serde_json::from_str(&results[0].1.content).unwrap();
+    let quick_id = started["commandId"].as_str().unwrap().to_owned();
+    service
+        .wait(&quick_id, std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    let third = turn.id().to_owned();
+    turn.finish(&sink).unwrap();
+    let changes = fixture.store.change_list(session.id(), &third).unwrap();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].path, "quick/q.txt");
+    assert_eq!(changes[0].call_id.as_deref(), Some(quick_id.as_str()));
+    assert_eq!(undo_files(&fixture, &session, &third), UndoOutcome::Undone);
+    assert_eq!(
+        tree(&fixture.workspace),
+        start,
+        "the folder it made went too"
+    );
+}
+
+/// The directories a command made are recorded (absent before, present after) and undo removes
+/// exactly those once empty: `mkdir -p` then a file in it, repeated in one session with the
+/// commands started right after the turn (birth times alone, coarser than the turn's clock, left
+/// them behind now and then), and folders a command renamed or made empty around a user's
+/// folder, which stays.
+#[tokio::test]
+async fn directories_a_command_made_are_removed_by_undo_every_time() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("old/keep.txt", "k\n");
+    let session = session(&fixture);
+    for round in 0..12 {
+        let before = tree(&fixture.workspace);
+        let command = format!(
+            "mkdir -p a{round}/b/c && touch a{round}/b/c/f && mkdir -p old/new{round}/x && touch old/new{round}/x/g"
+        );
+        let (turn, _) = run(&session, &command).await;
+        let made = fixture
+            .store
+            .created_directories(session.id(), &turn)
+            .unwrap();
+        assert_eq!(
+            made,
+            [
+                format!("a{round}"),
+                format!("a{round}/b"),
+                format!("a{round}/b/c"),
+                format!("old/new{round}"),
+                format!("old/new{round}/x"),
+            ],
+            "round {round}"
+        );
+        assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+        assert_eq!(tree(&fixture.workspace), before, "round {round}");
+    }
+    // A folder the user makes after the command is not the command's: it stays.
+    let before = tree(&fixture.workspace);
+    let (turn, _) = run(&session, "mkdir made && echo x > made/f").await;
+    std::fs::create_dir(fixture.workspace.join("made/users")).unwrap();
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert!(fixture.workspace.join("made/users").is_dir());
+    std::fs::remove_dir_all(fixture.workspace.join("made")).unwrap();
+    assert_eq!(tree(&fixture.workspace), before);
 }
