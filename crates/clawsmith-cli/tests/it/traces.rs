@@ -73,6 +73,20 @@ fn spans_received(bodies: &mpsc::Receiver<Vec<u8>>, expected: usize) -> Vec<Valu
     spans
 }
 
+/// The spans of the requests received so far, without waiting (the process has exited).
+fn spans_already_received(bodies: &mpsc::Receiver<Vec<u8>>) -> Vec<Value> {
+    bodies
+        .try_iter()
+        .flat_map(|body| {
+            let request: Value = serde_json::from_slice(&body).unwrap();
+            request["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .unwrap()
+                .clone()
+        })
+        .collect()
+}
+
 fn span<'a>(spans: &'a [Value], name: &str) -> &'a Value {
     spans
         .iter()
@@ -260,22 +274,54 @@ fn spans_are_flushed_at_exit_to_a_slow_collector() {
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stderr.contains("not exported"), "{}", run.stderr);
-    let spans: Vec<Value> = bodies
-        .try_iter()
-        .flat_map(|body| {
-            let request: Value = serde_json::from_slice(&body).unwrap();
-            request["resourceSpans"][0]["scopeSpans"][0]["spans"]
-                .as_array()
-                .unwrap()
-                .clone()
-        })
-        .collect();
+    let spans = spans_already_received(&bodies);
     let mut names: Vec<&str> = spans
         .iter()
         .map(|span| span["name"].as_str().unwrap())
         .collect();
     names.sort_unstable();
     assert_eq!(names, ["clawsmith.turn", "execute_tool read_file"]);
+}
+
+#[test]
+fn turn_flushes_every_span_of_its_batch_at_exit() {
+    let fixture = Fixture::new();
+    let (url, bodies) = receiver_answering(Duration::from_millis(500));
+    let state = fixture.state();
+    let ws = fixture.ws();
+    let calls = json!([
+        {"id": "c1", "name": "read_file", "arguments": "{\"path\": \"a.txt\"}"},
+        {"id": "c2", "name": "read_file", "arguments": "{\"path\": \"b.txt\"}"},
+    ]);
+    let run = run_binary_with(
+        &[
+            "--state-dir",
+            state.to_str().unwrap(),
+            "turn",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+        &calls.to_string(),
+        |command| {
+            command
+                .env_remove("TRACEPARENT")
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", &url)
+                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+        },
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("not exported"), "{}", run.stderr);
+    // Everything arrived before the process ended: nothing is waited for here.
+    let spans = spans_already_received(&bodies);
+    let turn = span(&spans, "clawsmith.turn");
+    let calls: Vec<&Value> = spans
+        .iter()
+        .filter(|span| span["name"] == "execute_tool read_file")
+        .collect();
+    assert_eq!(calls.len(), 2, "{spans:#?}");
+    for call in calls {
+        assert_eq!(call["parentSpanId"], turn["spanId"]);
+    }
 }
 
 #[test]
