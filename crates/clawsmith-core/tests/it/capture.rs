@@ -859,3 +859,56 @@ async fn directories_a_command_made_are_removed_by_undo_every_time() {
     std::fs::remove_dir_all(fixture.workspace.join("made")).unwrap();
     assert_eq!(tree(&fixture.workspace), before);
 }
+
+/// While a background command runs — and for the refresh after one that saw it running — the
+/// capture passes over the whole tree instead of trusting the watch's events (its processes may
+/// write through a mapping, which makes no event); then the events serve again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "a\n");
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let service = std::sync::Arc::new(
+        clawsmith_sandbox::CommandExecutionService::new(clawsmith_sandbox::ServiceConfig::new(
+            sandbox,
+            fixture.dir.path().join("logs"),
+        ))
+        .unwrap(),
+    );
+    let core = fixture.core(|config| {
+        config.policy = PermissionPolicy::new(PermissionMode::Full);
+        config.command_service = Some(service.clone());
+    });
+    let session = core.open_session(None).unwrap();
+    run(&session, "true").await;
+    run(&session, "true").await;
+    run(&session, "true").await;
+    let watched = core.capture_passes();
+    assert!(watched.from_events >= 2, "{watched:?}");
+    let sink = clawsmith_core::CollectingSink::new();
+    let arguments = serde_json::json!({ "command": "sleep 30" }).to_string();
+    let outcome = session
+        .run_turn(vec![call("s1", "start_command", &arguments)], &sink)
+        .await
+        .unwrap();
+    let started: serde_json::Value = serde_json::from_str(&outcome.results[0].1.content).unwrap();
+    let command_id = started["commandId"].as_str().unwrap().to_owned();
+    let before = core.capture_passes();
+    run(&session, "echo b > b.txt").await;
+    let during = core.capture_passes();
+    assert_eq!(during.from_events, before.from_events, "{during:?}");
+    assert!(during.full > before.full, "{during:?}");
+    service.cancel(&command_id).unwrap();
+    service
+        .wait(&command_id, std::time::Duration::from_secs(20))
+        .await
+        .unwrap();
+    // The first refresh after one that saw it running is full too; later ones use the events.
+    run(&session, "true").await;
+    run(&session, "true").await;
+    let after = core.capture_passes();
+    assert!(after.from_events > during.from_events, "{after:?}");
+}
