@@ -175,6 +175,26 @@ impl Store {
         })
     }
 
+    /// [`Store::begin_turn_with_event`] with every event of `events` (its `turn.started`, then
+    /// e.g. the turn's `model.request`), in order, in the same commit: an MCP call's turn starts
+    /// with one commit instead of two.
+    pub fn begin_turn_with_events(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        events: Vec<EventPayload>,
+        timestamp_ms: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        let now = self.now_ms();
+        self.write_unsynced("beginning a turn", |tx| {
+            crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
+            events
+                .into_iter()
+                .map(|payload| insert_event(tx, session_id, payload, timestamp_ms, None))
+                .collect()
+        })
+    }
+
     /// The session's messages in order.
     pub fn messages(&self, session_id: &str) -> Result<Vec<ModelMessage>, StoreError> {
         self.messages_page(session_id, 0, u64::MAX)

@@ -264,19 +264,43 @@ impl SessionHandle {
         sink: &dyn EventSink,
         parent: Option<&clawsmith_trace::SpanContext>,
     ) -> Result<Turn, CoreError> {
+        Ok(self.begin(sink, parent, |_| (Vec::new(), ()))?.0)
+    }
+
+    /// [`SessionHandle::begin_turn_under`] followed by [`Turn::model_request`], with the
+    /// `model.request` stored in the commit that opens the turn: a host that makes one request
+    /// per turn (the MCP server: one call per turn) saves a commit per turn.
+    pub fn begin_turn_with_request(
+        &self,
+        sink: &dyn EventSink,
+        parent: Option<&clawsmith_trace::SpanContext>,
+    ) -> Result<(Turn, RequestEvidence), CoreError> {
+        self.begin(sink, parent, |turn_id| {
+            let (payload, evidence) = compose_request(&self.shared, &self.id, Some(turn_id));
+            (vec![payload], evidence)
+        })
+    }
+
+    /// Begins a turn whose opening commit also stores the events `more` gives for its id.
+    fn begin<T>(
+        &self,
+        sink: &dyn EventSink,
+        parent: Option<&clawsmith_trace::SpanContext>,
+        more: impl FnOnce(&str) -> (Vec<EventPayload>, T),
+    ) -> Result<(Turn, T), CoreError> {
         let lease = self.lease_for_turn()?;
         let turn_id = new_id(IdKind::Turn);
-        // The checkpoint and `turn.started` commit together.
+        // The checkpoint, `turn.started` and what `more` adds commit together.
         let store = &self.shared.store;
-        let started = store.begin_turn_with_event(
-            &self.id,
-            &turn_id,
-            EventPayload::TurnStarted(TurnStarted {
-                turn_id: turn_id.clone(),
-            }),
-            store.now_ms(),
-        )?;
-        sink.event(&started);
+        let mut payloads = vec![EventPayload::TurnStarted(TurnStarted {
+            turn_id: turn_id.clone(),
+        })];
+        let (extra, value) = more(&turn_id);
+        payloads.extend(extra);
+        let stored = store.begin_turn_with_events(&self.id, &turn_id, payloads, store.now_ms())?;
+        for event in &stored {
+            sink.event(event);
+        }
         // A turn boundary: background commands' changes since the last capture (issue 16).
         crate::capture::settle_background(&self.shared, &self.id, &turn_id);
         let mut span = self
@@ -290,7 +314,7 @@ impl SessionHandle {
             clawsmith_trace::semconv::GEN_AI_CONVERSATION_ID,
             self.id.clone(),
         );
-        Ok(Turn {
+        let turn = Turn {
             span,
             shared: Arc::clone(&self.shared),
             session_id: self.id.clone(),
@@ -301,7 +325,8 @@ impl SessionHandle {
             closed_calls: 0,
             known_sequence: Arc::clone(&self.known_sequence),
             _lease: lease,
-        })
+        };
+        Ok((turn, value))
     }
 
     /// A whole turn with one batch: begin, run `calls`, finish.
@@ -569,6 +594,18 @@ fn model_request(
     turn_id: Option<&str>,
     sink: &dyn EventSink,
 ) -> Result<RequestEvidence, CoreError> {
+    let (payload, evidence) = compose_request(shared, session_id, turn_id);
+    emit(shared, session_id, payload, sink)?;
+    Ok(evidence)
+}
+
+/// What a model request shows now (promoting pending activations), as its `model.request`
+/// payload and the evidence handed back.
+fn compose_request(
+    shared: &Shared,
+    session_id: &str,
+    turn_id: Option<&str>,
+) -> (EventPayload, RequestEvidence) {
     let active = shared.activations.promote(session_id);
     let tools = shared.table.shown(&active);
     let tool_names: Vec<String> = tools.iter().map(|tool| tool.name.clone()).collect();
@@ -584,28 +621,24 @@ fn model_request(
         .cloned()
         .collect();
     let request_id = new_id(IdKind::Request);
-    emit(
-        shared,
-        session_id,
-        EventPayload::ModelRequest(ModelRequest {
-            request_id: request_id.clone(),
-            turn_id: turn_id.map(str::to_owned),
-            tool_names: tool_names.clone(),
-            tool_schema_sha256: tool_schema_sha256.clone(),
-            composition: RequestComposition {
-                activated_tools: activated_tools.clone(),
-            },
-        }),
-        sink,
-    )?;
-    Ok(RequestEvidence {
+    let payload = EventPayload::ModelRequest(ModelRequest {
+        request_id: request_id.clone(),
+        turn_id: turn_id.map(str::to_owned),
+        tool_names: tool_names.clone(),
+        tool_schema_sha256: tool_schema_sha256.clone(),
+        composition: RequestComposition {
+            activated_tools: activated_tools.clone(),
+        },
+    });
+    let evidence = RequestEvidence {
         request_id,
         turn_id: turn_id.map(str::to_owned),
         tools,
         tool_names,
         tool_schema_sha256,
         activated_tools,
-    })
+    };
+    (payload, evidence)
 }
 
 /// A running turn. Dropping it without [`Turn::finish`] leaves its checkpoint open; the next

@@ -463,8 +463,11 @@ impl ClawsmithServer {
         let sink = self.inner.sink.as_ref();
         // The client's `_meta.traceparent` parents this call's turn (issue 22).
         let parent = crate::trace::incoming_parent(&context.meta);
-        let mut turn = self.inner.session.begin_turn_under(sink, parent.as_ref())?;
-        turn.model_request(sink)?;
+        // The turn's start and its one model request commit together (issue 15).
+        let (mut turn, _request) = self
+            .inner
+            .session
+            .begin_turn_with_request(sink, parent.as_ref())?;
         let cancellation = turn.cancellation();
         let results = {
             let batch = turn.run_batch(vec![call], sink);

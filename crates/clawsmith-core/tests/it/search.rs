@@ -190,3 +190,62 @@ async fn no_deferred_tools_means_no_search_tools() {
     let core = fixture.core(|_| {});
     assert!(core.tools().get("search_tools").is_none());
 }
+
+/// A turn begun with its request (the MCP server's one request per turn) stores the same two
+/// events as `begin_turn` then `model_request` — `turn.started`, then `model.request` naming the
+/// turn — and promotes an activation the same way, in the commit that opens the turn.
+#[tokio::test]
+async fn a_turn_begun_with_its_request_stores_both_events_in_order() {
+    let fixture = Fixture::new();
+    let core = fixture.core(|config| {
+        config.extension_tools.push(deferred(
+            "jira_create",
+            &["ticket"],
+            &["issues"],
+            "",
+            "Create a Jira issue",
+        ));
+    });
+    let session = core.open_session(None).unwrap();
+    let sink = CollectingSink::new();
+    let (mut turn, first) = session.begin_turn_with_request(&sink, None).unwrap();
+    assert!(first.activated_tools.is_empty());
+    assert_eq!(first.turn_id.as_deref(), Some(turn.id()));
+    let results = turn
+        .run_batch(
+            vec![call("c1", "search_tools", r#"{"query": "ticket"}"#)],
+            &sink,
+        )
+        .await
+        .unwrap();
+    assert_status(&results[0].1, ToolStatus::Success, None);
+    turn.finish(&sink).unwrap();
+    let (next, second) = session.begin_turn_with_request(&sink, None).unwrap();
+    assert_eq!(second.activated_tools, ["jira_create"]);
+    next.finish(&sink).unwrap();
+
+    let events = session.events().unwrap();
+    assert_sequences(&events);
+    let kinds: Vec<&str> = events.iter().map(|event| event.payload.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "model.request",
+            "tool.started",
+            "tool.completed",
+            "turn.completed",
+            "turn.started",
+            "model.request",
+            "turn.completed"
+        ]
+    );
+    let EventPayload::ModelRequest(stored) = &events[6].payload else {
+        panic!("not a model.request: {:?}", events[6]);
+    };
+    assert_eq!(stored.request_id, second.request_id);
+    assert_eq!(stored.turn_id, second.turn_id);
+    // The sink saw what the store holds, in the same order.
+    let seen: Vec<u64> = sink.events().iter().map(|event| event.sequence).collect();
+    assert_eq!(seen, (1..=8).collect::<Vec<u64>>());
+}
