@@ -49,8 +49,13 @@
 //!   `turn.completed` ([`Store::begin_turn_with_event`], [`Store::finish_turn_with_event`]). Under
 //!   [`Durability::Full`] a commit that guards nothing (a read's start, a turn's start) is not
 //!   fsynced on its own; the next fsynced commit covers it (the WAL is written in order). Hot
-//!   statements are prepared once per connection. A commit is tens of microseconds under the
-//!   default durability, less than a hop to a blocking thread would cost, so the async core
+//!   statements are prepared once per connection and planned once for any bound value
+//!   (`SQLITE_DBCONFIG_ENABLE_QPSG`: without it a `MAX(…) WHERE key = ?` statement was re-planned
+//!   on every use). Messages and events live in rowid tables with their key in a separate index:
+//!   as `WITHOUT ROWID` tables every seek past a long row read that row's overflow pages from
+//!   the file. A `tool.completed` whose display body is its tool message's text stores it once.
+//!   A commit is tens of microseconds under the default durability, less than a hop to a
+//!   blocking thread would cost, so the async core
 //!   calls the store directly on its worker; under `Full` each fsync holds that worker for its
 //!   duration (the runtime's other workers keep serving). Closing a connection does not fold the
 //!   WAL into the main file (four fsyncs a process): the next writer's automatic checkpoint does,
