@@ -27,7 +27,7 @@
 //! - **Ids from the standard library.** 64-bit halves from a randomly keyed SipHash over a counter
 //!   and the clock, like clawsmith-protocol's ids: unique, not secret, no `rand`.
 //!
-//! - **Export behind a feature.** With feature `otlp`, [`otlp`] reads the standard
+//! - **Export behind a feature.** With feature `otlp`, the module `otlp` reads the standard
 //!   `OTEL_EXPORTER_OTLP_*` variables and exports through the OpenTelemetry SDK's batch processor
 //!   (a bounded queue on its own thread: export never blocks or fails a call). The core builds
 //!   this crate without the feature; the CLI turns it on.
@@ -40,13 +40,17 @@
 //! - **Bounded exit.** [`SpanSink::finish`] (the OTLP sink's) waits at most its bound for the
 //!   collector and returns an [`ExportTally`] (spans taken vs. acknowledged), which the CLI logs
 //!   as a warning when spans were lost.
-//! - **No gRPC.** `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` is refused at start, naming what is
-//!   supported. opentelemetry-otlp's `grpc-tonic` exporter needs a tokio runtime on the export
-//!   thread (the SDK's batch processor runs a plain thread with a blocking executor) and brings
-//!   tonic, tower and an HTTP/2 client stack into the binary, for collectors that all accept
-//!   OTLP/HTTP as well (the OpenTelemetry Collector's 4318). A user of a gRPC-only endpoint runs
-//!   a local collector.
-//! - **No HTTPS (yet).** `https://` endpoints are refused at start. opentelemetry-http speaks
+//! - **gRPC on a runtime of its own.** `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` uses
+//!   opentelemetry-otlp's `grpc-tonic` exporter (cleartext HTTP/2, no TLS feature). tonic needs
+//!   a tokio runtime for its channel and its requests, and the SDK's batch processor runs a plain
+//!   thread with a blocking executor; so the gRPC exporter owns a tokio runtime with one worker
+//!   thread, is built inside it, and each export is spawned there and awaited from the batch
+//!   thread. The batch processor, its bounded queue, the drop counting and the bounded flush at
+//!   exit are the ones HTTP uses, unchanged. The endpoint is the collector's address, used as-is
+//!   (no `/v1/traces`), and `OTEL_EXPORTER_OTLP_HEADERS` become gRPC metadata. Cost: tonic and
+//!   a few small crates (hyper, h2 and tower were already in the tree), and one idle thread
+//!   while exporting over gRPC; nothing when another protocol or no export is configured.
+//! - **No HTTPS (yet).** `https://` endpoints are refused at start, for gRPC too. opentelemetry-http speaks
 //!   reqwest 0.13, whose `rustls` feature brings aws-lc-rs (a C build with cmake) and the
 //!   platform verifier; the workspace's TLS is reqwest 0.12 with ring and webpki roots (the
 //!   agent's providers). Sharing that stack means an `HttpClient` of our own over reqwest 0.12;

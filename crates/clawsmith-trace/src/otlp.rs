@@ -10,9 +10,19 @@
 //! bound passes) and tallies the spans the sink took against those a collector acknowledged, so
 //! the front end can say how many were lost (queue full, collector down or too slow).
 //!
-//! Supported: `http/protobuf` (the default) and `http/json` over plain HTTP. `grpc` and `https`
-//! endpoints are refused with an error naming what is supported (why: the crate essay's "No gRPC"
-//! and "No HTTPS").
+//! Supported: `http/protobuf` (the default), `http/json` and `grpc`, all over plain HTTP (gRPC
+//! over cleartext HTTP/2). For HTTP the endpoint `OTEL_EXPORTER_OTLP_ENDPOINT` gets `/v1/traces`
+//! appended; for gRPC it is used as-is (the OTLP exporter spec: the collector's address, usually
+//! `http://localhost:4317`). `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is always used as-is, and
+//! `OTEL_EXPORTER_OTLP_HEADERS` become request headers or gRPC metadata. An unknown protocol and
+//! `https://` endpoints are refused with an error naming what is supported (why: the crate
+//! essay's "No HTTPS").
+//!
+//! The gRPC exporter (tonic) needs a tokio runtime for its channel and its requests, which the
+//! SDK's batch thread does not have: the sink owns a runtime with one worker thread, the exporter
+//! is built inside it and each export runs there while the batch thread waits for its result
+//! (`OnRuntime`). Queue, drop counting, [`SpanSink::flush`] and the bounded
+//! [`SpanSink::finish`] are the same as for HTTP.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -25,7 +35,7 @@ use opentelemetry::trace::{SpanKind, Status, TraceState as OtelTraceState};
 use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, SpanData, SpanEvents, SpanExporter, SpanLinks,
     SpanProcessor,
@@ -33,23 +43,26 @@ use opentelemetry_sdk::trace::{
 
 use crate::span::{AttributeValue, ExportTally, FinishedSpan, SpanSink, SpanStatus, Tracer};
 
-/// The wire format of OTLP over HTTP.
+/// The transport and wire format of OTLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OtlpProtocol {
     /// `http/protobuf`.
     HttpProtobuf,
     /// `http/json`.
     HttpJson,
+    /// `grpc` (protobuf over cleartext HTTP/2).
+    Grpc,
 }
 
 /// Where and how spans are exported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtlpConfig {
-    /// The full traces URL (`…/v1/traces`).
+    /// Where spans go: the full traces URL (`…/v1/traces`) for HTTP, the collector's address
+    /// (`http://host:4317`) for gRPC.
     pub traces_endpoint: String,
     /// The wire format.
     pub protocol: OtlpProtocol,
-    /// Extra request headers (`OTEL_EXPORTER_OTLP_HEADERS`, e.g. an API key).
+    /// Extra request headers or gRPC metadata (`OTEL_EXPORTER_OTLP_HEADERS`, e.g. an API key).
     pub headers: Vec<(String, String)>,
     /// `service.name` of the resource.
     pub service_name: String,
@@ -60,7 +73,9 @@ pub struct OtlpConfig {
 #[non_exhaustive]
 pub enum OtlpConfigError {
     /// A protocol this build does not speak.
-    #[error("{variable}={value} is not supported: use http/protobuf (the default) or http/json")]
+    #[error(
+        "{variable}={value} is not supported: use http/protobuf (the default), http/json or grpc"
+    )]
     Protocol {
         /// The variable that named it.
         variable: &'static str,
@@ -95,22 +110,10 @@ impl OtlpConfig {
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<OtlpConfig>, OtlpConfigError> {
         let set = |name: &str| get(name).filter(|value| !value.trim().is_empty());
-        let (variable, traces_endpoint) =
-            if let Some(url) = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-                ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url)
-            } else if let Some(base) = set("OTEL_EXPORTER_OTLP_ENDPOINT") {
-                (
-                    "OTEL_EXPORTER_OTLP_ENDPOINT",
-                    format!("{}/v1/traces", base.trim_end_matches('/')),
-                )
-            } else {
-                return Ok(None);
-            };
-        if !traces_endpoint.starts_with("http://") {
-            return Err(OtlpConfigError::Endpoint {
-                variable,
-                value: traces_endpoint,
-            });
+        let traces = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        let base = set("OTEL_EXPORTER_OTLP_ENDPOINT");
+        if traces.is_none() && base.is_none() {
+            return Ok(None);
         }
         let protocol = match [
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
@@ -122,8 +125,27 @@ impl OtlpConfig {
             None => OtlpProtocol::HttpProtobuf,
             Some((_, value)) if value == "http/protobuf" => OtlpProtocol::HttpProtobuf,
             Some((_, value)) if value == "http/json" => OtlpProtocol::HttpJson,
+            Some((_, value)) if value == "grpc" => OtlpProtocol::Grpc,
             Some((variable, value)) => return Err(OtlpConfigError::Protocol { variable, value }),
         };
+        let (variable, traces_endpoint) = match (traces, base) {
+            (Some(url), _) => ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", url),
+            // gRPC names the service in the request, not the URL: the base is used as-is.
+            (None, Some(base)) if protocol == OtlpProtocol::Grpc => {
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", base)
+            }
+            (None, Some(base)) => (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("{}/v1/traces", base.trim_end_matches('/')),
+            ),
+            (None, None) => return Ok(None),
+        };
+        if !traces_endpoint.starts_with("http://") {
+            return Err(OtlpConfigError::Endpoint {
+                variable,
+                value: traces_endpoint,
+            });
+        }
         let mut headers = Vec::new();
         for source in [
             "OTEL_EXPORTER_OTLP_HEADERS",
@@ -154,9 +176,17 @@ impl OtlpConfig {
 
 /// A tracer exporting to `config`'s collector.
 pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
+    let exported = Arc::new(AtomicU64::new(0));
+    let resource = Resource::builder_empty()
+        .with_service_name(config.service_name.clone())
+        .build();
     let protocol = match config.protocol {
         OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
         OtlpProtocol::HttpJson => Protocol::HttpJson,
+        OtlpProtocol::Grpc => {
+            let exporter = OnRuntime::grpc(config)?;
+            return Ok(tracer(exporter, &resource, exported));
+        }
     };
     let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -167,10 +197,18 @@ pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
         .with_timeout(EXPORT_TIMEOUT)
         .build()
         .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
+    Ok(tracer(exporter, &resource, exported))
+}
+
+/// The tracer over `exporter`: counted, behind the bounded batch processor.
+fn tracer<E: SpanExporter + 'static>(
+    exporter: E,
+    resource: &Resource,
+    exported: Arc<AtomicU64>,
+) -> Tracer {
     let batch = BatchConfigBuilder::default()
         .with_max_queue_size(MAX_QUEUE)
         .build();
-    let exported = Arc::new(AtomicU64::new(0));
     let exporter = CountingExporter {
         inner: exporter,
         exported: Arc::clone(&exported),
@@ -178,20 +216,16 @@ pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
     let mut processor = BatchSpanProcessor::builder(exporter)
         .with_batch_config(batch)
         .build();
-    processor.set_resource(
-        &Resource::builder_empty()
-            .with_service_name(config.service_name.clone())
-            .build(),
-    );
+    processor.set_resource(resource);
     let scope = InstrumentationScope::builder("clawsmith")
         .with_version(env!("CARGO_PKG_VERSION"))
         .build();
-    Ok(Tracer::new(Arc::new(OtlpSink {
+    Tracer::new(Arc::new(OtlpSink {
         processor: Arc::new(processor),
         scope,
         finished: AtomicU64::new(0),
         exported,
-    })))
+    }))
 }
 
 const MAX_QUEUE: usize = 2048;
@@ -233,6 +267,103 @@ impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
+    }
+}
+
+/// An exporter that must run on a tokio runtime (tonic's), driven from the SDK's batch thread:
+/// each export is spawned on the runtime's one worker and awaited there, so the batch thread's
+/// plain executor only waits for the result.
+#[derive(Debug)]
+struct OnRuntime<E> {
+    inner: Arc<E>,
+    /// `None` once dropped (shut down in the background: dropping a runtime blocks).
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl OnRuntime<opentelemetry_otlp::SpanExporter> {
+    /// The gRPC exporter for `config`, on a runtime of its own.
+    fn grpc(config: &OtlpConfig) -> Result<Self, OtlpConfigError> {
+        use opentelemetry_otlp::WithTonicConfig;
+        use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+
+        let mut metadata = MetadataMap::new();
+        for (key, value) in &config.headers {
+            let invalid = || {
+                OtlpConfigError::Exporter(format!(
+                    "OTEL_EXPORTER_OTLP_HEADERS: `{key}` is not usable as gRPC metadata"
+                ))
+            };
+            let name = MetadataKey::from_bytes(key.to_ascii_lowercase().as_bytes())
+                .map_err(|_| invalid())?;
+            let value = MetadataValue::try_from(value.as_str()).map_err(|_| invalid())?;
+            metadata.append(name, value);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("clawsmith-otlp-grpc")
+            .enable_all()
+            .build()
+            .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
+        // tonic's lazy channel spawns its worker task: build inside the runtime.
+        let built = {
+            let _entered = runtime.enter();
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(config.traces_endpoint.clone())
+                .with_metadata(metadata)
+                .with_timeout(EXPORT_TIMEOUT)
+                .build()
+        };
+        match built {
+            Ok(exporter) => Ok(OnRuntime {
+                inner: Arc::new(exporter),
+                runtime: Some(runtime),
+            }),
+            Err(error) => {
+                runtime.shutdown_background();
+                Err(OtlpConfigError::Exporter(error.to_string()))
+            }
+        }
+    }
+}
+
+impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let Some(runtime) = &self.runtime else {
+            return Err(OTelSdkError::AlreadyShutdown);
+        };
+        let inner = Arc::clone(&self.inner);
+        match runtime
+            .spawn(async move { inner.export(batch).await })
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(OTelSdkError::InternalFailure(error.to_string())),
+        }
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        let _entered = self.runtime.as_ref().map(tokio::runtime::Runtime::enter);
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        // Only shared while an export runs; the processor sets the resource before any.
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.set_resource(resource);
+        }
+    }
+}
+
+impl<E> Drop for OnRuntime<E> {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
@@ -433,24 +564,55 @@ mod tests {
         assert_eq!(traces.traces_endpoint, "http://127.0.0.1:9/custom");
         assert_eq!(traces.protocol, OtlpProtocol::HttpJson);
         assert_eq!(traces.service_name, "agent-7");
+        // gRPC: the endpoint is the collector's address, used as-is; headers become metadata.
+        let grpc = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317/"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(grpc.traces_endpoint, "http://127.0.0.1:4317/");
+        assert_eq!(grpc.protocol, OtlpProtocol::Grpc);
+        assert_eq!(grpc.headers, vec![("api-key".into(), "k".into())]);
     }
 
     #[test]
     fn unsupported_settings_are_refused_by_name() {
-        let table: [(&[(&str, &str)], &str); 4] = [
+        let table: [(&[(&str, &str)], &str); 6] = [
             (
                 &[
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
-                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc/tls"),
                 ],
-                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf (the default) or http/json",
+                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc/tls is not supported: use http/protobuf (the default), http/json or grpc",
             ),
             (
                 &[
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
                     ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml"),
                 ],
-                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml is not supported: use http/protobuf (the default) or http/json",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml is not supported: use http/protobuf (the default), http/json or grpc",
+            ),
+            (
+                &[
+                    (
+                        "OTEL_EXPORTER_OTLP_ENDPOINT",
+                        "https://collector.example:4317",
+                    ),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ],
+                "OTEL_EXPORTER_OTLP_ENDPOINT=https://collector.example:4317 is not supported: only http:// endpoints (a collector on this host or network)",
+            ),
+            (
+                &[
+                    (
+                        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                        "collector.example:4317",
+                    ),
+                    ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.example:4317 is not supported: only http:// endpoints (a collector on this host or network)",
             ),
             (
                 &[(
@@ -470,5 +632,20 @@ mod tests {
         for (pairs, expected) in table {
             assert_eq!(config(pairs).unwrap_err().to_string(), expected);
         }
+    }
+
+    #[test]
+    fn a_header_that_is_no_grpc_metadata_is_refused_at_install() {
+        let read = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "bad key=v"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            install(&read).unwrap_err().to_string(),
+            "cannot set up the OTLP exporter: OTEL_EXPORTER_OTLP_HEADERS: `bad key` is not usable as gRPC metadata"
+        );
     }
 }

@@ -355,11 +355,16 @@ fn a_dead_collector_never_fails_the_call_and_the_loss_is_logged() {
 #[test]
 fn unsupported_trace_settings_stop_the_start() {
     let fixture = Fixture::new();
-    let table: [(&str, &str, &str); 2] = [
+    let table: [(&str, &str, &str); 3] = [
         (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
-            "grpc",
-            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported: use http/protobuf (the default) or http/json",
+            "grpc/tls",
+            "OTEL_EXPORTER_OTLP_PROTOCOL=grpc/tls is not supported: use http/protobuf (the default), http/json or grpc",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "https://collector.example:4317",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://collector.example:4317 is not supported: only http:// endpoints",
         ),
         ("TRACEPARENT", "00-xyz", "TRACEPARENT"),
     ];

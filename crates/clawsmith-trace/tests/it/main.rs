@@ -1,7 +1,8 @@
-//! clawsmith-trace against a real OTLP/HTTP receiver on 127.0.0.1 (feature `otlp`).
+//! clawsmith-trace against real OTLP/HTTP and OTLP/gRPC receivers on 127.0.0.1 (feature `otlp`).
 #![cfg(feature = "otlp")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod grpc;
 mod receiver;
 
 use clawsmith_trace::otlp::{OtlpConfig, install};
@@ -13,7 +14,7 @@ use opentelemetry_proto::tonic::trace::v1::Span as ProtoSpan;
 
 use receiver::Receiver;
 
-fn attribute(span: &ProtoSpan, key: &str) -> Option<String> {
+pub(crate) fn attribute(span: &ProtoSpan, key: &str) -> Option<String> {
     span.attributes
         .iter()
         .find(|kv| kv.key == key)
