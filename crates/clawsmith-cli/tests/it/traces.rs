@@ -1,6 +1,6 @@
 //! Issue 22 through the binary: `call` under a caller's TRACEPARENT exports its spans as OTLP
-//! http/json to a receiver on 127.0.0.1; `clawsmith mcp` takes `_meta.traceparent` per call;
-//! bad settings stop the start.
+//! http/json and over gRPC to receivers on 127.0.0.1; `clawsmith mcp` takes `_meta.traceparent`
+//! per call; bad settings stop the start.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -151,6 +151,116 @@ fn call_exports_its_turn_and_call_spans_under_the_callers_traceparent() {
     assert_eq!(turn["parentSpanId"], "00f067aa0ba902b7");
     assert_eq!(call["traceId"], turn["traceId"]);
     assert_eq!(call["parentSpanId"], turn["spanId"]);
+}
+
+/// A gRPC OTLP receiver (tonic's server, on a runtime the test keeps): each Export request is
+/// sent on the channel with its `x-api-key` metadata.
+type GrpcExport = (
+    Option<String>,
+    opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+);
+
+struct GrpcReceiver(mpsc::Sender<GrpcExport>);
+
+#[tonic::async_trait]
+impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService
+    for GrpcReceiver
+{
+    async fn export(
+        &self,
+        request: tonic::Request<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest,
+        >,
+    ) -> Result<
+        tonic::Response<
+            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
+        >,
+        tonic::Status,
+    > {
+        let key = request
+            .metadata()
+            .get("x-api-key")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        let _ = self.0.send((key, request.into_inner()));
+        Ok(tonic::Response::new(Default::default()))
+    }
+}
+
+fn grpc_receiver() -> (String, mpsc::Receiver<GrpcExport>, tokio::runtime::Runtime) {
+    use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (sender, exports) = mpsc::channel();
+    runtime.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        tonic::transport::Server::builder()
+            .serve_with_incoming(
+                TraceServiceServer::new(GrpcReceiver(sender)),
+                tonic::transport::server::TcpIncoming::from(listener),
+            )
+            .await
+            .unwrap();
+    });
+    (url, exports, runtime)
+}
+
+#[test]
+fn call_exports_over_grpc_when_asked() {
+    let fixture = Fixture::new();
+    let (url, exports, _runtime) = grpc_receiver();
+    let run = call(
+        &fixture,
+        &["read_file", r#"{"path": "a.txt"}"#],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &url),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s3cret"),
+            ("TRACEPARENT", INCOMING),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("not exported"), "{}", run.stderr);
+    // The exit flush returned, so every export was answered: they are all on the channel.
+    let mut spans = Vec::new();
+    for (key, request) in exports.try_iter() {
+        assert_eq!(key.as_deref(), Some("s3cret"));
+        for resource in request.resource_spans {
+            for scope in resource.scope_spans {
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    let names: Vec<&str> = spans.iter().map(|span| span.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let turn = spans
+        .iter()
+        .find(|span| span.name == "clawsmith.turn")
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let call = spans
+        .iter()
+        .find(|span| span.name == "execute_tool read_file")
+        .unwrap_or_else(|| panic!("{names:?}"));
+    let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+    assert_eq!(hex(&turn.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(hex(&turn.parent_span_id), "00f067aa0ba902b7");
+    assert_eq!(call.trace_id, turn.trace_id);
+    assert_eq!(call.parent_span_id, turn.span_id);
+    let tool = call
+        .attributes
+        .iter()
+        .find(|kv| kv.key == "gen_ai.tool.name")
+        .and_then(|kv| kv.value.clone()?.value);
+    assert_eq!(
+        tool,
+        Some(
+            opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+                "read_file".into()
+            )
+        )
+    );
 }
 
 /// `clawsmith call run_command` printing the command's `TRACEPARENT`, with `env` set.
@@ -335,18 +445,24 @@ fn a_dead_collector_never_fails_the_call_and_the_loss_is_logged() {
         let free = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", free.local_addr().unwrap())
     };
-    for url in [&hanging_url, &refused_url] {
+    let cases = ["http/protobuf", "grpc"]
+        .into_iter()
+        .flat_map(|protocol| [(protocol, &hanging_url), (protocol, &refused_url)]);
+    for (protocol, url) in cases {
         let run = call(
             &fixture,
             &["read_file", r#"{"path": "a.txt"}"#],
-            &[("OTEL_EXPORTER_OTLP_ENDPOINT", url)],
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", url),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+            ],
         );
-        assert_eq!(run.code, 0, "{url}: {}", run.stderr);
+        assert_eq!(run.code, 0, "{protocol} {url}: {}", run.stderr);
         let result: Value = serde_json::from_str(&run.stdout).unwrap();
-        assert_eq!(result["status"], "success", "{url}: {result}");
+        assert_eq!(result["status"], "success", "{protocol} {url}: {result}");
         assert!(
             run.stderr.contains("2 of 2 spans were not exported"),
-            "{url}: {}",
+            "{protocol} {url}: {}",
             run.stderr
         );
     }
