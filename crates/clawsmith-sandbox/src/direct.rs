@@ -20,7 +20,8 @@
 //! - the file found is a regular file with an execute bit that starts like an executable
 //!   (`\x7fELF` or `#!`): a file without either is a script bash would run itself.
 //!
-//! Everything else goes to `bash -c`. The lookup happens in clawsmith's view of the machine; if
+//! Not when bash would source a file first (`BASH_ENV` passed on), nor where there is no bash
+//! (`sh` sets other variables). Everything else goes to `bash -c`. The lookup happens in clawsmith's view of the machine; if
 //! the program cannot be executed in the command's view (a covered directory, say), the spawn
 //! fails before anything ran and is retried through bash, which reports it as bash would.
 
@@ -143,6 +144,10 @@ pub(crate) fn resolve(command: &str, env: &[(OsString, OsString)]) -> Option<Dir
     }
     let same_as_builtin = matches!(name, "true" | "false") && args.is_empty();
     if SHELL_WORDS.contains(&name) && !same_as_builtin {
+        return None;
+    }
+    if env.iter().any(|(k, _)| k == "BASH_ENV") {
+        // bash would source that file first (an allow-listed BASH_ENV): leave it to bash.
         return None;
     }
     if inherited_level(env) >= 999 {
@@ -338,5 +343,14 @@ mod tests {
             ("SHLVL".into(), "999".into()),
         ];
         assert_eq!(resolve("ls", &high), None, "bash resets a level too high");
+        let bash_env: Vec<(OsString, OsString)> = vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("BASH_ENV".into(), "/w/.bashrc".into()),
+        ];
+        assert_eq!(
+            resolve("ls", &bash_env),
+            None,
+            "bash sources BASH_ENV first"
+        );
     }
 }

@@ -522,7 +522,7 @@ impl SpawnRequest<'_> {
         let relay = plan.setup.namespaces.is_some();
         let (stdin, stdout, stderr) =
             stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
-        let direct = if allow_direct {
+        let direct = if allow_direct && shell() == "/bin/bash" {
             direct::resolve(self.command, &env)
         } else {
             None

@@ -724,7 +724,15 @@ fn concurrent_commands_stay_apart() {
         // Each command's /tmp is its own: it reads back what it wrote, not a neighbour's.
         assert_eq!(outcome.output, format!("{index}\n"));
     }
-    assert_eq!(open_fds(), before, "descriptors leaked");
+    // A descriptor leaked per command would show as 40 more. The only descriptors that may
+    // legitimately appear are a new prepared view's (three each, at most eight views cached):
+    // one is built whenever the host's description changes meanwhile — a unix socket bound or
+    // removed by any other process on the machine changes what the view must cover.
+    let after = open_fds();
+    assert!(
+        after < before + 40,
+        "descriptors leaked: {before} before, {after} after 40 commands"
+    );
 }
 
 /// The seccomp wall, row by row: each call the view cannot stop is refused with `EPERM`
