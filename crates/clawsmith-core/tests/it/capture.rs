@@ -708,17 +708,14 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
     assert_eq!(passes.from_events, 2 * 12 - 3, "{passes:?}");
 }
 
-/// Background commands: what one changes is recorded at the session's next capture point — here
-/// the beginning of the next turn, after it ended — as a change of that turn whose call is the
-/// background command's id, and `undo files` of that turn gives it back. One that ends within
-/// its own turn is recorded as that turn finishes, the folder it made with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
-    if !sandbox_available() {
-        return;
-    }
-    let fixture = Fixture::new();
-    fixture.write("edited.txt", "before\n");
+/// A core in full mode whose `start_command` runs in a command service over the fixture's
+/// workspace (logs beside it), and that service.
+fn core_with_background_commands(
+    fixture: &Fixture,
+) -> (
+    std::sync::Arc<clawsmith_sandbox::CommandExecutionService>,
+    clawsmith_core::AgentCore,
+) {
     let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
     let service = std::sync::Arc::new(
         clawsmith_sandbox::CommandExecutionService::new(clawsmith_sandbox::ServiceConfig::new(
@@ -731,6 +728,21 @@ async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
         config.policy = PermissionPolicy::new(PermissionMode::Full);
         config.command_service = Some(service.clone());
     });
+    (service, core)
+}
+
+/// Background commands: what one changes is recorded at the session's next capture point — here
+/// the beginning of the next turn, after it ended — as a change of that turn whose call is the
+/// background command's id, and `undo files` of that turn gives it back. One that ends within
+/// its own turn is recorded as that turn finishes, the folder it made with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("edited.txt", "before\n");
+    let (service, core) = core_with_background_commands(&fixture);
     let session = core.open_session(None).unwrap();
     let start = tree(&fixture.workspace);
     let arguments = serde_json::json!({
@@ -870,18 +882,7 @@ async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
     }
     let fixture = Fixture::new();
     fixture.write("a.txt", "a\n");
-    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
-    let service = std::sync::Arc::new(
-        clawsmith_sandbox::CommandExecutionService::new(clawsmith_sandbox::ServiceConfig::new(
-            sandbox,
-            fixture.dir.path().join("logs"),
-        ))
-        .unwrap(),
-    );
-    let core = fixture.core(|config| {
-        config.policy = PermissionPolicy::new(PermissionMode::Full);
-        config.command_service = Some(service.clone());
-    });
+    let (service, core) = core_with_background_commands(&fixture);
     let session = core.open_session(None).unwrap();
     run(&session, "true").await;
     run(&session, "true").await;
