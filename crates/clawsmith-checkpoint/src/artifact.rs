@@ -3,7 +3,7 @@
 use clawsmith_protocol::ArtifactRef;
 use rusqlite::{OptionalExtension, params};
 
-use crate::blob::{line_count, put_blob};
+use crate::blob::{line_count, put_blob, require_blob};
 use crate::error::{SqlContext, StoreError};
 use crate::session::require_session;
 use crate::store::Store;
@@ -23,9 +23,10 @@ impl Store {
             .ok()
             .map(clawsmith_protocol::redact::redact_text);
         let content = masked.as_ref().map_or(content, String::as_bytes);
+        let fsync = self.fsyncs();
         self.write("storing an artifact", |tx| {
             require_session(tx, session_id)?;
-            let hash = put_blob(tx, content)?;
+            let hash = put_blob(tx, content, fsync)?;
             let lines = line_count(content);
             let existing: Option<String> = tx
                 .query_row(
@@ -66,14 +67,17 @@ impl Store {
         artifact_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         self.read("reading an artifact", |tx| {
-            tx.query_row(
-                "SELECT blobs.content FROM artifacts JOIN blobs ON blobs.hash = artifacts.blob_hash
-                 WHERE artifacts.session_id = ?1 AND artifacts.artifact_id = ?2",
-                params![session_id, artifact_id],
-                |row| row.get(0),
-            )
-            .optional()
-            .ctx("reading an artifact")
+            let hash: Option<String> = tx
+                .query_row(
+                    "SELECT blob_hash FROM artifacts
+                     WHERE session_id = ?1 AND artifact_id = ?2",
+                    params![session_id, artifact_id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("reading an artifact")?;
+            // In its row or in a blob file beside the database; verified either way.
+            hash.map(|hash| require_blob(tx, &hash)).transpose()
         })
     }
 }

@@ -218,6 +218,7 @@ impl Store {
         prior: Option<(&[u8], u32)>,
     ) -> Result<(), StoreError> {
         let now = self.now_ms();
+        let fsync = self.fsyncs();
         self.write("recording a prior state", |tx| {
             let id = match open_checkpoint_id(tx, session_id, turn_id)? {
                 Some(id) => id,
@@ -239,7 +240,7 @@ impl Store {
             }
             let (pre_hash, pre_mode, size) = match prior {
                 Some((content, mode)) => (
-                    Some(put_blob(tx, content)?),
+                    Some(put_blob(tx, content, fsync)?),
                     Some(mode),
                     content.len() as u64,
                 ),
@@ -315,8 +316,9 @@ impl Store {
         post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
     ) -> Result<TurnManifest, StoreError> {
         let now = self.now_ms();
+        let fsync = self.fsyncs();
         self.write("finishing a turn", |tx| {
-            finish_turn_in(tx, session_id, turn_id, post_content, now)
+            finish_turn_in(tx, session_id, turn_id, post_content, now, fsync)
         })
     }
 }
@@ -328,6 +330,7 @@ pub(crate) fn finish_turn_in(
     turn_id: &str,
     post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
     now: u64,
+    fsync: bool,
 ) -> Result<TurnManifest, StoreError> {
     let id = checkpoint_id(tx, session_id, turn_id)?;
     let state: String = tx
@@ -343,7 +346,7 @@ pub(crate) fn finish_turn_in(
                 None => None,
             };
             if let Some(content) = &post {
-                put_blob(tx, content)?;
+                put_blob(tx, content, fsync)?;
             }
             let before = match &record.pre_hash {
                 Some(hash) => Some(require_blob(tx, hash)?),

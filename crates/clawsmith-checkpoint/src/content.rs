@@ -17,19 +17,24 @@ impl Store {
         if contents.is_empty() {
             return Ok(Vec::new());
         }
+        let fsync = self.fsyncs();
         self.write("storing file contents", |tx| {
             contents
                 .iter()
-                .map(|content| put_blob(tx, content))
+                .map(|content| put_blob(tx, content, fsync))
                 .collect()
         })
     }
 
     /// The content stored under `sha256`, `None` if it is not (or no longer) stored. A blob that
-    /// no longer matches its hash is [`StoreError::CorruptBlob`].
+    /// no longer matches its hash is [`StoreError::CorruptBlob`]. A blob file that a prune
+    /// removed after this read's snapshot began counts as no longer stored.
     pub fn stored_content(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
         let hash = hash_hex(sha256);
-        self.read("reading a file content", |tx| get_blob(tx, &hash))
+        match self.read("reading a file content", |tx| get_blob(tx, &hash)) {
+            Err(StoreError::MissingBlob(_)) => Ok(None),
+            other => other,
+        }
     }
 
     /// Names who changed `path` in the open turn when it was not a file tool: `origin` (the

@@ -129,6 +129,16 @@ pub enum StoreError {
         "blob {0} no longer matches its SHA-256: the database is damaged; nothing was restored from it"
     )]
     CorruptBlob(String),
+    /// A blob file beside the database (a content over `FILE_THRESHOLD`, see `blob.rs`) could
+    /// not be written or read (permissions, a full disk, a link planted where the file or its
+    /// directory should be). Nothing was restored from it.
+    #[error("cannot use the checkpoint blob file {path}: {message}")]
+    BlobFile {
+        /// The blob file (or the blob directory).
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// Attaches a context to SQLite errors.

@@ -131,7 +131,7 @@ mod undo;
 mod undo_preview;
 
 pub use at_rest::MAX_STORED_ARGUMENT_BYTES;
-pub use blob::{hash_hex, sha256};
+pub use blob::{BLOB_DIR_SUFFIX, FILE_THRESHOLD, hash_hex, sha256};
 pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
 pub use content::{InterruptedCapture, UncapturedChange};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};

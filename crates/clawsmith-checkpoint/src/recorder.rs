@@ -110,8 +110,10 @@ impl Store {
             }
         };
         let now = self.now_ms();
+        let fsync = self.fsyncs();
         self.write("finishing a turn", |tx| {
-            let manifest = crate::checkpoint::finish_turn_in(tx, session_id, turn_id, &read, now)?;
+            let manifest =
+                crate::checkpoint::finish_turn_in(tx, session_id, turn_id, &read, now, fsync)?;
             let event =
                 crate::session::insert_event(tx, session_id, completed, timestamp_ms, None)?;
             Ok((manifest, event))

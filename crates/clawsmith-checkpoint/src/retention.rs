@@ -16,6 +16,11 @@
 //! 2. **Blobs.** Every blob that no remaining checkpoint file (prior or post content) and no
 //!    artifact refers to is deleted. While any restore is interrupted, no blob is collected.
 //!
+//! After that transaction commits, a second one (holding the write lock again, so no writer
+//! is between a blob file and its commit) deletes every blob file beside the database that no
+//! row names: those of the blobs just collected and the orphans of a crash (`blob.rs`). A dry
+//! run deletes no file.
+//!
 //! For the quotas a content counts once however many checkpoints refer to it: a session's size
 //! is the bytes of the distinct contents (by hash, before and after) its checkpoints recorded,
 //! the store's size those of all checkpoints, so a fork sharing its parent's blobs or a file
@@ -78,6 +83,10 @@ pub struct PruneReport {
     pub blobs_removed: u64,
     /// Bytes of blob content collected.
     pub bytes_freed: u64,
+    /// Blob files beside the database deleted: those of the blobs collected, and the orphans
+    /// a crash between a blob file and its commit left (no row ever named them).
+    #[serde(default)]
+    pub blob_files_removed: u64,
 }
 
 struct Candidate {
@@ -141,11 +150,18 @@ impl Store {
             Ok(None) | Err(_) => false,
         };
         let body = |tx: &Transaction<'_>| prune_in(tx, policy, now_ms, dry_run, &free);
-        let report = if dry_run {
+        let mut report = if dry_run {
             self.write_rolled_back("pruning (dry run)", body)
         } else {
             self.write("pruning", body)
         }?;
+        // Then the blob files no row names, under the write lock again (`blob.rs`: no writer is
+        // between a file and its commit meanwhile). After the commit, not inside it: a prune
+        // whose commit failed must not have deleted the files of rows that are still there.
+        if !dry_run {
+            let swept = self.write("sweeping blob files", crate::blob::sweep)?;
+            report.blob_files_removed = swept.files;
+        }
         // The lock files of removed sessions go too (still held), so `locks/` stays bounded.
         for lease in held.into_inner() {
             if report.sessions.iter().any(|id| lease.is_for(id)) && !dry_run {

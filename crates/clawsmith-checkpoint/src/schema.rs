@@ -238,8 +238,17 @@ CREATE TABLE IF NOT EXISTS created_directories (
 );
 "#;
 
+/// Version 12: a content over `blob::FILE_THRESHOLD` is a blob file beside the database
+/// (`<database>-blobs/ab/cdef…`, see `blob.rs`), its row keeping the hash and size with
+/// `in_file = 1` and an empty `content` (issue 15: a 1 MB prior content went through the WAL
+/// page by page and was copied again into the main file). Rows already stored keep their
+/// content (`in_file = 0`) and are read as before.
+const V12: &str = r#"
+ALTER TABLE blobs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -191,6 +191,12 @@ impl Store {
         self.instance_id
     }
 
+    /// Whether commits are fsynced ([`Durability::Full`]): blob files beside the database are
+    /// then fsynced before the commit that names them (`blob.rs`).
+    pub(crate) fn fsyncs(&self) -> bool {
+        self.durability == Durability::Full
+    }
+
     /// Now, by the store's clock (ms since the epoch).
     pub fn now_ms(&self) -> u64 {
         (self.clock)()

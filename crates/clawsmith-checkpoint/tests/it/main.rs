@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod at_rest;
+mod blob_files;
 mod concurrency;
 mod crash;
 mod diff;

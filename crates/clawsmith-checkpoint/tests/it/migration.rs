@@ -52,6 +52,7 @@ fn version_2_journal_rows_survive_and_call_ids_become_per_turn() {
              ALTER TABLE checkpoint_files DROP COLUMN origin;
              ALTER TABLE checkpoint_files DROP COLUMN call_id;
              ALTER TABLE events DROP COLUMN display_body_in_message;
+             ALTER TABLE blobs DROP COLUMN in_file;
              PRAGMA user_version = 2;",
         )
         .unwrap();
