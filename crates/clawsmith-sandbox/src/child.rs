@@ -20,13 +20,22 @@
 //! tokio forks the **relay** (`C`, the process whose pid clawsmith knows). The relay calls
 //! `setsid`, checks that the workspace path still names the directory the session opened,
 //! enters the base's user and mount (and, without network, network) namespaces (`setns`), and
-//! unshares a copy of the mounts and new PID, IPC, UTS and cgroup namespaces; it forks the **init**
-//! (`G`, pid 1 of the new PID namespace). The init adds what is the command's own
+//! unshares a copy of the mounts and new PID, IPC, UTS and cgroup namespaces; it starts the
+//! **init** (`G`, pid 1 of the new PID namespace). The init adds what is the command's own
 //! ([`CommandView`]: a `/proc` of its PID namespace, a private `/tmp` and `/dev/shm`, its
-//! `/dev/pts`, the `.git` pins) and forks the **command** (`H`), which drops every capability,
-//! sets `no_new_privs`, restricts itself with Landlock and seccomp, marks every descriptor above
-//! 2 close-on-exec and returns to std, which `exec`s the shell (or a plain command's program
-//! itself: `direct.rs`). The init reaps whatever is
+//! `/dev/pts`, the `.git` pins) and starts the **command** (`H`, pid 2), which drops every
+//! capability, sets `no_new_privs`, restricts itself with Landlock and seccomp, marks every
+//! descriptor above 2 close-on-exec and `exec`s the shell (or a plain command's program itself:
+//! `direct.rs`) from an [`ExecPlan`] prepared in the parent.
+//!
+//! Only the relay is a `fork` (std's) of clawsmith's address space. The init is a
+//! `clone(CLONE_VM)` of the relay and the command a `clone(CLONE_VM | CLONE_VFORK)` of the init,
+//! each on a stack of its own: they share the relay's memory instead of copying its page tables
+//! (a profile of a spawn had the three copies — `kernel_clone` and the copy-on-write faults
+//! after — at ~30% of its processor time), the way `posix_spawn` starts a program. They only
+//! make system calls over data prepared before the fork; a setup error goes back to the relay
+//! over a close-on-exec pipe (end of file: the command has `exec`ed) and from the relay to
+//! `spawn` through std, as before. The init reaps whatever is
 //! reparented to it and exits when the command does; the kernel then kills everything left in
 //! the namespace, and the init's exit is only reported once they are all gone. The relay waits
 //! for the init, mirrors the
@@ -68,6 +77,85 @@ pub(crate) struct ChildSetup {
     pub(crate) landlock_private_dirs: Vec<CString>,
     /// The handled filesystem rights of the ruleset (what those rules grant).
     pub(crate) landlock_fs_access: u64,
+    /// What the command process of a namespaced tree `exec`s itself (the same program,
+    /// arguments and environment std was given): that process shares the init's memory and
+    /// cannot return into std (see [`Namespaces::enter`]).
+    pub(crate) exec: Option<ExecPlan>,
+}
+
+/// A program, its arguments and environment as `execve(2)` takes them, prepared before `fork`.
+#[derive(Debug)]
+pub(crate) struct ExecPlan {
+    program: CString,
+    /// Owned strings the pointer arrays below point into (their heap buffers never move).
+    _strings: Vec<CString>,
+    /// NULL-terminated `argv` and `envp`.
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the raw pointers point into `_strings`, owned by the same value and never mutated;
+// the plan is only read (by the child processes) after it is built.
+unsafe impl Send for ExecPlan {}
+// SAFETY: as above; nothing writes through the pointers.
+unsafe impl Sync for ExecPlan {}
+
+impl ExecPlan {
+    /// `program` with `argv` and `env` (`NAME=value` each); `Err` when any holds a NUL byte.
+    pub(crate) fn new(
+        program: &std::ffi::OsStr,
+        argv: &[&std::ffi::OsStr],
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
+    ) -> io::Result<ExecPlan> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "nul byte found in the command's program, arguments or environment",
+                )
+            })
+        };
+        let program = c(program.as_bytes())?;
+        let mut strings = Vec::with_capacity(argv.len() + env.len());
+        for arg in argv {
+            strings.push(c(arg.as_bytes())?);
+        }
+        for (name, value) in env {
+            let mut pair = name.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            strings.push(c(&pair)?);
+        }
+        let pointers = |range: &[CString]| {
+            range
+                .iter()
+                .map(|s| s.as_ptr())
+                .chain([std::ptr::null()])
+                .collect::<Vec<_>>()
+        };
+        let argv_pointers = pointers(&strings[..argv.len()]);
+        let envp_pointers = pointers(&strings[argv.len()..]);
+        Ok(ExecPlan {
+            program,
+            _strings: strings,
+            argv: argv_pointers,
+            envp: envp_pointers,
+        })
+    }
+
+    /// `execve(2)`; returns only with its error.
+    fn exec(&self) -> io::Error {
+        // SAFETY: NUL-terminated strings and NULL-terminated arrays owned by `self`.
+        unsafe {
+            libc::execve(
+                self.program.as_ptr(),
+                self.argv.as_ptr(),
+                self.envp.as_ptr(),
+            );
+        }
+        io::Error::last_os_error()
+    }
 }
 
 /// `struct landlock_path_beneath_attr`.
@@ -243,9 +331,9 @@ impl ChildSetup {
                 .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
         }
         if let Some(namespaces) = &self.namespaces {
-            // Returns only in the command process (or with an error std reports).
-            namespaces.enter()?;
-            drop_capabilities()?;
+            // Returns only with an error (std reports it); the command `exec`s from a process
+            // of its own and the relay ends with `_exit`.
+            return Err(namespaces.enter(self));
         }
         self.restrict()
     }
@@ -309,14 +397,61 @@ impl ChildSetup {
     }
 }
 
+/// Size of the init's and the command's stacks (mapped lazily: a spawn touches a few pages).
+const CHILD_STACK: usize = 1 << 20;
+
+/// An inaccessible gap below each stack, so an overflow faults instead of writing into the
+/// other (64 KiB: a whole number of pages whatever the page size).
+const STACK_GUARD: usize = 1 << 16;
+
+/// What the init and the command processes work from. Both run in the relay's address space
+/// (`CLONE_VM`), on stacks of their own, so they read this from the relay's stack, where it lives
+/// until the relay is gone.
+struct Tree<'a> {
+    setup: &'a ChildSetup,
+    exec: &'a ExecPlan,
+    namespaces: &'a Namespaces,
+    /// The init writes the command's wait status here, the relay reads it.
+    status: (RawFd, RawFd),
+    /// The relay holds the write end open for its whole life.
+    alive: (RawFd, RawFd),
+    /// Close-on-exec: the init or the command writes an errno here when setting up fails; the
+    /// relay sees end of file once the command has `exec`ed.
+    setup_pipe: (RawFd, RawFd),
+    /// The PTY slave the relay opened, or -1.
+    slave: RawFd,
+    /// The top of the command's stack.
+    command_stack: *mut libc::c_void,
+}
+
 impl Namespaces {
-    /// Runs in the relay. Returns `Ok` only in the command process; the relay and the init end
-    /// with `_exit`.
-    fn enter(&self) -> io::Result<()> {
+    /// Runs in the relay (the process std forked from clawsmith, the only copy of clawsmith's
+    /// address space a command costs). Enters the base view and new namespaces, then creates the
+    /// init with `clone(CLONE_VM)` — it shares the relay's memory instead of copying its page
+    /// tables — which creates the command with `clone(CLONE_VM | CLONE_VFORK)`, as
+    /// `posix_spawn` does: the command only makes system calls until it `exec`s. Returns only
+    /// with the error that kept the command from starting (std reports it to `spawn`); otherwise
+    /// the relay waits for the init and ends with `_exit`.
+    ///
+    /// The three share one `errno` (one thread-local area): the relay does nothing but wait
+    /// while the init and the command set up, and after the `exec` no loop of the relay or the
+    /// init decides anything from an `errno` the other could have set.
+    fn enter(&self, setup: &ChildSetup) -> io::Error {
+        match self.start(setup) {
+            Err(error) => error,
+            Ok(never) => match never {},
+        }
+    }
+
+    fn start(&self, setup: &ChildSetup) -> io::Result<std::convert::Infallible> {
         // SAFETY (whole function): plain system calls over owned, prepared data.
         unsafe {
             libc::close(self.lifeline_write);
         }
+        let exec = setup
+            .exec
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
         // The workspace root must still be the directory the session opened (the base bound
         // that directory, not whatever the path names now; a swap is refused, not followed).
         let workspace = open_path(&self.workspace)?;
@@ -342,38 +477,148 @@ impl Namespaces {
         }
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
-        let (status_read, status_write) = pipe()?;
-        let (alive_read, alive_write) = pipe()?;
-        // The hard stop is installed before the fork, so it is never missed; the init and the
-        // command set SIGUSR1 back to its default.
+        let stacks = map_stacks()?;
+        let tree = Tree {
+            setup,
+            exec,
+            namespaces: self,
+            status: pipe()?,
+            alive: pipe()?,
+            setup_pipe: pipe()?,
+            slave,
+            // SAFETY: inside the mapping `map_stacks` made (its end).
+            command_stack: unsafe { stacks.add(2 * (STACK_GUARD + CHILD_STACK)) }.cast(),
+        };
+        // The hard stop is installed before the init exists, so it is never missed; the init
+        // sets SIGUSR1 back to its default (the command inherits that).
         set_handler(
             libc::SIGUSR1,
             relay_hard_stop as *const () as libc::sighandler_t,
         )?;
-        let init = check(unsafe { libc::fork() })?;
-        if init == 0 {
-            unsafe {
-                libc::close(status_read);
-                libc::close(alive_write);
+        // SAFETY: the init runs `init_main` on its own stack over `tree`, which outlives it (the
+        // relay never returns while the init lives); it ends with `_exit`.
+        let init = check(unsafe {
+            libc::clone(
+                init_main,
+                stacks.add(STACK_GUARD + CHILD_STACK).cast(),
+                libc::CLONE_VM | libc::SIGCHLD,
+                (&tree as *const Tree<'_>).cast_mut().cast(),
+            )
+        })?;
+        INIT_PID.store(init, Ordering::SeqCst);
+        unsafe {
+            libc::close(tree.status.1);
+            libc::close(tree.alive.0);
+            libc::close(tree.setup_pipe.1);
+        }
+        let mut code = [0u8; 4];
+        let read = loop {
+            // Only EINTR can make this read fail (see above: errno is not looked at).
+            let read = unsafe { libc::read(tree.setup_pipe.0, code.as_mut_ptr().cast(), 4) };
+            if read >= 0 {
+                break read;
             }
-            set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
-            return self.init(status_write, alive_read, slave);
+        };
+        if read == 4 {
+            // The init or the command could not set up: nothing of the command ran.
+            unsafe {
+                libc::kill(init, libc::SIGKILL);
+            }
+            reap(init);
+            return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(code)));
         }
         unsafe {
-            libc::close(status_write);
-            libc::close(alive_read);
+            libc::close(tree.setup_pipe.0);
         }
-        INIT_PID.store(init, Ordering::SeqCst);
-        relay(init, status_read, alive_write, self.lifeline_read)
+        relay(init, tree.status.0, tree.alive.1, self.lifeline_read)
+    }
+}
+
+/// Maps the init's and the command's stacks, each above an inaccessible guard.
+fn map_stacks() -> io::Result<*mut u8> {
+    let size = 2 * (STACK_GUARD + CHILD_STACK);
+    // SAFETY: an anonymous private mapping of our own; mprotect(2) over parts of it.
+    unsafe {
+        let base = libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        );
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base.cast::<u8>();
+        check(libc::mprotect(base.cast(), STACK_GUARD, libc::PROT_NONE))?;
+        check(libc::mprotect(
+            base.add(STACK_GUARD + CHILD_STACK).cast(),
+            STACK_GUARD,
+            libc::PROT_NONE,
+        ))?;
+        Ok(base)
+    }
+}
+
+/// Waits for `pid`, a child of this process.
+fn reap(pid: libc::pid_t) {
+    let mut status = 0;
+    loop {
+        // SAFETY: waitpid(2) of our own child.
+        let reaped = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if reaped == pid
+            || (reaped < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD))
+        {
+            return;
+        }
+    }
+}
+
+/// The init's entry (pid 1 of the new PID namespace): on a setup failure it sends the errno to
+/// the relay and exits.
+extern "C" fn init_main(tree: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `tree` is the relay's `Tree` (see `Namespaces::start`).
+    let tree = unsafe { &*tree.cast::<Tree<'_>>() };
+    let error = match tree.init() {
+        Err(error) => error,
+        Ok(never) => match never {},
+    };
+    tree.fail(&error, 1)
+}
+
+/// The command's entry: restrictions, then `exec`.
+extern "C" fn command_main(tree: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as for `init_main`; the init is suspended until this process `exec`s or exits.
+    let tree = unsafe { &*tree.cast::<Tree<'_>>() };
+    let error = tree.command();
+    tree.fail(&error, 127)
+}
+
+impl Tree<'_> {
+    /// Sends `error` to the relay and exits with `code`.
+    fn fail(&self, error: &io::Error, code: libc::c_int) -> ! {
+        let errno = error.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
+        // SAFETY: write/_exit over an owned descriptor and a stack buffer.
+        unsafe {
+            libc::write(self.setup_pipe.1, errno.as_ptr().cast(), errno.len());
+            libc::_exit(code)
+        }
     }
 
     /// Runs as pid 1 of the new PID namespace: adds the command's own mounts to its copy of
-    /// the base, forks the command, reaps.
-    fn init(&self, status_write: RawFd, alive_read: RawFd, slave: RawFd) -> io::Result<()> {
+    /// the base, starts the command, reaps.
+    fn init(&self) -> io::Result<std::convert::Infallible> {
         // SAFETY (whole function): plain system calls over owned, prepared data.
+        unsafe {
+            libc::close(self.status.0);
+            libc::close(self.alive.1);
+            libc::close(self.setup_pipe.0);
+        }
+        set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
         let mut alive = libc::pollfd {
-            fd: alive_read,
+            fd: self.alive.0,
             events: libc::POLLIN,
             revents: 0,
         };
@@ -381,22 +626,24 @@ impl Namespaces {
         if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
             unsafe { libc::_exit(1) };
         }
-        self.view.enter(slave)?;
-        if let Some(pid_max) = &self.pid_max {
+        let namespaces = self.namespaces;
+        namespaces.view.enter(self.slave)?;
+        if let Some(pid_max) = &namespaces.pid_max {
             write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
         }
-        check(unsafe { libc::chdir(self.view.cwd.as_ptr()) })?;
-        let command = check(unsafe { libc::fork() })?;
-        if command == 0 {
-            unsafe {
-                libc::close(status_write);
-                libc::close(alive_read);
-            }
-            return Ok(());
-        }
+        check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
+        // Returns once the command has `exec`ed or exited.
+        let command = check(unsafe {
+            libc::clone(
+                command_main,
+                self.command_stack,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (self as *const Tree<'_>).cast_mut().cast(),
+            )
+        })?;
         // The init keeps only the status pipe: the command's output pipe and std's error pipe
         // must close when the command's side does.
-        close_all_but(&[status_write]);
+        close_all_but(&[self.status.1]);
         let mut command_status: libc::c_int = 0;
         loop {
             let mut status: libc::c_int = 0;
@@ -405,20 +652,36 @@ impl Namespaces {
                 command_status = status;
                 break;
             }
-            if pid < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            // EINTR or ECHILD; only ECHILD (nothing left to wait for) ends the loop.
+            if pid < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
                 break;
             }
         }
         let bytes = command_status.to_ne_bytes();
         unsafe {
-            libc::write(status_write, bytes.as_ptr().cast(), bytes.len());
+            libc::write(self.status.1, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(0)
         }
+    }
+
+    /// Runs in the command process: no capabilities, `no_new_privs`, Landlock, seccomp, then
+    /// `exec`. Returns the error that stopped it.
+    fn command(&self) -> io::Error {
+        // SAFETY: closing this process's copies of the init's descriptors.
+        unsafe {
+            libc::close(self.status.1);
+            libc::close(self.alive.0);
+        }
+        if let Err(error) = drop_capabilities().and_then(|()| self.setup.restrict()) {
+            return error;
+        }
+        self.exec.exec()
     }
 }
 
 /// The relay's life after the fork: wait for the init (or the lifeline's hang-up), mirror the
-/// command's status, exit.
+/// command's status, exit. The init shares this process's `errno`: a failed `poll` is retried
+/// whatever it says (only EINTR can fail it here).
 fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: RawFd) -> ! {
     // SAFETY (whole function): plain system calls over owned data; never returns to std.
     unsafe {
@@ -443,12 +706,8 @@ fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: Ra
             loop {
                 fds[0].revents = 0;
                 fds[1].revents = 0;
-                let ready = libc::poll(fds.as_mut_ptr(), 2, -1);
-                if ready < 0 {
-                    if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                        continue;
-                    }
-                    break;
+                if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+                    continue;
                 }
                 if fds[1].revents != 0 {
                     // clawsmith is gone: so is the command.
@@ -460,10 +719,7 @@ fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: Ra
                 }
             }
         }
-        let mut init_status = 0;
-        while libc::waitpid(init, &mut init_status, 0) < 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
+        reap(init);
         let mut bytes = [0u8; 4];
         let read = libc::read(status_read, bytes.as_mut_ptr().cast(), bytes.len());
         let status = if read == 4 {

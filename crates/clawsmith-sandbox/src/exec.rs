@@ -1,9 +1,10 @@
 //! Running one command to completion (C2): shell, working directory, environment, limits,
 //! sandbox, process group, timeout, merged and bounded output.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::pin::Pin;
@@ -517,29 +518,43 @@ impl SpawnRequest<'_> {
             pty_slave: pty_slave.as_deref(),
             repositories: self.repositories,
         };
-        let plan = platform::plan(config, target, world)
+        let mut plan = platform::plan(config, target, world)
             .map_err(|Unavailable(reason)| SpawnFailure::Setup(reason))?;
         let relay = plan.setup.namespaces.is_some();
         let (stdin, stdout, stderr) =
             stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
         let direct = if allow_direct && shell() == "/bin/bash" {
+            // A program named without a slash would be searched for again by `execvp`; the
+            // namespaced command `exec`s its path as it is (`child::ExecPlan`).
             direct::resolve(self.command, &env)
+                .filter(|direct| direct.program.as_os_str().as_bytes().contains(&b'/'))
         } else {
             None
         };
-        let mut process = match &direct {
+        let (program, argv): (&Path, Vec<&OsStr>) = match &direct {
             Some(direct) => {
                 direct::shell_variables(&mut env, self.cwd, &direct.program);
-                let mut process = new_process(&direct.program, self.cwd, &env);
-                process.arg0(&direct.name).args(&direct.args);
-                process
+                let mut argv = vec![OsStr::new(&direct.name)];
+                argv.extend(direct.args.iter().map(OsStr::new));
+                (&direct.program, argv)
             }
-            None => {
-                let mut process = new_process(Path::new(shell()), self.cwd, &env);
-                process.arg("-c").arg(self.command);
-                process
-            }
+            None => (
+                Path::new(shell()),
+                vec![
+                    OsStr::new(shell()),
+                    OsStr::new("-c"),
+                    OsStr::new(self.command),
+                ],
+            ),
         };
+        let mut process = new_process(program, self.cwd, &env);
+        process.arg0(argv[0]).args(&argv[1..]);
+        if relay {
+            plan.setup.exec = Some(
+                child::ExecPlan::new(program.as_os_str(), &argv, &env)
+                    .map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?,
+            );
+        }
         process.stdin(stdin).stdout(stdout).stderr(stderr);
         plan.setup.install(&mut process);
         let child = match process.spawn() {

@@ -669,6 +669,77 @@ async fn required_needs_user_namespaces_and_best_effort_says_what_held() {
     );
 }
 
+/// The relay starts the init and the command in its own address space (`CLONE_VM`, the
+/// command with `CLONE_VFORK`, as `posix_spawn` does): each command is still pid 2 of a PID
+/// namespace of its own, the child of its init (pid 1), with its own limits and every
+/// restriction, also when many start at once on several threads; a plain command and one bash
+/// runs come out alike; and nothing of any of them is left afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commands_each_get_their_own_init_limits_and_restrictions() {
+    if !landlock_or_skip("concurrent_commands_each_get_their_own_init_limits_and_restrictions") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let mut tasks = Vec::new();
+    for index in 0..12u64 {
+        let mut config = fixture.config();
+        config.limits.open_files = Some(64 + index);
+        config.limits.file_size_bytes = Some((index + 1) << 20);
+        // Half of them on a second prepared view (the network allowed).
+        config.network_allowed = index % 2 == 1;
+        let command = if index % 3 == 0 {
+            // Plain: `exec`ed without bash.
+            "cat /proc/self/status".to_owned()
+        } else {
+            format!(
+                "echo \"$$ $PPID $(ulimit -n) $(ulimit -f) {index}\"; cat /proc/self/status; \
+                 sleep 0.2"
+            )
+        };
+        tasks.push(tokio::spawn(async move {
+            let outcome = run(&config, &command).await.unwrap();
+            (index, outcome)
+        }));
+    }
+    let mut groups = Vec::new();
+    for task in tasks {
+        let (index, outcome) = task.await.unwrap();
+        assert_eq!(
+            outcome.exit,
+            ExitKind::Code(0),
+            "{index}: {}",
+            outcome.output
+        );
+        let status = &outcome.output;
+        for line in ["NoNewPrivs:\t1", "Seccomp:\t2", "CapEff:\t0000000000000000"] {
+            assert!(
+                status.lines().any(|l| l == line),
+                "{index}: {line} in {status}"
+            );
+        }
+        if index % 3 == 0 {
+            // `cat` itself is the command: pid 2 of its namespace, its parent the init.
+            assert!(status.lines().any(|l| l == "Pid:\t2"), "{index}: {status}");
+            assert!(status.lines().any(|l| l == "PPid:\t1"), "{index}: {status}");
+        } else {
+            let first = status.lines().next().unwrap();
+            assert_eq!(
+                first,
+                format!("2 1 {} {} {index}", 64 + index, (index + 1) << 10),
+                "{index}"
+            );
+        }
+        groups.push(outcome.process_group);
+    }
+    // Every relay is gone, and with it its namespace: no process of any group is left.
+    for group in groups {
+        assert!(
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_err(),
+            "process group {group} still has members"
+        );
+    }
+}
+
 /// A plain command is `exec`ed without bash: what it sees and what it returns are what
 /// `bash -c` would give (the quoted twin of each command is not plain, so bash runs it). A
 /// program that cannot start in the command's view (here covered by `/dev/null`) is run through
