@@ -6,8 +6,8 @@ use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
 use rusqlite::params;
 
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::session::{insert_event, insert_message, require_session};
-use crate::store::Store;
+use crate::session::{deferred_event, insert_event, insert_message, require_session};
+use crate::store::{Deferred, DeferredEvent, Store};
 
 /// What [`Store::journal_start`] records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +95,59 @@ impl Store {
         }
     }
 
+    /// [`Store::start_call`] of a call that guards no side effect (no journal entry), deferred
+    /// to the store's next commit: the batch's assistant message when `assistant` is given, and
+    /// `tool.started`. The call's close ([`Store::close_call`]) then writes its start and close
+    /// in one commit, after the call ran; a process killed while it runs leaves none of it. A
+    /// side-effecting call must use [`Store::start_call`]: its journal entry is durable before
+    /// its side effect. Fails only when the message cannot be encoded (nothing is deferred).
+    pub fn defer_call_start(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<DeferredEvent, StoreError> {
+        let assistant = assistant.map(crate::at_rest::message_json).transpose()?;
+        let (event, handle) = deferred_event(session_id, started, timestamp_ms, None);
+        let message = assistant.map(|json| Deferred::Message {
+            session_id: session_id.to_owned(),
+            json,
+        });
+        self.defer(message.into_iter().chain([event]));
+        Ok(handle)
+    }
+
+    /// [`Store::close_call`] of a call without a journal entry, deferred to the store's next
+    /// commit: for a host that commits right after (a turn's finish), so a turn of reads is
+    /// one commit. Fails only when the message cannot be encoded (nothing is deferred).
+    pub fn defer_call_close(
+        &self,
+        session_id: &str,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<DeferredEvent, StoreError> {
+        let json = crate::at_rest::message_json(message)?;
+        // Linked to the message only when it holds the `output` (as `close_call` links it);
+        // otherwise the message is a record of its own just before the event.
+        let linked = output_in_message(&completed, message);
+        let (result, lone) = if linked {
+            (Some((json, message.content.clone())), None)
+        } else {
+            (
+                None,
+                Some(Deferred::Message {
+                    session_id: session_id.to_owned(),
+                    json,
+                }),
+            )
+        };
+        let (event, handle) = deferred_event(session_id, completed, timestamp_ms, result);
+        self.defer(lone.into_iter().chain([event]));
+        Ok(handle)
+    }
+
     /// Closes a journaled call. Returns `false` if no open entry matched (unknown or already
     /// closed), which changes nothing.
     pub fn journal_close(
@@ -121,10 +174,7 @@ impl Store {
         message: &ModelMessage,
     ) -> Result<Event, StoreError> {
         let json = crate::at_rest::message_json(message)?;
-        // The tool message holds the text the legacy `output` repeats: store it once.
-        let output_in_message = matches!(&completed, EventPayload::ToolCompleted(done)
-            if message.tool_call_id.as_deref() == Some(done.tool_call_id.as_str())
-                && message.content == done.output);
+        let output_in_message = output_in_message(&completed, message);
         self.write("closing a call", |tx| {
             require_session(tx, session_id)?;
             if let Some((call_id, status)) = journaled {
@@ -149,7 +199,7 @@ impl Store {
         turn_id: &str,
         call_id: &str,
     ) -> Result<bool, StoreError> {
-        self.read("looking up a journaled call", |tx| {
+        self.read_committed("looking up a journaled call", |tx| {
             let found: i64 = tx
                 .prepare_cached(
                     "SELECT COUNT(*) FROM journal
@@ -216,6 +266,14 @@ impl Store {
             Ok(entries)
         })
     }
+}
+
+/// Whether the tool message holds the text `completed`'s legacy `output` repeats (then stored
+/// once, in the message).
+fn output_in_message(completed: &EventPayload, message: &ModelMessage) -> bool {
+    matches!(completed, EventPayload::ToolCompleted(done)
+        if message.tool_call_id.as_deref() == Some(done.tool_call_id.as_str())
+            && message.content == done.output)
 }
 
 /// Closes an open journal entry; `false` when there was none (unknown or already closed).

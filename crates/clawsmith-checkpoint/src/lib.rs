@@ -146,7 +146,9 @@ pub use recorder::CheckpointRecorder;
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use session::{PendingApproval, SessionInfo, Todo, TodoStatus};
-pub use store::{BUSY_TIMEOUT, Clock, Durability, Store, StoreOptions, system_clock};
+pub use store::{
+    BUSY_TIMEOUT, Clock, DeferredEvent, Durability, Store, StoreOptions, system_clock,
+};
 pub use undo::{
     PendingRestore, RecoveredRestore, UndoConflict, UndoOutcome, UndoReport, UndoScope,
 };

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::store::Store;
+use crate::store::{Deferred, DeferredEvent, Store};
 
 /// One session row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,6 +156,21 @@ impl Store {
         })
     }
 
+    /// [`Store::append_message`] deferred to the store's next commit (see
+    /// [`Store::defer_turn_start`]). Fails only when the message cannot be encoded.
+    pub fn defer_message(
+        &self,
+        session_id: &str,
+        message: &ModelMessage,
+    ) -> Result<(), StoreError> {
+        let json = crate::at_rest::message_json(message)?;
+        self.defer([Deferred::Message {
+            session_id: session_id.to_owned(),
+            json,
+        }]);
+        Ok(())
+    }
+
     /// Begins turn `turn_id` ([`Store::begin_turn`]: the checkpoint records the message count,
     /// the last event sequence before this event, and the todo list) and appends `started` (its
     /// `turn.started`) in one commit. Nothing is guarded by it yet, so under `Durability::Full`
@@ -193,6 +208,33 @@ impl Store {
                 .map(|payload| insert_event(tx, session_id, payload, timestamp_ms, None))
                 .collect()
         })
+    }
+
+    /// [`Store::begin_turn_with_events`] deferred to the store's next commit
+    /// ([`Store::flush_deferred`]): the turn exists for others, and for a crash, only once a
+    /// later write of this store commits (any write does, taking the deferred records first).
+    /// A turn of reads only then costs no commit of its own: its start rides on its first
+    /// write. Returns the events, which get their sequences when written.
+    pub fn defer_turn_start(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        events: Vec<EventPayload>,
+        timestamp_ms: u64,
+    ) -> Vec<DeferredEvent> {
+        let mut records = vec![Deferred::BeginTurn {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            at_ms: self.now_ms(),
+        }];
+        let mut handles = Vec::with_capacity(events.len());
+        for payload in events {
+            let (record, handle) = deferred_event(session_id, payload, timestamp_ms, None);
+            records.push(record);
+            handles.push(handle);
+        }
+        self.defer(records);
+        handles
     }
 
     /// The session's messages in order.
@@ -515,15 +557,25 @@ pub(crate) fn insert_event(
     timestamp_ms: u64,
     output_message: Option<(u64, &str)>,
 ) -> Result<Event, StoreError> {
-    let sequence = last_event_sequence(tx, session_id)? + 1;
-    let event = Event {
+    let mut event = Event {
         session_id: session_id.to_string(),
-        sequence,
+        sequence: 0,
         timestamp_ms,
         payload,
     };
+    write_event(tx, &mut event, output_message)?;
+    Ok(event)
+}
+
+/// [`insert_event`] for an event already built: its `sequence` becomes the session's next.
+pub(crate) fn write_event(
+    tx: &Transaction<'_>,
+    event: &mut Event,
+    output_message: Option<(u64, &str)>,
+) -> Result<(), StoreError> {
+    event.sequence = last_event_sequence(tx, &event.session_id)? + 1;
     let (json, body_in_message) =
-        crate::at_rest::event_json(&event, output_message.map(|(_, content)| content))?;
+        crate::at_rest::event_json(event, output_message.map(|(_, content)| content))?;
     tx.prepare_cached(
         "INSERT INTO events
          (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
@@ -531,17 +583,38 @@ pub(crate) fn insert_event(
     )
     .and_then(|mut statement| {
         statement.execute(params![
-            session_id,
-            sequence,
+            event.session_id,
+            event.sequence,
             event.payload.kind(),
-            timestamp_ms,
+            event.timestamp_ms,
             json,
             output_message.map(|(index, _)| index),
             body_in_message
         ])
     })
     .ctx("appending an event")?;
-    Ok(event)
+    Ok(())
+}
+
+/// A deferred event record and its handle. `result`: the tool message it completes.
+pub(crate) fn deferred_event(
+    session_id: &str,
+    payload: EventPayload,
+    timestamp_ms: u64,
+    result: Option<(String, String)>,
+) -> (Deferred, DeferredEvent) {
+    let stored = std::sync::Arc::new(std::sync::OnceLock::new());
+    let record = Deferred::Event {
+        event: Event {
+            session_id: session_id.to_owned(),
+            sequence: 0,
+            timestamp_ms,
+            payload,
+        },
+        result,
+        stored: stored.clone(),
+    };
+    (record, DeferredEvent::new(stored))
 }
 
 fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {

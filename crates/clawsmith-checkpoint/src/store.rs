@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use clawsmith_protocol::Event;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
 
@@ -97,6 +98,50 @@ pub struct Store {
     lease_wait: AtomicBool,
     /// The commit durability the connection was opened with.
     durability: Durability,
+    /// Records held back until the next commit of this store ([`Store::defer_call_start`] and
+    /// its kin), in the order they were deferred.
+    deferred: Mutex<Vec<Deferred>>,
+}
+
+/// A record whose write waits for the next commit of the store: every write transaction (and a
+/// read, which first commits them alone) writes the records deferred before it, in order and in
+/// the same commit, ahead of its own. So the durable history is always a prefix of what the
+/// process did, in the order it did it: deferring delays a record, never reorders it.
+// Most records are events; boxing them would cost an allocation each for nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Deferred {
+    /// A turn's checkpoint opens ([`crate::checkpoint::begin_turn_in`]) at `at_ms`.
+    BeginTurn {
+        session_id: String,
+        turn_id: String,
+        at_ms: u64,
+    },
+    /// A message, as its stored JSON.
+    Message { session_id: String, json: String },
+    /// An event (its sequence is the session's next when it is written). With `result`, the
+    /// tool message it completes (stored JSON and text) is written just before it and linked
+    /// to it, as [`Store::close_call`] does.
+    Event {
+        event: Event,
+        result: Option<(String, String)>,
+        stored: Arc<OnceLock<Event>>,
+    },
+}
+
+/// An event whose write was deferred to a later commit ([`Store::defer_call_start`]): what it
+/// became (its sequence) once that commit is done.
+#[derive(Debug, Clone)]
+pub struct DeferredEvent(Arc<OnceLock<Event>>);
+
+impl DeferredEvent {
+    pub(crate) fn new(stored: Arc<OnceLock<Event>>) -> DeferredEvent {
+        DeferredEvent(stored)
+    }
+
+    /// The event as stored, `None` while no commit has written it.
+    pub fn stored(&self) -> Option<&Event> {
+        self.0.get()
+    }
 }
 
 /// Numbers the stores of this process.
@@ -144,6 +189,7 @@ impl Store {
             instance_id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             lease_wait: AtomicBool::new(false),
             durability,
+            deferred: Mutex::new(Vec::new()),
         })
     }
 
@@ -164,6 +210,7 @@ impl Store {
             instance_id: INSTANCES.fetch_add(1, Ordering::Relaxed),
             lease_wait: AtomicBool::new(false),
             durability: Durability::Full,
+            deferred: Mutex::new(Vec::new()),
         })
     }
 
@@ -216,7 +263,34 @@ impl Store {
         context: &'static str,
         body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        commit_one(&mut self.connection(), context, body)
+        commit_one(&mut self.connection(), &self.deferred, context, body)
+    }
+
+    /// Queues `record` for the next commit ([`Deferred`]).
+    pub(crate) fn defer(&self, records: impl IntoIterator<Item = Deferred>) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(records);
+    }
+
+    /// Whether records wait for a commit ([`Store::flush_deferred`]).
+    pub fn has_deferred(&self) -> bool {
+        !self
+            .deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// Commits the deferred records now, alone (nothing when none wait). They guard no side
+    /// effect, so under [`Durability::Full`] this commit is not fsynced on its own (see
+    /// [`Store::write_unsynced`]).
+    pub fn flush_deferred(&self) -> Result<(), StoreError> {
+        if !self.has_deferred() {
+            return Ok(());
+        }
+        self.write_unsynced("writing deferred records", |_| Ok(()))
     }
 
     /// Folds the write-ahead log into the main database file and empties it
@@ -261,7 +335,7 @@ impl Store {
         connection
             .execute_batch("PRAGMA synchronous = NORMAL")
             .ctx(context)?;
-        let result = commit_one(&mut connection, context, body);
+        let result = commit_one(&mut connection, &self.deferred, context, body);
         // Back to fsyncing every commit whatever happened; a connection that cannot is unusable.
         connection
             .execute_batch("PRAGMA synchronous = FULL")
@@ -276,6 +350,10 @@ impl Store {
         body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut connection = self.connection();
+        // A dry run answers for what this process did: deferred records are committed first.
+        if self.has_deferred() {
+            commit_one(&mut connection, &self.deferred, context, |_| Ok(()))?;
+        }
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .ctx(context)?;
@@ -291,28 +369,102 @@ impl Store {
         body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let mut connection = self.connection();
-        let transaction = connection
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .ctx(context)?;
-        let value = body(&transaction)?;
-        transaction.commit().ctx(context)?;
-        Ok(value)
+        // A read sees what this process did: records still deferred are committed first.
+        if self.has_deferred() {
+            commit_one(&mut connection, &self.deferred, context, |_| Ok(()))?;
+        }
+        read_one(&mut connection, context, body)
+    }
+
+    /// [`Store::read`] of what no deferred record can change (the journal: a journal entry is
+    /// never deferred), so records still deferred stay so.
+    pub(crate) fn read_committed<T>(
+        &self,
+        context: &'static str,
+        body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        read_one(&mut self.connection(), context, body)
     }
 }
 
+/// Runs `body` in a read transaction on `connection`.
+fn read_one<T>(
+    connection: &mut Connection,
+    context: &'static str,
+    body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Deferred)
+        .ctx(context)?;
+    let value = body(&transaction)?;
+    transaction.commit().ctx(context)?;
+    Ok(value)
+}
+
 /// Runs `body` in a `BEGIN IMMEDIATE` transaction on `connection` and commits it if `body`
-/// succeeds (rolled back otherwise).
+/// succeeds (rolled back otherwise). The records `deferred` holds are written first, in the
+/// same transaction; if it does not commit they stay deferred, ahead of any deferred meanwhile.
 fn commit_one<T>(
     connection: &mut Connection,
+    deferred: &Mutex<Vec<Deferred>>,
     context: &'static str,
     body: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let transaction = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .ctx(context)?;
-    let value = body(&transaction)?;
-    transaction.commit().ctx(context)?;
-    Ok(value)
+    let mut records = std::mem::take(&mut *deferred.lock().unwrap_or_else(PoisonError::into_inner));
+    let committed = write_deferred(&transaction, &mut records)
+        .and_then(|()| body(&transaction))
+        .and_then(|value| transaction.commit().ctx(context).map(|()| value));
+    match committed {
+        Ok(value) => {
+            for record in records {
+                if let Deferred::Event { event, stored, .. } = record {
+                    // Set once: a record is written by exactly one commit.
+                    let _ = stored.set(event);
+                }
+            }
+            Ok(value)
+        }
+        Err(error) => {
+            if !records.is_empty() {
+                let mut queue = deferred.lock().unwrap_or_else(PoisonError::into_inner);
+                records.append(&mut queue);
+                *queue = records;
+            }
+            Err(error)
+        }
+    }
+}
+
+/// Writes deferred records in order inside `tx` (sequences and message indices assigned now).
+fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), StoreError> {
+    for record in records {
+        match record {
+            Deferred::BeginTurn {
+                session_id,
+                turn_id,
+                at_ms,
+            } => crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?,
+            Deferred::Message { session_id, json } => {
+                crate::session::require_session(tx, session_id)?;
+                crate::session::insert_message(tx, session_id, json)?;
+            }
+            Deferred::Event { event, result, .. } => {
+                crate::session::require_session(tx, &event.session_id)?;
+                let output = match result {
+                    Some((json, content)) => Some((
+                        crate::session::insert_message(tx, &event.session_id, json)?,
+                        content.as_str(),
+                    )),
+                    None => None,
+                };
+                crate::session::write_event(tx, event, output)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Sets the pragmas, proves the file is a database, and migrates.
@@ -677,6 +829,120 @@ mod tests {
         let normal = Store::open(dir.path().join("normal")).unwrap();
         normal.write_unsynced("test", |_| Ok(())).unwrap();
         assert_eq!(synchronous(&normal), 1);
+    }
+
+    fn turn_started(turn: &str) -> clawsmith_protocol::EventPayload {
+        clawsmith_protocol::EventPayload::TurnStarted(clawsmith_protocol::TurnStarted {
+            turn_id: turn.into(),
+        })
+    }
+
+    fn kinds(store: &Store, session: &str) -> Vec<String> {
+        store
+            .events(session)
+            .unwrap()
+            .iter()
+            .map(|event| event.payload.kind().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn deferred_records_ride_on_the_next_commit_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = Store::open(&path).unwrap();
+        store.create_session("s", "/w").unwrap();
+        let other = Store::open(&path).unwrap();
+        let opened = store.defer_turn_start("s", "t1", vec![turn_started("t1")], 5);
+        let user = clawsmith_protocol::ModelMessage::text(clawsmith_protocol::Role::User, "hi");
+        store.defer_message("s", &user).unwrap();
+        assert!(store.has_deferred());
+        assert!(opened[0].stored().is_none());
+        // Another connection sees nothing yet: no commit was made.
+        assert!(kinds(&other, "s").is_empty());
+        assert!(other.checkpoints("s").unwrap().is_empty());
+        // A failing write stores nothing, and the records stay deferred.
+        let failed: Result<(), StoreError> =
+            store.write("test", |_| Err(StoreError::UnknownSession("x".into())));
+        assert!(failed.is_err());
+        assert!(store.has_deferred());
+        assert!(kinds(&other, "s").is_empty());
+        // The next write commits them first, then its own event: sequences 1, 2.
+        let own = store
+            .append_event(
+                "s",
+                clawsmith_protocol::EventPayload::TurnStarted(clawsmith_protocol::TurnStarted {
+                    turn_id: "own".into(),
+                }),
+                6,
+            )
+            .unwrap();
+        assert!(!store.has_deferred());
+        assert_eq!(opened[0].stored().unwrap().sequence, 1);
+        assert_eq!(opened[0].stored().unwrap().timestamp_ms, 5);
+        assert_eq!(own.sequence, 2);
+        assert_eq!(kinds(&other, "s"), ["turn.started", "turn.started"]);
+        assert_eq!(other.messages("s").unwrap(), [user]);
+        assert_eq!(other.checkpoints("s").unwrap()[0].turn_id, "t1");
+        // A read of this store sees what it deferred: it commits them first.
+        let later = store.defer_turn_start("s", "t2", vec![turn_started("t2")], 7);
+        assert_eq!(store.events("s").unwrap().len(), 3);
+        assert_eq!(later[0].stored().unwrap().sequence, 3);
+        assert_eq!(kinds(&other, "s").len(), 3);
+        store.flush_deferred().unwrap();
+    }
+
+    #[test]
+    fn a_deferred_call_is_stored_as_a_committed_one() {
+        use clawsmith_protocol::{EventPayload, ModelMessage, ToolCompleted, ToolExecutionResult};
+        let store = Store::open_in_memory().unwrap();
+        let record = |session: &str, deferred: bool| {
+            store.create_session(session, "/w").unwrap();
+            let result = ToolExecutionResult::success("x".repeat(5000));
+            let call = clawsmith_protocol::ToolCall {
+                id: "c1".into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            };
+            let assistant = ModelMessage::assistant_with_calls(String::new(), vec![call]);
+            let started = EventPayload::TurnStarted(clawsmith_protocol::TurnStarted {
+                turn_id: "t".into(),
+            });
+            let completed =
+                || EventPayload::ToolCompleted(ToolCompleted::new("c1", "t", "read_file", &result));
+            let message = ModelMessage::tool_result(
+                "c1",
+                "read_file",
+                result.content.clone(),
+                result.summary(),
+            );
+            if deferred {
+                store
+                    .defer_call_start(session, Some(&assistant), started, 1)
+                    .unwrap();
+                store
+                    .defer_call_close(session, completed(), 2, &message)
+                    .unwrap();
+                store.flush_deferred().unwrap();
+            } else {
+                store
+                    .start_call(session, Some(&assistant), None, started, 1)
+                    .unwrap();
+                store
+                    .close_call(session, None, completed(), 2, &message)
+                    .unwrap();
+            }
+            let events: Vec<_> = store
+                .events(session)
+                .unwrap()
+                .into_iter()
+                .map(|event| (event.sequence, event.timestamp_ms, event.payload))
+                .collect();
+            (events, store.messages(session).unwrap())
+        };
+        let committed = record("a", false);
+        assert_eq!(record("b", true), committed);
+        assert_eq!(committed.0.len(), 2);
     }
 
     #[test]

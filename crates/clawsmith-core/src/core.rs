@@ -55,6 +55,10 @@ pub struct CoreConfig {
     pub call_timeout: Option<Duration>,
     /// Grace period for a cancelled or timed-out tool.
     pub cancel_grace: Duration,
+    /// How long a call that guards no side effect may run with its start not yet committed
+    /// (its start and close are then one commit); a longer one gets its start committed while it
+    /// runs. [`READ_RECORD_WINDOW`](crate::READ_RECORD_WINDOW) (50 ms) by default.
+    pub read_record_window: Duration,
     /// Whether `tool.started` events carry the tool's (redacted) input schema (P9). Off by
     /// default: the schema is the same for every call and `model.request` already hashes it.
     pub record_tool_schemas: bool,
@@ -101,6 +105,7 @@ impl CoreConfig {
             max_parallel: DEFAULT_MAX_PARALLEL,
             call_timeout: None,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            read_record_window: crate::pipeline::READ_RECORD_WINDOW,
             record_tool_schemas: false,
             change_recorder: None,
             capture_content_limit: crate::capture::CAPTURE_CONTENT_LIMIT,
@@ -126,6 +131,8 @@ pub(crate) struct Shared {
     pub max_parallel: usize,
     pub call_timeout: Option<Duration>,
     pub cancel_grace: Duration,
+    /// [`CoreConfig::read_record_window`].
+    pub read_record_window: Duration,
     pub activations: Arc<Activations>,
     pub record_tool_schemas: bool,
     /// The recorder of the file tools, which also records what commands change.
@@ -186,6 +193,7 @@ impl AgentCore {
             max_parallel,
             call_timeout,
             cancel_grace,
+            read_record_window,
             record_tool_schemas,
             change_recorder,
             capture_commands,
@@ -310,6 +318,7 @@ impl AgentCore {
                 max_parallel: max_parallel.max(1),
                 call_timeout,
                 cancel_grace,
+                read_record_window,
                 activations,
                 record_tool_schemas,
                 recorder,

@@ -171,7 +171,7 @@ pub use crate::normalize::{
     ARTIFACT_THRESHOLD_BYTES, PREVIEW_HEAD_BYTES, PREVIEW_TAIL_BYTES, artifact_preview,
     normalize_output,
 };
-pub use crate::pipeline::CallResult;
+pub use crate::pipeline::{CallResult, READ_RECORD_WINDOW};
 pub use crate::redact::{REDACTED, redact_display, redact_json, redact_text};
 pub use crate::search::{SearchDocument, SearchHit, rank};
 pub use crate::session::{RecoveryReport, RequestEvidence, SessionHandle, Turn, TurnOutcome};

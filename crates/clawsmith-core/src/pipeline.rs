@@ -5,15 +5,29 @@
 //! `tool.started` → authorized execute → normalize (A3) → artifact (A4) → redact and bound the
 //! display (A5) → journal close → `tool.completed` → tool message. Every step that refuses ends
 //! the call with its P6 code, and the call still gets its `tool.completed` and its message.
+//!
+//! Commits (issue 15). A side-effecting call's start (the journal entry, `tool.started`, and the
+//! batch's assistant message if still unstored) commits before it runs. A call that guards no
+//! side effect (effective risk `read`, concurrency-safe: `read_file`, `search_files`, …) defers
+//! its start to the store's next commit ([`clawsmith_checkpoint::Store::defer_call_start`]) and
+//! runs; its close then writes start and close in one commit, after it ran. A read still running
+//! after [`READ_RECORD_WINDOW`] gets its start committed while it runs (a long read, a
+//! sub-agent, is visible and survives a crash as `interrupted`). A non-journaled call's close is
+//! deferred too when a later call of the batch follows (whose start or close commits it) or
+//! when the host finishes the turn right after ([`crate::Turn::run_last_batch`]), so a batch of
+//! reads, and an MCP turn of one read, is one commit. Deferring never reorders: any commit of the
+//! store writes every deferred record first, so a journal entry is never durable ahead of the
+//! records before it, and a process killed mid-read leaves a history without that read at all.
 
 // A refusal *is* a `ToolExecutionResult` (data for the model); it is built once per call and
 // moved, so boxing it would only add an allocation.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
-use clawsmith_checkpoint::{JournalStart, PendingApproval};
+use clawsmith_checkpoint::{DeferredEvent, JournalStart, PendingApproval};
 use clawsmith_protocol::{
     BatchInfo, CancellationSignal, Display, DisplayKind, ErrorCode, Event, EventPayload,
     ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted, ToolExecutionContext,
@@ -38,6 +52,43 @@ use crate::table::{ToolEntry, canonical_json};
 /// What one batch call ended with: the call id and its result.
 pub type CallResult = (String, ToolExecutionResult);
 
+/// How long a read's start may wait, by default, for its close to be committed with it
+/// ([`crate::CoreConfig::read_record_window`]). A read that takes longer gets its `tool.started`
+/// committed (and sent to the sink) while it runs.
+pub const READ_RECORD_WINDOW: Duration = Duration::from_millis(50);
+
+/// Events whose write was deferred, in order: each goes to the sink once a commit stored it,
+/// before any event stored after it.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox(std::sync::Mutex<VecDeque<DeferredEvent>>);
+
+impl Outbox {
+    pub(crate) fn push(&self, events: impl IntoIterator<Item = DeferredEvent>) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(events);
+    }
+
+    /// Hands every stored event at the front to `sink`, in order.
+    pub(crate) fn deliver(&self, sink: &dyn EventSink) {
+        let mut queue = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while let Some(event) = queue.front().and_then(DeferredEvent::stored) {
+            sink.event(event);
+            queue.pop_front();
+        }
+    }
+
+    /// Hands `event` (just stored) to `sink`, after every deferred event stored before it.
+    pub(crate) fn deliver_with(&self, sink: &dyn EventSink, event: &Event) {
+        self.deliver(sink);
+        sink.event(event);
+    }
+}
+
 /// Calls already seen in the turn (duplicate check).
 #[derive(Debug, Default)]
 pub(crate) struct DuplicateTracker {
@@ -57,6 +108,11 @@ pub(crate) struct TurnContext<'a> {
     pub assistant: std::sync::Mutex<Option<ModelMessage>>,
     /// The batch's call spans (issue 22).
     pub spans: crate::spans::CallSpans<'a>,
+    /// The turn's deferred events, sent to `sink` once stored.
+    pub outbox: &'a Outbox,
+    /// Whether the host finishes the turn right after this batch ([`crate::Turn::run_last_batch`]):
+    /// the last call's close may then be deferred to the finish's commit.
+    pub last_batch: bool,
 }
 
 impl TurnContext<'_> {
@@ -391,18 +447,28 @@ fn cancelled_before_start(call: &ToolCall) -> ToolExecutionResult {
     )
 }
 
+/// How a call was started.
+#[derive(Debug, Clone, Copy)]
+struct Started {
+    /// It has a journal entry (a side-effecting call).
+    journaled: bool,
+    /// Its start waits for a later commit (a call that guards no side effect).
+    deferred: bool,
+}
+
 /// Steps 8–9: journal start for side-effecting calls (durable before anything runs), then
-/// `tool.started`. Returns whether the call was journaled; `Err(result)` if journaling failed
-/// (the call is then not run).
+/// `tool.started` (deferred for a call that guards no side effect: see the module docs).
+/// `Err(result)` if journaling failed (the call is then not run).
 fn start_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
     batch: BatchInfo,
-) -> Result<Result<bool, ToolExecutionResult>, CoreError> {
+) -> Result<Result<Started, ToolExecutionResult>, CoreError> {
     let entry = prepared.entry;
     let facts = entry.facts();
     let side_effect = facts.side_effect();
+    let deferred = !side_effect && entry.tool().concurrency_safe();
     let journal = side_effect.then(|| JournalStart {
         session_id: context.session_id.to_owned(),
         turn_id: context.turn_id.to_owned(),
@@ -431,6 +497,26 @@ fn start_call(
     // commit together, before anything runs.
     let assistant = context.take_assistant();
     let store = &context.shared.store;
+    if deferred {
+        return match store.defer_call_start(
+            context.session_id,
+            assistant.as_ref(),
+            started,
+            store.now_ms(),
+        ) {
+            Ok(event) => {
+                context.outbox.push([event]);
+                Ok(Ok(Started {
+                    journaled: false,
+                    deferred: true,
+                }))
+            }
+            Err(error) => {
+                context.restore_assistant(assistant);
+                Err(error.into())
+            }
+        };
+    }
     match store.start_call(
         context.session_id,
         assistant.as_ref(),
@@ -439,8 +525,11 @@ fn start_call(
         store.now_ms(),
     ) {
         Ok(event) => {
-            context.sink.event(&event);
-            Ok(Ok(side_effect))
+            context.outbox.deliver_with(context.sink, &event);
+            Ok(Ok(Started {
+                journaled: side_effect,
+                deferred: false,
+            }))
         }
         Err(error) => {
             context.restore_assistant(assistant);
@@ -454,6 +543,31 @@ fn start_call(
             }
         }
     }
+}
+
+/// Awaits `work`; when `deferred` records wait and it runs past the core's
+/// [`read_record_window`](crate::CoreConfig::read_record_window), commits
+/// them meanwhile (and sends their events), so a long read is recorded as started.
+async fn within_record_window<T>(
+    context: &TurnContext<'_>,
+    deferred: bool,
+    work: impl Future<Output = T>,
+) -> T {
+    if !deferred {
+        return work.await;
+    }
+    tokio::pin!(work);
+    tokio::select! {
+        biased;
+        done = &mut work => return done,
+        () = tokio::time::sleep(context.shared.read_record_window) => {}
+    }
+    match context.shared.store.flush_deferred() {
+        Ok(()) => context.outbox.deliver(context.sink),
+        // Not fatal for a read: the records stay deferred and its close writes them.
+        Err(error) => tracing::warn!(%error, "a running read's start could not be committed"),
+    }
+    work.await
 }
 
 /// Step 10 (and 11, A3): runs the tool in its own task so a panic becomes `tool_failed`, with
@@ -541,16 +655,29 @@ fn joined_result(
     }
 }
 
-/// Steps 12–16: artifact, redaction, journal close, `tool.completed`, tool message.
+/// Steps 12–16: artifact, redaction, journal close, `tool.completed`, tool message. With
+/// `defer` (a call without a journal entry that a later commit follows), its records wait for
+/// that commit.
 fn close_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     journaled: bool,
+    defer: bool,
     mut result: ToolExecutionResult,
 ) -> Result<ToolExecutionResult, CoreError> {
     let shared = context.shared;
+    let defer = defer && !journaled;
     // A batch whose calls were all refused before starting stores its message here.
-    context.store_assistant()?;
+    if defer {
+        if let Some(message) = context.take_assistant()
+            && let Err(error) = shared.store.defer_message(context.session_id, &message)
+        {
+            context.restore_assistant(Some(message));
+            return Err(error.into());
+        }
+    } else {
+        context.store_assistant()?;
+    }
     if result.content.len() > ARTIFACT_THRESHOLD_BYTES {
         let stored = if shared.artifacts_enabled {
             shared
@@ -595,14 +722,25 @@ fn close_call(
         ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
     (completed.trace_id, completed.span_id) = context.spans.ids(&call.id);
     context.spans.close(&call.id, &result);
+    let payload = EventPayload::ToolCompleted(completed);
+    if defer {
+        let event = shared.store.defer_call_close(
+            context.session_id,
+            payload,
+            shared.store.now_ms(),
+            &message,
+        )?;
+        context.outbox.push([event]);
+        return Ok(result);
+    }
     let event = shared.store.close_call(
         context.session_id,
         journaled.then(|| (call.id.as_str(), result.status())),
-        EventPayload::ToolCompleted(completed),
+        payload,
         shared.store.now_ms(),
         &message,
     )?;
-    context.sink.event(&event);
+    context.outbox.deliver_with(context.sink, &event);
     Ok(result)
 }
 
@@ -704,7 +842,10 @@ async fn run_serial(
         parallel: false,
     };
     let mut results = Vec::with_capacity(plans.len());
-    for (call, plan) in plans {
+    let count = plans.len();
+    for (index, (call, plan)) in plans.into_iter().enumerate() {
+        // A later call's commit (or the turn's finish) writes this one's close.
+        let defer_close = index + 1 < count || context.last_batch;
         let (journaled, result) = match plan {
             Err(failure) => (false, failure),
             Ok(_) if context.cancellation.is_cancelled() => (false, cancelled_before_start(&call)),
@@ -717,22 +858,23 @@ async fn run_serial(
                     None => (false, not_authorized(&call)),
                     Some(tool_context) => match start_call(context, &call, &prepared, batch)? {
                         Err(failure) => (false, failure),
-                        Ok(journaled) => {
-                            let result = execute_with_capture(
+                        Ok(started) => {
+                            let running = execute_with_capture(
                                 context.shared,
                                 prepared.entry,
                                 prepared.input,
                                 tool_context,
                                 context.cancellation,
-                            )
-                            .await;
-                            (journaled, result)
+                            );
+                            let result =
+                                within_record_window(context, started.deferred, running).await;
+                            (started.journaled, result)
                         }
                     },
                 },
             },
         };
-        let result = close_call(context, &call, journaled, result)?;
+        let result = close_call(context, &call, journaled, defer_close, result)?;
         results.push((call.id, result));
     }
     Ok(results)
@@ -756,6 +898,7 @@ async fn run_parallel(
         Running(JoinHandle<ToolExecutionResult>),
     }
     let mut slots: Vec<(ToolCall, Slot)> = Vec::with_capacity(plans.len());
+    let mut any_deferred = false;
     for ((call, plan), decision) in plans.into_iter().zip(decisions) {
         let prepared = match plan {
             Ok(prepared) => prepared,
@@ -782,9 +925,12 @@ async fn run_parallel(
             slots.push((call, Slot::Done(result)));
             continue;
         };
-        if let Err(failure) = start_call(context, &call, &prepared, batch)? {
-            slots.push((call, Slot::Done(failure)));
-            continue;
+        match start_call(context, &call, &prepared, batch)? {
+            Err(failure) => {
+                slots.push((call, Slot::Done(failure)));
+                continue;
+            }
+            Ok(started) => any_deferred |= started.deferred,
         }
         // Each call runs in its own task, bounded by the semaphore. The task needs owned data:
         // the shared state is reached again through the table by name.
@@ -804,20 +950,30 @@ async fn run_parallel(
         });
         slots.push((call, Slot::Running(handle)));
     }
-    let mut results = Vec::with_capacity(slots.len());
-    for (call, slot) in slots {
-        let result = match slot {
-            Slot::Done(result) => result,
-            Slot::Running(handle) => match handle.await {
-                Ok(result) => result,
-                Err(error) => ToolExecutionResult::tool_failed(format!(
-                    "{} failed in the core: {error}",
-                    call.name
-                )),
-            },
-        };
-        // Parallel calls are reads: nothing was journaled.
-        let result = close_call(context, &call, false, result)?;
+    let finished = within_record_window(context, any_deferred, async {
+        let mut finished = Vec::with_capacity(slots.len());
+        for (call, slot) in slots {
+            let result = match slot {
+                Slot::Done(result) => result,
+                Slot::Running(handle) => match handle.await {
+                    Ok(result) => result,
+                    Err(error) => ToolExecutionResult::tool_failed(format!(
+                        "{} failed in the core: {error}",
+                        call.name
+                    )),
+                },
+            };
+            finished.push((call, result));
+        }
+        finished
+    })
+    .await;
+    let mut results = Vec::with_capacity(finished.len());
+    let count = finished.len();
+    for (index, (call, result)) in finished.into_iter().enumerate() {
+        // Parallel calls are reads: nothing was journaled, and the batch is one commit.
+        let defer_close = index + 1 < count || context.last_batch;
+        let result = close_call(context, &call, false, defer_close, result)?;
         results.push((call.id, result));
     }
     Ok(results)

@@ -16,7 +16,7 @@ use clawsmith_protocol::{
 use crate::approval::{EventSink, NullSink};
 use crate::core::Shared;
 use crate::error::CoreError;
-use crate::pipeline::{CallResult, DuplicateTracker, TurnContext, emit, run_batch};
+use crate::pipeline::{CallResult, DuplicateTracker, Outbox, TurnContext, emit, run_batch};
 use crate::table::ShownTool;
 
 /// What recovery did when the session was opened (A8).
@@ -281,7 +281,9 @@ impl SessionHandle {
         })
     }
 
-    /// Begins a turn whose opening commit also stores the events `more` gives for its id.
+    /// Begins a turn whose opening also stores the events `more` gives for its id. The opening
+    /// is deferred to the store's next commit (the turn's first write, or its finish): nothing
+    /// is guarded by it, and a process killed before that commit leaves no trace of the turn.
     fn begin<T>(
         &self,
         sink: &dyn EventSink,
@@ -290,19 +292,19 @@ impl SessionHandle {
     ) -> Result<(Turn, T), CoreError> {
         let lease = self.lease_for_turn()?;
         let turn_id = new_id(IdKind::Turn);
-        // The checkpoint, `turn.started` and what `more` adds commit together.
+        // The checkpoint, `turn.started` and what `more` adds commit together, with the turn's
+        // first write.
         let store = &self.shared.store;
         let mut payloads = vec![EventPayload::TurnStarted(TurnStarted {
             turn_id: turn_id.clone(),
         })];
         let (extra, value) = more(&turn_id);
         payloads.extend(extra);
-        let stored = store.begin_turn_with_events(&self.id, &turn_id, payloads, store.now_ms())?;
-        for event in &stored {
-            sink.event(event);
-        }
+        let outbox = Outbox::default();
+        outbox.push(store.defer_turn_start(&self.id, &turn_id, payloads, store.now_ms()));
         // A turn boundary: background commands' changes since the last capture (issue 16).
         crate::capture::settle_background(&self.shared, &self.id, &turn_id);
+        outbox.deliver(sink);
         let mut span = self
             .shared
             .tracer
@@ -324,6 +326,7 @@ impl SessionHandle {
             cancellation: CancellationSignal::new(),
             closed_calls: 0,
             known_sequence: Arc::clone(&self.known_sequence),
+            outbox,
             _lease: lease,
         };
         Ok((turn, value))
@@ -655,6 +658,8 @@ pub struct Turn {
     closed_calls: u64,
     /// Where the turn reports the sequence it ended at, so its handle knows it wrote it.
     known_sequence: Arc<AtomicU64>,
+    /// The turn's events whose write waits for a later commit, sent to the sink once stored.
+    outbox: Outbox,
     /// One writer per session: held until the turn ends (finished or dropped).
     _lease: SessionLease,
 }
@@ -690,7 +695,10 @@ impl Turn {
     /// Records a model request of this turn (A9 evidence): pending activations become active
     /// now, and the returned list is exactly what the provider should be sent.
     pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
-        model_request(&self.shared, &self.session_id, Some(&self.turn_id), sink)
+        let (payload, evidence) =
+            compose_request(&self.shared, &self.session_id, Some(&self.turn_id));
+        self.record_event(payload, sink)?;
+        Ok(evidence)
     }
 
     /// Runs the calls of one assistant message: stores the assistant message, then exactly one
@@ -711,6 +719,29 @@ impl Turn {
         calls: Vec<ToolCall>,
         sink: &dyn EventSink,
     ) -> Result<Vec<CallResult>, CoreError> {
+        self.run(text, calls, sink, false).await
+    }
+
+    /// [`Turn::run_batch`] for the turn's last batch, when [`Turn::finish`] follows at once (the
+    /// MCP server: one call per turn): the records of calls that guard no side effect are then
+    /// written by the finish's commit, so a turn of reads is one commit. The results are durable
+    /// once `finish` returns, not before; a host that drops the turn instead leaves them to the
+    /// store's next commit (or to nothing, if the process ends first: as if it was killed).
+    pub async fn run_last_batch(
+        &mut self,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+    ) -> Result<Vec<CallResult>, CoreError> {
+        self.run(String::new(), calls, sink, true).await
+    }
+
+    async fn run(
+        &mut self,
+        text: String,
+        calls: Vec<ToolCall>,
+        sink: &dyn EventSink,
+        last_batch: bool,
+    ) -> Result<Vec<CallResult>, CoreError> {
         let context = TurnContext {
             shared: &self.shared,
             session_id: &self.session_id,
@@ -723,6 +754,8 @@ impl Turn {
                 self.span.context(),
                 (&self.session_id, &self.turn_id),
             ),
+            outbox: &self.outbox,
+            last_batch,
         };
         let index = self.batches;
         self.batches += 1;
@@ -738,7 +771,10 @@ impl Turn {
         payload: EventPayload,
         sink: &dyn EventSink,
     ) -> Result<Event, CoreError> {
-        emit(&self.shared, &self.session_id, payload, sink)
+        let store = &self.shared.store;
+        let event = store.append_event(&self.session_id, payload, store.now_ms())?;
+        self.outbox.deliver_with(sink, &event);
+        Ok(event)
     }
 
     /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.
@@ -757,7 +793,7 @@ impl Turn {
             }),
             store.now_ms(),
         )?;
-        sink.event(&completed);
+        self.outbox.deliver_with(sink, &completed);
         // The lease is held until here: nothing after `turn.completed` was written by another.
         self.known_sequence
             .store(completed.sequence, Ordering::SeqCst);

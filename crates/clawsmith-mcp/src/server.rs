@@ -463,14 +463,16 @@ impl ClawsmithServer {
         let sink = self.inner.sink.as_ref();
         // The client's `_meta.traceparent` parents this call's turn (issue 22).
         let parent = crate::trace::incoming_parent(&context.meta);
-        // The turn's start and its one model request commit together (issue 15).
+        // The turn's start, its one model request, a read's records and the turn's end commit
+        // together, at the finish (issue 15); a side-effecting call commits its start (with the
+        // turn's) before it runs.
         let (mut turn, _request) = self
             .inner
             .session
             .begin_turn_with_request(sink, parent.as_ref())?;
         let cancellation = turn.cancellation();
         let results = {
-            let batch = turn.run_batch(vec![call], sink);
+            let batch = turn.run_last_batch(vec![call], sink);
             tokio::pin!(batch);
             tokio::select! {
                 results = &mut batch => results,

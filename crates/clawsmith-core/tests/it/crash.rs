@@ -1,14 +1,17 @@
 //! A8 with real processes: a child process (this test binary, re-executed) is killed with
 //! SIGKILL while `run_command` runs and while `edit_file` is between its write and its
 //! completion. Reopening the session closes the call as `unknown` / `interrupted`, pairs every
-//! call with one result, and re-runs nothing.
+//! call with one result, and re-runs nothing. A read killed before its records were committed
+//! (they are written after it ran, issue 15) leaves no trace of itself, nor of its turn; one
+//! killed after its start was committed (it ran past the record window) is closed as
+//! interrupted, with the other call of its parallel batch.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawsmith_checkpoint::{CheckpointRecorder, Store};
-use clawsmith_core::{AgentCore, CoreConfig, NullSink};
+use clawsmith_core::{AgentCore, CoreConfig, ExtensionTool, NullSink};
 use clawsmith_fs::{ChangeOrigin, ChangeRecorder, PostState, PriorState, RecorderError};
 use clawsmith_protocol::{EventPayload, Role, ToolStatus};
 use clawsmith_sandbox::SandboxPolicy;
@@ -47,6 +50,43 @@ fn core_for(
     config.sandbox.policy = SandboxPolicy::BestEffort;
     config.change_recorder = recorder;
     AgentCore::new(config).unwrap()
+}
+
+/// A core whose `blocking_read` tool (effective risk `read`, concurrency-safe) writes the marker
+/// and then never returns; a read's records wait for its close up to `window`.
+fn read_core(layout: &Layout, store: Arc<Store>, window: Duration) -> AgentCore {
+    let marker = layout.marker.clone();
+    let blocking = TestTool::read(
+        "blocking_read",
+        Arc::new(move |_, _| {
+            let marker = marker.clone();
+            Box::pin(async move {
+                std::fs::write(&marker, "reading").unwrap();
+                std::future::pending::<()>().await;
+                unreachable!("the read never returns")
+            })
+        }),
+    );
+    let mut config = CoreConfig::new(&layout.workspace, store);
+    config.policy = PermissionPolicy::new(PermissionMode::Full);
+    config.sandbox.policy = SandboxPolicy::BestEffort;
+    config.read_record_window = window;
+    config.extension_tools.push(ExtensionTool {
+        source: "test".into(),
+        tool: blocking.shared(),
+        deferred: false,
+    });
+    AgentCore::new(config).unwrap()
+}
+
+/// The calls of the read scenarios' second turn: a parallel batch (two concurrency-safe reads)
+/// whose second call blocks, so neither is closed (a parallel batch closes its calls once all
+/// have returned).
+fn read_calls() -> Vec<clawsmith_protocol::ToolCall> {
+    vec![
+        call("read-1", "read_file", r#"{"path": "first.txt"}"#),
+        call("slow-1", "blocking_read", "{}"),
+    ]
 }
 
 /// Records like the checkpoint recorder, then — after the file was changed — announces it and
@@ -124,21 +164,20 @@ async fn child_process_entry() {
             // Providers number calls per turn: `call_0` again in the second turn, which is
             // killed while its command runs.
             let core = core_for(&layout, store, None);
-            let session = core.open_session(Some(SESSION.into())).unwrap();
-            session
-                .run_turn(
-                    vec![call(
-                        "call_0",
-                        "write_file",
-                        r#"{"path": "first.txt", "content": "first turn"}"#,
-                    )],
-                    &NullSink,
-                )
-                .await
-                .unwrap();
+            first_turn(&core, "call_0").await;
             let arguments =
                 serde_json::json!({"command": "echo ran >> runs.txt; exec sleep 10"}).to_string();
             (core, vec![call("call_0", "run_command", &arguments)])
+        }
+        scenario @ ("read_in_window" | "read_past_window") => {
+            let window = if scenario == "read_in_window" {
+                Duration::from_secs(3600)
+            } else {
+                Duration::from_millis(20)
+            };
+            let core = read_core(&layout, store, window);
+            first_turn(&core, "write-1").await;
+            (core, read_calls())
         }
         other => panic!("unknown scenario {other}"),
     };
@@ -147,8 +186,29 @@ async fn child_process_entry() {
     panic!("the child should have been killed before the turn ended");
 }
 
+/// A first turn, committed whole: call `id` writes `first.txt`.
+async fn first_turn(core: &AgentCore, id: &str) {
+    let session = core.open_session(Some(SESSION.into())).unwrap();
+    session
+        .run_turn(
+            vec![call(
+                id,
+                "write_file",
+                r#"{"path": "first.txt", "content": "first turn"}"#,
+            )],
+            &NullSink,
+        )
+        .await
+        .unwrap();
+}
+
 /// Re-executes this test binary as the child, waits for `marker`, kills it with SIGKILL.
 fn run_and_kill(root: &Path, scenario: &str, marker: &Path) {
+    run_and_kill_when(root, scenario, || marker.exists());
+}
+
+/// Re-executes this test binary as the child, waits until `ready`, kills it with SIGKILL.
+fn run_and_kill_when(root: &Path, scenario: &str, ready: impl Fn() -> bool) {
     #[allow(clippy::disallowed_methods)] // Tests may spawn; the child is this test binary.
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
@@ -164,7 +224,7 @@ fn run_and_kill(root: &Path, scenario: &str, marker: &Path) {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !marker.exists() {
+    while !ready() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("the child exited before the marker appeared: {status}");
         }
@@ -301,4 +361,93 @@ fn killed_during_a_call_whose_id_an_earlier_turn_used() {
     assert!(store.unfinished_calls(SESSION).unwrap().is_empty());
     let again = core.open_session(Some(SESSION.into())).unwrap();
     assert!(again.recovery().is_empty());
+}
+
+/// Reopens the read scenarios' session after the kill: the first turn is whole, the history
+/// paired and gap-free; returns the reopened session's events and recovery.
+fn reopen_after_read(
+    root: &Path,
+) -> (
+    Vec<clawsmith_protocol::Event>,
+    clawsmith_core::RecoveryReport,
+    Arc<Store>,
+) {
+    let layout = Layout::under(root);
+    let store = Arc::new(Store::open(&layout.db).unwrap());
+    let core = read_core(&layout, store.clone(), Duration::from_secs(3600));
+    let session = core.open_session(Some(SESSION.into())).unwrap();
+    let recovery = session.recovery().clone();
+    assert_history_paired(&session.messages().unwrap());
+    let events = session.events().unwrap();
+    assert_sequences(&events);
+    assert!(store.unfinished_calls(SESSION).unwrap().is_empty());
+    // Nothing was re-run, and a second reopen finds nothing to do.
+    assert_eq!(
+        std::fs::read_to_string(layout.workspace.join("first.txt")).unwrap(),
+        "first turn"
+    );
+    let again = core.open_session(Some(SESSION.into())).unwrap();
+    assert!(again.recovery().is_empty());
+    (events, recovery, store)
+}
+
+#[test]
+fn killed_during_a_read_whose_records_were_not_committed_yet() {
+    let root = tempfile::tempdir().unwrap();
+    let layout = Layout::under(root.path());
+    std::fs::create_dir(&layout.workspace).unwrap();
+    run_and_kill(root.path(), "read_in_window", &layout.marker);
+    let (events, recovery, store) = reopen_after_read(root.path());
+    // Neither read, nor their turn, left anything: the history is the first turn, whole.
+    assert!(recovery.is_empty(), "{recovery:?}");
+    let kinds: Vec<&str> = events.iter().map(|event| event.payload.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn.started",
+            "tool.started",
+            "tool.completed",
+            "turn.completed"
+        ]
+    );
+    assert_eq!(completed(&events)[0].tool_call_id, "write-1");
+    assert_eq!(store.messages(SESSION).unwrap().len(), 2);
+    assert_eq!(store.checkpoints(SESSION).unwrap().len(), 1);
+}
+
+#[test]
+fn killed_during_a_read_that_ran_past_its_record_window() {
+    let root = tempfile::tempdir().unwrap();
+    let layout = Layout::under(root.path());
+    std::fs::create_dir(&layout.workspace).unwrap();
+    let db = layout.db.clone();
+    let marker = layout.marker.clone();
+    // Killed once the blocking read's start is committed (after the window).
+    run_and_kill_when(root.path(), "read_past_window", || {
+        marker.exists()
+            && started_ids(&Store::open(&db).unwrap().events(SESSION).unwrap())
+                .iter()
+                .any(|id| id == "slow-1")
+    });
+    let (events, recovery, store) = reopen_after_read(root.path());
+    assert_eq!(recovery.interrupted, ["read-1", "slow-1"]);
+    assert!(recovery.never_ran.is_empty());
+    assert_eq!(recovery.finished_turns.len(), 1);
+    // Both calls of the batch were started once (committed together after the window) and
+    // closed as interrupted; the first turn is untouched.
+    let done = completed(&events);
+    let statuses: Vec<(&str, ToolStatus)> = done
+        .iter()
+        .map(|done| (done.tool_call_id.as_str(), done.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("write-1", ToolStatus::Success),
+            ("read-1", ToolStatus::Unknown),
+            ("slow-1", ToolStatus::Unknown)
+        ]
+    );
+    assert_eq!(started_ids(&events), ["write-1", "read-1", "slow-1"]);
+    assert_eq!(store.checkpoints(SESSION).unwrap().len(), 2);
 }

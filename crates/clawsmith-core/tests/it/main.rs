@@ -7,6 +7,7 @@ mod support;
 mod artifacts;
 mod capture;
 mod codes;
+mod commits;
 mod crash;
 mod hooks;
 mod normalize;
