@@ -182,7 +182,7 @@ fn edit_pair(quick: bool) {
         "theirsSamples": b,
         "unit": "seconds",
         "target": {"ratioAtMost": 1.5},
-        "note": "the real edit_file tool; a new turn per edit (begin_turn included), so each edit stores a fresh 1 MB prior blob; the default durability (synchronous = NORMAL)",
+        "note": "the real edit_file tool; a new turn per edit (begin_turn included), so each edit stores a fresh 1 MB prior blob (a file beside the database: over FILE_THRESHOLD); the default durability (synchronous = NORMAL)",
     }));
 }
 

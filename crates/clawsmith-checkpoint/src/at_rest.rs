@@ -5,7 +5,9 @@
 //!
 //! Checkpoint blobs are the exception: undo must give back the exact bytes a turn replaced, so
 //! they are kept as they are and protected by the file's permissions (the front end makes the
-//! state directory 0700 and the database 0600).
+//! state directory 0700 and the database 0600). The same holds for the blob files beside the
+//! database (contents over `FILE_THRESHOLD`, see `blob.rs`): their directories are created 0700
+//! and the files 0600 whatever the umask, never through a symlink.
 
 use clawsmith_protocol::redact::{redact_json_in_place, redact_text};
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};

@@ -65,7 +65,13 @@
 //!   a truncated file is refused with [`StoreError::NotADatabase`] instead of a panic later.
 //! - **Content-addressed blobs** (K3): prior contents (and post contents captured at finish, for
 //!   diffs) are stored once per SHA-256 and shared by turns, forks and artifacts. Checkpoint rows
-//!   only refer to them, so a fork copies metadata, never content.
+//!   only refer to them, so a fork copies metadata, never content. A content over
+//!   [`FILE_THRESHOLD`] (64 KiB) is a file beside the database (`<database>-blobs/ab/cdef…`)
+//!   instead of row pages: a 1 MB prior content through the WAL (and again into the main file at
+//!   the next checkpoint) was most of what the recorder cost an `edit_file` (issue 15). The file is
+//!   written before the commit that names it, and files are written and deleted only under the
+//!   write lock, so [`Store::prune`] deletes exactly the files no row names (crash orphans
+//!   included); every read verifies the hash.
 //! - **Undo is one precheck, then one plan.** Undoing turn T rewinds T and every later turn not
 //!   yet undone, newest first. The precheck simulates the rollback over the current files and
 //!   requires each path to be exactly what the turn left (post hash, or absent); any conflict
@@ -88,8 +94,9 @@
 //!   returned. Stored call arguments are bounded ([`MAX_STORED_ARGUMENT_BYTES`]). The legacy
 //!   `output` of `tool.completed` is not stored beside the tool message that holds the same text;
 //!   [`Store::events`] derives it. Checkpoint blobs keep exact bytes (undo needs them): the
-//!   database is created 0600 (SQLite gives its `-wal` and `-shm` the same mode) and never opened
-//!   through a symlink (`O_NOFOLLOW`, `SQLITE_OPEN_NOFOLLOW`).
+//!   database is created 0600 (SQLite gives its `-wal` and `-shm` the same mode), blob files
+//!   0600 in 0700 directories, and none is opened through a symlink (`O_NOFOLLOW`,
+//!   `SQLITE_OPEN_NOFOLLOW`).
 //! - **One writer per session.** A writer takes the session's lease first: an OS file lock
 //!   (`flock`) on `locks/<sha256(id)>.lock` beside the database, with the holder's pid written in
 //!   it for the error message. The kernel releases it when the holder dies, however it dies, so
