@@ -370,10 +370,15 @@ fn prune_deletes_the_files_of_collected_blobs_and_orphans_and_keeps_the_rest() {
     assert!(file_rows(&db).is_empty());
 }
 
+/// Files each turn of the race below edits: its finish stores their post contents in one
+/// transaction, so a file written early waits for the whole transaction before its row commits
+/// (the window a sweep outside the write lock would fall into).
+const RACE_FILES: u64 = 12;
+
 /// One store records turns with large contents and stores large contents nobody names, some
 /// of them again and again; another store on the same file prunes in a loop meanwhile. No row
-/// ever names a missing file, no stored content reads back wrong, and when both stop a last
-/// prune leaves exactly the named files.
+/// ever names a missing file, no stored content reads back wrong, every turn still undoes, and
+/// when both stop a last prune leaves exactly the named files.
 #[test]
 fn prune_racing_a_writer_never_deletes_a_named_file() {
     let fixture = file_fixture(Durability::Normal);
@@ -396,13 +401,14 @@ fn prune_racing_a_writer_never_deletes_a_named_file() {
                 prunes += 1;
                 // A breath between prunes: SQLite's lock is not fair, and a pruner that never
                 // lets go would starve the writer into its busy timeout.
-                std::thread::sleep(Duration::from_millis(3));
+                std::thread::sleep(Duration::from_millis(1));
             }
             (prunes, files_removed)
         })
     };
-    let mut turns = 0;
-    for round in 0..40u64 {
+    let content = |round: u64, file: u64, what: &str| large(round * 100 + file, what);
+    let rounds = 12u64;
+    for round in 0..rounds {
         // A content stored ahead of a command: unnamed, so a prune may take it at any moment,
         // and stored again the next round (the same bytes: the file comes and goes).
         let ahead = large(round % 3, "AHEAD");
@@ -412,33 +418,41 @@ fn prune_racing_a_writer_never_deletes_a_named_file() {
         if let Some(read) = fixture.store.stored_content(&sha256(&ahead)).unwrap() {
             assert_eq!(read, ahead);
         }
-        // A turn whose prior content is named by its checkpoint.
-        let path = format!("f{round}.txt");
+        // A turn whose prior and post contents are named by its checkpoint.
         let turn = format!("t{round}");
-        fixture.write_initial(&path, &large(1000 + round, "PRIOR"), 0o644);
+        for file in 0..RACE_FILES {
+            let path = format!("r{round}/f{file}.txt");
+            fixture.write_initial(&path, &content(round, file, "PRIOR"), 0o644);
+        }
         fixture.store.begin_turn("s", &turn).unwrap();
-        fixture.edit(&turn, &path, format!("edited {round}\n").as_bytes());
+        for file in 0..RACE_FILES {
+            let path = format!("r{round}/f{file}.txt");
+            fixture.edit(&turn, &path, &content(round, file, "POST"));
+        }
         fixture.finish(&turn);
-        turns += 1;
     }
     stop.store(true, Ordering::SeqCst);
     let (prunes, files_removed) = pruner.join().unwrap();
     assert!(prunes >= 5 && files_removed > 0, "{prunes} {files_removed}");
     assert_every_row_reads_back(&fixture.store, &db);
-    // Every turn still undoes to its prior content, newest first.
-    for round in (0..turns).rev() {
+    // Every turn's diffs read both sides, and every turn undoes to its prior contents.
+    for round in (0..rounds).rev() {
         let turn = format!("t{round}");
+        for file in 0..RACE_FILES {
+            let path = format!("r{round}/f{file}.txt");
+            let diff = fixture.store.diff("s", &turn, &path).unwrap().unwrap();
+            assert!(!diff.unified.is_empty(), "{path}: {diff:?}");
+        }
         let report = fixture
             .store
             .undo("s", &turn, UndoScope::Files, &fixture.workspace)
             .unwrap();
         assert_eq!(report.outcome, UndoOutcome::Undone, "{turn}");
-        let path = format!("f{round}.txt");
-        assert_eq!(
-            fixture.tree()[&path].0,
-            large(1000 + round, "PRIOR"),
-            "{turn}"
-        );
+        let tree = fixture.tree();
+        for file in 0..RACE_FILES {
+            let path = format!("r{round}/f{file}.txt");
+            assert_eq!(tree[&path].0, content(round, file, "PRIOR"), "{path}");
+        }
     }
     let far = fixture.store.now_ms() + 1000;
     fixture
