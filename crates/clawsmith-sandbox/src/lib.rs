@@ -42,7 +42,8 @@
 //!   dropped, `no_new_privs`, Landlock (writes only beneath the writable roots and the private
 //!   `/tmp` and `/dev`; no device ioctls elsewhere), seccomp (no `TIOCSTI`, device `mknod`,
 //!   keyring, mount API, new namespaces, `io_uring`; `clone3` answers `ENOSYS` so libc falls back
-//!   to the `clone` the filter can read), descriptors above 2 closed on exec, `pid_max` of the
+//!   to the `clone` the filter can read; one program, behind a binary search on the call number so
+//!   the kernel's per-call cache check at attach time is cheap), descriptors above 2 closed on exec, `pid_max` of the
 //!   PID namespace as a process limit that binds root, `RLIMIT_AS` capped by the machine's
 //!   memory, a size-limited `/tmp`.
 //! - **A plain command skips the shell**: text bash would run as one `exec` of a program found
@@ -62,7 +63,10 @@
 //!   the `child` module). The init exits when the shell does and the kernel kills the rest of
 //!   the namespace — `setsid`, double forks and `nohup` included — before the relay can see it
 //!   go; a timeout or cancellation sends TERM to the group, then (after `kill_grace`) the hard
-//!   stop. A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
+//!   stop. Only the relay is a `fork` of clawsmith: it starts the init with `clone(CLONE_VM)` and
+//!   the init the command with `clone(CLONE_VM | CLONE_VFORK)` (as `posix_spawn` does), so a
+//!   spawn copies clawsmith's page tables once, not three times; the command `exec`s from a plan
+//!   prepared before the fork. A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
 //!   dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
 //!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps

@@ -683,7 +683,7 @@ async fn concurrent_commands_each_get_their_own_init_limits_and_restrictions() {
     let mut tasks = Vec::new();
     for index in 0..12u64 {
         let mut config = fixture.config();
-        config.limits.open_files = Some(64 + index);
+        config.limits.open_files = Some(1024 + index);
         config.limits.file_size_bytes = Some((index + 1) << 20);
         // Half of them on a second prepared view (the network allowed).
         config.network_allowed = index % 2 == 1;
@@ -725,7 +725,7 @@ async fn concurrent_commands_each_get_their_own_init_limits_and_restrictions() {
             let first = status.lines().next().unwrap();
             assert_eq!(
                 first,
-                format!("2 1 {} {} {index}", 64 + index, (index + 1) << 10),
+                format!("2 1 {} {} {index}", 1024 + index, (index + 1) << 10),
                 "{index}"
             );
         }
