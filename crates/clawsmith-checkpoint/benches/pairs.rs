@@ -34,7 +34,11 @@ fn main() {
         .collect();
     let wants = |group: &str| named.is_empty() || named.iter().any(|n| n == group);
     if wants("edit") {
-        edit_pair(quick);
+        edit_pair(quick, Durability::default());
+    }
+    // Only when named (not a row of `cargo xtask bench`): the same pair under `--fsync`.
+    if named.iter().any(|n| n == "edit-fsync") {
+        edit_pair(quick, Durability::Full);
     }
     if wants("undo") {
         undo_row(quick);
@@ -113,15 +117,15 @@ struct EditSide {
 }
 
 impl EditSide {
-    fn new(with_recorder: bool) -> EditSide {
+    fn new(with_recorder: bool, durability: Durability) -> EditSide {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ws");
         std::fs::create_dir(&root).unwrap();
         megabyte_file(&root.join("big.rs"));
         let workspace = Arc::new(Workspace::open(&root).unwrap());
         let (recorder, store): (Arc<dyn ChangeRecorder>, _) = if with_recorder {
-            // The product's default durability (`clawsmith --fsync` is `Full`).
-            let store = open_store(&dir.path().join("state.db"), Durability::default());
+            // The product's default durability, or `Full` (`clawsmith --fsync`).
+            let store = open_store(&dir.path().join("state.db"), durability);
             store.create_session("s", "ws").unwrap();
             (
                 Arc::new(CheckpointRecorder::new(store.clone())),
@@ -158,10 +162,10 @@ impl EditSide {
     }
 }
 
-fn edit_pair(quick: bool) {
+fn edit_pair(quick: bool, durability: Durability) {
     let (rounds, batch) = if quick { (3, 5) } else { (9, 10) };
-    let mut ours = EditSide::new(true);
-    let mut theirs = EditSide::new(false);
+    let mut ours = EditSide::new(true, durability);
+    let mut theirs = EditSide::new(false, durability);
     let timed_batch = |side: &mut EditSide| {
         let started = Instant::now();
         for _ in 0..batch {
@@ -174,15 +178,22 @@ fn edit_pair(quick: bool) {
         || timed_batch(&mut ours),
         || timed_batch(&mut theirs),
     );
+    let (suffix, durability_note) = match durability {
+        Durability::Normal => ("", "the default durability (synchronous = NORMAL)"),
+        Durability::Full => (
+            ", --fsync",
+            "--fsync (synchronous = FULL; blob files fsynced with their directory)",
+        ),
+    };
     print_row(json!({
-        "name": format!("edit_file on a 1 MB file, with vs without checkpoint recorder ({batch} edits per sample)"),
+        "name": format!("edit_file on a 1 MB file, with vs without checkpoint recorder ({batch} edits per sample{suffix})"),
         "ours": "CheckpointRecorder",
         "theirs": "NoopRecorder",
         "oursSamples": a,
         "theirsSamples": b,
         "unit": "seconds",
         "target": {"ratioAtMost": 1.5},
-        "note": "the real edit_file tool; a new turn per edit (begin_turn included), so each edit stores a fresh 1 MB prior blob (a file beside the database: over FILE_THRESHOLD); the default durability (synchronous = NORMAL)",
+        "note": format!("the real edit_file tool; a new turn per edit (begin_turn included), so each edit stores a fresh 1 MB prior blob (a file beside the database: over FILE_THRESHOLD); {durability_note}"),
     }));
 }
 

@@ -295,7 +295,7 @@ fn write_file(dir: &Path, hash: &str, content: &[u8], durable: bool) -> std::io:
     let mut file = std::fs::File::from(file);
     let written = file
         .write_all(content)
-        .and_then(|()| if durable { file.sync_all() } else { Ok(()) });
+        .and_then(|()| if durable { file.sync_data() } else { Ok(()) });
     drop(file);
     if let Err(error) = written {
         let _ = rustix::fs::unlinkat(&sub, &temp, AtFlags::empty());
