@@ -159,7 +159,13 @@ impl Store {
                     Ok(InterruptedCapture {
                         turn_id,
                         call_id,
-                        manifest: get_blob(tx, &hash)?.unwrap_or_default(),
+                        // A manifest a prune freed, or whose blob file is gone, comes back
+                        // empty, as documented; a damaged one is an error.
+                        manifest: match get_blob(tx, &hash) {
+                            Ok(manifest) => manifest.unwrap_or_default(),
+                            Err(StoreError::MissingBlob(_)) => Vec::new(),
+                            Err(error) => return Err(error),
+                        },
                     })
                 })
                 .collect()

@@ -611,3 +611,24 @@ fn a_symlinked_blob_directory_is_refused() {
             .is_none()
     );
 }
+
+/// A command's manifest over the threshold is a blob file: an interrupted capture gives it back
+/// whole, and empty (as for a pruned manifest) when its file is gone.
+#[test]
+fn an_interrupted_capture_reads_its_manifest_from_its_file() {
+    let fixture = file_fixture(Durability::Normal);
+    let manifest = large(40, "MANIFEST");
+    fixture.store.store_contents(&[&manifest]).unwrap();
+    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_command_capture("s", "t1", "c1", &sha256(&manifest))
+        .unwrap();
+    let captures = fixture.store.interrupted_captures("s").unwrap();
+    assert_eq!(captures.len(), 1);
+    assert_eq!(captures[0].manifest, manifest);
+    std::fs::remove_file(blob_file(&db(&fixture), &manifest)).unwrap();
+    let captures = fixture.store.interrupted_captures("s").unwrap();
+    assert_eq!(captures[0].call_id, "c1");
+    assert!(captures[0].manifest.is_empty());
+}
