@@ -737,9 +737,17 @@ fn host_ssh_keys() -> Vec<PathBuf> {
 
 /// Paths of the pathname unix sockets bound in the host's network namespace.
 fn host_unix_sockets() -> Vec<PathBuf> {
-    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else {
+    // Read with room for the whole table at once: `read_to_string` probes a file that reports
+    // no size with reads of 32, 64, 128, … bytes, and each read of this file walks the kernel's
+    // socket table from its start again.
+    use std::io::Read;
+    let mut table = String::with_capacity(64 * 1024);
+    if std::fs::File::open("/proc/net/unix")
+        .and_then(|mut file| file.read_to_string(&mut table))
+        .is_err()
+    {
         return Vec::new();
-    };
+    }
     table
         .lines()
         .skip(1)
