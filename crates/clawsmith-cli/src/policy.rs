@@ -144,12 +144,18 @@ struct SandboxSection {
 /// Reads and validates the policy of the configuration file (the built-in policy when there is
 /// none).
 pub fn load(state_dir: &Path, options: &CoreOptions) -> Result<PolicyConfig> {
-    let Some(path) = run::config_path(state_dir, options)? else {
+    load_file(run::config_path(state_dir, options)?.as_deref())
+}
+
+/// [`load`] of a configuration already found and checked ([`run::config_path`]); `None`: the
+/// built-in policy.
+pub fn load_file(path: Option<&Path>) -> Result<PolicyConfig> {
+    let Some(path) = path else {
         return Ok(PolicyConfig::default());
     };
-    let text = std::fs::read_to_string(&path)
+    let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the configuration {}", path.display()))?;
-    parse(&text, &path)
+    parse(&text, path)
 }
 
 /// Parses `text` (read from `path`, which errors name).

@@ -182,15 +182,23 @@ pub fn config_path(state_dir: &Path, options: &CoreOptions) -> Result<Option<Pat
 
 /// [`config_path`] for commands that take `--config` without the other core options.
 pub fn config_file(state_dir: &Path, explicit: Option<&Path>) -> Result<Option<PathBuf>> {
+    if explicit.is_none() {
+        // The default is trusted only as far as the directory holding it is (owner, modes,
+        // no symlinks); nothing is created when there is no state yet.
+        if !state_dir.exists() {
+            return Ok(None);
+        }
+        state::prepare_state_dir(state_dir)?;
+    }
+    config_in_prepared_state(state_dir, explicit)
+}
+
+/// [`config_file`] once `state_dir` has just been prepared ([`state::prepare_state_dir`], as
+/// opening the store does): the file itself is still checked to be trusted.
+fn config_in_prepared_state(state_dir: &Path, explicit: Option<&Path>) -> Result<Option<PathBuf>> {
     let path = match explicit {
         Some(path) => path.to_path_buf(),
         None => {
-            // The default is trusted only as far as the directory holding it is (owner, modes,
-            // no symlinks); nothing is created when there is no state yet.
-            if !state_dir.exists() {
-                return Ok(None);
-            }
-            state::prepare_state_dir(state_dir)?;
             let default = state_dir.join(state::CONFIG_FILE);
             if std::fs::symlink_metadata(&default).is_err() {
                 return Ok(None);
@@ -202,12 +210,12 @@ pub fn config_file(state_dir: &Path, explicit: Option<&Path>) -> Result<Option<P
     Ok(Some(path))
 }
 
-/// The MCP client configuration: `--config`, else `clawsmith.toml` in the state directory.
-fn mcp_config(state_dir: &Path, options: &CoreOptions) -> Result<Option<clawsmith_mcp::McpConfig>> {
-    let Some(path) = config_path(state_dir, options)? else {
+/// The MCP client configuration of the configuration file, when there is one.
+fn mcp_config(config_file: Option<&Path>) -> Result<Option<clawsmith_mcp::McpConfig>> {
+    let Some(path) = config_file else {
         return Ok(None);
     };
-    let config = clawsmith_mcp::McpConfig::load(&path)
+    let config = clawsmith_mcp::McpConfig::load(path)
         .with_context(|| format!("reading the MCP server configuration {}", path.display()))?;
     Ok(Some(config))
 }
@@ -231,8 +239,11 @@ pub fn build_core(
     state::ensure_outside(state_dir, &workspace)?;
     let store = state::open_store(state_dir)?;
     // After the store: opening it checked the state directory (and refused a planted
-    // configuration). Invalid configuration stops the start before any tool exists.
-    let file_policy = crate::policy::load(state_dir, options)?;
+    // configuration). Invalid configuration stops the start before any tool exists. The file
+    // is found and checked once here, then read by each section's owner (issue 15: it was
+    // found five times, each time listing and checking the state directory again).
+    let config_file = config_in_prepared_state(state_dir, options.config.as_deref())?;
+    let file_policy = crate::policy::load_file(config_file.as_deref())?;
     let mut sandbox = SandboxConfig::new(&workspace);
     sandbox.policy = options.sandbox.into();
     sandbox.network_allowed = options.allow_network;
@@ -256,7 +267,7 @@ pub fn build_core(
     } else {
         approver
     };
-    if let Some(mcp) = mcp_config(state_dir, options)? {
+    if let Some(mcp) = mcp_config(config_file.as_deref())? {
         // A server that fails to start or list is left out; the report goes to stderr.
         let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp));
         for problem in &startup.problems {
@@ -268,22 +279,16 @@ pub fn build_core(
     // sub-agents, whose cores take the same tracer.
     crate::traces::configure(&mut config)?;
     // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
-    crate::agent::add_to_core(
-        state_dir,
-        config_path(state_dir, options)?.as_deref(),
-        &sandbox,
-        &mut config,
-    )?;
+    crate::agent::add_to_core(state_dir, config_file.as_deref(), &sandbox, &mut config)?;
     // clawsmith-lsp: the deferred lsp_* tools over the language servers.
     crate::lsp::add_to_core(
         state_dir,
-        config_path(state_dir, options)?.as_deref(),
+        config_file.as_deref(),
         &workspace,
         &sandbox,
         &mut config,
     )?;
     // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
-    let config_file = config_path(state_dir, options)?;
     // clawsmith-plugins: loaded here so their skills join the catalog as `<plugin>:<skill>`.
     let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;
     config.extension_tools.extend(crate::skills::core_tools(
@@ -317,6 +322,19 @@ pub fn build_core(
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// The runtime of `call`: the process's own thread, no workers. A one-call turn has nothing to
+/// run in parallel (only a batch of several read calls does, which `turn` and `mcp` keep their
+/// worker per core for), and the CLI sets no per-call timeout that a worker would let fire
+/// while a tool blocks. The multi-thread runtime started a worker per core for each `call` and
+/// handed the call to one of them and back (thread starts, their stacks and malloc arenas,
+/// futex wake-ups: issue 15's profile of the process).
+pub fn one_call_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")
@@ -387,6 +405,11 @@ pub fn call(
     arguments: &str,
     out: &Output,
 ) -> Result<ToolStatus> {
+    // The called tool's schema is compiled when the call is checked, and a process's first
+    // compile first builds jsonschema's meta-schema validator: a second thread builds it while
+    // this one opens the store (its write-ahead log index is rebuilt from the file) and builds
+    // the table (issue 15). Detached: the call waits for it only if it gets there first.
+    std::thread::spawn(clawsmith_core::prepare_schema_compiler);
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {
@@ -396,7 +419,7 @@ pub fn call(
             Some(daily_call_session(&options.workspace)?)
         }
     };
-    let runtime = runtime()?;
+    let runtime = one_call_runtime()?;
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(session_id)?;
     tracing::debug!(session = session.id(), "call session");
@@ -409,8 +432,10 @@ pub fn call(
     };
     let sink = clawsmith_core::NullSink;
     let searched = calls_search(std::slice::from_ref(&call));
-    let mut turn = session.begin_turn(&sink)?;
-    let results = runtime.block_on(run_request(&mut turn, vec![call], &sink))?;
+    // The one request of this one-call turn is stored in the commit that opens the turn (A9
+    // evidence as before, one commit fewer; the MCP server does the same per call).
+    let (mut turn, _evidence) = session.begin_turn_with_request(&sink, None)?;
+    let results = runtime.block_on(turn.run_batch(vec![call], &sink))?;
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
     let Some(first) = results.into_iter().next() else {

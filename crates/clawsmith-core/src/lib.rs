@@ -177,5 +177,6 @@ pub use crate::search::{SearchDocument, SearchHit, rank};
 pub use crate::session::{RecoveryReport, RequestEvidence, SessionHandle, Turn, TurnOutcome};
 pub use crate::session_tools::{ARTIFACT_NOT_FOUND, READ_ARTIFACT_MAX_BYTES};
 pub use crate::table::{
-    ExtensionTool, ShownTool, ToolEntry, ToolTable, canonical_json, schema_list_sha256,
+    ExtensionTool, IN_TREE_SOURCES, ShownTool, ToolEntry, ToolTable, canonical_json,
+    prepare_schema_compiler, schema_list_sha256,
 };

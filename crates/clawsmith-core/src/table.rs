@@ -13,7 +13,10 @@ use crate::error::CoreError;
 /// A tool contributed by an extension (MCP server, LSP, plugin, host code).
 #[derive(Clone)]
 pub struct ExtensionTool {
-    /// Where it came from, for error messages and audit, e.g. `mcp:github`.
+    /// Where it came from, for error messages and audit, e.g. `mcp:github`. The sources in
+    /// [`IN_TREE_SOURCES`] (`lsp`, `skills`, `memory`, `agent`) name clawsmith's own crates:
+    /// their schemas are compiled on the tool's first call, as the built-in tools' are; any
+    /// other source's schema is compiled when it enters the table.
     pub source: String,
     /// The tool.
     pub tool: Arc<dyn Tool>,
@@ -37,9 +40,11 @@ impl std::fmt::Debug for ExtensionTool {
 /// validator.
 ///
 /// An extension tool's schema is compiled when it enters the table, so a bad one fails
-/// construction ([`CoreError::InvalidSchema`]). The schemas clawsmith ships are compiled on
-/// their tool's first call instead: a process that makes one call compiles one validator, not
-/// twenty (about a tenth of a short process's time), and a test compiles every shipped schema.
+/// construction ([`CoreError::InvalidSchema`]). The schemas clawsmith ships — the built-in
+/// tools' and those of its own extension crates ([`IN_TREE_SOURCES`]) — are compiled on their
+/// tool's first call instead: a process that makes one call compiles one validator, not twenty
+/// (about a tenth of a short process's time; the six `lsp_*` and `memory_search` schemas alone
+/// were ~15% of a `clawsmith call read_file`), and tests compile every shipped schema.
 pub struct ToolEntry {
     tool: Arc<dyn Tool>,
     origin: String,
@@ -170,6 +175,40 @@ pub struct ToolTable {
     schema_hashes: std::sync::Mutex<HashMap<Vec<String>, String>>,
 }
 
+/// Builds, once per process, what the first schema compile of a process needs before it can
+/// compile anything: jsonschema's validator of the 2020-12 meta-schema (every schema is checked
+/// against it) and its registry of the drafts' meta-schemas. That was most of compiling the one
+/// validator a one-call process needs (~0.5 ms of a ~7 ms `clawsmith call read_file`, issue
+/// 15's profile). Nothing is shared with the table: a host that knows a call is coming can run
+/// this on another thread while it opens its store (`clawsmith call` does), and the call's own
+/// compile then finds it built.
+pub fn prepare_schema_compiler() {
+    let warm_up = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"path": {"type": "string"}},
+        "required": ["path"],
+        "additionalProperties": false
+    });
+    let _ = jsonschema::validator_for(&warm_up);
+}
+
+/// The extension sources that are clawsmith's own crates (`clawsmith-lsp`, `clawsmith-skills`'
+/// `skill_view` and `memory_search`, `clawsmith-agent`): their schemas are derived from Rust
+/// types like the built-in tools', so a bad one is a bug of this repository that tests catch
+/// (the CLI's test compiles every schema of its table), not input to refuse at start. Their
+/// tools are compiled on first call; every other source (`mcp:…`, `plugin:…`, host code) brings
+/// schemas written elsewhere, compiled when they enter the table.
+pub const IN_TREE_SOURCES: [&str; 4] = ["lsp", "skills", "memory", "agent"];
+
+/// Whether a table origin (`extension:<source>`) brings a schema written outside this
+/// repository, compiled when the tool enters the table.
+fn schema_from_elsewhere(origin: &str) -> bool {
+    origin
+        .strip_prefix("extension:")
+        .is_some_and(|source| !IN_TREE_SOURCES.contains(&source))
+}
+
 /// Shown lists whose hash is kept (a session activates a handful of sets).
 const SCHEMA_HASHES_KEPT: usize = 64;
 
@@ -218,7 +257,7 @@ impl ToolTable {
         }
         let schema = candidate.tool.input_schema();
         let validator = OnceLock::new();
-        if candidate.origin.starts_with("extension:") {
+        if schema_from_elsewhere(&candidate.origin) {
             let compiled =
                 jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
                     name: name.clone(),

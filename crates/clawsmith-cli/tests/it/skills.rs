@@ -289,3 +289,66 @@ fn memory_notes_and_search_through_the_binary() {
     );
     assert!(after["content"].as_str().unwrap().starts_with("No results"));
 }
+
+/// The schemas of clawsmith's own extension crates (`lsp_*`, `skill_view`, `memory_search`, the
+/// sub-agent tools) are compiled on their tool's first call, not when the table is built (issue
+/// 15), so this is where a broken one is caught: every schema of the table compiles, and every
+/// extension tool of a plain configuration comes from those crates.
+#[test]
+fn every_schema_of_the_table_compiles() {
+    let f = Fixture::new();
+    skill(&f, "ws/.clawsmith/skills", "pdf", "Fill PDF forms.");
+    let config = f.dir.path().join("clawsmith.toml");
+    // A provider brings the sub-agent tools; nothing is sent to it while the table is built.
+    write(
+        &config,
+        "[provider]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\nmodel = \"m\"\n\
+         api_key_env = \"CLAWSMITH_TEST_SCHEMA_KEY\"\n",
+    );
+    let state = f.state();
+    let ws = f.ws();
+    let (home, config_home) = (f.dir.path().join("home"), f.dir.path().join("config"));
+    let listed = run_binary_with(
+        &[
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--json",
+            "tools",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        "",
+        |command| {
+            command
+                .env("HOME", &home)
+                .env("XDG_CONFIG_HOME", &config_home)
+                .env("CLAWSMITH_TEST_SCHEMA_KEY", "sk-test");
+        },
+    );
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let table = listed.json();
+    let mut sources = std::collections::BTreeSet::new();
+    for tool in table["tools"].as_array().unwrap() {
+        let (name, origin) = (
+            tool["name"].as_str().unwrap(),
+            tool["origin"].as_str().unwrap(),
+        );
+        if let Err(error) = jsonschema::validator_for(&tool["inputSchema"]) {
+            panic!("{name} ({origin}): {error}");
+        }
+        if let Some(source) = origin.strip_prefix("extension:") {
+            assert!(
+                clawsmith_core::IN_TREE_SOURCES.contains(&source),
+                "{name} comes from {origin}"
+            );
+            sources.insert(source.to_owned());
+        }
+    }
+    let expected: std::collections::BTreeSet<String> = clawsmith_core::IN_TREE_SOURCES
+        .iter()
+        .map(|source| (*source).to_owned())
+        .collect();
+    assert_eq!(sources, expected);
+}

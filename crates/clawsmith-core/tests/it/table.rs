@@ -1,7 +1,7 @@
 //! A1: the frozen table, duplicate names, what the model is shown.
 
 use clawsmith_core::{CoreError, ExtensionTool, canonical_json, schema_list_sha256};
-use clawsmith_protocol::ToolOutput;
+use clawsmith_protocol::{ToolOutput, ToolStatus};
 
 use crate::support::*;
 
@@ -72,6 +72,56 @@ fn a_duplicate_name_fails_naming_both_sources() {
             .contains("extension:one and by extension:two"),
         "{error}"
     );
+}
+
+/// A schema of clawsmith's own extension crates is compiled on its tool's first call, as a
+/// built-in tool's is: a bad one does not stop construction, and its call fails with
+/// `invalid_arguments` naming the schema (no tool runs); the same schema from any other source
+/// still fails construction.
+#[tokio::test]
+async fn in_tree_extension_schemas_compile_on_first_call() {
+    let fixture = Fixture::new();
+    let bad = || {
+        let mut tool = TestTool::answering("lsp_broken", ToolOutput::Text("ran".into()));
+        tool.schema = serde_json::json!({"type": "no-such-type"});
+        tool.shared()
+    };
+    for source in clawsmith_core::IN_TREE_SOURCES {
+        let mut config = fixture.config();
+        config.extension_tools.push(ExtensionTool {
+            source: source.into(),
+            tool: bad(),
+            deferred: false,
+        });
+        let core = clawsmith_core::AgentCore::new(config)
+            .unwrap_or_else(|error| panic!("{source}: {error}"));
+        let session = core.open_session(None).unwrap();
+        let result = one(&session, "lsp_broken", "{}").await;
+        assert_status(&result, ToolStatus::Error, Some("invalid_arguments"));
+        assert!(
+            result
+                .content
+                .contains("the tool's own schema does not compile"),
+            "{source}: {}",
+            result.content
+        );
+        assert!(!result.content.contains("ran"), "{}", result.content);
+    }
+    for source in ["mcp:lsp", "plugin:lsp", "lsp2", "extension:lsp"] {
+        let mut config = fixture.config();
+        config.extension_tools.push(ExtensionTool {
+            source: source.into(),
+            tool: bad(),
+            deferred: false,
+        });
+        assert!(
+            matches!(
+                clawsmith_core::AgentCore::new(config),
+                Err(CoreError::InvalidSchema { .. })
+            ),
+            "{source}"
+        );
+    }
 }
 
 #[test]
