@@ -408,8 +408,11 @@ pub fn call(
     // The called tool's schema is compiled when the call is checked, and a process's first
     // compile first builds jsonschema's meta-schema validator: a second thread builds it while
     // this one opens the store (its write-ahead log index is rebuilt from the file) and builds
-    // the table (issue 15). Detached: the call waits for it only if it gets there first.
-    std::thread::spawn(clawsmith_core::prepare_schema_compiler);
+    // the table (issue 15). Detached: the call waits for it only if it gets there first, and
+    // a thread that cannot be started (a process limit) leaves the compile to the call itself.
+    let _ = std::thread::Builder::new()
+        .name("schema-compiler".to_owned())
+        .spawn(clawsmith_core::prepare_schema_compiler);
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {
