@@ -326,6 +326,12 @@ impl ChildSetup {
         if self.controlling_tty {
             check(unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) })?;
         }
+        // The init's and the command's stacks are mapped before the limits: `RLIMIT_AS` counts
+        // this process's whole address space, inherited from clawsmith, and may be below it.
+        let stacks = match self.namespaces {
+            Some(_) => map_stacks()?,
+            None => std::ptr::null_mut(),
+        };
         for (resource, value) in &self.rlimits {
             setrlimit(*resource, *value, *value)
                 .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
@@ -333,7 +339,7 @@ impl ChildSetup {
         if let Some(namespaces) = &self.namespaces {
             // Returns only with an error (std reports it); the command `exec`s from a process
             // of its own and the relay ends with `_exit`.
-            return Err(namespaces.enter(self));
+            return Err(namespaces.enter(self, stacks));
         }
         self.restrict()
     }
@@ -436,14 +442,14 @@ impl Namespaces {
     /// The three share one `errno` (one thread-local area): the relay does nothing but wait
     /// while the init and the command set up, and after the `exec` no loop of the relay or the
     /// init decides anything from an `errno` the other could have set.
-    fn enter(&self, setup: &ChildSetup) -> io::Error {
-        match self.start(setup) {
+    fn enter(&self, setup: &ChildSetup, stacks: *mut u8) -> io::Error {
+        match self.start(setup, stacks) {
             Err(error) => error,
             Ok(never) => match never {},
         }
     }
 
-    fn start(&self, setup: &ChildSetup) -> io::Result<std::convert::Infallible> {
+    fn start(&self, setup: &ChildSetup, stacks: *mut u8) -> io::Result<std::convert::Infallible> {
         // SAFETY (whole function): plain system calls over owned, prepared data.
         unsafe {
             libc::close(self.lifeline_write);
@@ -477,7 +483,6 @@ impl Namespaces {
         }
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
-        let stacks = map_stacks()?;
         let tree = Tree {
             setup,
             exec,

@@ -504,6 +504,47 @@ async fn limits_are_visible_inside() {
     assert!(outcome.output.contains("open files"), "{}", outcome.output);
 }
 
+/// An address-space limit below clawsmith's own (its threads and heap reserve far more than a
+/// command needs) still lets commands start: the relay, a copy of clawsmith, makes every mapping
+/// it needs before the limit applies; the command gets the limit.
+#[tokio::test]
+async fn an_address_space_limit_below_clawsmiths_own_still_runs_commands() {
+    if !landlock_or_skip("an_address_space_limit_below_clawsmiths_own_still_runs_commands") {
+        return;
+    }
+    let vm_size = || -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmSize:")).unwrap();
+        line.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            * 1024
+    };
+    // Reserved, never touched: address space without memory.
+    let reserve: Vec<u8> = Vec::with_capacity(1 << 30);
+    let own = vm_size();
+    assert!(own > (1 << 30), "{own}");
+    let limit = own - (512 << 20);
+    let fixture = Fixture::new();
+    let mut config = fixture.config();
+    config.limits.address_space_bytes = Some(limit);
+    for command in ["ulimit -v", "true"] {
+        let outcome = run(&config, command).await.unwrap();
+        assert_eq!(
+            outcome.exit,
+            ExitKind::Code(0),
+            "{command}: {}",
+            outcome.output
+        );
+        if command == "ulimit -v" {
+            assert_eq!(outcome.output.trim(), (limit / 1024).to_string());
+        }
+    }
+    drop(reserve);
+}
+
 #[tokio::test]
 async fn required_policy_refuses_without_landlock() {
     let fixture = Fixture::new();
