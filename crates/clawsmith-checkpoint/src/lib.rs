@@ -42,11 +42,18 @@
 //!   [`BUSY_TIMEOUT`] of 15 s, and every write in a `BEGIN IMMEDIATE` transaction: a writer takes
 //!   the lock up front and waits for it, instead of starting as a reader and failing with
 //!   "database is locked" when it upgrades. An MCP server and a CLI undo can share the file.
-//! - **Few commits, cheap ones, on the caller's thread.** A call is two commits: its start (the
-//!   batch's assistant message, the journal entry of a side-effecting call and `tool.started`:
-//!   [`Store::start_call`]) and its close (journal close, `tool.completed`, the tool message:
-//!   [`Store::close_call`]); a turn's checkpoint opens and closes with its `turn.started` /
-//!   `turn.completed` ([`Store::begin_turn_with_event`], [`Store::finish_turn_with_event`]). Under
+//! - **Few commits, cheap ones, on the caller's thread.** A side-effecting call is two commits:
+//!   its start (the batch's assistant message, the journal entry and `tool.started`:
+//!   [`Store::start_call`]), durable before the side effect, and its close (journal close,
+//!   `tool.completed`, the tool message: [`Store::close_call`]). What guards nothing is
+//!   *deferred*: [`Store::defer_call_start`], [`Store::defer_call_close`],
+//!   [`Store::defer_turn_start`] and [`Store::defer_message`] queue records that the store's
+//!   next commit writes first, in order, in the same transaction (a read, or a dry run, commits
+//!   them first; [`Store::flush_deferred`] commits them alone). So a read call's start and
+//!   close are one commit after it ran, and a turn of reads finished at once is one commit;
+//!   the durable history is always a prefix of what the process did, in order, and a killed
+//!   process loses only records that no commit had taken yet. A turn's checkpoint closes with
+//!   its `turn.completed` ([`Store::finish_turn_with_event`]). Under
 //!   [`Durability::Full`] a commit that guards nothing (a read's start, a turn's start) is not
 //!   fsynced on its own; the next fsynced commit covers it (the WAL is written in order). Hot
 //!   statements are prepared once per connection and planned once for any bound value

@@ -25,7 +25,8 @@
 //! - The lower layers are re-exported as [`checkpoint`], [`security`], [`sandbox`] and [`fs`], so
 //!   a front end that depends on this crate alone can build a [`CoreConfig`].
 //! - [`EventSink`]: every event is first stored with the session's next `sequence`, then handed
-//!   to the sink, so what a UI shows is what the store holds.
+//!   to the sink, so what a UI shows is what the store holds. (A record whose commit is deferred,
+//!   below, reaches the sink when a commit has stored it, before any event stored after it.)
 //!
 //! ## The pipeline (A7), in order
 //! unknown tool (`unknown_tool`) → deferred tool not active (`inactive_tool`) → JSON parse
@@ -41,6 +42,14 @@
 //! redact and bound the display (A5) → journal close → `tool.completed` → the tool message with
 //! `toolResult`. A refusal at any step still produces `tool.completed` and the message; the
 //! assistant message carrying the calls is stored first, so history is always sendable.
+//!
+//! Commits: a side-effecting call's journal entry and `tool.started` (with the batch's assistant
+//! message) commit before it runs. A call that guards no side effect (effective risk `read`,
+//! concurrency-safe) is recorded after it ran, start and close in one commit (its start is
+//! committed meanwhile once it runs past [`CoreConfig::read_record_window`]); a turn's start
+//! rides on its first write, and [`Turn::run_last_batch`] lets the turn's finish carry its
+//! reads, so an MCP turn of one read is one commit. A process killed mid-read leaves a history
+//! without that read (or with it started and then closed `interrupted`), never half of one.
 //!
 //! ## Decisions and why
 //! - **Failures are data.** Every refusal is a `ToolExecutionResult` built with

@@ -250,7 +250,8 @@ impl SessionHandle {
     }
 
     /// Begins a turn: takes the session's lease for the turn's life, opens its checkpoint (K1,
-    /// K7) and stores `turn.started`.
+    /// K7) and stores `turn.started`, both written by the turn's first commit (a turn's start
+    /// guards nothing, so it rides on the next write; the sink gets `turn.started` then).
     pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
         self.begin_turn_under(sink, None)
     }
