@@ -284,8 +284,8 @@ impl Store {
     }
 
     /// Commits the deferred records now, alone (nothing when none wait). They guard no side
-    /// effect, so under [`Durability::Full`] this commit is not fsynced on its own (see
-    /// [`Store::write_unsynced`]).
+    /// effect, so under [`Durability::Full`] this commit is not fsynced on its own: the next
+    /// fsynced commit covers it (the WAL is written in order).
     pub fn flush_deferred(&self) -> Result<(), StoreError> {
         if !self.has_deferred() {
             return Ok(());
