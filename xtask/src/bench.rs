@@ -9,7 +9,11 @@
 //! - in-process pairs from the crates' `benches/pairs.rs` (harness = false), which print
 //!   `CLAWSMITH-BENCH {json}` lines that this harness collects.
 //!
-//! The table goes to stdout and to `docs/benchmarks.md` with the machine and the date.
+//! The table goes to stdout and, from a full run (no names, no `--quick`), to
+//! `docs/benchmarks.md` with the machine, the commit, the load average and the date. Everything
+//! in that file from the [`KEPT_MARKER`] line on is written by hand (profile findings, history,
+//! rows measured apart) and is carried over unchanged by a full run; a file without the marker is
+//! not overwritten, so hand-written notes are never dropped.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -226,6 +230,54 @@ pub fn render(rows: &[Row], machine: &str) -> String {
     text
 }
 
+/// The line of `docs/benchmarks.md` from which on the text is written by hand and kept by a full
+/// run.
+pub const KEPT_MARKER: &str =
+    "<!-- Everything from this line on is written by hand and kept by `cargo xtask bench`. -->";
+
+/// The new file: the generated `report`, then the hand-written part of `previous` (from
+/// [`KEPT_MARKER`] on). `previous` of `None` (no file yet) gives the report and the marker.
+pub fn with_kept_notes(report: &str, previous: Option<&str>) -> Result<String> {
+    let kept = match previous {
+        None => format!("{KEPT_MARKER}\n"),
+        Some(previous) => match previous.find(KEPT_MARKER) {
+            Some(at) => previous[at..].to_owned(),
+            None => bail!(
+                "docs/benchmarks.md has no line `{KEPT_MARKER}`: put it where the hand-written \
+                 notes start (a full run keeps everything from it on) and run again"
+            ),
+        },
+    };
+    Ok(format!("{}\n\n{kept}", report.trim_end()))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| {
+            let fields: Vec<&str> = text.split_whitespace().take(3).collect();
+            (fields.len() == 3).then(|| fields.join(" "))
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn commit(root: &Path) -> String {
+    let run = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let head = run(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    match run(&["status", "--porcelain", "--untracked-files=no"]) {
+        Some(changes) if !changes.is_empty() => format!("{head} with uncommitted changes"),
+        _ => head,
+    }
+}
+
 fn machine_description() -> String {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -257,6 +309,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let bin = root.join("target/release/clawsmith");
     let data = root.join("target/bench-data");
     std::fs::create_dir_all(&data).context("creating target/bench-data")?;
+    let load_before = load_average();
     let mut rows = Vec::new();
     let mut failures = Vec::new();
     let mut attempt = |name: &str, rows: &mut Vec<Row>, f: &mut dyn FnMut() -> Result<Vec<Row>>| {
@@ -314,13 +367,24 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("crate-pairs", &mut rows, &mut || {
         crate_pairs(root, &cargo, &options)
     });
-    let machine = machine_description();
+    let machine = format!(
+        "{} Commit {}; load average (1, 5, 15 min) {load_before} at the start, {} at the end.",
+        machine_description(),
+        commit(root),
+        load_average()
+    );
     let report = render(&rows, &machine);
     println!("\n{report}");
     if options.names.is_empty() && !options.quick {
-        std::fs::write(root.join("docs/benchmarks.md"), &report)
-            .context("writing docs/benchmarks.md")?;
-        println!("wrote docs/benchmarks.md");
+        let path = root.join("docs/benchmarks.md");
+        let previous = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => return Err(error).context("reading docs/benchmarks.md"),
+        };
+        let text = with_kept_notes(&report, previous.as_deref())?;
+        std::fs::write(&path, text).context("writing docs/benchmarks.md")?;
+        println!("wrote docs/benchmarks.md (the hand-written part kept)");
     }
     if !failures.is_empty() {
         bail!(
@@ -1010,6 +1074,33 @@ mod tests {
             render(&[row(1.0, 2.0, Target::RatioAtMost(1.5))], "m")
                 .contains("| 0.50× | ≤ 1.5× | yes |")
         );
+    }
+
+    #[test]
+    fn a_full_run_keeps_the_hand_written_notes() {
+        let previous = format!(
+            "# Benchmarks\n\n| old table |\n\n{KEPT_MARKER}\n\n## Findings\n- kept ◈ note\n"
+        );
+        let text = with_kept_notes("# Benchmarks\n\n| new table |\n\n", Some(&previous)).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "# Benchmarks\n\n| new table |\n\n{KEPT_MARKER}\n\n## Findings\n- kept ◈ note\n"
+            )
+        );
+        // Run again on its own output: nothing is duplicated or lost.
+        let again = with_kept_notes("# Benchmarks\n\n| newer |", Some(&text)).unwrap();
+        assert_eq!(again.matches(KEPT_MARKER).count(), 1);
+        assert!(again.ends_with("- kept ◈ note\n") && again.contains("| newer |"));
+        assert!(!again.contains("| new table |"));
+        // No file yet: the report and the marker.
+        assert_eq!(
+            with_kept_notes("r\n", None).unwrap(),
+            format!("r\n\n{KEPT_MARKER}\n")
+        );
+        // A file written by hand without the marker is refused, never overwritten.
+        let error = with_kept_notes("r", Some("# notes without a marker\n")).unwrap_err();
+        assert!(error.to_string().contains("has no line"), "{error}");
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
 //! - `cargo xtask codegen [--check]` — writes the protocol's JSON Schema to
 //!   `docs/protocol.schema.json`; `--check` fails when the file is stale.
-//! - `cargo xtask bench [--quick] [NAME…]` — side-by-side benchmarks (see `bench.rs`); writes
-//!   `docs/benchmarks.md`. Not part of `ci`, which only compiles the benches.
+//! - `cargo xtask bench [--quick] [NAME…]` — side-by-side benchmarks (see `bench.rs`); a full
+//!   run (no names, no `--quick`) rewrites `docs/benchmarks.md`'s table and keeps its
+//!   hand-written part. Not part of `ci`, which only compiles the benches.
 //! - `cargo xtask soak [--minutes N]` — the kill -9 soak of the release binary (see `soak.rs`).
 //! - `cargo xtask fuzz [--seconds N]` — the cargo-fuzz targets in `fuzz/` (see `fuzz.rs`).
 //!
@@ -53,7 +54,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny
   tidy               layering, crate essays, lints, forbidden markers
   codegen [--check]  write (or check) docs/protocol.schema.json
-  bench [--quick] [NAME...]  side-by-side benchmarks; writes docs/benchmarks.md
+  bench [--quick] [NAME...]  side-by-side benchmarks; a full run rewrites docs/benchmarks.md's
+                     table and keeps its hand-written notes
   soak [--minutes N] [--seed S] [--binary PATH] [--keep]  kill -9 soak of the release binary
   fuzz [--seconds N] [--sanitizer S] [TARGET...]  run the cargo-fuzz targets in fuzz/ (nightly)";
 
