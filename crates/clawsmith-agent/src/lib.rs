@@ -95,7 +95,10 @@
 //!   and one approval of `worktree_apply` does not stand for that. It checks with
 //!   `git apply --check` first and
 //!   `git apply` is all or nothing, so a hunk that does not apply changes nothing and the
-//!   refusal (`patch_conflict`) lists the conflicts. Git is the host's, run with fixed arguments,
+//!   refusal (`patch_conflict`) lists the conflicts. The exact patch is kept in memory; a later
+//!   process of the session applies the stored artifact instead, unless secrets were masked in
+//!   it at rest (`patch_masked`: applying the masks would corrupt files; delegate again).
+//!   Git is the host's, run with fixed arguments,
 //!   an environment of `PATH` only, no system or global configuration, hooks off, no external
 //!   diff or text conversion (the one process this crate starts; ARCHITECTURE names it).
 //! - **A hand-written HTTP/1.1 fixture** rather than a framework: the failures worth testing

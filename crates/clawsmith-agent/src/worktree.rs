@@ -42,6 +42,10 @@ use crate::subagent::{ChildRun, Subagents};
 pub const PATCH_CONFLICT: ErrorCode = ErrorCode::from_static("patch_conflict");
 /// `worktree_apply`: no patch with that id in this session.
 pub const PATCH_NOT_FOUND: ErrorCode = ErrorCode::from_static("patch_not_found");
+/// `worktree_apply`: the patch is known only by its stored copy (made by an earlier process of
+/// the session), in which secrets were masked at rest; applying it would write the masks into
+/// the workspace. Nothing was changed.
+pub const PATCH_MASKED: ErrorCode = ErrorCode::from_static("patch_masked");
 /// `delegate_worktree`: the workspace is not the top level of a git repository with a commit.
 pub const NOT_A_GIT_REPOSITORY: ErrorCode = ErrorCode::from_static("not_a_git_repository");
 /// `worktree_apply`: the patch names a path outside the workspace or inside a `.git`.
@@ -739,7 +743,21 @@ impl WorktreeApply {
             // A patch of an earlier process of this session: its stored copy.
             None => match self.store.read_artifact(session_id, patch_id) {
                 Ok(Some(bytes)) if patch_id.starts_with("art_") => {
-                    String::from_utf8_lossy(&bytes).into_owned()
+                    let stored = String::from_utf8_lossy(&bytes).into_owned();
+                    // Tool output is stored masked: a copy with a mask in it is not the patch.
+                    if stored.contains(clawsmith_protocol::redact::REDACTED) {
+                        return Err(Refusal(
+                            PATCH_MASKED,
+                            format!(
+                                "patch {patch_id} was made by an earlier clawsmith process and \
+                                 its stored copy has secrets masked as {}; applying it would \
+                                 write the masks into the workspace. Run delegate_worktree \
+                                 again for a fresh patch.",
+                                clawsmith_protocol::redact::REDACTED
+                            ),
+                        ));
+                    }
+                    stored
                 }
                 Ok(_) => {
                     return Err(Refusal(

@@ -238,6 +238,13 @@ async fn server(main_git: &Path, between: Option<Scripted>) -> ScriptedServer {
     .unwrap()
 }
 
+/// The child's edit of a.txt and its new c.txt are in the workspace.
+fn assert_child_edits_applied(repo: &Repo) {
+    let read = |name: &str| std::fs::read_to_string(repo.ws.join(name)).unwrap();
+    assert_eq!(read("a.txt"), "alpha\nBETA\n");
+    assert_eq!(read("c.txt"), "new file\n");
+}
+
 /// (status, error code, model text) of each closed call of `tool`.
 fn completed(core: &AgentCore, session: &str, tool: &str) -> Vec<(ToolStatus, String, String)> {
     core.store()
@@ -266,13 +273,7 @@ async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
     assert_eq!(outcome.answer, "done");
 
     // The delegation's result, as the parent's model saw it.
-    let requests = server.requests();
-    let last_parent = requests
-        .iter()
-        .rev()
-        .find(|request| is_parent(request))
-        .unwrap();
-    let result = delegation_result(last_parent);
+    let result = last_delegation_result(&server);
     let delegated = completed(&core, session.id(), "delegate_worktree");
     assert_eq!(delegated[0].0, ToolStatus::Success, "{}", delegated[0].2);
     assert_eq!(result["baseCommit"], head.as_str());
@@ -322,14 +323,7 @@ async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
     let applied = completed(&core, session.id(), "worktree_apply");
     assert_eq!(applied.len(), 1);
     assert_eq!(applied[0].0, ToolStatus::Success, "{}", applied[0].2);
-    assert_eq!(
-        std::fs::read_to_string(repo.ws.join("a.txt")).unwrap(),
-        "alpha\nBETA\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(repo.ws.join("c.txt")).unwrap(),
-        "new file\n"
-    );
+    assert_child_edits_applied(&repo);
     assert_eq!(
         std::fs::read_to_string(repo.ws.join("seen.txt")).unwrap(),
         "untracked\ngamma changed\n"
@@ -377,27 +371,11 @@ async fn a_conflicting_patch_changes_nothing() {
     assert_eq!(repo.snapshot(), after_edit);
 
     // An unknown patch id is refused with its own code.
-    let mut turn = session.begin_turn(&CollectingSink::new()).unwrap();
-    let results = turn
-        .run_batch(
-            vec![clawsmith_protocol::ToolCall {
-                id: "call_x".to_owned(),
-                name: "worktree_apply".to_owned(),
-                arguments: r#"{"patchId":"art_nope"}"#.to_owned(),
-            }],
-            &CollectingSink::new(),
-        )
-        .await
+    apply_in_new_turn(&session, "art_nope").await;
+    let (_, code, output) = completed(&core, session.id(), "worktree_apply")
+        .pop()
         .unwrap();
-    turn.finish(&CollectingSink::new()).unwrap();
-    assert_eq!(
-        results[0]
-            .1
-            .code()
-            .as_ref()
-            .map(|code| code.as_str().to_owned()),
-        Some("patch_not_found".to_owned())
-    );
+    assert_eq!(code, "patch_not_found", "{output}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -523,4 +501,97 @@ async fn a_patch_reaching_a_protected_path_is_refused_whole() {
     assert!(output.contains("secrets/key.txt"), "{output}");
     assert!(!output.contains("ok.txt"), "{output}");
     assert_eq!(repo.snapshot(), before, "nothing was applied");
+}
+
+/// The delegation's result in the last request of the parent's loop.
+fn last_delegation_result(server: &ScriptedServer) -> Value {
+    let requests = server.requests();
+    let last_parent = requests
+        .iter()
+        .rev()
+        .find(|request| is_parent(request))
+        .unwrap();
+    delegation_result(last_parent)
+}
+
+/// Calls `worktree_apply {patchId}` in a turn of its own.
+async fn apply_in_new_turn(session: &SessionHandle, patch_id: &str) {
+    let mut turn = session.begin_turn(&CollectingSink::new()).unwrap();
+    turn.run_batch(
+        vec![clawsmith_protocol::ToolCall {
+            id: "call_apply".to_owned(),
+            name: "worktree_apply".to_owned(),
+            arguments: format!(r#"{{"patchId":"{patch_id}"}}"#),
+        }],
+        &CollectingSink::new(),
+    )
+    .await
+    .unwrap();
+    turn.finish(&CollectingSink::new()).unwrap();
+}
+
+/// Applies `patch_id` in a new turn of `session_id` through a parent core made anew, as a later
+/// clawsmith process would (its in-memory patches empty); returns (status, code, text).
+async fn apply_after_restart(
+    repo: &Repo,
+    server: &ScriptedServer,
+    session_id: &str,
+    patch_id: &str,
+) -> (ToolStatus, String, String) {
+    let provider: Arc<dyn Provider> = Arc::new(provider(server, ProviderKind::Openai));
+    let core = repo.parent(provider);
+    let session = core.open_session(Some(session_id.to_owned())).unwrap();
+    apply_in_new_turn(&session, patch_id).await;
+    completed(&core, session_id, "worktree_apply")
+        .pop()
+        .expect("worktree_apply closed")
+}
+
+/// Runs a delegation whose parent stops before applying; returns the session id and patch id.
+async fn delegate_only(repo: &Repo) -> (ScriptedServer, String, String) {
+    let main_git = repo.ws.join(".git");
+    let server = server(&main_git, Some(answer("later"))).await;
+    let (_core, session, outcome) = repo.run(&server, ProviderKind::Openai, "delegate").await;
+    assert_eq!(outcome.answer, "later");
+    let patch_id = last_delegation_result(&server)["patchId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (server, session.id().to_owned(), patch_id)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_restart_the_stored_patch_is_applied() {
+    let repo = repo();
+    let (server, session_id, patch_id) = delegate_only(&repo).await;
+    assert!(
+        !repo.ws.join("c.txt").exists(),
+        "not applied before the restart"
+    );
+    let (status, code, output) = apply_after_restart(&repo, &server, &session_id, &patch_id).await;
+    assert_eq!(status, ToolStatus::Success, "{code}: {output}");
+    assert_child_edits_applied(&repo);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_restart_a_patch_stored_with_masked_secrets_is_refused_and_changes_nothing() {
+    let repo = repo();
+    // The child copies u.txt into seen.txt: the patch carries this secret, which the stored
+    // copy (tool output at rest) has masked.
+    std::fs::write(repo.ws.join("u.txt"), "password=hunter2\n").unwrap();
+    let (server, session_id, patch_id) = delegate_only(&repo).await;
+    let stored = repo
+        .store
+        .read_artifact(&session_id, &patch_id)
+        .unwrap()
+        .unwrap();
+    let stored = String::from_utf8(stored).unwrap();
+    assert!(stored.contains("+password=[REDACTED]"), "{stored}");
+    let before = repo.snapshot();
+    let (status, code, output) = apply_after_restart(&repo, &server, &session_id, &patch_id).await;
+    assert_eq!(status, ToolStatus::Error, "{output}");
+    assert_eq!(code, "patch_masked", "{output}");
+    assert!(output.contains("delegate_worktree again"), "{output}");
+    assert_eq!(repo.snapshot(), before, "nothing was applied");
+    assert!(!repo.ws.join("seen.txt").exists());
 }
