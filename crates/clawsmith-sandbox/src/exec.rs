@@ -240,6 +240,12 @@ pub(crate) struct Spawned {
     pub(crate) temp_dir: Option<tempfile::TempDir>,
     /// The workspace's repositories before the command (see `git_guard`).
     pub(crate) git: Option<crate::git_guard::Repositories>,
+    /// What the spawn was prepared from (the program, arguments, environment and the child's
+    /// setup, with our copies of its standard streams already closed), dropped only once the
+    /// tree is gone: until the relay ends, the pages this memory lives on are shared
+    /// copy-on-write with it, and freeing it right after the spawn cost a fault and a page copy
+    /// each (a profile of a spawn: a fifth of the calling process's page faults).
+    pub(crate) plan: Option<tokio::process::Command>,
 }
 
 /// The processes of one command, as clawsmith can reach them.
@@ -592,12 +598,19 @@ impl SpawnRequest<'_> {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .unwrap_or(0);
+        // Our copies of the child's ends of its pipes close now (end of file must come when
+        // the command's side closes); the rest of the plan is kept (see `Spawned::plan`).
+        process
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         Ok(Spawned {
             child,
             tree: ProcessTree { pid, relay },
             report: plan.report,
             temp_dir,
             git: None,
+            plan: Some(process),
         })
     }
 }
@@ -759,19 +772,16 @@ pub async fn run_command(
     let input = request.stdin.as_ref().map(|_| pipe()).transpose()?;
     let (errors_read, errors_write) = errors.unzip();
     let (input_read, input_write) = input.unzip();
-    // The read buffers are zeroed before the spawn: after it, until the relay ends, every page
-    // clawsmith writes is shared copy-on-write with the relay and costs a fault and a copy
-    // (zeroing them after it was over a quarter of the page-fault samples in a profile of a
-    // spawn).
-    let mut buffer = vec![0u8; 64 * 1024];
-    let mut errors_buffer = vec![
-        0u8;
-        if request.separate_stderr {
-            16 * 1024
-        } else {
-            0
-        }
-    ];
+    // The read buffers are reserved, never zeroed: output is read into their spare capacity
+    // (`read_buf`), so a page is only touched when output lands in it. Zeroing 64 KiB a call
+    // was a third of the calling process's page faults in a profile of a spawn (16 fresh pages
+    // each time: the freed buffer goes back to the top of the heap, which malloc trims).
+    let mut buffer: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut errors_buffer: Vec<u8> = Vec::with_capacity(if request.separate_stderr {
+        16 * 1024
+    } else {
+        0
+    });
     let started = Instant::now();
     let spawned = spawn_checked(
         config,
@@ -791,6 +801,7 @@ pub async fn run_command(
         report,
         temp_dir,
         git,
+        plan,
     } = spawned;
     let mut guard = GroupGuard(Some(tree));
     let mut reader =
@@ -831,8 +842,8 @@ pub async fn run_command(
             read = read_errors(&mut errors_reader, &mut errors_buffer), if !errors_eof => {
                 match read {
                     Ok(0) => errors_eof = true,
-                    Ok(n) => {
-                        errors_capture.push(&errors_buffer[..n]);
+                    Ok(_) => {
+                        errors_capture.push(&errors_buffer);
                         let total = capture.total_bytes() + errors_capture.total_bytes();
                         if stopped.is_none() && total > config.output_kill_after_bytes {
                             stopped =
@@ -844,10 +855,10 @@ pub async fn run_command(
                     Err(_) => errors_eof = true,
                 }
             },
-            read = reader.read(&mut buffer), if !eof => match read {
+            read = read_spare(&mut reader, &mut buffer), if !eof => match read {
                 Ok(0) => eof = true,
-                Ok(n) => {
-                    capture.push(&buffer[..n]);
+                Ok(_) => {
+                    capture.push(&buffer);
                     if stopped.is_none() && capture.total_bytes() > config.output_kill_after_bytes {
                         stopped = Some(StopReason::OutputLimit(config.output_kill_after_bytes));
                         kill_unreaped(&guard, Signal::SIGKILL);
@@ -885,6 +896,7 @@ pub async fn run_command(
     }
     wait_tree_gone(tree).await;
     drop(guard);
+    drop(plan);
     drop(temp_dir);
     // The whole tree is gone: nothing races the check of the repository's code paths.
     let git_restored = git.map(|git| git.restore()).unwrap_or_default();
@@ -920,13 +932,23 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Reads the separate stderr pipe (only polled while it is open).
+/// Reads what is there into `buffer`'s spare capacity (emptied first, never zeroed); `Ok(0)`
+/// is the end of the pipe.
+async fn read_spare(
+    reader: &mut tokio::net::unix::pipe::Receiver,
+    buffer: &mut Vec<u8>,
+) -> io::Result<usize> {
+    buffer.clear();
+    reader.read_buf(buffer).await
+}
+
+/// Reads the separate stderr pipe (only polled while it is open), as [`read_spare`].
 async fn read_errors(
     reader: &mut Option<tokio::net::unix::pipe::Receiver>,
-    buffer: &mut [u8],
+    buffer: &mut Vec<u8>,
 ) -> io::Result<usize> {
     match reader {
-        Some(reader) => reader.read(buffer).await,
+        Some(reader) => read_spare(reader, buffer).await,
         None => std::future::pending().await,
     }
 }

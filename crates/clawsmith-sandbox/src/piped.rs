@@ -83,6 +83,7 @@ pub fn spawn_piped(
         report,
         temp_dir,
         git,
+        ..
     } = spawned;
     Ok((
         PipedProcess {

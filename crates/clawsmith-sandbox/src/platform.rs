@@ -668,9 +668,9 @@ fn hidden(
     for path in candidates {
         // Most candidates do not exist: one stat says so, where resolving the path reads the
         // link of every component (readlink was ~2% of a spawn's samples).
-        if std::fs::metadata(&path).is_err() {
+        let Ok(first) = std::fs::metadata(&path) else {
             continue;
-        }
+        };
         let Ok(real) = path.canonicalize() else {
             continue;
         };
@@ -681,8 +681,15 @@ fn hidden(
         if writable.iter().any(|root| root.starts_with(&real)) {
             continue;
         }
-        let Ok(meta) = std::fs::metadata(&real) else {
-            continue;
+        // A path that is already its real path names what the first stat saw; only one
+        // reached through a symlink is looked at again, where it leads.
+        let meta = if real == path {
+            first
+        } else {
+            let Ok(meta) = std::fs::metadata(&real) else {
+                continue;
+            };
+            meta
         };
         let entry = (at(&real)?, (meta.dev(), meta.ino()));
         if meta.is_dir() {
