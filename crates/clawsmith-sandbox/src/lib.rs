@@ -66,7 +66,10 @@
 //!   stop. Only the relay is a `fork` of clawsmith: it starts the init with `clone(CLONE_VM)` and
 //!   the init the command with `clone(CLONE_VM | CLONE_VFORK)` (as `posix_spawn` does), so a
 //!   spawn copies clawsmith's page tables once, not three times; the command `exec`s from a plan
-//!   prepared before the fork. A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
+//!   prepared before the fork. Until the relay ends, every page clawsmith writes is a
+//!   copy-on-write fault: the plan is dropped only once the tree is gone and `run_command` reads
+//!   output into reserved buffers it never zeroes. (A resident fork server per prepared view,
+//!   which would spare clawsmith the fork, is not built.) A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
 //!   dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
 //!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps
