@@ -91,8 +91,26 @@ use crate::table::ToolEntry;
 /// Files larger than this are tracked by hash only: undo cannot give them back.
 pub const CAPTURE_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
 
-/// The origin a command's changes carry in the checkpoint (`undo list`, change lists).
+/// The origin a command's changes carry in the checkpoint (`undo list`, change lists). Changes
+/// captured around an extension tool carry the tool's name instead.
 pub const COMMAND_ORIGIN: &str = "command";
+
+/// Whose changes a capture records: the call, and the label `undo list` shows for them.
+struct Attribution<'a> {
+    origin: &'a ChangeOrigin,
+    /// [`COMMAND_ORIGIN`] for commands (and a capture recovered after a crash), else the name
+    /// of the extension tool the capture surrounded.
+    label: &'a str,
+}
+
+/// The label of the changes captured around a call of `entry`.
+fn change_label(entry: &ToolEntry) -> &str {
+    if entry.origin() == "builtin:command" {
+        COMMAND_ORIGIN
+    } else {
+        entry.name()
+    }
+}
 
 /// Contents are written to the store in transactions of about this many bytes.
 const STORE_BATCH_BYTES: usize = 32 * 1024 * 1024;
@@ -400,10 +418,14 @@ impl Captures {
             turn_id: turn_id.to_owned(),
             tool_call_id: command_id.to_owned(),
         };
+        let who = Attribution {
+            origin: &origin,
+            label: COMMAND_ORIGIN,
+        };
         let mut not_captured = record_differences(
             store,
             recorder,
-            &origin,
+            &who,
             before,
             after,
             candidates,
@@ -562,9 +584,10 @@ impl Captures {
         workspace: &Workspace,
         store: &Store,
         recorder: &dyn ChangeRecorder,
-        origin: &ChangeOrigin,
+        who: &Attribution<'_>,
         before: Manifest,
     ) -> Vec<NotCaptured> {
+        let origin = who.origin;
         let noted = before.persisted.is_some();
         let (refreshed, background) =
             self.refresh_session(workspace, store, &origin.session_id, &before);
@@ -573,7 +596,7 @@ impl Captures {
                 let mut not_captured = record_differences(
                     store,
                     recorder,
-                    origin,
+                    who,
                     &before,
                     &after,
                     &candidates,
@@ -922,7 +945,7 @@ fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
 fn record_differences(
     store: &Store,
     recorder: &dyn ChangeRecorder,
-    origin: &ChangeOrigin,
+    who: &Attribution<'_>,
     before: &Manifest,
     after: &Manifest,
     candidates: &[String],
@@ -944,7 +967,7 @@ fn record_differences(
         {
             continue;
         }
-        if let Err(reason) = record_one(store, recorder, origin, path, prior, post, content_limit) {
+        if let Err(reason) = record_one(store, recorder, who, path, prior, post, content_limit) {
             not_captured.push(NotCaptured {
                 path: path.clone(),
                 reason,
@@ -957,12 +980,13 @@ fn record_differences(
 fn record_one(
     store: &Store,
     recorder: &dyn ChangeRecorder,
-    origin: &ChangeOrigin,
+    who: &Attribution<'_>,
     path: &str,
     prior: Option<&Known>,
     post: Option<&Known>,
     content_limit: u64,
 ) -> Result<(), String> {
+    let origin = who.origin;
     let prior_state = match prior {
         None => PriorState::Absent,
         Some(known) if !known.stored => {
@@ -1000,7 +1024,7 @@ fn record_one(
         &origin.session_id,
         &origin.turn_id,
         path,
-        COMMAND_ORIGIN,
+        who.label,
         &origin.tool_call_id,
     ) {
         tracing::warn!(%error, "a command change could not be attributed to its call");
@@ -1036,17 +1060,22 @@ pub(crate) async fn execute_with_capture(
         })
         .await
     };
+    let label = change_label(entry).to_owned();
     let mut result = execute_tool(shared, entry, input, context, cancellation).await;
     let not_captured = match before {
         Ok(before) => {
             let shared = Arc::clone(shared);
             let origin = origin.clone();
             tokio::task::spawn_blocking(move || {
+                let who = Attribution {
+                    origin: &origin,
+                    label: &label,
+                };
                 shared.captures.after_command(
                     &shared.workspace,
                     &shared.store,
                     shared.recorder.as_ref(),
-                    &origin,
+                    &who,
                     before,
                 )
             })
@@ -1169,10 +1198,14 @@ pub(crate) fn recover_interrupted(shared: &Shared, session_id: &str) -> Vec<Stri
             let limit = shared.captures.content_limit;
             let listing = Listing::Full(shared.workspace.list_files());
             let (after, candidates) = refresh(&shared.workspace, store, &before, listing, limit);
+            let who = Attribution {
+                origin: &origin,
+                label: COMMAND_ORIGIN,
+            };
             let not_captured = record_differences(
                 store,
                 shared.recorder.as_ref(),
-                &origin,
+                &who,
                 &before,
                 &after,
                 &candidates,

@@ -334,6 +334,22 @@ async fn a_worktree_patch_is_applied_and_undone_byte_for_byte() {
         ""
     );
 
+    // `undo list` names the call that made the changes: worktree_apply, not a command.
+    let changes = repo
+        .store
+        .change_list(session.id(), &outcome.turn_id)
+        .unwrap();
+    let mut paths: Vec<&str> = changes.iter().map(|change| change.path.as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["a.txt", "c.txt", "leak.txt", "seen.txt"]);
+    for change in &changes {
+        assert_eq!(
+            change.origin.as_deref(),
+            Some("worktree_apply"),
+            "{change:?}"
+        );
+    }
+
     // Undo of the run's turn gives every byte back.
     let workspace = clawsmith_core::fs::Workspace::open(&repo.ws).unwrap();
     repo.store
