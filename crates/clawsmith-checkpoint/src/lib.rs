@@ -109,7 +109,10 @@
 //!   it for the error message. The kernel releases it when the holder dies, however it dies, so
 //!   whoever holds it knows every call left open belongs to a dead process: that is what makes
 //!   crash recovery safe to run. Inside one process the lease is shared and marked not *fresh*
-//!   (the owner of any open call is alive: it is this process). Restore plans are rolled forward
+//!   (the owner of any open call is alive: it is this process). A second writer announces that
+//!   it waits (a shared lock on `locks/<…>.wait`), so a host keeping its lease between turns
+//!   (the MCP server) yields it ([`SessionLease::is_wanted`], [`Store::yield_lease`]); one that
+//!   would fail waits up to [`LINGERING_HOLDER`] first. Restore plans are rolled forward
 //!   per session ([`Store::recover_session_restores`]), so a plan of a live undo in another
 //!   session is never touched.
 //! - **Refusals are data.** Conflicts and already-undone turns are [`UndoOutcome`] values; `Err`
@@ -151,7 +154,7 @@ pub use content::{InterruptedCapture, UncapturedChange};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;
 pub use journal::{JournalEntry, JournalStart};
-pub use lease::{LOCK_DIR, LeaseWait, SessionLease};
+pub use lease::{LINGERING_HOLDER, LOCK_DIR, LeaseWait, SessionLease};
 pub use memory::{
     HEADING_WEIGHT, IndexedSource, MEMORY_SCHEMA_VERSION, MemoryChunk, MemoryHit, MemoryIndex,
     MemoryNote, MemoryQuery, MemoryScope, MemorySourceKey, MemoryTerm, TRIGRAM_FACTOR,

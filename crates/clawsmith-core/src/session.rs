@@ -88,9 +88,14 @@ pub struct SessionHandle {
     recovery: RecoveryReport,
     /// One writer per session: the lease taken to open (and recover) the session, kept until
     /// the first turn takes it over. Each later turn takes the lease again and holds it until it
-    /// ends, so a long-lived host (an MCP connection) does not hold its session while idle: a
-    /// CLI `undo` of its last turn can run between its calls.
-    lease: std::sync::Mutex<Option<SessionLease>>,
+    /// ends, so a long-lived host does not hold its session while idle: a CLI `undo` of its last
+    /// turn can run between its calls. A host that calls
+    /// [`SessionHandle::keep_lease_between_turns`] (the MCP server) gets it back here when a turn
+    /// finishes, yields it at its next turn when another process waits for it, and lets go of it
+    /// with [`SessionHandle::release_lease`] when idle.
+    lease: Arc<std::sync::Mutex<Option<SessionLease>>>,
+    /// Whether finished turns hand the lease back to `lease` instead of dropping it.
+    keep_lease: std::sync::atomic::AtomicBool,
     /// The last event sequence this handle knows the session reached; when a turn finds
     /// another, someone else wrote (or a process died) and recovery runs first.
     known_sequence: Arc<AtomicU64>,
@@ -140,7 +145,8 @@ impl SessionHandle {
             shared,
             id,
             recovery: RecoveryReport::default(),
-            lease: std::sync::Mutex::new(Some(lease)),
+            lease: Arc::new(std::sync::Mutex::new(Some(lease))),
+            keep_lease: std::sync::atomic::AtomicBool::new(false),
             known_sequence: Arc::new(AtomicU64::new(0)),
         };
         // A lease shared with another handle of this process means the owner of any open call
@@ -228,19 +234,43 @@ impl SessionHandle {
         Ok(())
     }
 
-    /// The lease for a turn: the one kept from opening, else a new one. A new lease over a
-    /// session that changed since this handle last wrote it (another process, or a turn of ours
-    /// dropped unfinished) runs recovery first: whoever left a call open is gone now.
+    /// Finished turns give the session's lease back to this handle instead of letting go of it
+    /// (issue 15: taking a lease is an `open`, `flock`, `ftruncate` and `write`, and its `close`
+    /// starts a writeback: ~8% of an MCP `read_file` call). Another process that wants the lease
+    /// still gets it: the next turn yields it when a waiter announced itself
+    /// ([`clawsmith_checkpoint::SessionLease::is_wanted`]), and the host calls
+    /// [`SessionHandle::release_lease`] when it goes idle (a waiter that would fail waits
+    /// [`clawsmith_checkpoint::LINGERING_HOLDER`] for that).
+    pub fn keep_lease_between_turns(&self) {
+        self.keep_lease.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets go of the lease this handle keeps between turns, if it keeps one (none while a turn
+    /// runs: the turn has it). Returns whether one was let go of. The next turn takes it again
+    /// (and runs recovery first if someone else wrote the session meanwhile).
+    pub fn release_lease(&self) -> bool {
+        self.lease
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .is_some()
+    }
+
+    /// The lease for a turn: the one kept (from opening, or from the last turn), else a new one.
+    /// A kept lease another process waits for is yielded first. A new lease over a session that
+    /// changed since this handle last wrote it (another process, or a turn of ours dropped
+    /// unfinished) runs recovery first: whoever left a call open is gone now.
     fn lease_for_turn(&self) -> Result<SessionLease, CoreError> {
         let kept = self
             .lease
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if let Some(lease) = kept {
-            return Ok(lease);
-        }
-        let lease = self.shared.store.lease_session(&self.id)?;
+        let lease = match kept {
+            Some(lease) if !lease.is_wanted() => return Ok(lease),
+            Some(wanted) => self.shared.store.yield_lease(wanted)?,
+            None => self.shared.store.lease_session(&self.id)?,
+        };
         let last = self.shared.store.last_event_sequence(&self.id)?;
         if lease.is_fresh() && last != self.known_sequence.load(Ordering::SeqCst) {
             self.recover()?;
@@ -277,9 +307,27 @@ impl SessionHandle {
         parent: Option<&clawsmith_trace::SpanContext>,
     ) -> Result<(Turn, RequestEvidence), CoreError> {
         self.begin(sink, parent, |turn_id| {
-            let (payload, evidence) = compose_request(&self.shared, &self.id, Some(turn_id));
+            let (payload, evidence) =
+                compose_request(&self.shared, &self.id, Some(turn_id), ShowTools::Clone);
             (vec![payload], evidence)
         })
+    }
+
+    /// [`SessionHandle::begin_turn_with_request`] for a host that does not send the tool list
+    /// anywhere (the MCP server, whose client listed the tools before): the same `model.request`
+    /// is stored, without copying every tool's schema into an evidence nobody reads (issue 15:
+    /// the copy and its drop were ~12% of an MCP `read_file` call's processor time).
+    pub fn begin_turn_recording_request(
+        &self,
+        sink: &dyn EventSink,
+        parent: Option<&clawsmith_trace::SpanContext>,
+    ) -> Result<Turn, CoreError> {
+        let (turn, ()) = self.begin(sink, parent, |turn_id| {
+            let (payload, _) =
+                compose_request(&self.shared, &self.id, Some(turn_id), ShowTools::NamesOnly);
+            (vec![payload], ())
+        })?;
+        Ok(turn)
     }
 
     /// Begins a turn whose opening also stores the events `more` gives for its id. The opening
@@ -328,7 +376,11 @@ impl SessionHandle {
             closed_calls: 0,
             known_sequence: Arc::clone(&self.known_sequence),
             outbox,
-            _lease: lease,
+            lease: Some(lease),
+            lease_home: self
+                .keep_lease
+                .load(Ordering::SeqCst)
+                .then(|| Arc::clone(&self.lease)),
         };
         Ok((turn, value))
     }
@@ -598,9 +650,18 @@ fn model_request(
     turn_id: Option<&str>,
     sink: &dyn EventSink,
 ) -> Result<RequestEvidence, CoreError> {
-    let (payload, evidence) = compose_request(shared, session_id, turn_id);
+    let (payload, evidence) = compose_request(shared, session_id, turn_id, ShowTools::Clone);
     emit(shared, session_id, payload, sink)?;
     Ok(evidence)
+}
+
+/// Whether [`compose_request`]'s evidence carries the shown tools with their schemas.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ShowTools {
+    /// The evidence's `tools` is the list to send to a provider.
+    Clone,
+    /// The evidence's `tools` is left empty (its names and hash are still right).
+    NamesOnly,
 }
 
 /// What a model request shows now (promoting pending activations), as its `model.request`
@@ -609,10 +670,27 @@ fn compose_request(
     shared: &Shared,
     session_id: &str,
     turn_id: Option<&str>,
+    show: ShowTools,
 ) -> (EventPayload, RequestEvidence) {
     let active = shared.activations.promote(session_id);
-    let tools = shared.table.shown(&active);
-    let tool_names: Vec<String> = tools.iter().map(|tool| tool.name.clone()).collect();
+    let (tools, tool_names): (Vec<ShownTool>, Vec<String>) = match show {
+        ShowTools::Clone => {
+            let tools = shared.table.shown(&active);
+            let names = tools.iter().map(|tool| tool.name.clone()).collect();
+            (tools, names)
+        }
+        // The same filter as `ToolTable::shown`, without its copies of the schemas.
+        ShowTools::NamesOnly => (
+            Vec::new(),
+            shared
+                .table
+                .entries()
+                .iter()
+                .filter(|entry| !entry.is_deferred() || active.contains(entry.name()))
+                .map(|entry| entry.name().to_owned())
+                .collect(),
+        ),
+    };
     let tool_schema_sha256 = shared.table.tool_schema_sha256(&active);
     let activated_tools: Vec<String> = tool_names
         .iter()
@@ -662,7 +740,10 @@ pub struct Turn {
     /// The turn's events whose write waits for a later commit, sent to the sink once stored.
     outbox: Outbox,
     /// One writer per session: held until the turn ends (finished or dropped).
-    _lease: SessionLease,
+    lease: Option<SessionLease>,
+    /// Where a finished turn gives its lease back, when its handle keeps it between turns; a
+    /// dropped (unfinished) turn lets go of it, so the next turn's recovery check runs.
+    lease_home: Option<Arc<std::sync::Mutex<Option<SessionLease>>>>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -696,8 +777,12 @@ impl Turn {
     /// Records a model request of this turn (A9 evidence): pending activations become active
     /// now, and the returned list is exactly what the provider should be sent.
     pub fn model_request(&self, sink: &dyn EventSink) -> Result<RequestEvidence, CoreError> {
-        let (payload, evidence) =
-            compose_request(&self.shared, &self.session_id, Some(&self.turn_id));
+        let (payload, evidence) = compose_request(
+            &self.shared,
+            &self.session_id,
+            Some(&self.turn_id),
+            ShowTools::Clone,
+        );
         self.record_event(payload, sink)?;
         Ok(evidence)
     }
@@ -798,6 +883,11 @@ impl Turn {
         // The lease is held until here: nothing after `turn.completed` was written by another.
         self.known_sequence
             .store(completed.sequence, Ordering::SeqCst);
+        if let (Some(home), Some(lease)) = (self.lease_home, self.lease) {
+            *home
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
+        }
         Ok(manifest)
     }
 }

@@ -27,6 +27,13 @@
 //!   so each request gets its own turn (checkpoint) and `clawsmith undo` can revert any of them.
 //!   Turns of the connection run one at a time: two interleaved turns would each record the
 //!   other's edits in their checkpoints.
+//! - **The session's lease stays with the connection while calls keep coming** (issue 15: taking
+//!   it per turn was an `open`, `flock`, `ftruncate`, `write` and `close` a call, ~8% of a
+//!   `read_file` call's processor time). It is let go of after [`LEASE_IDLE`] (50 ms) without a
+//!   call, and yielded at the next call when another process announced that it waits
+//!   (`clawsmith undo`, a CLI `call` on the same session): that process gets the session between
+//!   two calls, as when the lease was taken per turn, and the connection's next call waits for
+//!   it, then runs recovery if the session changed meanwhile.
 //! - **The wire mirrors the result protocol.** `isError` is "status other than success";
 //!   `content` is one text block with exactly the text the model would see; `structuredContent`
 //!   is the light result metadata (`version`, `status`, `code`, `retryable`, `artifact`, as in
@@ -147,7 +154,7 @@ pub use crate::config::{
 pub use crate::error::McpError;
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::server::{
-    APPROVAL_INPUT, ClawsmithServer, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION, ServerOptions,
-    serve, serve_io, serve_stdio,
+    APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION,
+    ServerOptions, serve, serve_io, serve_stdio,
 };
 pub use crate::transport::MAX_ANSWER_LINE_BYTES;

@@ -33,6 +33,12 @@ pub const SEARCH_TOOLS: &str = "search_tools";
 /// The key of the approval question in an `input_required` result (and of its answer in the
 /// retried request's `inputResponses`).
 pub const APPROVAL_INPUT: &str = "clawsmith_approval";
+/// How long the connection keeps its session's lease after a call (issue 15): calls that follow
+/// sooner reuse it; after this long without one it is let go of, so `clawsmith undo` and other
+/// processes find the session free (one that comes sooner is let in at the next call, or waits
+/// this long: [`clawsmith_checkpoint::LINGERING_HOLDER`]).
+pub const LEASE_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Approval questions waiting for their retry; beyond this many, the oldest are forgotten (their
 /// retry is simply asked again).
 const MAX_PENDING_APPROVALS: usize = 64;
@@ -87,6 +93,11 @@ struct Inner {
     /// Fired once the connection ends (client gone, signal): the running turn is cancelled and
     /// no new one starts.
     shutdown: CancellationSignal,
+    /// Turns finished so far: the idle watcher lets go of the lease after [`LEASE_IDLE`] without
+    /// a new one.
+    turns_done: AtomicU64,
+    /// Wakes the idle watcher when a turn left the lease kept.
+    lease_kept: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for ClawsmithServer {
@@ -209,6 +220,8 @@ impl ClawsmithServer {
                 calls: AtomicU64::new(0),
                 pending_approvals: Mutex::new(HashMap::new()),
                 shutdown: CancellationSignal::new(),
+                turns_done: AtomicU64::new(0),
+                lease_kept: tokio::sync::Notify::new(),
             }),
         })
     }
@@ -267,6 +280,9 @@ impl ClawsmithServer {
         E: std::error::Error + Send + Sync + 'static,
     {
         let server = self.clone();
+        // The lease stays with the connection while calls keep coming (see `LEASE_IDLE`).
+        self.inner.session.keep_lease_between_turns();
+        let watcher = tokio::spawn(release_when_idle(Arc::clone(&self.inner)));
         tokio::pin!(stop);
         let served = async {
             let running = tokio::select! {
@@ -290,14 +306,18 @@ impl ClawsmithServer {
         }
         .await;
         server.shut_down().await;
+        watcher.abort();
         served
     }
 
-    /// Cancels the running turn, waits until it is finished, and refuses later ones.
+    /// Cancels the running turn, waits until it is finished, refuses later ones, and lets go
+    /// of the session's lease.
     async fn shut_down(&self) {
         self.inner.shutdown.cancel();
         // A turn holds the lock from its start to its finish: once we hold it, none runs.
-        drop(self.inner.turn_lock.lock().await);
+        let idle = self.inner.turn_lock.lock().await;
+        self.inner.session.release_lease();
+        drop(idle);
     }
 
     /// What `tools/list` answers: the tools shown to the next request (pending `search_tools`
@@ -377,7 +397,11 @@ impl ClawsmithServer {
                     approver.unbind();
                 }
             }
-            let outcome = self.run_turn(call, context).await?;
+            let outcome = self.run_turn(call, context).await;
+            self.inner.turns_done.fetch_add(1, Ordering::SeqCst);
+            // Wakes the watcher when it sleeps; while it counts, this only leaves a permit.
+            self.inner.lease_kept.notify_one();
+            let outcome = outcome?;
             let question = self
                 .inner
                 .approver
@@ -466,10 +490,10 @@ impl ClawsmithServer {
         // The turn's start, its one model request, a read's records and the turn's end commit
         // together, at the finish (issue 15); a side-effecting call commits its start (with the
         // turn's) before it runs.
-        let (mut turn, _request) = self
+        let mut turn = self
             .inner
             .session
-            .begin_turn_with_request(sink, parent.as_ref())?;
+            .begin_turn_recording_request(sink, parent.as_ref())?;
         let cancellation = turn.cancellation();
         let results = {
             let batch = turn.run_last_batch(vec![call], sink);
@@ -501,6 +525,26 @@ impl ClawsmithServer {
     fn next_call_id(&self) -> String {
         // Unique within the session even when a later `clawsmith mcp --session` continues it.
         clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Call)
+    }
+}
+
+/// Lets go of the session's lease once no turn finished for [`LEASE_IDLE`]; sleeps while the
+/// lease is let go of, until a turn finishes again.
+async fn release_when_idle(inner: Arc<Inner>) {
+    loop {
+        inner.lease_kept.notified().await;
+        loop {
+            let seen = inner.turns_done.load(Ordering::SeqCst);
+            tokio::select! {
+                () = tokio::time::sleep(LEASE_IDLE) => {}
+                () = inner.shutdown.cancelled() => return,
+            }
+            if inner.turns_done.load(Ordering::SeqCst) == seen {
+                // A turn running now has the lease itself: nothing is let go of then.
+                inner.session.release_lease();
+                break;
+            }
+        }
     }
 }
 

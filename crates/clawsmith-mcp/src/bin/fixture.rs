@@ -9,6 +9,9 @@
 //!   in full mode, as `clawsmith mcp` runs it, for the disconnect, signal and backpressure tests.
 //! - a hostile mode ([`Hostile`]): a hand-written JSON-RPC loop that breaks one rule of the
 //!   protocol or of good manners, for the client's limits.
+//! - `lease DATABASE SESSION`: takes the session's lease as a second writer that fails when it
+//!   cannot have it (`clawsmith undo` does), prints `leased` or `in use: …`, and exits (letting
+//!   go): for the tests of a server that keeps its lease between calls.
 //! - `rendezvous DIR SELF OTHER`: creates `DIR/SELF`, waits for `DIR/OTHER`, then serves as the
 //!   well-behaved server: two of them only both start when they are started together.
 
@@ -341,6 +344,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             well_behaved()?;
+        }
+        Some("lease") => {
+            let [database, session] = &arguments[1..] else {
+                return Err("usage: lease DATABASE SESSION".into());
+            };
+            let store = Store::open(database)?;
+            match store.lease_session(session) {
+                Ok(_lease) => println!("leased"),
+                Err(error) => println!("in use: {error}"),
+            }
         }
         Some("serve") => {
             // The runtime `clawsmith mcp` uses, dropped as it drops it once serving returns.

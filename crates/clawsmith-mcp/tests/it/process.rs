@@ -232,3 +232,87 @@ fn a_client_that_never_reads_stalls_the_server_instead_of_growing_it() {
     let _ = server.child.kill();
     let _ = writer.join();
 }
+
+impl Server {
+    /// One `read_file` call with request id `id`: its answer.
+    fn read_call(&mut self, id: u64) -> Value {
+        self.send(&json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "read_file", "arguments": {"path": "a.txt"}},
+        }));
+        let answer = self.answer();
+        assert_eq!(answer["id"], id, "{answer}");
+        answer
+    }
+}
+
+/// `clawsmith-mcp-fixture lease` on the server's session: a second writer that fails when it
+/// cannot have the lease, as `clawsmith undo` does. Its one line of output, read by a thread.
+#[allow(clippy::disallowed_methods)] // Tests may spawn: the second process.
+fn lessee(database: &Path) -> (Child, std::sync::mpsc::Receiver<String>) {
+    let mut child = std::process::Command::new(FIXTURE)
+        .arg("lease")
+        .arg(database)
+        .arg(SESSION)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = stdout;
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = send.send(line.trim().to_owned());
+    });
+    (child, receive)
+}
+
+fn assert_read(answer: &Value) {
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+}
+
+#[test]
+fn another_process_gets_the_session_between_calls_though_the_server_keeps_its_lease() {
+    let mut server = Server::start();
+    assert_read(&server.read_call(2));
+
+    // The server is idle after a call: it lets go of the lease, and the second writer (which
+    // would fail at once on a busy session) gets it.
+    let (mut child, line) = lessee(&server.database);
+    assert_eq!(line.recv_timeout(DEADLINE).unwrap(), "leased");
+    assert!(child.wait().unwrap().success());
+    // The server takes the session again for its next call.
+    assert_read(&server.read_call(3));
+
+    // Calls keep coming, never idle: the waiter announced itself, and the server yields the
+    // lease at its next call (then waits for it, so every call still answers).
+    let (mut child, line) = lessee(&server.database);
+    let mut id = 4;
+    let got = loop {
+        assert_read(&server.read_call(id));
+        id += 1;
+        match line.try_recv() {
+            Ok(got) => break got,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            Err(error) => panic!("the second writer ended without a word: {error}"),
+        }
+    };
+    assert_eq!(got, "leased");
+    assert!(child.wait().unwrap().success());
+    assert_read(&server.read_call(id));
+
+    // Every call of the connection was recorded, once.
+    drop(server.stdin.take());
+    assert!(server.wait(), "a clean exit");
+    let store = Store::open(&server.database).unwrap();
+    let completed = store
+        .events(SESSION)
+        .unwrap()
+        .iter()
+        .filter(|event| matches!(event.payload, EventPayload::ToolCompleted(_)))
+        .count();
+    assert_eq!(completed as u64, id - 1);
+}
