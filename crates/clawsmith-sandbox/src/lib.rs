@@ -41,7 +41,8 @@
 //!   paths and every pathname unix socket the host has bound covered. Then all capabilities
 //!   dropped, `no_new_privs`, Landlock (writes only beneath the writable roots and the private
 //!   `/tmp` and `/dev`; no device ioctls elsewhere), seccomp (no `TIOCSTI`, device `mknod`,
-//!   keyring, mount API, new namespaces, `io_uring`; `clone3` answers `ENOSYS` so libc falls back
+//!   keyring, mount API, new namespaces, `io_uring`, any x32 call — those carry the x86_64
+//!   architecture with a number the native rules never name; `clone3` answers `ENOSYS` so libc falls back
 //!   to the `clone` the filter can read; one program, behind a binary search on the call number so
 //!   the kernel's per-call cache check at attach time is cheap), descriptors above 2 closed on exec, `pid_max` of the
 //!   PID namespace as a process limit that binds root, `RLIMIT_AS` capped by the machine's
