@@ -18,13 +18,16 @@ use serde_json::json;
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     // `-- pipeline` or `-- capture` runs one group (profiling); nothing named runs all.
+    // `-- pipeline-default` or `-- pipeline-fsync` runs one row of the pipeline group.
     let named: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
     let wants = |group: &str| named.is_empty() || named.iter().any(|n| n == group);
-    if wants("pipeline") {
+    if wants("pipeline") || wants("pipeline-default") {
         pair(quick, Durability::Normal);
+    }
+    if wants("pipeline") || wants("pipeline-fsync") {
         pair(quick, Durability::Full);
     }
     if wants("capture") {
