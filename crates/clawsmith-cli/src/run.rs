@@ -436,8 +436,9 @@ pub fn call(
     let sink = clawsmith_core::NullSink;
     let searched = calls_search(std::slice::from_ref(&call));
     // The one request of this one-call turn is stored in the commit that opens the turn (A9
-    // evidence as before, one commit fewer; the MCP server does the same per call).
-    let (mut turn, _evidence) = session.begin_turn_with_request(&sink, None)?;
+    // evidence as before, one commit fewer; the MCP server does the same per call), without
+    // copies of the shown tools' schemas: nothing here sends them.
+    let mut turn = session.begin_turn_recording_request(&sink, None)?;
     let results = runtime.block_on(turn.run_batch(vec![call], &sink))?;
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
