@@ -27,8 +27,8 @@ pub fn add_to_core(
             )
         })?,
         None => LspConfig::default(),
-    }
-    .with_defaults_on_path(std::env::var_os("PATH").as_deref());
+    };
+    // The usual servers on PATH are looked up at the first lsp_* call, not at every start.
     let service = LspService::new(
         servers,
         workspace,
@@ -36,7 +36,8 @@ pub fn add_to_core(
         state_dir.join("lsp-cache"),
         ServiceOptions::default(),
     )
-    .context("preparing the language-server tools")?;
+    .context("preparing the language-server tools")?
+    .with_defaults_on_path(std::env::var_os("PATH"));
     config
         .extension_tools
         .extend(

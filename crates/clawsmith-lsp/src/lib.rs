@@ -13,7 +13,8 @@
 //!   `max_restarts`), plus [`LspConfig::with_defaults_on_path`]: the usual servers (`pylsp`,
 //!   `pyright-langserver`, `basedpyright-langserver`, `typescript-language-server`, `clangd`,
 //!   `rust-analyzer`, `gopls`, `bash-language-server`) for the languages the file does not
-//!   configure, when found on `PATH`.
+//!   configure, when found on `PATH` — looked up at the first `lsp_*` call when the service
+//!   is given the `PATH` ([`LspService::with_defaults_on_path`]), not at every start.
 //! - [`LspService`]: owns the running servers of one workspace — one per (server, project root)
 //!   — started lazily, restarted after a crash, stopped when idle or when the service is shut
 //!   down ([`LspService::shutdown`]) or dropped.

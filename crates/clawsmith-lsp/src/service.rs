@@ -56,6 +56,11 @@ pub struct ServerStatus {
 /// Dropping it stops every server (`exit`, then the process tree is killed after a grace).
 pub struct LspService {
     config: LspConfig,
+    /// `Some(PATH)` when [`LspService::with_defaults_on_path`] asked for the usual servers: they
+    /// are looked up on first use (a search of every `PATH` entry for each: ~80 `stat` calls a
+    /// process that most often never calls an `lsp_*` tool).
+    defaults_path: Option<Option<std::ffi::OsString>>,
+    resolved: std::sync::OnceLock<LspConfig>,
     workspace: Workspace,
     root: PathBuf,
     sandbox: SandboxConfig,
@@ -70,7 +75,7 @@ impl std::fmt::Debug for LspService {
         formatter
             .debug_struct("LspService")
             .field("root", &self.root)
-            .field("servers", &self.config.lsp_servers.len())
+            .field("configured", &self.config.lsp_servers.len())
             .finish_non_exhaustive()
     }
 }
@@ -150,6 +155,8 @@ impl LspService {
         sandbox.extra_writable_roots = vec![cache_dir.clone()];
         Ok(LspService {
             config,
+            defaults_path: None,
+            resolved: std::sync::OnceLock::new(),
             workspace,
             root,
             sandbox,
@@ -160,9 +167,23 @@ impl LspService {
         })
     }
 
-    /// The configuration in use.
+    /// Adds, on first use, the usual servers found on `path_env` (a `PATH` value) for the
+    /// extensions the configuration leaves open ([`LspConfig::with_defaults_on_path`]).
+    pub fn with_defaults_on_path(mut self, path_env: Option<std::ffi::OsString>) -> LspService {
+        self.defaults_path = Some(path_env);
+        self
+    }
+
+    /// The configuration in use (with the usual servers on `PATH`, when asked for, looked up at
+    /// the first call).
     pub fn config(&self) -> &LspConfig {
-        &self.config
+        self.resolved.get_or_init(|| match &self.defaults_path {
+            Some(path_env) => self
+                .config
+                .clone()
+                .with_defaults_on_path(path_env.as_deref()),
+            None => self.config.clone(),
+        })
     }
 
     /// Every server instance started so far.
@@ -531,7 +552,7 @@ impl LspService {
             path: path.display().to_owned(),
         })?;
         let config = self
-            .config
+            .config()
             .server_for(extension)
             .ok_or_else(|| LspError::NoServer {
                 language: language_id(extension).to_owned(),

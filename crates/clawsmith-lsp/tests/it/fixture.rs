@@ -205,3 +205,34 @@ async fn an_idle_server_is_shut_down_and_started_again_without_counting_a_crash(
     let statuses = harness.service.servers().await;
     assert_eq!((statuses[0].running, statuses[0].crashes), (true, 0));
 }
+
+#[test]
+fn the_usual_servers_on_path_are_looked_up_at_first_use_not_at_construction() {
+    use clawsmith_lsp::{LspConfig, LspService, ServiceOptions};
+    use clawsmith_sandbox::SandboxConfig;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (workspace, bin) = (dir.path().join("ws"), dir.path().join("bin"));
+    std::fs::create_dir_all(&workspace).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    let service = LspService::new(
+        LspConfig::default(),
+        &workspace,
+        SandboxConfig::new(&workspace),
+        dir.path().join("state/lsp-cache"),
+        ServiceOptions::default(),
+    )
+    .unwrap()
+    .with_defaults_on_path(Some(bin.clone().into_os_string()));
+    // Installed after the service was made: found, since nothing was looked up yet.
+    let program = bin.join("pylsp");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(service.config().server_for("py").unwrap().name, "pylsp");
+    assert!(service.config().server_for("go").is_none());
+    // Looked up once: a server installed later is not picked up by this service.
+    let gopls = bin.join("gopls");
+    std::fs::write(&gopls, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&gopls, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(service.config().server_for("go").is_none());
+}
