@@ -247,8 +247,22 @@ const V12: &str = r#"
 ALTER TABLE blobs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0;
 "#;
 
+/// Version 13: `events_kind` indexes only the kinds a session has few of (issue 15). Every call
+/// writes a `tool.started` and a `tool.completed`, and each put an entry in this index: one more
+/// b-tree leaf (a 4 KB WAL frame) in every call's commit, for an index that answers "the last
+/// event of a kind" — which opening a session asks of `model.request`. The last `tool.*` event is
+/// among the last few of the session, found by walking its key backwards
+/// (`Store::last_event_of_kind`). The kinds left out are listed in `UNINDEXED_KINDS`
+/// (session.rs), which must match this `WHERE` word for word (SQLite uses a partial index only
+/// when the query repeats its condition).
+const V13: &str = r#"
+DROP INDEX IF EXISTS events_kind;
+CREATE INDEX events_kind ON events(session_id, type, sequence)
+    WHERE type NOT IN ('tool.started', 'tool.completed');
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

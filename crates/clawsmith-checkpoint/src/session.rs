@@ -344,16 +344,21 @@ impl Store {
         session_id: &str,
         kind: &str,
     ) -> Result<Option<Event>, StoreError> {
+        // Without statistics SQLite walks the primary key backwards, through the whole history
+        // when the kind is rare; the index answers in one lookup. The kinds every call writes
+        // are not in it (schema V13): the walk finds them among the last events.
+        let sql = if UNINDEXED_KINDS.contains(&kind) {
+            "SELECT event_json FROM events
+             WHERE session_id = ?1 AND type = ?2 ORDER BY sequence DESC LIMIT 1"
+        } else {
+            "SELECT event_json FROM events INDEXED BY events_kind
+             WHERE session_id = ?1 AND type = ?2
+                 AND type NOT IN ('tool.started', 'tool.completed')
+             ORDER BY sequence DESC LIMIT 1"
+        };
         self.read("reading the last event of a kind", |tx| {
             let json: Option<String> = tx
-                .query_row(
-                    // Without statistics SQLite walks the primary key backwards, through the
-                    // whole history when the kind is rare; the index answers in one lookup.
-                    "SELECT event_json FROM events INDEXED BY events_kind
-                     WHERE session_id = ?1 AND type = ?2 ORDER BY sequence DESC LIMIT 1",
-                    params![session_id, kind],
-                    |row| row.get(0),
-                )
+                .query_row(sql, params![session_id, kind], |row| row.get(0))
                 .optional()
                 .ctx("reading the last event of a kind")?;
             json.map(|json| serde_json::from_str(&json).json_ctx("reading an event"))
@@ -641,6 +646,10 @@ pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<(), Stor
         Err(StoreError::UnknownSession(id.to_string()))
     }
 }
+
+/// The event kinds `events_kind` leaves out (schema V13: every call writes one of each); its
+/// `WHERE` and [`Store::last_event_of_kind`]'s name the same list.
+pub(crate) const UNINDEXED_KINDS: [&str; 2] = ["tool.started", "tool.completed"];
 
 /// The statement of [`last_event_sequence`]: each call's event runs it.
 pub(crate) const LAST_EVENT_SEQUENCE_SQL: &str =

@@ -419,6 +419,9 @@ pub(crate) const INLINE_CHECKPOINT_FRAMES: u32 = 4 * CHECKPOINT_FRAMES;
 /// fsyncs (the log's, then the main file's).
 const CHECKPOINT_BATCH_FRAMES: u32 = CHECKPOINT_FRAMES / 4;
 
+/// How long the writer must pause before the thread folds a tail shorter than a batch.
+const TAIL_WAIT: Duration = Duration::from_millis(50);
+
 /// Folds the write-ahead log into the main database file on a thread of its own (issue 15).
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses 1,000 frames: it copies
@@ -583,10 +586,25 @@ impl Checkpointer {
             {
                 let mut state = self.lock();
                 while !state.requested && !state.stopping {
-                    state = self
+                    let seen = state.last_frames;
+                    if seen < CHECKPOINT_FRAMES || seen <= state.folded_log {
+                        state = self
+                            .wake
+                            .wait(state)
+                            .unwrap_or_else(PoisonError::into_inner);
+                        continue;
+                    }
+                    // A tail shorter than a batch is left: folded once the writer pauses (no
+                    // commit for `TAIL_WAIT`), so the next write after a pause starts the log
+                    // over; while commits go on, the next batch asks for a round.
+                    let (next, waited) = self
                         .wake
-                        .wait(state)
+                        .wait_timeout(state, TAIL_WAIT)
                         .unwrap_or_else(PoisonError::into_inner);
+                    state = next;
+                    if waited.timed_out() && state.last_frames == seen {
+                        state.requested = true;
+                    }
                 }
                 if state.stopping {
                     return;
@@ -606,10 +624,8 @@ impl Checkpointer {
                     Err(_) => state.failed = true,
                 }
             }
-            // Frames committed while it ran are folded by another round: the log starts over
-            // only once every frame is in the main file, so the round that finds no new frame
-            // (the writer paused) is the one that lets the next write start it over.
-            if !state.failed && state.last_frames > state.folded_log {
+            // A batch committed while it ran: the next round at once.
+            if !state.failed && state.last_frames >= state.folded_log + CHECKPOINT_BATCH_FRAMES {
                 state.requested = true;
             }
             drop(state);
@@ -1040,6 +1056,98 @@ mod tests {
             )
             .unwrap();
         assert_eq!(store.messages("s").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn version_12_events_kind_keeps_only_the_kinds_a_session_has_few_of() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 12);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            let event = |sequence: u32, kind: &str, turn: &str| {
+                format!(
+                    "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+                         VALUES ('s', {sequence}, '{kind}', 5,
+                         '{{\"sessionId\":\"s\",\"sequence\":{sequence},\"timestampMs\":5,\"type\":\"{kind}\",\"turnId\":\"{turn}\"}}');"
+                )
+            };
+            connection
+                .execute_batch(&format!(
+                    "INSERT INTO sessions (id, parent_id, created_at, workspace_root)
+                         VALUES ('s', NULL, 1, '/w');
+                     {} {} {}",
+                    event(1, "turn.started", "t1"),
+                    event(2, "turn.started", "t2"),
+                    event(3, "turn.started", "t3"),
+                ))
+                .unwrap();
+            // Version 12's index holds every kind.
+            let entries: i64 = connection
+                .query_row(
+                    "SELECT count(*) FROM events INDEXED BY events_kind WHERE session_id = 's'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(entries, 3);
+        }
+        let store = Store::open(&path).unwrap();
+        let sql: String = store
+            .connection()
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'events_kind'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(
+            sql.contains("WHERE type NOT IN ('tool.started', 'tool.completed')"),
+            "{sql}"
+        );
+        for kind in crate::session::UNINDEXED_KINDS {
+            assert!(sql.contains(&format!("'{kind}'")), "{kind} in {sql}");
+        }
+        // Old rows and new ones of every kind are found, by the index or by the walk.
+        let last = |kind: &str| {
+            store
+                .last_event_of_kind("s", kind)
+                .unwrap()
+                .map(|event| event.sequence)
+        };
+        assert_eq!(last("turn.started"), Some(3));
+        assert_eq!(last("turn.completed"), None);
+        assert_eq!(last("tool.started"), None);
+        let started =
+            clawsmith_protocol::EventPayload::ToolStarted(clawsmith_protocol::ToolStarted {
+                tool_call_id: "c1".into(),
+                turn_id: "t2".into(),
+                tool_name: "read_file".into(),
+                risk: clawsmith_protocol::Risk::Read,
+                capabilities: Vec::new(),
+                side_effect: false,
+                summary: None,
+                tool_schema: None,
+                batch: None,
+                trace_id: None,
+                span_id: None,
+            });
+        store.append_event("s", started, 6).unwrap();
+        store.append_event("s", turn_started("t4"), 7).unwrap();
+        assert_eq!(last("tool.started"), Some(4));
+        assert_eq!(last("turn.started"), Some(5));
+        // A call's events put nothing in the index.
+        let entries: i64 = store
+            .connection()
+            .query_row(
+                "SELECT count(*) FROM events INDEXED BY events_kind
+                 WHERE session_id = 's' AND type NOT IN ('tool.started', 'tool.completed')",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(entries, 4);
     }
 
     #[test]
