@@ -128,7 +128,7 @@ impl Store {
         timestamp_ms: u64,
         message: &ModelMessage,
     ) -> Result<DeferredEvent, StoreError> {
-        let json = crate::at_rest::message_json(message)?;
+        let json = tool_message_json(&completed, message)?;
         // Linked to the message only when it holds the `output` (as `close_call` links it);
         // otherwise the message is a record of its own just before the event.
         let linked = output_in_message(&completed, message);
@@ -173,7 +173,7 @@ impl Store {
         timestamp_ms: u64,
         message: &ModelMessage,
     ) -> Result<Event, StoreError> {
-        let json = crate::at_rest::message_json(message)?;
+        let json = tool_message_json(&completed, message)?;
         let output_in_message = output_in_message(&completed, message);
         self.write("closing a call", |tx| {
             require_session(tx, session_id)?;
@@ -270,6 +270,32 @@ impl Store {
 
 /// Whether the tool message holds the text `completed`'s legacy `output` repeats (then stored
 /// once, in the message).
+/// The tool message of `completed` as stored ([`crate::at_rest::message_json`]), without
+/// scanning its text a second time when the core already did (issue 15: a read file's text was
+/// masked twice per call, ~5% of the pipeline pair's samples). The `tool.completed` display
+/// body is the core's masked copy of the result (`redact_display`, the same detector); when it
+/// equals the message's text, that text is what masking gives back, and masking it again
+/// changes nothing — so only the message's other fields are masked here.
+fn tool_message_json(
+    completed: &EventPayload,
+    message: &ModelMessage,
+) -> Result<String, StoreError> {
+    let masked_already = matches!(completed, EventPayload::ToolCompleted(done)
+        if done.result.display.as_ref().and_then(|display| display.body.as_deref())
+            == Some(message.content.as_str()));
+    if !masked_already || !message.tool_calls.is_empty() {
+        return crate::at_rest::message_json(message);
+    }
+    let mut rest = message.clone();
+    let content = std::mem::take(&mut rest.content);
+    let mut value = serde_json::to_value(&rest).json_ctx("storing a message")?;
+    clawsmith_protocol::redact::redact_json_in_place(&mut value);
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("content".to_owned(), serde_json::Value::String(content));
+    }
+    serde_json::to_string(&value).json_ctx("storing a message")
+}
+
 fn output_in_message(completed: &EventPayload, message: &ModelMessage) -> bool {
     matches!(completed, EventPayload::ToolCompleted(done)
         if message.tool_call_id.as_deref() == Some(done.tool_call_id.as_str())
@@ -318,4 +344,57 @@ fn insert_entry(
     })
     .ctx("journaling a call")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clawsmith_protocol::{Display, DisplayKind, ToolCompleted, ToolExecutionResult};
+
+    fn completed_with_body(body: &str) -> EventPayload {
+        let mut result = ToolExecutionResult::success(body);
+        result.metadata.display = Some(Display::new(DisplayKind::Text).with_body(body));
+        EventPayload::ToolCompleted(ToolCompleted::new("c1", "t", "read_file", &result))
+    }
+
+    fn tool_message(content: &str) -> ModelMessage {
+        ModelMessage::tool_result(
+            "c1",
+            "read_file",
+            content.to_owned(),
+            ToolExecutionResult::success(content).summary(),
+        )
+    }
+
+    #[test]
+    fn a_text_the_core_masked_is_stored_as_the_full_masking_stores_it() {
+        let text = "fn main() {}\nlet x = 1;\n".repeat(100);
+        let message = tool_message(&text);
+        let stored = tool_message_json(&completed_with_body(&text), &message).unwrap();
+        assert_eq!(stored, crate::at_rest::message_json(&message).unwrap());
+        let back: ModelMessage = serde_json::from_str(&stored).unwrap();
+        assert_eq!(back, message);
+    }
+
+    #[test]
+    fn a_text_whose_display_body_differs_is_masked_by_the_store() {
+        let secret = "password=hunter2-very-secret-value";
+        let text = format!("config:\n{secret}\n");
+        let message = tool_message(&text);
+        // The core's masked body differs from the raw text: the store masks the text itself.
+        let masked_body = clawsmith_protocol::redact::redact_text(&text);
+        assert_ne!(masked_body, text);
+        let stored = tool_message_json(&completed_with_body(&masked_body), &message).unwrap();
+        assert!(!stored.contains("hunter2"), "{stored}");
+        assert_eq!(stored, crate::at_rest::message_json(&message).unwrap());
+        // No display body at all: the same.
+        let plain = EventPayload::ToolCompleted(ToolCompleted::new(
+            "c1",
+            "t",
+            "read_file",
+            &ToolExecutionResult::success(text.clone()),
+        ));
+        let stored = tool_message_json(&plain, &message).unwrap();
+        assert!(!stored.contains("hunter2"), "{stored}");
+    }
 }
