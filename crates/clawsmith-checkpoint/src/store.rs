@@ -768,8 +768,8 @@ fn prepare(
     if wal {
         // Closing the last connection would fold the WAL into the main file: four fsyncs, about
         // half of a one-call process's time here. Commits are already in the WAL (fsynced under
-        // `Full`), so they survive without it; the next writer's automatic checkpoint (every
-        // 1000 pages) folds them in, and readers read through the WAL meanwhile.
+        // `Full`), so they survive without it; the next writer's checkpoint thread (from 1,000
+        // frames, `Checkpointer`) folds them in, and readers read through the WAL meanwhile.
         connection
             .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|error| classify(shown, error))?;
