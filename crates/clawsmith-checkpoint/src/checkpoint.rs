@@ -227,14 +227,14 @@ impl Store {
                     checkpoint_id(tx, session_id, turn_id)?
                 }
             };
-            let known = tx
-                .query_row(
-                    "SELECT 1 FROM checkpoint_files WHERE checkpoint_id = ?1 AND path = ?2",
-                    params![id, path],
-                    |_| Ok(()),
-                )
-                .optional()
-                .ctx("recording a prior state")?;
+            let known = cached_row(
+                tx,
+                "SELECT 1 FROM checkpoint_files WHERE checkpoint_id = ?1 AND path = ?2",
+                params![id, path],
+                |_| Ok(()),
+            )
+            .optional()
+            .ctx("recording a prior state")?;
             if known.is_some() {
                 return Ok(());
             }
@@ -246,16 +246,17 @@ impl Store {
                 ),
                 None => (None, None, 0),
             };
-            let position: u64 = tx
-                .query_row(
-                    "SELECT count(*) FROM checkpoint_files WHERE checkpoint_id = ?1",
-                    [id],
-                    |row| row.get(0),
-                )
-                .ctx("recording a prior state")?;
+            let position: u64 = cached_row(
+                tx,
+                "SELECT count(*) FROM checkpoint_files WHERE checkpoint_id = ?1",
+                [id],
+                |row| row.get(0),
+            )
+            .ctx("recording a prior state")?;
             // Until an after-change arrives, the post state is the prior state: a change that
             // never happened restores to itself.
-            tx.execute(
+            cached_execute(
+                tx,
                 "INSERT INTO checkpoint_files (checkpoint_id, path, position, pre_hash, pre_mode,
                      post_hash, post_mode, bytes_before, bytes_after)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?4, ?5, ?6, ?6)",
@@ -287,14 +288,14 @@ impl Store {
                 Some((hash, size, mode)) => (Some(hex::encode(hash)), Some(mode), size),
                 None => (None, None, 0),
             };
-            let changed = tx
-                .execute(
-                    "UPDATE checkpoint_files SET post_hash = ?3, post_mode = ?4, bytes_after = ?5,
+            let changed = cached_execute(
+                tx,
+                "UPDATE checkpoint_files SET post_hash = ?3, post_mode = ?4, bytes_after = ?5,
                          lines_added = NULL, lines_removed = NULL
                      WHERE checkpoint_id = ?1 AND path = ?2",
-                    params![id, path, post_hash, post_mode, size],
-                )
-                .ctx("recording a post state")?;
+                params![id, path, post_hash, post_mode, size],
+            )
+            .ctx("recording a post state")?;
             if changed == 0 {
                 return Err(StoreError::Workspace {
                     path: path.to_string(),
@@ -323,6 +324,26 @@ impl Store {
     }
 }
 
+/// `query_row` through the connection's statement cache: the turn's statements run at every
+/// call, and parsing them again was ~13% of an MCP server's processor time (the ☉ profile).
+fn cached_row<T, P: rusqlite::Params>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: P,
+    row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    tx.prepare_cached(sql)?.query_row(params, row)
+}
+
+/// `execute` through the connection's statement cache (see [`cached_row`]).
+fn cached_execute<P: rusqlite::Params>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<usize> {
+    tx.prepare_cached(sql)?.execute(params)
+}
+
 /// [`Store::finish_turn_with`] inside a caller's transaction.
 pub(crate) fn finish_turn_in(
     tx: &Transaction<'_>,
@@ -333,11 +354,13 @@ pub(crate) fn finish_turn_in(
     fsync: bool,
 ) -> Result<TurnManifest, StoreError> {
     let id = checkpoint_id(tx, session_id, turn_id)?;
-    let state: String = tx
-        .query_row("SELECT state FROM checkpoints WHERE id = ?1", [id], |row| {
-            row.get(0)
-        })
-        .ctx("finishing a turn")?;
+    let state: String = cached_row(
+        tx,
+        "SELECT state FROM checkpoints WHERE id = ?1",
+        [id],
+        |row| row.get(0),
+    )
+    .ctx("finishing a turn")?;
     if state == "open" {
         for record in file_records(tx, id)? {
             let post = match &record.post_hash {
@@ -360,7 +383,8 @@ pub(crate) fn finish_turn_in(
                 ),
             };
             if let Some((added, removed)) = stats {
-                tx.execute(
+                cached_execute(
+                    tx,
                     "UPDATE checkpoint_files SET lines_added = ?3, lines_removed = ?4
                      WHERE checkpoint_id = ?1 AND path = ?2",
                     params![id, record.path, added, removed],
@@ -368,7 +392,8 @@ pub(crate) fn finish_turn_in(
                 .ctx("finishing a turn")?;
             }
         }
-        tx.execute(
+        cached_execute(
+            tx,
             "UPDATE checkpoints SET state = 'finished', finished_at = ?2 WHERE id = ?1",
             params![id, now],
         )
@@ -412,14 +437,14 @@ pub(crate) fn begin_turn_in(
     now: u64,
 ) -> Result<(), StoreError> {
     require_session(tx, session_id)?;
-    let exists = tx
-        .query_row(
-            "SELECT 1 FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
-            params![session_id, turn_id],
-            |_| Ok(()),
-        )
-        .optional()
-        .ctx("beginning a turn")?;
+    let exists = cached_row(
+        tx,
+        "SELECT 1 FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
+        params![session_id, turn_id],
+        |_| Ok(()),
+    )
+    .optional()
+    .ctx("beginning a turn")?;
     if exists.is_some() {
         return Err(StoreError::TurnExists {
             session_id: session_id.to_string(),
@@ -429,7 +454,8 @@ pub(crate) fn begin_turn_in(
     let messages = message_count(tx, session_id)?;
     let sequence = last_event_sequence(tx, session_id)?;
     let todos = todos_json(tx, session_id)?;
-    tx.execute(
+    cached_execute(
+        tx,
         "INSERT INTO checkpoints (session_id, turn_id, created_at, message_count, event_sequence,
              todos_json, state)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open')",
@@ -445,7 +471,8 @@ pub(crate) fn checkpoint_id(
     session_id: &str,
     turn_id: &str,
 ) -> Result<i64, StoreError> {
-    tx.query_row(
+    cached_row(
+        tx,
         "SELECT id FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
         params![session_id, turn_id],
         |row| row.get(0),
@@ -465,14 +492,14 @@ pub(crate) fn open_checkpoint_id(
     session_id: &str,
     turn_id: &str,
 ) -> Result<Option<i64>, StoreError> {
-    let row: Option<(i64, String)> = tx
-        .query_row(
-            "SELECT id, state FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
-            params![session_id, turn_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .optional()
-        .ctx("looking up a checkpoint")?;
+    let row: Option<(i64, String)> = cached_row(
+        tx,
+        "SELECT id, state FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
+        params![session_id, turn_id],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+    .optional()
+    .ctx("looking up a checkpoint")?;
     match row {
         None => Ok(None),
         Some((id, state)) if state == "open" => Ok(Some(id)),
@@ -487,7 +514,7 @@ pub(crate) fn open_checkpoint_id(
 /// Turn ids of the session in order.
 pub(crate) fn turn_ids(tx: &Transaction<'_>, session_id: &str) -> Result<Vec<String>, StoreError> {
     let mut statement = tx
-        .prepare("SELECT turn_id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
+        .prepare_cached("SELECT turn_id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
         .ctx("listing checkpoints")?;
     let rows = statement
         .query_map([session_id], |row| row.get(0))
@@ -502,33 +529,33 @@ pub(crate) fn checkpoint_info(
     turn_id: &str,
 ) -> Result<CheckpointInfo, StoreError> {
     let id = checkpoint_id(tx, session_id, turn_id)?;
-    let (info, todos) = tx
-        .query_row(
-            "SELECT created_at, finished_at, message_count, event_sequence, todos_json, state,
+    let (info, todos) = cached_row(
+        tx,
+        "SELECT created_at, finished_at, message_count, event_sequence, todos_json, state,
                  files_undone, session_undone,
                  (SELECT count(*) FROM checkpoint_files WHERE checkpoint_id = checkpoints.id)
              FROM checkpoints WHERE id = ?1",
-            [id],
-            |row| {
-                Ok((
-                    CheckpointInfo {
-                        session_id: session_id.to_string(),
-                        turn_id: turn_id.to_string(),
-                        created_at_ms: row.get(0)?,
-                        finished_at_ms: row.get(1)?,
-                        message_count: row.get(2)?,
-                        event_sequence: row.get(3)?,
-                        todos: Vec::new(),
-                        state: CheckpointState::parse(&row.get::<_, String>(5)?),
-                        files_undone: row.get(6)?,
-                        session_undone: row.get(7)?,
-                        file_count: row.get(8)?,
-                    },
-                    row.get::<_, String>(4)?,
-                ))
-            },
-        )
-        .ctx("reading a checkpoint")?;
+        [id],
+        |row| {
+            Ok((
+                CheckpointInfo {
+                    session_id: session_id.to_string(),
+                    turn_id: turn_id.to_string(),
+                    created_at_ms: row.get(0)?,
+                    finished_at_ms: row.get(1)?,
+                    message_count: row.get(2)?,
+                    event_sequence: row.get(3)?,
+                    todos: Vec::new(),
+                    state: CheckpointState::parse(&row.get::<_, String>(5)?),
+                    files_undone: row.get(6)?,
+                    session_undone: row.get(7)?,
+                    file_count: row.get(8)?,
+                },
+                row.get::<_, String>(4)?,
+            ))
+        },
+    )
+    .ctx("reading a checkpoint")?;
     Ok(CheckpointInfo {
         todos: serde_json::from_str(&todos).json_ctx("reading a todo snapshot")?,
         ..info
@@ -541,7 +568,7 @@ pub(crate) fn file_records(
     checkpoint_id: i64,
 ) -> Result<Vec<FileRecord>, StoreError> {
     let mut statement = tx
-        .prepare(
+        .prepare_cached(
             "SELECT path, pre_hash, pre_mode, post_hash, post_mode, bytes_before, bytes_after,
                  lines_added, lines_removed, origin, call_id
              FROM checkpoint_files WHERE checkpoint_id = ?1 ORDER BY position",
@@ -575,7 +602,7 @@ pub(crate) fn copy_checkpoints(
     new_id: &str,
 ) -> Result<(), StoreError> {
     let mut statement = tx
-        .prepare("SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
+        .prepare_cached("SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
         .ctx("forking checkpoints")?;
     let ids = statement
         .query_map([parent_id], |row| row.get::<_, i64>(0))
@@ -583,7 +610,8 @@ pub(crate) fn copy_checkpoints(
         .collect::<Result<Vec<_>, _>>()
         .ctx("forking checkpoints")?;
     for id in ids {
-        tx.execute(
+        cached_execute(
+            tx,
             "INSERT INTO checkpoints (session_id, turn_id, created_at, finished_at, message_count,
                  event_sequence, todos_json, state, files_undone, session_undone)
              SELECT ?2, turn_id, created_at, finished_at, message_count, event_sequence, todos_json,
@@ -593,7 +621,8 @@ pub(crate) fn copy_checkpoints(
         )
         .ctx("forking checkpoints")?;
         let copy = tx.last_insert_rowid();
-        tx.execute(
+        cached_execute(
+            tx,
             "INSERT INTO checkpoint_files (checkpoint_id, path, position, pre_hash, pre_mode,
                  post_hash, post_mode, bytes_before, bytes_after, lines_added, lines_removed,
                  origin, call_id)

@@ -682,11 +682,8 @@ pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u6
 /// The todo list as stored JSON (`[]` if never set).
 pub(crate) fn todos_json(tx: &Transaction<'_>, session_id: &str) -> Result<String, StoreError> {
     Ok(tx
-        .query_row(
-            "SELECT todos_json FROM session_todos WHERE session_id = ?1",
-            [session_id],
-            |row| row.get(0),
-        )
+        .prepare_cached("SELECT todos_json FROM session_todos WHERE session_id = ?1")
+        .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
         .optional()
         .ctx("reading todos")?
         .unwrap_or_else(|| "[]".to_string()))
