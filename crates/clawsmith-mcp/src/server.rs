@@ -36,7 +36,7 @@ pub const APPROVAL_INPUT: &str = "clawsmith_approval";
 /// How long the connection keeps its session's lease after a call (issue 15): calls that follow
 /// sooner reuse it; after this long without one it is let go of, so `clawsmith undo` and other
 /// processes find the session free (one that comes sooner is let in at the next call, or waits
-/// this long: [`clawsmith_checkpoint::LINGERING_HOLDER`]).
+/// this long: [`clawsmith_core::checkpoint::LINGERING_HOLDER`]).
 pub const LEASE_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Approval questions waiting for their retry; beyond this many, the oldest are forgotten (their
