@@ -278,7 +278,6 @@ fn announce_waiting(path: &Path) -> Option<File> {
     Some(wait)
 }
 
-/// Opens (0600, never through a symlink) and locks the lock file, then writes our pid into it.
 /// How [`lock_file`] treats a lock another process holds.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Taking {
@@ -290,6 +289,7 @@ enum Taking {
     NowOnly,
 }
 
+/// Opens (0600, never through a symlink) and locks the lock file, then writes our pid into it.
 fn lock_file(path: &Path, session_id: &str, wait: Taking) -> Result<File, StoreError> {
     let io_error = |error: std::io::Error| StoreError::Lease {
         path: path.display().to_string(),

@@ -679,17 +679,7 @@ fn compose_request(
             let names = tools.iter().map(|tool| tool.name.clone()).collect();
             (tools, names)
         }
-        // The same filter as `ToolTable::shown`, without its copies of the schemas.
-        ShowTools::NamesOnly => (
-            Vec::new(),
-            shared
-                .table
-                .entries()
-                .iter()
-                .filter(|entry| !entry.is_deferred() || active.contains(entry.name()))
-                .map(|entry| entry.name().to_owned())
-                .collect(),
-        ),
+        ShowTools::NamesOnly => (Vec::new(), shared.table.shown_names(&active)),
     };
     let tool_schema_sha256 = shared.table.tool_schema_sha256(&active);
     let activated_tools: Vec<String> = tool_names

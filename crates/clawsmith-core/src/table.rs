@@ -303,15 +303,32 @@ impl ToolTable {
     /// The list the model is shown when `activated` deferred tools are active: every
     /// non-deferred tool and the activated deferred ones, in table order.
     pub fn shown(&self, activated: &BTreeSet<String>) -> Vec<ShownTool> {
-        self.entries
-            .iter()
-            .filter(|entry| !entry.is_deferred() || activated.contains(entry.name()))
+        self.shown_entries(activated)
             .map(|entry| ShownTool {
                 name: entry.name().to_owned(),
                 description: entry.tool.description().to_owned(),
                 input_schema: entry.schema.clone(),
             })
             .collect()
+    }
+
+    /// The names of [`ToolTable::shown`]'s tools, in the same order, without copying their
+    /// schemas.
+    pub fn shown_names(&self, activated: &BTreeSet<String>) -> Vec<String> {
+        self.shown_entries(activated)
+            .map(|entry| entry.name().to_owned())
+            .collect()
+    }
+
+    /// The entries shown with `activated` active: every tool not deferred, and the deferred ones
+    /// activated.
+    fn shown_entries<'a>(
+        &'a self,
+        activated: &'a BTreeSet<String>,
+    ) -> impl Iterator<Item = &'a ToolEntry> + 'a {
+        self.entries
+            .iter()
+            .filter(|entry| !entry.is_deferred() || activated.contains(entry.name()))
     }
 
     /// `toolSchemaSha256` of the list shown with `activated` active (computed once per set).
