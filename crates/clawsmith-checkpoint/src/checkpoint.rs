@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::blob::{put_blob, require_blob};
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::session::{Todo, last_event_sequence, message_count, require_session, todos_json};
+use crate::session::{
+    SessionRows, Todo, last_event_sequence, message_count, require_session, todos_json,
+};
 use crate::store::Store;
 
 /// Where a checkpoint stands.
@@ -435,8 +437,8 @@ pub(crate) fn begin_turn_in(
     session_id: &str,
     turn_id: &str,
     now: u64,
-) -> Result<(), StoreError> {
-    require_session(tx, session_id)?;
+) -> Result<SessionRows, StoreError> {
+    let session = require_session(tx, session_id)?;
     let exists = cached_row(
         tx,
         "SELECT 1 FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
@@ -451,8 +453,8 @@ pub(crate) fn begin_turn_in(
             turn_id: turn_id.to_string(),
         });
     }
-    let messages = message_count(tx, session_id)?;
-    let sequence = last_event_sequence(tx, session_id)?;
+    let messages = message_count(tx, session)?;
+    let sequence = last_event_sequence(tx, session)?;
     let todos = todos_json(tx, session_id)?;
     cached_execute(
         tx,
@@ -462,7 +464,7 @@ pub(crate) fn begin_turn_in(
         params![session_id, turn_id, now, messages, sequence, todos],
     )
     .ctx("beginning a turn")?;
-    Ok(())
+    Ok(session)
 }
 
 /// The row id of a turn's checkpoint, [`StoreError::UnknownTurn`] if none.

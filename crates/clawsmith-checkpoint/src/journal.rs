@@ -75,9 +75,9 @@ impl Store {
         let assistant = assistant.map(crate::at_rest::message_json).transpose()?;
         let now = self.now_ms();
         let body = |tx: &rusqlite::Transaction<'_>| {
-            require_session(tx, session_id)?;
+            let session = require_session(tx, session_id)?;
             if let Some(json) = &assistant {
-                insert_message(tx, session_id, json)?;
+                insert_message(tx, session, json)?;
             }
             if let Some(start) = journal {
                 if start.session_id != session_id {
@@ -85,7 +85,7 @@ impl Store {
                 }
                 insert_entry(tx, start, now)?;
             }
-            insert_event(tx, session_id, started, timestamp_ms, None)
+            insert_event(tx, session, session_id, started, timestamp_ms, None)
         };
         // Only a journal entry guards a side effect; a read's start rides on its close's fsync.
         if journal.is_some() {
@@ -176,13 +176,14 @@ impl Store {
         let json = tool_message_json(&completed, message)?;
         let output_in_message = output_in_message(&completed, message);
         self.write("closing a call", |tx| {
-            require_session(tx, session_id)?;
+            let session = require_session(tx, session_id)?;
             if let Some((call_id, status)) = journaled {
                 close_entry(tx, session_id, call_id, status, timestamp_ms)?;
             }
-            let index = insert_message(tx, session_id, &json)?;
+            let index = insert_message(tx, session, &json)?;
             insert_event(
                 tx,
+                session,
                 session_id,
                 completed,
                 timestamp_ms,

@@ -58,9 +58,13 @@
 //!   fsynced on its own; the next fsynced commit covers it (the WAL is written in order). Hot
 //!   statements are prepared once per connection and planned once for any bound value
 //!   (`SQLITE_DBCONFIG_ENABLE_QPSG`: without it a `MAX(…) WHERE key = ?` statement was re-planned
-//!   on every use). Messages and events live in rowid tables with their key in a separate index:
-//!   as `WITHOUT ROWID` tables every seek past a long row read that row's overflow pages from
-//!   the file. A `tool.completed` whose display body is its tool message's text stores it once.
+//!   on every use). Messages and events live in rowid tables whose rowid is their key (schema
+//!   V14: the session's `number` shifted left by 32, plus the index or sequence), so a call's
+//!   commit writes one b-tree per table and no key-index leaves; a session's rows are one key
+//!   range. (As `WITHOUT ROWID` tables every seek past a long row read that row's overflow pages
+//!   from the file.) `messages` and `events` remain as writable views of the old shape for
+//!   hand-written SQL. A `tool.completed` whose display body is its tool message's text stores
+//!   it once.
 //!   A commit is tens of microseconds under the default durability, less than a hop to a
 //!   blocking thread would cost, so the async core
 //!   calls the store directly on its worker; under `Full` each fsync holds that worker for its

@@ -114,8 +114,15 @@ impl Store {
         self.write("finishing a turn", |tx| {
             let manifest =
                 crate::checkpoint::finish_turn_in(tx, session_id, turn_id, &read, now, fsync)?;
-            let event =
-                crate::session::insert_event(tx, session_id, completed, timestamp_ms, None)?;
+            let session = crate::session::require_session(tx, session_id)?;
+            let event = crate::session::insert_event(
+                tx,
+                session,
+                session_id,
+                completed,
+                timestamp_ms,
+                None,
+            )?;
             Ok((manifest, event))
         })
     }

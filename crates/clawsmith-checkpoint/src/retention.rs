@@ -291,8 +291,9 @@ fn expired_sessions(tx: &Transaction<'_>, cutoff: u64) -> Result<Vec<String>, St
         .prepare(
             "SELECT s.id FROM sessions s
              WHERE s.created_at < ?1
-               AND COALESCE((SELECT e.timestamp_ms FROM events e WHERE e.session_id = s.id
-                             ORDER BY e.sequence DESC LIMIT 1), 0) < ?1
+               AND COALESCE((SELECT e.timestamp_ms FROM event_rows e
+                             WHERE e.key >= s.number << 32 AND e.key < (s.number + 1) << 32
+                             ORDER BY e.key DESC LIMIT 1), 0) < ?1
                AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.session_id = s.id
                                AND (c.state = 'open' OR c.created_at >= ?1))
                AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.session_id = s.id

@@ -261,8 +261,119 @@ CREATE INDEX events_kind ON events(session_id, type, sequence)
     WHERE type NOT IN ('tool.started', 'tool.completed');
 "#;
 
+/// Version 14: messages and events are keyed by one integer, their rowid (issue 15): `key` =
+/// the session's `number` (a column `sessions` gains, unique, given at insert by a trigger)
+/// shifted left by 32, plus the message's `idx` or the event's `sequence`. One b-tree per table:
+/// V10's separate `(session_id, idx/sequence)` key index cost every call's commit two more WAL
+/// frames (the two index leaves), and a rowid table keeps V10's point (no whole row read back
+/// at a seek: the b-tree's cells are compared by their integer key alone). A session's rows are
+/// the key range `[number << 32, (number << 32) + 2^32)`; the store reads and writes them by
+/// that range (`SessionRows` in session.rs).
+///
+/// `messages` and `events` stay as views of the same shape as before (`session_id`, `idx` or
+/// `sequence`, the other columns), writable through `INSTEAD OF` triggers, for people and
+/// scripts who query the file with `sqlite3`; the store itself uses the tables. A session's
+/// rows go with it (a trigger on `sessions`, where a foreign key's cascade was: with no
+/// `session_id` column left, a cascade would have had nothing to find them by).
+const V14: &str = r#"
+ALTER TABLE sessions ADD COLUMN number INTEGER;
+UPDATE sessions SET number = rowid;
+CREATE UNIQUE INDEX sessions_number ON sessions(number);
+CREATE TRIGGER sessions_numbered AFTER INSERT ON sessions WHEN NEW.number IS NULL BEGIN
+    UPDATE sessions SET number = (SELECT COALESCE(MAX(number), 0) + 1 FROM sessions)
+        WHERE rowid = NEW.rowid;
+END;
+CREATE TABLE message_rows (
+    key           INTEGER PRIMARY KEY,
+    message_json  TEXT NOT NULL
+);
+INSERT INTO message_rows (key, message_json)
+    SELECT (s.number << 32) + m.idx, m.message_json
+    FROM messages m JOIN sessions s ON s.id = m.session_id
+    ORDER BY 1;
+DROP TABLE messages;
+CREATE TABLE event_rows (
+    key           INTEGER PRIMARY KEY,
+    type          TEXT NOT NULL,
+    timestamp_ms  INTEGER NOT NULL,
+    event_json    TEXT NOT NULL,
+    message_idx   INTEGER,
+    display_body_in_message INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO event_rows
+    (key, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+    SELECT (s.number << 32) + e.sequence, e.type, e.timestamp_ms, e.event_json, e.message_idx,
+           e.display_body_in_message
+    FROM events e JOIN sessions s ON s.id = e.session_id
+    ORDER BY 1;
+DROP TABLE events;
+CREATE INDEX events_kind ON event_rows(type)
+    WHERE type NOT IN ('tool.started', 'tool.completed');
+CREATE TRIGGER sessions_rows AFTER DELETE ON sessions BEGIN
+    DELETE FROM message_rows
+        WHERE key >= OLD.number << 32 AND key < (OLD.number + 1) << 32;
+    DELETE FROM event_rows
+        WHERE key >= OLD.number << 32 AND key < (OLD.number + 1) << 32;
+END;
+CREATE VIEW messages (session_id, idx, message_json) AS
+    SELECT s.id, m.key & 4294967295, m.message_json
+    FROM message_rows m JOIN sessions s ON s.number = m.key >> 32;
+CREATE VIEW events
+    (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+    AS SELECT s.id, e.key & 4294967295, e.type, e.timestamp_ms, e.event_json, e.message_idx,
+              e.display_body_in_message
+    FROM event_rows e JOIN sessions s ON s.number = e.key >> 32;
+CREATE TRIGGER messages_insert INSTEAD OF INSERT ON messages BEGIN
+    SELECT RAISE(ABORT, 'messages: no such session')
+        WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
+    SELECT RAISE(ABORT, 'messages: idx must be an integer from 0 to 4294967295')
+        WHERE typeof(NEW.idx) != 'integer' OR NEW.idx < 0 OR NEW.idx > 4294967295;
+    INSERT INTO message_rows (key, message_json) VALUES (
+        ((SELECT number FROM sessions WHERE id = NEW.session_id) << 32) + NEW.idx,
+        NEW.message_json);
+END;
+CREATE TRIGGER messages_update INSTEAD OF UPDATE ON messages BEGIN
+    SELECT RAISE(ABORT, 'messages: session_id and idx cannot be changed')
+        WHERE NEW.session_id IS NOT OLD.session_id OR NEW.idx IS NOT OLD.idx;
+    UPDATE message_rows SET message_json = NEW.message_json
+        WHERE key = ((SELECT number FROM sessions WHERE id = OLD.session_id) << 32) + OLD.idx;
+END;
+CREATE TRIGGER messages_delete INSTEAD OF DELETE ON messages BEGIN
+    DELETE FROM message_rows
+        WHERE key = ((SELECT number FROM sessions WHERE id = OLD.session_id) << 32) + OLD.idx;
+END;
+CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
+    SELECT RAISE(ABORT, 'events: no such session')
+        WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE id = NEW.session_id);
+    SELECT RAISE(ABORT, 'events: sequence must be an integer from 0 to 4294967295')
+        WHERE typeof(NEW.sequence) != 'integer' OR NEW.sequence < 0
+            OR NEW.sequence > 4294967295;
+    INSERT INTO event_rows
+        (key, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+        VALUES (
+            ((SELECT number FROM sessions WHERE id = NEW.session_id) << 32) + NEW.sequence,
+            NEW.type, NEW.timestamp_ms, NEW.event_json, NEW.message_idx,
+            COALESCE(NEW.display_body_in_message, 0));
+END;
+CREATE TRIGGER events_update INSTEAD OF UPDATE ON events BEGIN
+    SELECT RAISE(ABORT, 'events: session_id and sequence cannot be changed')
+        WHERE NEW.session_id IS NOT OLD.session_id OR NEW.sequence IS NOT OLD.sequence;
+    UPDATE event_rows SET type = NEW.type, timestamp_ms = NEW.timestamp_ms,
+            event_json = NEW.event_json, message_idx = NEW.message_idx,
+            display_body_in_message = NEW.display_body_in_message
+        WHERE key = ((SELECT number FROM sessions WHERE id = OLD.session_id) << 32)
+            + OLD.sequence;
+END;
+CREATE TRIGGER events_delete INSTEAD OF DELETE ON events BEGIN
+    DELETE FROM event_rows
+        WHERE key = ((SELECT number FROM sessions WHERE id = OLD.session_id) << 32)
+            + OLD.sequence;
+END;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13];
+pub(crate) const MIGRATIONS: &[&str] =
+    &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -151,8 +151,8 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let json = crate::at_rest::message_json(message)?;
         self.write("appending a message", |tx| {
-            require_session(tx, session_id)?;
-            insert_message(tx, session_id, &json)
+            let rows = require_session(tx, session_id)?;
+            insert_message(tx, rows, &json)
         })
     }
 
@@ -185,8 +185,8 @@ impl Store {
     ) -> Result<Event, StoreError> {
         let now = self.now_ms();
         self.write_unsynced("beginning a turn", |tx| {
-            crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
-            insert_event(tx, session_id, started, timestamp_ms, None)
+            let rows = crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
+            insert_event(tx, rows, session_id, started, timestamp_ms, None)
         })
     }
 
@@ -202,10 +202,10 @@ impl Store {
     ) -> Result<Vec<Event>, StoreError> {
         let now = self.now_ms();
         self.write_unsynced("beginning a turn", |tx| {
-            crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
+            let rows = crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
             events
                 .into_iter()
-                .map(|payload| insert_event(tx, session_id, payload, timestamp_ms, None))
+                .map(|payload| insert_event(tx, rows, session_id, payload, timestamp_ms, None))
                 .collect()
         })
     }
@@ -251,8 +251,8 @@ impl Store {
         timestamp_ms: u64,
     ) -> Result<Event, StoreError> {
         self.write("appending an event", |tx| {
-            require_session(tx, session_id)?;
-            insert_event(tx, session_id, payload, timestamp_ms, None)
+            let rows = require_session(tx, session_id)?;
+            insert_event(tx, rows, session_id, payload, timestamp_ms, None)
         })
     }
 
@@ -270,26 +270,33 @@ impl Store {
         limit: u64,
     ) -> Result<Vec<Event>, StoreError> {
         self.read("reading events", |tx| {
-            require_session(tx, session_id)?;
+            let session = require_session(tx, session_id)?;
             let mut statement = tx
                 .prepare(
                     "SELECT e.event_json, json_extract(m.message_json, '$.content'),
                          e.display_body_in_message
-                     FROM events e LEFT JOIN messages m
-                         ON m.session_id = e.session_id AND m.idx = e.message_idx
-                     WHERE e.session_id = ?1 AND e.sequence > ?2
-                     ORDER BY e.sequence LIMIT ?3",
+                     FROM event_rows e LEFT JOIN message_rows m ON m.key = ?1 + e.message_idx
+                     WHERE e.key > ?2 AND e.key < ?3
+                     ORDER BY e.key LIMIT ?4",
                 )
                 .ctx("reading events")?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = statement
-                .query_map(params![session_id, after_sequence, limit], |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, Option<String>>(1)?,
-                        row.get::<_, bool>(2)?,
-                    ))
-                })
+                .query_map(
+                    params![
+                        session.first(),
+                        session.key_at_most(after_sequence),
+                        session.end(),
+                        limit
+                    ],
+                    |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, Option<String>>(1)?,
+                            row.get::<_, bool>(2)?,
+                        ))
+                    },
+                )
                 .ctx("reading events")?;
             let mut events = Vec::new();
             for row in rows {
@@ -315,16 +322,17 @@ impl Store {
         limit: u64,
     ) -> Result<Vec<ModelMessage>, StoreError> {
         self.read("reading messages", |tx| {
-            require_session(tx, session_id)?;
+            let session = require_session(tx, session_id)?;
             let mut statement = tx
                 .prepare(
-                    "SELECT message_json FROM messages WHERE session_id = ?1 AND idx >= ?2
-                     ORDER BY idx LIMIT ?3",
+                    "SELECT message_json FROM message_rows WHERE key >= ?1 AND key < ?2
+                     ORDER BY key LIMIT ?3",
                 )
                 .ctx("reading messages")?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let from = session.key_at_most(from_index);
             let rows = statement
-                .query_map(params![session_id, from_index, limit], |row| {
+                .query_map(params![from, session.end(), limit], |row| {
                     row.get::<_, String>(0)
                 })
                 .ctx("reading messages")?;
@@ -348,17 +356,22 @@ impl Store {
         // when the kind is rare; the index answers in one lookup. The kinds every call writes
         // are not in it (schema V13): the walk finds them among the last events.
         let sql = if UNINDEXED_KINDS.contains(&kind) {
-            "SELECT event_json FROM events
-             WHERE session_id = ?1 AND type = ?2 ORDER BY sequence DESC LIMIT 1"
+            "SELECT event_json FROM event_rows
+             WHERE key >= ?1 AND key < ?2 AND type = ?3 ORDER BY key DESC LIMIT 1"
         } else {
-            "SELECT event_json FROM events INDEXED BY events_kind
-             WHERE session_id = ?1 AND type = ?2
+            "SELECT event_json FROM event_rows INDEXED BY events_kind
+             WHERE key >= ?1 AND key < ?2 AND type = ?3
                  AND type NOT IN ('tool.started', 'tool.completed')
-             ORDER BY sequence DESC LIMIT 1"
+             ORDER BY key DESC LIMIT 1"
         };
         self.read("reading the last event of a kind", |tx| {
+            let Some(session) = session_rows(tx, session_id)? else {
+                return Ok(None);
+            };
             let json: Option<String> = tx
-                .query_row(sql, params![session_id, kind], |row| row.get(0))
+                .query_row(sql, params![session.first(), session.end(), kind], |row| {
+                    row.get(0)
+                })
                 .optional()
                 .ctx("reading the last event of a kind")?;
             json.map(|json| serde_json::from_str(&json).json_ctx("reading an event"))
@@ -387,7 +400,10 @@ impl Store {
     /// The session's last event sequence (0 before its first event): one index lookup.
     pub fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
         self.read("reading the event sequence", |tx| {
-            last_event_sequence(tx, session_id)
+            match session_rows(tx, session_id)? {
+                Some(session) => last_event_sequence(tx, session),
+                None => Ok(0),
+            }
         })
     }
 
@@ -514,13 +530,16 @@ impl Store {
                 params![new_id, parent_id, now, parent.workspace_root],
             )
             .ctx("forking a session")?;
+            let from = require_session(tx, parent_id)?;
+            let to = require_session(tx, new_id)?;
             tx.execute(
-                "INSERT INTO messages (session_id, idx, message_json)
-                 SELECT ?2, idx, message_json FROM messages WHERE session_id = ?1",
-                params![parent_id, new_id],
+                "INSERT INTO message_rows (key, message_json)
+                 SELECT key - ?1 + ?3, message_json FROM message_rows
+                 WHERE key >= ?1 AND key < ?2 ORDER BY key",
+                params![from.first(), from.end(), to.first()],
             )
             .ctx("forking messages")?;
-            copy_events(tx, parent_id, new_id)?;
+            copy_events(tx, from, to, new_id)?;
             tx.execute(
                 "INSERT INTO session_todos (session_id, todos_json)
                  SELECT ?2, todos_json FROM session_todos WHERE session_id = ?1",
@@ -541,12 +560,13 @@ impl Store {
 /// Inserts `message` (already JSON) as the session's next message; returns its index.
 pub(crate) fn insert_message(
     tx: &Transaction<'_>,
-    session_id: &str,
+    session: SessionRows,
     json: &str,
 ) -> Result<u64, StoreError> {
-    let index = message_count(tx, session_id)?;
-    tx.prepare_cached("INSERT INTO messages (session_id, idx, message_json) VALUES (?1, ?2, ?3)")
-        .and_then(|mut statement| statement.execute(params![session_id, index, json]))
+    let index = message_count(tx, session)?;
+    let key = session.key(index, "appending a message")?;
+    tx.prepare_cached("INSERT INTO message_rows (key, message_json) VALUES (?1, ?2)")
+        .and_then(|mut statement| statement.execute(params![key, json]))
         .ctx("appending a message")?;
     Ok(index)
 }
@@ -557,6 +577,7 @@ pub(crate) fn insert_message(
 /// ([`crate::at_rest::event_json`]). Returns the event as given (unmasked, for sinks).
 pub(crate) fn insert_event(
     tx: &Transaction<'_>,
+    session: SessionRows,
     session_id: &str,
     payload: EventPayload,
     timestamp_ms: u64,
@@ -568,28 +589,30 @@ pub(crate) fn insert_event(
         timestamp_ms,
         payload,
     };
-    write_event(tx, &mut event, output_message)?;
+    write_event(tx, session, &mut event, output_message)?;
     Ok(event)
 }
 
-/// [`insert_event`] for an event already built: its `sequence` becomes the session's next.
+/// [`insert_event`] for an event already built (of the session at `session`): its `sequence`
+/// becomes the session's next.
 pub(crate) fn write_event(
     tx: &Transaction<'_>,
+    session: SessionRows,
     event: &mut Event,
     output_message: Option<(u64, &str)>,
 ) -> Result<(), StoreError> {
-    event.sequence = last_event_sequence(tx, &event.session_id)? + 1;
+    event.sequence = last_event_sequence(tx, session)? + 1;
+    let key = session.key(event.sequence, "appending an event")?;
     let (json, body_in_message) =
         crate::at_rest::event_json(event, output_message.map(|(_, content)| content))?;
     tx.prepare_cached(
-        "INSERT INTO events
-         (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO event_rows
+         (key, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )
     .and_then(|mut statement| {
         statement.execute(params![
-            event.session_id,
-            event.sequence,
+            key,
             event.payload.kind(),
             event.timestamp_ms,
             json,
@@ -632,19 +655,93 @@ fn session_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
 }
 
 fn session_exists(tx: &Transaction<'_>, id: &str) -> Result<bool, StoreError> {
-    tx.prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
-        .and_then(|mut statement| statement.query_row([id], |_| Ok(())).optional())
-        .ctx("looking up a session")
-        .map(|found| found.is_some())
+    Ok(session_rows(tx, id)?.is_some())
 }
 
-/// Fails with [`StoreError::UnknownSession`] unless the session exists.
-pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<(), StoreError> {
-    if session_exists(tx, id)? {
-        Ok(())
-    } else {
-        Err(StoreError::UnknownSession(id.to_string()))
+/// Where a session's messages and events are (schema V14): the keys of `message_rows` and
+/// `event_rows` from `number << 32` (index or sequence 0) up to the next session's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SessionRows {
+    /// The key of index (or sequence) 0.
+    base: i64,
+}
+
+/// Keys a session has: its indices and sequences are the low 32 bits of a key.
+const KEYS_PER_SESSION: i64 = 1 << 32;
+
+impl SessionRows {
+    /// The key of index (or sequence) 0.
+    pub(crate) fn first(self) -> i64 {
+        self.base
     }
+
+    /// The first key past the session's rows.
+    pub(crate) fn end(self) -> i64 {
+        self.base + KEYS_PER_SESSION
+    }
+
+    /// The key of index (or sequence) `index`; a session that would pass the last one fails
+    /// as SQLite does when a table has no rowid left (`SQLITE_FULL`).
+    pub(crate) fn key(self, index: u64, context: &'static str) -> Result<i64, StoreError> {
+        match i64::try_from(index) {
+            Ok(index) if index < KEYS_PER_SESSION => Ok(self.base + index),
+            _ => Err(StoreError::Sqlite {
+                context,
+                cause: rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                    Some(format!(
+                        "a session holds at most {KEYS_PER_SESSION} messages and as many events"
+                    )),
+                ),
+            }),
+        }
+    }
+
+    /// The key of `index`, or the session's end when `index` is past its last key (a bound of
+    /// a range: nothing of the session lies beyond it).
+    pub(crate) fn key_at_most(self, index: u64) -> i64 {
+        i64::try_from(index)
+            .ok()
+            .filter(|index| *index < KEYS_PER_SESSION)
+            .map_or(self.end(), |index| self.base + index)
+    }
+
+    /// The index (or sequence) of a key of this session.
+    fn index(self, key: i64) -> u64 {
+        u64::try_from(key - self.base).unwrap_or(0)
+    }
+}
+
+/// The session's rows, `None` if the session is unknown.
+pub(crate) fn session_rows(
+    tx: &Transaction<'_>,
+    id: &str,
+) -> Result<Option<SessionRows>, StoreError> {
+    let number: Option<i64> = tx
+        .prepare_cached("SELECT number FROM sessions WHERE id = ?1")
+        .and_then(|mut statement| statement.query_row([id], |row| row.get(0)).optional())
+        .ctx("looking up a session")?;
+    match number {
+        None => Ok(None),
+        // Numbers are given from 1 up (the trigger of V14); one past 2^31 would not shift.
+        Some(number) if (1..=i64::from(i32::MAX)).contains(&number) => {
+            Ok(Some(SessionRows { base: number << 32 }))
+        }
+        Some(number) => Err(StoreError::Sqlite {
+            context: "looking up a session",
+            cause: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(format!(
+                    "session {id} has the number {number}, out of range"
+                )),
+            ),
+        }),
+    }
+}
+
+/// The session's rows; [`StoreError::UnknownSession`] unless the session exists.
+pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<SessionRows, StoreError> {
+    session_rows(tx, id)?.ok_or_else(|| StoreError::UnknownSession(id.to_string()))
 }
 
 /// The event kinds `events_kind` leaves out (schema V13: every call writes one of each); its
@@ -653,30 +750,52 @@ pub(crate) const UNINDEXED_KINDS: [&str; 2] = ["tool.started", "tool.completed"]
 
 /// The statement of [`last_event_sequence`]: each call's event runs it.
 pub(crate) const LAST_EVENT_SEQUENCE_SQL: &str =
-    "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE session_id = ?1";
+    "SELECT key FROM event_rows WHERE key >= ?1 AND key < ?2 ORDER BY key DESC LIMIT 1";
 
 /// The statement of [`message_count`]: each call's message runs it.
 pub(crate) const MESSAGE_COUNT_SQL: &str =
-    "SELECT COALESCE(MAX(idx) + 1, 0) FROM messages WHERE session_id = ?1";
+    "SELECT key FROM message_rows WHERE key >= ?1 AND key < ?2 ORDER BY key DESC LIMIT 1";
 
-/// The highest event sequence of the session, 0 if none.
+/// The highest event sequence of the session, 0 if none: one seek in the key's b-tree.
 pub(crate) fn last_event_sequence(
     tx: &Transaction<'_>,
-    session_id: &str,
+    session: SessionRows,
 ) -> Result<u64, StoreError> {
-    tx.prepare_cached(LAST_EVENT_SEQUENCE_SQL)
-        .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
-        .ctx("reading the event sequence")
+    let last = last_index(
+        tx,
+        LAST_EVENT_SEQUENCE_SQL,
+        session,
+        "reading the event sequence",
+    )?;
+    Ok(last.unwrap_or(0))
 }
 
 /// The number of messages of the session. Indices are gap-free from 0 (appends take the count,
-/// rewinds cut a tail, forks copy all), so this is `MAX(idx) + 1`: one primary-key lookup, where
-/// `count(*)` walked every row of the session (the rows hold whole tool results, so a long
-/// session made each append slower).
-pub(crate) fn message_count(tx: &Transaction<'_>, session_id: &str) -> Result<u64, StoreError> {
-    tx.prepare_cached(MESSAGE_COUNT_SQL)
-        .and_then(|mut statement| statement.query_row([session_id], |row| row.get(0)))
-        .ctx("counting messages")
+/// rewinds cut a tail, forks copy all), so this is the last index + 1: one seek in the key's
+/// b-tree, where `count(*)` walked every row of the session (the rows hold whole tool results,
+/// so a long session made each append slower).
+pub(crate) fn message_count(tx: &Transaction<'_>, session: SessionRows) -> Result<u64, StoreError> {
+    let last = last_index(tx, MESSAGE_COUNT_SQL, session, "counting messages")?;
+    Ok(last.map_or(0, |index| index + 1))
+}
+
+/// The index (or sequence) of the session's last row that `sql` (the last key in a range)
+/// finds, `None` when it has none.
+fn last_index(
+    tx: &Transaction<'_>,
+    sql: &str,
+    session: SessionRows,
+    context: &'static str,
+) -> Result<Option<u64>, StoreError> {
+    let last: Option<i64> = tx
+        .prepare_cached(sql)
+        .and_then(|mut statement| {
+            statement
+                .query_row([session.first(), session.end()], |row| row.get(0))
+                .optional()
+        })
+        .ctx(context)?;
+    Ok(last.map(|key| session.index(key)))
 }
 
 /// The todo list as stored JSON (`[]` if never set).
@@ -730,15 +849,20 @@ fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<(), StoreError> {
+fn copy_events(
+    tx: &Transaction<'_>,
+    from: SessionRows,
+    to: SessionRows,
+    new_id: &str,
+) -> Result<(), StoreError> {
     let mut statement = tx
         .prepare(
-            "SELECT event_json, message_idx, display_body_in_message FROM events
-             WHERE session_id = ?1 ORDER BY sequence",
+            "SELECT event_json, message_idx, display_body_in_message FROM event_rows
+             WHERE key >= ?1 AND key < ?2 ORDER BY key",
         )
         .ctx("forking events")?;
     let rows = statement
-        .query_map([parent_id], |row| {
+        .query_map([from.first(), from.end()], |row| {
             Ok((
                 row.get::<_, String>(0)?,
                 row.get::<_, Option<u64>>(1)?,
@@ -748,9 +872,9 @@ fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<()
         .ctx("forking events")?;
     let mut insert = tx
         .prepare(
-            "INSERT INTO events
-             (session_id, sequence, type, timestamp_ms, event_json, message_idx, display_body_in_message)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO event_rows
+             (key, type, timestamp_ms, event_json, message_idx, display_body_in_message)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )
         .ctx("forking events")?;
     for row in rows {
@@ -761,8 +885,7 @@ fn copy_events(tx: &Transaction<'_>, parent_id: &str, new_id: &str) -> Result<()
         let json = serde_json::to_string(&event).json_ctx("forking events")?;
         insert
             .execute(params![
-                new_id,
-                event.sequence,
+                to.key(event.sequence, "forking events")?,
                 event.payload.kind(),
                 event.timestamp_ms,
                 json,

@@ -722,21 +722,23 @@ fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), 
                 session_id,
                 turn_id,
                 at_ms,
-            } => crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?,
+            } => {
+                crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?;
+            }
             Deferred::Message { session_id, json } => {
-                crate::session::require_session(tx, session_id)?;
-                crate::session::insert_message(tx, session_id, json)?;
+                let session = crate::session::require_session(tx, session_id)?;
+                crate::session::insert_message(tx, session, json)?;
             }
             Deferred::Event { event, result, .. } => {
-                crate::session::require_session(tx, &event.session_id)?;
+                let session = crate::session::require_session(tx, &event.session_id)?;
                 let output = match result {
                     Some((json, content)) => Some((
-                        crate::session::insert_message(tx, &event.session_id, json)?,
+                        crate::session::insert_message(tx, session, json)?,
                         content.as_str(),
                     )),
                     None => None,
                 };
-                crate::session::write_event(tx, event, output)?;
+                crate::session::write_event(tx, session, event, output)?;
             }
         }
     }
@@ -1141,8 +1143,8 @@ mod tests {
         let entries: i64 = store
             .connection()
             .query_row(
-                "SELECT count(*) FROM events INDEXED BY events_kind
-                 WHERE session_id = 's' AND type NOT IN ('tool.started', 'tool.completed')",
+                "SELECT count(*) FROM event_rows INDEXED BY events_kind
+                 WHERE type NOT IN ('tool.started', 'tool.completed')",
                 [],
                 |row| row.get(0),
             )

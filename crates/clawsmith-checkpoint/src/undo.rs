@@ -687,14 +687,15 @@ fn complete_plan(tx: &Transaction<'_>, plan_id: i64, plan: &RestorePlan) -> Resu
         return Ok(());
     }
     if let Some(target) = &plan.session_target {
+        let session = require_session(tx, &plan.session_id)?;
         tx.execute(
-            "DELETE FROM messages WHERE session_id = ?1 AND idx >= ?2",
-            params![plan.session_id, target.message_count],
+            "DELETE FROM message_rows WHERE key >= ?1 AND key < ?2",
+            params![session.key_at_most(target.message_count), session.end()],
         )
         .ctx("rewinding messages")?;
         tx.execute(
-            "DELETE FROM events WHERE session_id = ?1 AND sequence > ?2",
-            params![plan.session_id, target.event_sequence],
+            "DELETE FROM event_rows WHERE key > ?1 AND key < ?2",
+            params![session.key_at_most(target.event_sequence), session.end()],
         )
         .ctx("rewinding events")?;
         tx.execute(

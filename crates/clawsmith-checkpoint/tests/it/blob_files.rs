@@ -18,7 +18,7 @@ use clawsmith_checkpoint::{
 };
 use rusqlite::Connection;
 
-use crate::support::Fixture;
+use crate::support::{BEFORE_VERSION_14, EVENTS_KIND_BEFORE_13, Fixture};
 
 /// A content over the threshold, distinct per `seed`, with a recognisable marker inside.
 fn large(seed: u64, marker: &str) -> Vec<u8> {
@@ -552,8 +552,10 @@ fn a_database_with_large_contents_in_its_rows_keeps_working() {
             rusqlite::params![before, hex(&before)],
         )
         .unwrap();
-        raw.execute_batch("ALTER TABLE blobs DROP COLUMN in_file; PRAGMA user_version = 11;")
-            .unwrap();
+        raw.execute_batch(&format!(
+            "{BEFORE_VERSION_14} {EVENTS_KIND_BEFORE_13} ALTER TABLE blobs DROP COLUMN in_file; PRAGMA user_version = 11;"
+        ))
+        .unwrap();
         std::fs::remove_dir_all(blob_dir(&db)).unwrap();
     }
     let store = Store::open(&db).unwrap();

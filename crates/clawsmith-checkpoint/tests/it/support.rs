@@ -222,3 +222,30 @@ impl Fixture {
         out
     }
 }
+
+/// Takes a database of schema 14 back to the messages and events tables of versions 10 to 13
+/// (keyed by `(session_id, idx/sequence)`, with their rows), as an older build left them;
+/// `events_kind` is left to the caller (its `WHERE` differs by version).
+pub const BEFORE_VERSION_14: &str = "
+    CREATE TABLE messages_v13 (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL, message_json TEXT NOT NULL, PRIMARY KEY (session_id, idx));
+    INSERT INTO messages_v13 SELECT session_id, idx, message_json FROM messages;
+    CREATE TABLE events_v13 (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        sequence INTEGER NOT NULL, type TEXT NOT NULL, timestamp_ms INTEGER NOT NULL,
+        event_json TEXT NOT NULL, message_idx INTEGER,
+        display_body_in_message INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (session_id, sequence));
+    INSERT INTO events_v13 SELECT * FROM events;
+    DROP VIEW messages; DROP VIEW events; DROP TABLE message_rows; DROP TABLE event_rows;
+    DROP TRIGGER sessions_rows; DROP TRIGGER sessions_numbered; DROP INDEX sessions_number;
+    ALTER TABLE sessions DROP COLUMN number;
+    ALTER TABLE messages_v13 RENAME TO messages; ALTER TABLE events_v13 RENAME TO events;";
+
+/// `events_kind` of versions 4 to 12 (every kind), after [`BEFORE_VERSION_14`].
+pub const EVENTS_KIND_BEFORE_13: &str =
+    "CREATE INDEX events_kind ON events(session_id, type, sequence);";
+
+/// `events_kind` of version 13, after [`BEFORE_VERSION_14`].
+pub const EVENTS_KIND_13: &str = "CREATE INDEX events_kind ON events(session_id, type, sequence)
+    WHERE type NOT IN ('tool.started', 'tool.completed');";
