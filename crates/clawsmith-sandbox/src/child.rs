@@ -28,6 +28,19 @@
 //! descriptor above 2 close-on-exec and `exec`s the shell (or a plain command's program itself:
 //! `direct.rs`) from an [`ExecPlan`] prepared in the parent.
 //!
+//! A **warm spare** (`spare.rs`) is the same tree started before its command exists: the relay
+//! and the init do all of the above that does not depend on the command, then the init closes
+//! every descriptor but the command's stdio, its status pipe, the ruleset and a spare's two
+//! pipes (the relay sees end of file on its setup pipe and lets std's `spawn` return) and waits
+//! on the **go** pipe. The go message ([`go_message`]) carries the program, arguments,
+//! environment, working directory and `.git` pins; the init reads it into a [`PlanArea`]
+//! mapped before the fork (fixed capacity; it cannot allocate), re-checks every covered path,
+//! binds the pins, enters the working directory, writes a zero word on the **result** pipe
+//! and starts the command as above; a setup error of the init or the command from then on
+//! goes to the result pipe (clawsmith holds its read end), and its end of file means the
+//! command has `exec`ed. The command's view is the ordinary one: the same mounts in the same
+//! order, the same namespaces, limits and restrictions.
+//!
 //! Only the relay is a `fork` (std's) of clawsmith's address space. The init is a
 //! `clone(CLONE_VM)` of the relay and the command a `clone(CLONE_VM | CLONE_VFORK)` of the init,
 //! each on a stack of its own: they share the relay's memory instead of copying its page tables
@@ -144,18 +157,271 @@ impl ExecPlan {
         })
     }
 
+    /// The pointers `execve(2)` takes, into this plan.
+    fn pointers(&self) -> ExecPointers {
+        ExecPointers {
+            program: self.program.as_ptr(),
+            argv: self.argv.as_ptr(),
+            envp: self.envp.as_ptr(),
+        }
+    }
+}
+
+/// `execve(2)`'s arguments, into an [`ExecPlan`] or a spare's [`PlanArea`].
+#[derive(Debug, Clone, Copy)]
+struct ExecPointers {
+    program: *const libc::c_char,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+}
+
+impl ExecPointers {
+    const NONE: ExecPointers = ExecPointers {
+        program: std::ptr::null(),
+        argv: std::ptr::null(),
+        envp: std::ptr::null(),
+    };
+
     /// `execve(2)`; returns only with its error.
-    fn exec(&self) -> io::Error {
-        // SAFETY: NUL-terminated strings and NULL-terminated arrays owned by `self`.
+    fn exec(self) -> io::Error {
+        if self.program.is_null() {
+            return io::Error::from_raw_os_error(libc::EINVAL);
+        }
+        // SAFETY: NUL-terminated strings and NULL-terminated arrays prepared before the fork (an
+        // `ExecPlan`) or parsed and checked by the init (`read_plan`).
         unsafe {
-            libc::execve(
-                self.program.as_ptr(),
-                self.argv.as_ptr(),
-                self.envp.as_ptr(),
-            );
+            libc::execve(self.program, self.argv, self.envp);
         }
         io::Error::last_os_error()
     }
+}
+
+/// The most bytes a spare's command plan may have (program, working directory, arguments,
+/// environment, `.git` pins; each NUL-terminated), after its 20-byte header.
+pub(crate) const PLAN_BYTES: usize = 64 * 1024;
+
+/// The most pointers a spare's command plan may need: its arguments and environment variables,
+/// a NULL after each list, and its pins.
+pub(crate) const PLAN_POINTERS: usize = 1024;
+
+/// Memory mapped before a spare's fork, where its init reads the command's plan and builds the
+/// pointer arrays `execve(2)` takes (it cannot allocate: the relay is a fork of a
+/// multi-threaded process). Private: the relay's copy is the one the init writes.
+#[derive(Debug)]
+pub(crate) struct PlanArea {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is owned by the value; the parent never reads or writes it (only the
+// spare's init does, in its own copy after the fork).
+unsafe impl Send for PlanArea {}
+// SAFETY: as above.
+unsafe impl Sync for PlanArea {}
+
+impl PlanArea {
+    const POINTERS_SIZE: usize = PLAN_POINTERS * std::mem::size_of::<*const libc::c_char>();
+    const SIZE: usize = Self::POINTERS_SIZE + PLAN_BYTES;
+
+    pub(crate) fn new() -> io::Result<PlanArea> {
+        // SAFETY: an anonymous private mapping of our own, unmapped on drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                Self::SIZE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(PlanArea { base: base.cast() })
+    }
+}
+
+impl Drop for PlanArea {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `new` made, of that size.
+        unsafe {
+            libc::munmap(self.base.cast(), Self::SIZE);
+        }
+    }
+}
+
+/// The command's part of a spare's tree, as one message for its init: a `u32` length, then
+/// `argc`, `envc`, the number of pinned and of read-only `.git` paths (`u32` each), then the
+/// program, the working directory, the arguments, the environment, the pinned and the read-only
+/// paths, each NUL-terminated. `None` when it does not fit [`PLAN_BYTES`] or [`PLAN_POINTERS`]
+/// (the command then goes the ordinary way).
+pub(crate) fn go_message(exec: &ExecPlan, view: &CommandView) -> Option<Vec<u8>> {
+    let argc = exec.argv.len() - 1;
+    let envc = exec.envp.len() - 1;
+    let pointers = argc + 1 + envc + 1 + view.pinned.len() + view.read_only.len();
+    if pointers > PLAN_POINTERS {
+        return None;
+    }
+    let strings = [exec.program.as_c_str(), view.cwd.as_c_str()]
+        .into_iter()
+        .chain(exec._strings.iter().map(CString::as_c_str))
+        .chain(view.pinned.iter().map(CString::as_c_str))
+        .chain(view.read_only.iter().map(CString::as_c_str));
+    let mut body = Vec::with_capacity(4096);
+    for count in [argc, envc, view.pinned.len(), view.read_only.len()] {
+        body.extend_from_slice(&u32::try_from(count).ok()?.to_ne_bytes());
+    }
+    for string in strings {
+        body.extend_from_slice(string.to_bytes_with_nul());
+    }
+    if body.len() > PLAN_BYTES {
+        return None;
+    }
+    let mut message = Vec::with_capacity(4 + body.len());
+    message.extend_from_slice(&u32::try_from(body.len()).ok()?.to_ne_bytes());
+    message.extend_from_slice(&body);
+    Some(message)
+}
+
+/// The init's side of a warm spare (`spare.rs`): the init prepares everything that does not
+/// depend on the command, then reads the command's plan from `go` into `area` and reports on
+/// `result` (see `Tree::init`).
+#[derive(Debug)]
+pub(crate) struct SpareEnds {
+    /// The read end of the pipe the plan arrives on.
+    pub(crate) go: RawFd,
+    /// The write end of the pipe the init and the command report on: a 4-byte zero once the
+    /// command is about to start, an errno when setting up failed; end of file once the command
+    /// has `exec`ed (close-on-exec) or the tree died.
+    pub(crate) result: RawFd,
+    pub(crate) area: PlanArea,
+}
+
+/// A command's plan as the init parsed it from the spare's [`PlanArea`].
+struct ReadPlan {
+    exec: ExecPointers,
+    cwd: *const libc::c_char,
+    /// `[pinned…, read_only…]` in the area's pointer array, and how many of each.
+    paths: *const *const libc::c_char,
+    pinned: usize,
+    read_only: usize,
+}
+
+/// Reads exactly `buffer.len()` bytes; `Ok(false)` at end of file.
+fn read_exact(fd: RawFd, buffer: &mut [u8]) -> io::Result<bool> {
+    let mut done = 0;
+    while done < buffer.len() {
+        // SAFETY: read(2) into the unfilled rest of a buffer we own.
+        let read =
+            unsafe { libc::read(fd, buffer[done..].as_mut_ptr().cast(), buffer.len() - done) };
+        if read == 0 {
+            return Ok(false);
+        }
+        if read < 0 {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(error);
+        }
+        done += read as usize;
+    }
+    Ok(true)
+}
+
+/// Runs in a spare's init: reads the plan [`go_message`] wrote into `area` and builds its
+/// pointer arrays there, allocating nothing. `Ok(None)` at end of file (the spare was
+/// discarded); `E2BIG` for a plan over the area's capacity, `EINVAL` for a malformed one.
+fn read_plan(go: RawFd, area: &PlanArea) -> io::Result<Option<ReadPlan>> {
+    let mut length = [0u8; 4];
+    if !read_exact(go, &mut length)? {
+        return Ok(None);
+    }
+    let length = u32::from_ne_bytes(length) as usize;
+    if length > PLAN_BYTES {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    // SAFETY: the area's byte part, PLAN_BYTES long, written only here (this process's copy).
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(area.base.add(PlanArea::POINTERS_SIZE), PLAN_BYTES)
+    };
+    let body = &mut bytes[..length];
+    if !read_exact(go, body)? {
+        return Ok(None);
+    }
+    let invalid = || io::Error::from_raw_os_error(libc::EINVAL);
+    if body.len() < 16 {
+        return Err(invalid());
+    }
+    let mut counts = [0usize; 4];
+    for (index, count) in counts.iter_mut().enumerate() {
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&body[index * 4..index * 4 + 4]);
+        *count = u32::from_ne_bytes(word) as usize;
+    }
+    let [argc, envc, pinned, read_only] = counts;
+    let needed = argc
+        .checked_add(envc)
+        .and_then(|n| n.checked_add(pinned))
+        .and_then(|n| n.checked_add(read_only))
+        .and_then(|n| n.checked_add(2))
+        .ok_or_else(invalid)?;
+    if needed > PLAN_POINTERS {
+        return Err(io::Error::from_raw_os_error(libc::E2BIG));
+    }
+    // SAFETY: the area's pointer part, PLAN_POINTERS long, written only here.
+    let pointers = unsafe {
+        std::slice::from_raw_parts_mut(area.base.cast::<*const libc::c_char>(), PLAN_POINTERS)
+    };
+    // program, cwd, then the strings of the four lists; each must end inside the body.
+    let mut at = 16;
+    let mut next = || -> io::Result<*const libc::c_char> {
+        let rest = &body[at..];
+        let end = rest
+            .iter()
+            .position(|byte| *byte == 0)
+            .ok_or_else(invalid)?;
+        let string = rest.as_ptr().cast::<libc::c_char>();
+        at += end + 1;
+        Ok(string)
+    };
+    let program = next()?;
+    let cwd = next()?;
+    let mut slot = 0;
+    let argv = slot;
+    for _ in 0..argc {
+        pointers[slot] = next()?;
+        slot += 1;
+    }
+    pointers[slot] = std::ptr::null();
+    slot += 1;
+    let envp = slot;
+    for _ in 0..envc {
+        pointers[slot] = next()?;
+        slot += 1;
+    }
+    pointers[slot] = std::ptr::null();
+    slot += 1;
+    let paths = slot;
+    for _ in 0..pinned + read_only {
+        pointers[slot] = next()?;
+        slot += 1;
+    }
+    let base = pointers.as_ptr();
+    // SAFETY: offsets inside the pointer array filled above.
+    Ok(Some(unsafe {
+        ReadPlan {
+            exec: ExecPointers {
+                program,
+                argv: base.add(argv),
+                envp: base.add(envp),
+            },
+            cwd,
+            paths: base.add(paths),
+            pinned,
+            read_only,
+        }
+    }))
 }
 
 /// `struct landlock_path_beneath_attr`.
@@ -194,6 +460,8 @@ pub(crate) struct Namespaces {
     pub(crate) covered: Vec<CString>,
     /// What each command gets of its own on top of the base.
     pub(crate) view: CommandView,
+    /// Set for a warm spare (`spare.rs`): the init waits for the command's plan.
+    pub(crate) spare: Option<SpareEnds>,
 }
 
 /// The part of a command's view that is the same for every command of a configuration: the
@@ -279,7 +547,7 @@ pub(crate) struct CommandView {
 }
 
 /// What the built `/dev/pts` holds.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Pts {
     /// A new devpts instance (with these options): the command can open PTYs of its own.
     NewInstance(CString),
@@ -318,6 +586,47 @@ impl ChildSetup {
         unsafe {
             command.pre_exec(move || self.apply());
         }
+    }
+
+    /// Registers the setup to run in the child of a std `command` (a warm spare's relay, made
+    /// on `spare.rs`'s own thread, outside any tokio runtime).
+    pub(crate) fn install_std(self: Arc<Self>, command: &mut std::process::Command) {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: as in `install`.
+        unsafe {
+            command.pre_exec(move || self.apply());
+        }
+    }
+
+    /// Whether a warm spare prepared with this setup makes the same tree as `request` (a
+    /// command's own setup) would: the same prepared view, cover list, namespaces, limits,
+    /// Landlock rights and seccomp programs, and no PTY. What differs per command (program,
+    /// arguments, environment, working directory, `.git` pins) travels in the go message.
+    pub(crate) fn serves(&self, request: &ChildSetup) -> bool {
+        let (Some(mine), Some(theirs)) = (&self.namespaces, &request.namespaces) else {
+            return false;
+        };
+        mine.spare.is_some()
+            && !self.controlling_tty
+            && !request.controlling_tty
+            && self.rlimits == request.rlimits
+            && self.no_new_privs == request.no_new_privs
+            && self.landlock.is_some() == request.landlock.is_some()
+            && self.landlock_private_dirs == request.landlock_private_dirs
+            && self.landlock_fs_access == request.landlock_fs_access
+            && self.seccomp == request.seccomp
+            && Arc::ptr_eq(&mine.base, &theirs.base)
+            && mine.clone_flags == theirs.clone_flags
+            && mine.pid_max == theirs.pid_max
+            && mine.workspace == theirs.workspace
+            && mine.identity == theirs.identity
+            && mine.covered == theirs.covered
+            && mine.view.tmp_options == theirs.view.tmp_options
+            && mine.view.tmp_roots == theirs.view.tmp_roots
+            && mine.view.tmp_mkdirs == theirs.view.tmp_mkdirs
+            && mine.view.shm_options == theirs.view.shm_options
+            && mine.view.pts == theirs.view.pts
+            && matches!(mine.view.pts, Pts::NewInstance(_))
     }
 
     fn apply(&self) -> io::Result<()> {
@@ -415,7 +724,12 @@ const STACK_GUARD: usize = 1 << 16;
 /// until the relay is gone.
 struct Tree<'a> {
     setup: &'a ChildSetup,
-    exec: &'a ExecPlan,
+    /// The command's program, arguments and environment: the `ExecPlan`'s, or for a spare
+    /// what its init read from the go message.
+    exec: std::cell::Cell<ExecPointers>,
+    /// Where a setup error goes: `setup_pipe`'s write end, or for a spare after it is ready
+    /// its result pipe (the relay no longer reads `setup_pipe` then).
+    errors: std::cell::Cell<RawFd>,
     namespaces: &'a Namespaces,
     /// The init writes the command's wait status here, the relay reads it.
     status: (RawFd, RawFd),
@@ -454,10 +768,12 @@ impl Namespaces {
         unsafe {
             libc::close(self.lifeline_write);
         }
-        let exec = setup
-            .exec
-            .as_ref()
-            .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let exec = match (&setup.exec, &self.spare) {
+            (Some(plan), _) => plan.pointers(),
+            // A spare's command arrives later, in its go message.
+            (None, Some(_)) => ExecPointers::NONE,
+            (None, None) => return Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        };
         // The workspace root must still be the directory the session opened (the base bound
         // that directory, not whatever the path names now; a swap is refused, not followed).
         let workspace = open_path(&self.workspace)?;
@@ -483,13 +799,15 @@ impl Namespaces {
         }
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
+        let setup_pipe = pipe()?;
         let tree = Tree {
             setup,
-            exec,
+            exec: std::cell::Cell::new(exec),
+            errors: std::cell::Cell::new(setup_pipe.1),
             namespaces: self,
             status: pipe()?,
             alive: pipe()?,
-            setup_pipe: pipe()?,
+            setup_pipe,
             slave,
             // SAFETY: inside the mapping `map_stacks` made (its end).
             command_stack: unsafe { stacks.add(2 * (STACK_GUARD + CHILD_STACK)) }.cast(),
@@ -606,7 +924,7 @@ impl Tree<'_> {
         let errno = error.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
         // SAFETY: write/_exit over an owned descriptor and a stack buffer.
         unsafe {
-            libc::write(self.setup_pipe.1, errno.as_ptr().cast(), errno.len());
+            libc::write(self.errors.get(), errno.as_ptr().cast(), errno.len());
             libc::_exit(code)
         }
     }
@@ -636,7 +954,16 @@ impl Tree<'_> {
         if let Some(pid_max) = &namespaces.pid_max {
             write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
         }
-        check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
+        match &namespaces.spare {
+            None => {
+                bind_read_only(
+                    namespaces.view.pinned.iter().map(CString::as_c_str),
+                    namespaces.view.read_only.iter().map(CString::as_c_str),
+                )?;
+                check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
+            }
+            Some(spare) => self.await_command(spare)?,
+        }
         // Returns once the command has `exec`ed or exited.
         let command = check(unsafe {
             libc::clone(
@@ -669,10 +996,56 @@ impl Tree<'_> {
         }
     }
 
+    /// A spare's init, its view ready but for the command's own part: signals "ready" (the
+    /// end of file of `setup_pipe` and std's error pipe, which lets the relay go on and `spawn`
+    /// return), waits for the go message, checks what may have changed since the spare was
+    /// made (every covered path still covered), then pins the `.git` paths and enters the
+    /// working directory as a command of the ordinary way does, and says "starting" on the
+    /// result pipe. From here on a setup error goes to the result pipe.
+    fn await_command(&self, spare: &SpareEnds) -> io::Result<()> {
+        let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        close_all_but(&[0, 1, 2, self.status.1, spare.go, spare.result, landlock]);
+        self.errors.set(spare.result);
+        let Some(plan) = read_plan(spare.go, &spare.area)? else {
+            // Discarded (or clawsmith is gone): nothing to run.
+            // SAFETY: _exit(2) takes no pointers.
+            unsafe { libc::_exit(0) }
+        };
+        // SAFETY: closing the go pipe, which nothing reads any more.
+        unsafe {
+            libc::close(spare.go);
+        }
+        for path in &self.namespaces.covered {
+            still_covered(path)?;
+        }
+        // SAFETY: `read_plan` made `paths` point at `pinned + read_only` NUL-terminated strings
+        // in the area, which lives as long as this process.
+        let paths = unsafe { std::slice::from_raw_parts(plan.paths, plan.pinned + plan.read_only) };
+        let c = |pointer: &*const libc::c_char| unsafe { CStr::from_ptr(*pointer) };
+        bind_read_only(
+            paths[..plan.pinned].iter().map(c),
+            paths[plan.pinned..].iter().map(c),
+        )?;
+        // SAFETY: chdir(2) of a NUL-terminated string in the area.
+        check(unsafe { libc::chdir(plan.cwd) })?;
+        self.exec.set(plan.exec);
+        let starting = 0i32.to_ne_bytes();
+        // SAFETY: write(2) of a stack buffer to our own descriptor.
+        let written =
+            unsafe { libc::write(spare.result, starting.as_ptr().cast(), starting.len()) };
+        if written != starting.len() as isize {
+            // Nobody waits for this command any more.
+            // SAFETY: _exit(2) takes no pointers.
+            unsafe { libc::_exit(0) }
+        }
+        Ok(())
+    }
+
     /// Runs in the command process: no capabilities, `no_new_privs`, Landlock, seccomp, then
     /// `exec`. Returns the error that stopped it.
     fn command(&self) -> io::Error {
-        // SAFETY: closing this process's copies of the init's descriptors.
+        // SAFETY: closing this process's copies of the init's descriptors (a spare's init
+        // closed `alive.0` already; nothing has taken its number since).
         unsafe {
             libc::close(self.status.1);
             libc::close(self.alive.0);
@@ -680,7 +1053,7 @@ impl Tree<'_> {
         if let Err(error) = drop_capabilities().and_then(|()| self.setup.restrict()) {
             return error;
         }
-        self.exec.exec()
+        self.exec.get().exec()
     }
 }
 
@@ -949,7 +1322,10 @@ impl BaseView {
                 libc::close(sources[index]);
             }
         }
-        bind_read_only(&[], &self.read_only)?;
+        bind_read_only(
+            std::iter::empty(),
+            self.read_only.iter().map(CString::as_c_str),
+        )?;
         // A path that vanished since the parent looked (a host socket closed, a file removed)
         // has nothing left to hide: skipped, not an error.
         for path in &self.hidden_dirs {
@@ -991,8 +1367,8 @@ impl BaseView {
 impl CommandView {
     /// Runs in the init, in its own copy of the base's mounts (and so already in the final
     /// view): a `/proc` of the new PID namespace, a private `/tmp` (with the roots that live
-    /// under it bound back), `/dev/shm`, `/dev/pts`, and the `.git` pins. `slave` is the PTY
-    /// slave the relay opened (or -1).
+    /// under it bound back), `/dev/shm` and `/dev/pts` (the `.git` pins come after, from this
+    /// view or a spare's go message). `slave` is the PTY slave the relay opened (or -1).
     fn enter(&self, slave: RawFd) -> io::Result<()> {
         let none = std::ptr::null::<libc::c_char>();
         let proc = c"proc".as_ptr();
@@ -1070,15 +1446,18 @@ impl CommandView {
                 }
             }
         }
-        bind_read_only(&self.pinned, &self.read_only)
+        Ok(())
     }
 }
 
 /// Binds each of `pinned` and `read_only` onto itself — a mount point can no longer be
 /// renamed, removed or replaced — and takes write access from the `read_only` ones.
-fn bind_read_only(pinned: &[CString], read_only: &[CString]) -> io::Result<()> {
+fn bind_read_only<'a>(
+    pinned: impl Iterator<Item = &'a CStr>,
+    read_only: impl Iterator<Item = &'a CStr> + Clone,
+) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
-    for path in pinned.iter().chain(read_only) {
+    for path in pinned.chain(read_only.clone()) {
         mount(
             path.as_ptr(),
             path,
@@ -1364,14 +1743,14 @@ fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> io::Result<(
     check(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) }).map(drop)
 }
 
-/// Closes every descriptor except `keep` (which need not be sorted).
+/// Closes every descriptor except `keep` (which need not be sorted; -1 entries are ignored).
 fn close_all_but(keep: &[RawFd]) {
-    let mut sorted = [0 as RawFd; 4];
+    let mut sorted = [-1 as RawFd; 8];
     let count = keep.len().min(sorted.len());
     sorted[..count].copy_from_slice(&keep[..count]);
     sorted[..count].sort_unstable();
     let mut first: u32 = 0;
-    for fd in &sorted[..count] {
+    for fd in sorted[..count].iter().filter(|fd| **fd >= 0) {
         let fd = *fd as u32;
         if fd > first {
             // SAFETY: close_range(2) over a range of this process's descriptors.
@@ -1439,6 +1818,21 @@ pub(crate) fn lifeline() -> io::Result<(RawFd, RawFd)> {
         Ok((read, write)) => Ok((read.as_raw_fd(), write.as_raw_fd())),
         Err(code) => Err(io::Error::from_raw_os_error(*code)),
     }
+}
+
+/// A pidfd of `pid` (a child of this process, not yet reaped): readable once it has exited.
+pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open(2) takes no pointers; the descriptor it returns is ours to own.
+    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
+    // SAFETY: a fresh descriptor owned by nothing else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Registers a pidfd with the tokio reactor (readable once its process has exited).
+pub(crate) fn async_pidfd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: `AsyncFd` owns the descriptor; nothing else closes or replaces it while it is
+    // registered (the I/O-safety condition of `register`).
+    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
 }
 
 /// Sends `signal` to one process (the relay's hard stop, `SIGUSR1`).

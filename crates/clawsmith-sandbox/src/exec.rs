@@ -230,9 +230,25 @@ pub(crate) enum ChildIo {
     },
 }
 
+/// The process clawsmith waits for: spawned through tokio, or a warm spare's relay.
+pub(crate) enum Relay {
+    Spawned(tokio::process::Child),
+    Spare(Box<crate::spare::SpareChild>),
+}
+
+impl Relay {
+    /// Waits for it to exit (and reaps it).
+    pub(crate) async fn wait(&mut self) -> io::Result<std::process::ExitStatus> {
+        match self {
+            Relay::Spawned(child) => child.wait().await,
+            Relay::Spare(child) => child.wait().await,
+        }
+    }
+}
+
 /// A spawned command with everything that must live as long as it.
 pub(crate) struct Spawned {
-    pub(crate) child: tokio::process::Child,
+    pub(crate) child: Relay,
     pub(crate) tree: ProcessTree,
     pub(crate) report: SandboxReport,
     /// The host temp dir of a command in the host's view; removed when dropped. A command in
@@ -246,6 +262,9 @@ pub(crate) struct Spawned {
     /// copy-on-write with it, and freeing it right after the spawn cost a fault and a page copy
     /// each (a profile of a spawn: a fifth of the calling process's page faults).
     pub(crate) plan: Option<tokio::process::Command>,
+    /// The read end of the command's output when it is not the caller's pipe (a warm spare
+    /// brings its own: `spare.rs`).
+    pub(crate) output: Option<OwnedFd>,
 }
 
 /// The processes of one command, as clawsmith can reach them.
@@ -375,6 +394,15 @@ pub(crate) fn spawn_checked(
         return Err(RunError::WorkspaceReplaced(config.workspace_root.clone()));
     }
     let cwd = resolve_cwd(&workspace, cwd)?;
+    // run_command without input and with merged output may take a warm spare (`spare.rs`).
+    let spare = matches!(
+        io,
+        ChildIo::Pipe {
+            input: None,
+            errors: None,
+            ..
+        }
+    );
     let git = (config.policy != SandboxPolicy::Off)
         .then(|| crate::git_guard::Repositories::before(&workspace));
     let request = SpawnRequest {
@@ -386,6 +414,7 @@ pub(crate) fn spawn_checked(
         cwd: &cwd,
         io: &io,
         trace,
+        spare,
     };
     if config.policy == SandboxPolicy::Off {
         return request
@@ -445,6 +474,8 @@ struct SpawnRequest<'a> {
     cwd: &'a Path,
     io: &'a ChildIo,
     trace: Option<&'a TraceHeaders>,
+    /// Whether a warm spare may run it.
+    spare: bool,
 }
 
 impl SpawnRequest<'_> {
@@ -553,46 +584,50 @@ impl SpawnRequest<'_> {
                 ],
             ),
         };
-        let mut process = new_process(program, self.cwd, &env);
-        process.arg0(argv[0]).args(&argv[1..]);
-        if relay {
-            plan.setup.exec = Some(
+        let exec = if relay {
+            Some(
                 child::ExecPlan::new(program.as_os_str(), &argv, &env)
                     .map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?,
-            );
+            )
+        } else {
+            None
+        };
+        if let (Some(exec), true, World::Built) = (&exec, self.spare, world) {
+            let started = self.start_spare(&plan, exec);
+            // The next spare is made while this command runs.
+            crate::spare::order(config, self.workspace, self.identity);
+            match started {
+                Some(Ok((child, output))) => {
+                    let pid = child
+                        .id()
+                        .and_then(|id| i32::try_from(id).ok())
+                        .unwrap_or(0);
+                    return Ok(Spawned {
+                        child: Relay::Spare(Box::new(child)),
+                        tree: ProcessTree { pid, relay: true },
+                        report: plan.report,
+                        temp_dir,
+                        git: None,
+                        plan: None,
+                        output: Some(output),
+                    });
+                }
+                Some(Err(error)) => {
+                    return Err(self.spawn_error(error, direct.is_some(), relay, &plan.report));
+                }
+                None => {}
+            }
         }
+        let mut process = new_process(program, self.cwd, &env);
+        process.arg0(argv[0]).args(&argv[1..]);
+        plan.setup.exec = exec;
         process.stdin(stdin).stdout(stdout).stderr(stderr);
         plan.setup.install(&mut process);
         let child = match process.spawn() {
             Ok(child) => child,
-            Err(_) if direct.is_some() => return Err(SpawnFailure::Direct),
-            Err(error)
-                if error.raw_os_error() == Some(child::WORKSPACE_REPLACED_ERRNO) && relay =>
-            {
-                return Err(SpawnFailure::Run(RunError::WorkspaceReplaced(
-                    config.workspace_root.clone(),
-                )));
+            Err(error) => {
+                return Err(self.spawn_error(error, direct.is_some(), relay, &plan.report));
             }
-            Err(error) if error.raw_os_error() == Some(child::STALE_VIEW_ERRNO) && relay => {
-                return Err(SpawnFailure::StaleView);
-            }
-            Err(error)
-                if plan.report.confined
-                    && !matches!(
-                        error.kind(),
-                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                    ) =>
-            {
-                let help = if relay {
-                    format!("; {}", platform::USER_NAMESPACE_HELP)
-                } else {
-                    String::new()
-                };
-                return Err(SpawnFailure::Setup(format!(
-                    "setting up the sandbox in the child failed: {error}{help}"
-                )));
-            }
-            Err(error) => return Err(SpawnFailure::Run(RunError::Spawn(error))),
         };
         let pid = child
             .id()
@@ -605,13 +640,71 @@ impl SpawnRequest<'_> {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         Ok(Spawned {
-            child,
+            child: Relay::Spawned(child),
             tree: ProcessTree { pid, relay },
             report: plan.report,
             temp_dir,
             git: None,
             plan: Some(process),
+            output: None,
         })
+    }
+
+    /// Runs the command in the view's warm spare when one is ready and makes the same tree
+    /// (see `spare.rs`): `None` when there is none, its tree died, or the plan does not fit
+    /// its buffers — the command then goes the ordinary way, nothing of it having run;
+    /// `Some(Err)` with the error the command's setup failed with.
+    fn start_spare(
+        &self,
+        plan: &platform::Plan,
+        exec: &child::ExecPlan,
+    ) -> Option<io::Result<(crate::spare::SpareChild, OwnedFd)>> {
+        let view = &plan.setup.namespaces.as_ref()?.view;
+        let idle = crate::spare::take(&plan.setup)?;
+        // Over the init's fixed capacity: the spare is dropped (killed), the ordinary way runs.
+        let message = child::go_message(exec, view)?;
+        match idle.start(&message) {
+            Ok(started) => Some(Ok(started)),
+            Err(crate::spare::SpareFailure::Dead) => None,
+            Err(crate::spare::SpareFailure::Setup(error)) => Some(Err(error)),
+        }
+    }
+
+    /// What a failed spawn (of either way) means.
+    fn spawn_error(
+        &self,
+        error: io::Error,
+        direct: bool,
+        relay: bool,
+        report: &SandboxReport,
+    ) -> SpawnFailure {
+        if direct {
+            return SpawnFailure::Direct;
+        }
+        if error.raw_os_error() == Some(child::WORKSPACE_REPLACED_ERRNO) && relay {
+            return SpawnFailure::Run(RunError::WorkspaceReplaced(
+                self.config.workspace_root.clone(),
+            ));
+        }
+        if error.raw_os_error() == Some(child::STALE_VIEW_ERRNO) && relay {
+            return SpawnFailure::StaleView;
+        }
+        if report.confined
+            && !matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            )
+        {
+            let help = if relay {
+                format!("; {}", platform::USER_NAMESPACE_HELP)
+            } else {
+                String::new()
+            };
+            return SpawnFailure::Setup(format!(
+                "setting up the sandbox in the child failed: {error}{help}"
+            ));
+        }
+        SpawnFailure::Run(RunError::Spawn(error))
     }
 }
 
@@ -802,7 +895,10 @@ pub async fn run_command(
         temp_dir,
         git,
         plan,
+        output,
     } = spawned;
+    // A warm spare's command writes to the spare's own pipe (ours, unused, is closed).
+    let read_end = output.unwrap_or(read_end);
     let mut guard = GroupGuard(Some(tree));
     let mut reader =
         tokio::net::unix::pipe::Receiver::from_owned_fd(read_end).map_err(RunError::Io)?;

@@ -69,9 +69,19 @@
 //!   spawn copies clawsmith's page tables once, not three times; the command `exec`s from a plan
 //!   prepared before the fork. Until the relay ends, every page clawsmith writes is a
 //!   copy-on-write fault: the plan is dropped only once the tree is gone and `run_command` reads
-//!   output into reserved buffers it never zeroes. (A resident fork server per prepared view,
-//!   which would spare clawsmith the fork, is not built.) A lifeline pipe only clawsmith holds makes every relay kill its tree when clawsmith
-//!   dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
+//!   output into reserved buffers it never zeroes. A `run_command` without input and with
+//!   merged output usually finds that tree already made: a **warm spare** per prepared view
+//!   (the `spare` module) — relay forked, namespaces entered, init cloned, the command's
+//!   `/proc`, `/tmp`, `/dev/shm` and `/dev/pts` mounted, on a thread of its own — whose init
+//!   waits for the command's plan (program, arguments, environment, working directory, `.git`
+//!   pins) on a pipe, checks that every covered path is still covered, and starts the command
+//!   exactly as the ordinary way does. A spare serves only a command whose own plan, made as
+//!   always (the cover list computed at the call), needs the same view, limits, Landlock
+//!   rights and seccomp programs, and whose plan fits the init's fixed buffers; otherwise, or
+//!   when the spare's tree died, the command goes the ordinary way. It moves the fork, the
+//!   namespaces and the mounts off the call's critical path; it does not remove their
+//!   processor time. A lifeline pipe only clawsmith holds makes every relay (a spare's
+//!   included) kill its tree when clawsmith dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
 //!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps
 //!   the first and last halves of the cap with an explicit marker between, reads and discards
@@ -119,6 +129,7 @@ mod piped;
 mod platform;
 mod service;
 mod service_tools;
+mod spare;
 mod tool;
 
 pub use config::{

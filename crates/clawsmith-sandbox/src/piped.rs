@@ -28,7 +28,7 @@ pub struct PipedIo {
 
 /// A confined process spawned by [`spawn_piped`]. Dropping it kills its whole tree.
 pub struct PipedProcess {
-    child: tokio::process::Child,
+    child: crate::exec::Relay,
     guard: GroupGuard,
     report: SandboxReport,
     temp_dir: Option<tempfile::TempDir>,

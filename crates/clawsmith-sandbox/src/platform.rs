@@ -298,6 +298,7 @@ fn build_world(
         identity: target.identity,
         covered,
         view,
+        spare: None,
     });
 
     let extra = writable.len() - 1;
@@ -380,6 +381,17 @@ static BASES: Mutex<Vec<Arc<BaseNamespaces>>> = Mutex::new(Vec::new());
 /// Drops every prepared base view (the next command builds its own).
 pub(crate) fn forget_bases() {
     BASES.lock().unwrap_or_else(PoisonError::into_inner).clear();
+}
+
+/// Whether `base` is still a kept, unexpired prepared view (a warm spare of any other one is
+/// dropped: `spare.rs`).
+pub(crate) fn base_is_current(base: &Arc<BaseNamespaces>) -> bool {
+    base.created.elapsed() < BASE_MAX_AGE
+        && BASES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|kept| Arc::ptr_eq(kept, base))
 }
 
 /// The prepared base for `view`: reused when an equal one younger than [`BASE_MAX_AGE`] is

@@ -1,0 +1,823 @@
+//! Warm spares: the next confined command's tree, started before the command exists.
+//!
+//! A sandboxed spawn forks the relay from clawsmith, enters the prepared view's namespaces,
+//! unshares the per-command ones, clones the init and mounts the command's own `/proc`, `/tmp`,
+//! `/dev/shm` and `/dev/pts` — all before the command can start. None of that depends on the
+//! command, so for each prepared view (a base of `platform.rs`) one such tree is kept ready: a
+//! **spare**, made on this module's own thread after a `run_command` took the previous one (or
+//! found none). Its init waits for a **go message** on a pipe: the command's program, arguments,
+//! environment, working directory and `.git` pins ([`child::go_message`]); it then checks what
+//! may have changed since (every covered path still covered), pins, enters the working
+//! directory and starts the command exactly as the ordinary way does (`child::Tree`).
+//!
+//! A spare is used only when it makes the same tree as the ordinary way would: the command's
+//! own setup is planned as always (the cover list computed now), and the spare must
+//! [`ChildSetup::serves`] it — the same prepared view (so the same cover list), workspace
+//! identity, namespaces, limits, Landlock rights and seccomp programs — and its plan must fit
+//! the init's fixed buffers; otherwise the command goes the ordinary way. Only `run_command`
+//! without standard input and with merged output takes spares (its output pipe is the spare's);
+//! PTY and background commands keep the ordinary way.
+//!
+//! Lifetime: a spare is one relay and one init, idle, per prepared view at most. It is killed
+//! when its view is dropped, expires or is replaced (checked on this thread every few seconds
+//! and whenever a spare is made), when clawsmith dies (the relay's lifeline, as for every
+//! tree; and its go pipe hangs up), and a spare whose tree died meanwhile is seen at go time (the
+//! go pipe is broken or the result pipe ends before the "starting" word) and discarded: the
+//! command then goes the ordinary way, nothing of it having run. A spare runs nothing but the
+//! command of the request that took it, and only once.
+//!
+//! What it saves is latency, not work: the fork, the namespaces and the mounts still happen per
+//! command, off the call's critical path.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use crate::child::{self, ChildSetup, PlanArea, SpareEnds};
+use crate::config::SandboxConfig;
+use crate::platform::{self, Target, World};
+
+/// How often the spares' thread drops spares whose view expired or was dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(5);
+
+/// An idle spare: its relay (a child of this process), the ends of its go and result pipes,
+/// the read end of the output pipe its command will write to, and the setup it was made with.
+pub(crate) struct Idle {
+    setup: Arc<ChildSetup>,
+    /// `None` once handed over to a [`SpareChild`].
+    child: Option<std::process::Child>,
+    go: std::fs::File,
+    result: std::fs::File,
+    output: Option<OwnedFd>,
+    /// The std `Command` the relay was forked from (it holds the setup): kept until the tree is
+    /// gone, as `Spawned::plan`, so its pages are not freed while shared copy-on-write.
+    _command: std::process::Command,
+}
+
+impl Drop for Idle {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGKILL to the relay; its init follows (PR_SET_PDEATHSIG and the go pipe's end).
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Why a taken spare did not start the command.
+pub(crate) enum SpareFailure {
+    /// Its tree was gone (or could not take the message): nothing ran; go the ordinary way.
+    Dead,
+    /// Setting up the command in the spare failed before anything of it ran, with this error
+    /// (the same the ordinary way would report).
+    Setup(io::Error),
+}
+
+/// A started command's relay from a spare, waited for through its pidfd (it was forked
+/// outside tokio, on the spares' thread, so tokio's child reaper does not know it).
+pub(crate) struct SpareChild {
+    idle: Idle,
+    pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+}
+
+impl SpareChild {
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.idle.child.as_ref().map(std::process::Child::id)
+    }
+
+    /// Waits for the relay to exit and reaps it.
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(child) = self.idle.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                return Ok(status);
+            }
+            let mut ready = self.pidfd.readable().await?;
+            ready.clear_ready();
+        }
+    }
+}
+
+impl Idle {
+    /// Sends the command's plan and waits until it has `exec`ed (as `spawn` does).
+    pub(crate) fn start(mut self, message: &[u8]) -> Result<(SpareChild, OwnedFd), SpareFailure> {
+        let pid = match self.child.as_ref() {
+            Some(child) => child.id() as i32,
+            None => return Err(SpareFailure::Dead),
+        };
+        // Opened before the go: the relay is our unreaped child, so its pid is still its own.
+        let pidfd = child::pidfd_open(pid).map_err(|_| SpareFailure::Dead)?;
+        if self.go.write_all(message).is_err() {
+            return Err(SpareFailure::Dead);
+        }
+        let mut word = [0u8; 4];
+        if read_word(&mut self.result, &mut word).is_err() {
+            // No "starting": the tree died before anything of the command ran.
+            return Err(SpareFailure::Dead);
+        }
+        let code = i32::from_ne_bytes(word);
+        if code != 0 {
+            return Err(SpareFailure::Setup(io::Error::from_raw_os_error(code)));
+        }
+        // "starting": now end of file once the command has `exec`ed, or its setup's errno.
+        if read_word(&mut self.result, &mut word).is_ok() {
+            return Err(SpareFailure::Setup(io::Error::from_raw_os_error(
+                i32::from_ne_bytes(word),
+            )));
+        }
+        let output = self.output.take().ok_or(SpareFailure::Dead)?;
+        let pidfd = child::async_pidfd(pidfd).map_err(|_| SpareFailure::Dead)?;
+        STARTED.fetch_add(1, Ordering::Relaxed);
+        Ok((SpareChild { idle: self, pidfd }, output))
+    }
+}
+
+/// Reads a 4-byte word; `Err` at end of file (or any error) before it is whole.
+fn read_word(file: &mut std::fs::File, word: &mut [u8; 4]) -> io::Result<()> {
+    file.read_exact(word)
+}
+
+/// Whether commands take spares (the tests compare both ways in one process).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Held while a spare is being made (so that switching spares off waits for it).
+static MAKING: Mutex<()> = Mutex::new(());
+
+/// How many commands a spare started.
+static STARTED: AtomicU64 = AtomicU64::new(0);
+
+/// The idle spares, one per workspace (and so per prepared view) at most.
+static SPARES: Mutex<Vec<Idle>> = Mutex::new(Vec::new());
+
+/// The spares' thread's order queue.
+static ORDERS: OnceLock<mpsc::Sender<Order>> = OnceLock::new();
+
+/// What a spare is made for.
+struct Order {
+    config: SandboxConfig,
+    workspace: PathBuf,
+    identity: (u64, u64),
+}
+
+/// Takes the spare that makes the same tree as `request` would, if one is ready.
+pub(crate) fn take(request: &ChildSetup) -> Option<Idle> {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+    let index = spares.iter().position(|idle| idle.setup.serves(request))?;
+    Some(spares.swap_remove(index))
+}
+
+/// Asks the spares' thread for a spare for commands of `config` in `workspace` (nothing
+/// happens when one that serves them is ready).
+pub(crate) fn order(config: &SandboxConfig, workspace: &Path, identity: (u64, u64)) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    let sender = ORDERS.get_or_init(|| {
+        let (sender, orders) = mpsc::channel();
+        // Without the thread the orders go nowhere and every command goes the ordinary way.
+        let _ = std::thread::Builder::new()
+            .name("clawsmith-spares".to_owned())
+            .spawn(move || spares_thread(&orders));
+        sender
+    });
+    let _ = sender.send(Order {
+        config: config.clone(),
+        workspace: workspace.to_path_buf(),
+        identity,
+    });
+}
+
+fn spares_thread(orders: &mpsc::Receiver<Order>) {
+    loop {
+        match orders.recv_timeout(PRUNE_EVERY) {
+            Ok(order) => {
+                prune();
+                make(&order);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => prune(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Drops (kills) the spares whose view expired or is no longer kept, or whose tree is gone.
+fn prune() {
+    let mut dropped = Vec::new();
+    {
+        let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut index = 0;
+        while index < spares.len() {
+            let idle = &mut spares[index];
+            let alive = idle
+                .child
+                .as_mut()
+                .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
+            let current = idle
+                .setup
+                .namespaces
+                .as_ref()
+                .is_some_and(|namespaces| platform::base_is_current(&namespaces.base));
+            if alive && current {
+                index += 1;
+            } else {
+                dropped.push(spares.swap_remove(index));
+            }
+        }
+    }
+    // Killed and reaped outside the lock.
+    drop(dropped);
+}
+
+/// Makes a spare for `order` unless one that serves it is ready; it replaces the spare of the
+/// same workspace made for another view or other settings (one idle tree per workspace).
+fn make(order: &Order) {
+    let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    let target = Target {
+        workspace: &order.workspace,
+        identity: order.identity,
+        cwd: &order.workspace,
+        host_temp_dir: None,
+        pty: false,
+        pty_slave: None,
+        repositories: None,
+    };
+    let Ok(plan) = platform::plan(&order.config, target, World::Built) else {
+        return;
+    };
+    {
+        let spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        if spares.iter().any(|idle| idle.setup.serves(&plan.setup)) {
+            return;
+        }
+    }
+    let Ok(idle) = spawn(plan.setup) else {
+        return;
+    };
+    let replaced: Vec<Idle> = {
+        let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        let same_workspace = |other: &Idle| match (&other.setup.namespaces, &idle.setup.namespaces)
+        {
+            (Some(theirs), Some(mine)) => {
+                Arc::ptr_eq(&theirs.base, &mine.base)
+                    || (theirs.workspace == mine.workspace && theirs.identity == mine.identity)
+            }
+            _ => false,
+        };
+        let (replaced, keep): (Vec<Idle>, Vec<Idle>) = std::mem::take(&mut *spares)
+            .into_iter()
+            .partition(same_workspace);
+        *spares = keep;
+        spares.push(idle);
+        replaced
+    };
+    drop(replaced);
+}
+
+/// Forks the spare's relay (which returns once its init is ready) with `setup` and the ends
+/// of a go, a result and an output pipe.
+fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
+    let pipe = || -> io::Result<(OwnedFd, OwnedFd)> {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
+    };
+    let (go_read, go_write) = pipe()?;
+    let (result_read, result_write) = pipe()?;
+    let (output_read, output_write) = pipe()?;
+    let namespaces = setup
+        .namespaces
+        .as_mut()
+        .ok_or_else(|| io::Error::other("not a namespaced setup"))?;
+    namespaces.spare = Some(SpareEnds {
+        go: go_read.as_raw_fd(),
+        result: result_write.as_raw_fd(),
+        area: PlanArea::new()?,
+    });
+    let setup = Arc::new(setup);
+    // The one other place a process is made for a model's command (see `exec::new_process`):
+    // the relay never `exec`s this program; the command `exec`s what the go message says.
+    #[allow(clippy::disallowed_methods)]
+    let mut command = std::process::Command::new("/bin/sh");
+    command
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(output_write.try_clone()?))
+        .stderr(Stdio::from(output_write));
+    Arc::clone(&setup).install_std(&mut command);
+    let child = command.spawn()?;
+    // Our copies of the init's ends and of the output's write end close now.
+    drop(go_read);
+    drop(result_write);
+    command.stdout(Stdio::null()).stderr(Stdio::null());
+    Ok(Idle {
+        setup,
+        child: Some(child),
+        go: std::fs::File::from(go_write),
+        result: std::fs::File::from(result_read),
+        output: Some(output_read),
+        _command: command,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    //! Real spares, real commands. Each test runs in its own process under nextest; the
+    //! counters and the switch are process-wide.
+    use std::os::unix::fs::MetadataExt;
+    use std::time::Duration;
+
+    use clawsmith_protocol::CancellationSignal;
+
+    use super::*;
+    use crate::child::{PLAN_BYTES, PLAN_POINTERS};
+    use crate::{CommandOutcome, CommandRequest, ExitKind, KernelSupport, run_command};
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        workspace: PathBuf,
+    }
+
+    /// A workspace under /var/tmp (the built view hides the host's /tmp), with a repository
+    /// whose `.git` the command's view pins.
+    fn fixture() -> Option<Fixture> {
+        let support = KernelSupport::probe();
+        if support.landlock_abi.is_none() || !support.seccomp || !support.user_namespaces {
+            eprintln!("SKIP: the kernel cannot run the built view ({support:?})");
+            return None;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        for path in ["ws/sub", "ws/.git/hooks", "outside", "tmp"] {
+            std::fs::create_dir_all(dir.path().join(path)).unwrap();
+        }
+        std::fs::write(dir.path().join("ws/.git/config"), "").unwrap();
+        let workspace = dir.path().join("ws").canonicalize().unwrap();
+        Some(Fixture { dir, workspace })
+    }
+
+    impl Fixture {
+        fn config(&self) -> SandboxConfig {
+            let mut config = SandboxConfig::new(&self.workspace);
+            config.temp_root = Some(self.dir.path().join("tmp"));
+            let meta = std::fs::metadata(&self.workspace).unwrap();
+            config.workspace_identity = Some((meta.dev(), meta.ino()));
+            config
+        }
+    }
+
+    async fn run(config: &SandboxConfig, command: &str, cwd: Option<&str>) -> CommandOutcome {
+        let mut request = CommandRequest::new(command);
+        request.cwd = cwd.map(str::to_owned);
+        run_command(config, &request, &CancellationSignal::new())
+            .await
+            .unwrap()
+    }
+
+    /// Whether `idle` is a spare for `config`'s workspace (other tests of this process may
+    /// have spares of their own when the harness runs them in one process).
+    fn for_workspace(idle: &Idle, config: &SandboxConfig) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        idle.setup.namespaces.as_ref().is_some_and(|namespaces| {
+            namespaces.workspace.as_bytes() == config.workspace_root.as_os_str().as_bytes()
+        })
+    }
+
+    fn idle_count(config: &SandboxConfig) -> usize {
+        SPARES
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|idle| for_workspace(idle, config))
+            .count()
+    }
+
+    /// Waits (a harness deadline, not a timing assertion) until a spare is idle.
+    async fn spare_ready(config: &SandboxConfig) {
+        for _ in 0..1000 {
+            if idle_count(&config) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no spare was made");
+    }
+
+    fn started() -> u64 {
+        STARTED.load(Ordering::Relaxed)
+    }
+
+    /// Drops every idle spare and stops making them.
+    fn disable() {
+        ENABLED.store(false, Ordering::Relaxed);
+        drop(MAKING.lock().unwrap_or_else(PoisonError::into_inner));
+        let dropped = std::mem::take(&mut *SPARES.lock().unwrap_or_else(PoisonError::into_inner));
+        drop(dropped);
+    }
+
+    fn enable() {
+        ENABLED.store(true, Ordering::Relaxed);
+    }
+
+    /// Runs `command` through a spare (asserting it took one) after a warm-up command. A spare
+    /// made just before another process on the machine bound or removed a unix socket serves
+    /// no command (the cover list changed): then the command ran the ordinary way, and it runs
+    /// again (a few times at most) once the next spare is ready.
+    async fn through_spare(
+        config: &SandboxConfig,
+        command: &str,
+        cwd: Option<&str>,
+    ) -> CommandOutcome {
+        enable();
+        for _ in 0..5 {
+            if idle_count(&config) == 0 {
+                run(config, "true", None).await;
+                spare_ready(&config).await;
+            }
+            let before = started();
+            let outcome = run(config, command, cwd).await;
+            if started() == before + 1 {
+                return outcome;
+            }
+            spare_ready(&config).await;
+        }
+        panic!("{command} never went through a spare");
+    }
+
+    async fn the_ordinary_way(
+        config: &SandboxConfig,
+        command: &str,
+        cwd: Option<&str>,
+    ) -> CommandOutcome {
+        disable();
+        let before = started();
+        let outcome = run(config, command, cwd).await;
+        assert_eq!(started(), before);
+        outcome
+    }
+
+    #[tokio::test]
+    async fn a_spare_and_the_ordinary_way_give_identical_results() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        let outside = fixture.dir.path().join("outside");
+        let table = [
+            ("env | sort", None),
+            ("pwd; echo $PWD", Some("sub")),
+            ("umask", None),
+            ("id", None),
+            // Mount points, options and sources, without the ids and device numbers.
+            (
+                "sed -E 's/^[0-9]+ [0-9]+ [0-9]+:[0-9]+ //' /proc/self/mountinfo",
+                None,
+            ),
+            ("ls -A /tmp /dev/shm; echo listed", None),
+            (
+                "echo $$ $PPID; cat /proc/1/status | grep -E '^(PPid|Pid):'",
+                None,
+            ),
+            ("ulimit -a", None),
+            (
+                "grep -E '^(NoNewPrivs|Seccomp|Cap(Inh|Prm|Eff|Bnd|Amb)):' /proc/self/status",
+                None,
+            ),
+            (
+                "hostname; readlink /proc/self/ns/pid /proc/self/ns/ipc | wc -l",
+                None,
+            ),
+            (
+                "echo x > .git/hooks/pre-commit; echo $?; echo y > .git/config; echo $?",
+                None,
+            ),
+            ("mv .git .git2; echo $?", None),
+            // `ls` alone is `exec`ed directly (no bash), with bash's variables.
+            ("ls -a", Some("sub")),
+            ("/usr/bin/env", Some("sub")),
+        ];
+        let table: Vec<(String, Option<&str>)> = table
+            .into_iter()
+            .map(|(command, cwd)| (command.to_owned(), cwd))
+            .chain([(format!("touch {}/x 2>&1; echo $?", outside.display()), None)])
+            .collect();
+        for (command, cwd) in &table {
+            let ordinary = the_ordinary_way(&config, command, *cwd).await;
+            let spare = through_spare(&config, command, *cwd).await;
+            assert_eq!(spare.output, ordinary.output, "{command}");
+            assert_eq!(spare.exit, ordinary.exit, "{command}");
+            assert_eq!(spare.sandbox, ordinary.sandbox, "{command}");
+            assert!(!outside.join("x").exists());
+        }
+        // The view really is the confined one (not merely equal to something else).
+        let status = through_spare(
+            &config,
+            "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; ls -A /tmp | wc -l",
+            None,
+        )
+        .await;
+        assert_eq!(status.output, "NoNewPrivs:\t1\nSeccomp:\t2\n0\n");
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_in_a_spare_fails_as_the_ordinary_way() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        for command in ["/nonexistent/program", "./missing-script.sh"] {
+            let ordinary = the_ordinary_way(&config, command, None).await;
+            let spare = through_spare(&config, command, None).await;
+            assert_eq!(spare.output, ordinary.output, "{command}");
+            assert_eq!(spare.exit, ordinary.exit, "{command}");
+            assert_eq!(spare.exit, ExitKind::Code(127), "{command}");
+        }
+    }
+
+    /// The pid of the idle spare's relay and of its init.
+    fn idle_tree(config: &SandboxConfig) -> (i32, i32) {
+        let spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = spares
+            .iter()
+            .find(|idle| for_workspace(idle, config))
+            .unwrap();
+        let relay = idle.child.as_ref().unwrap().id() as i32;
+        let children =
+            std::fs::read_to_string(format!("/proc/{relay}/task/{relay}/children")).unwrap();
+        let init = children.split_whitespace().next().unwrap().parse().unwrap();
+        (relay, init)
+    }
+
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                stat.rsplit_once(')')
+                    .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(false)
+    }
+
+    #[tokio::test]
+    async fn a_spare_killed_from_outside_is_replaced_and_the_command_still_runs_confined() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        for victim in ["relay", "init"] {
+            run(&config, "true", None).await;
+            spare_ready(&config).await;
+            let (relay, init) = idle_tree(&config);
+            let pid = if victim == "relay" { relay } else { init };
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            )
+            .unwrap();
+            // Harness deadline: the init follows the relay (or the relay the init).
+            for _ in 0..500 {
+                if !alive(init) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(!alive(init), "{victim}: the init outlived the kill");
+            let before = started();
+            let outcome = run(
+                &config,
+                "grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status; echo $$",
+                None,
+            )
+            .await;
+            assert_eq!(outcome.exit, ExitKind::Code(0), "{victim}");
+            assert_eq!(
+                outcome.output, "NoNewPrivs:\t1\nSeccomp:\t2\n2\n",
+                "{victim}"
+            );
+            assert_eq!(started(), before, "{victim}: a dead spare was used");
+            assert!(outcome.sandbox.confined);
+        }
+        // And the spare made after that serves again.
+        let outcome = through_spare(&config, "echo again", None).await;
+        assert_eq!(outcome.output, "again\n");
+    }
+
+    #[test]
+    fn concurrent_commands_over_one_view_each_get_their_own_tree() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap();
+        enable();
+        runtime.block_on(async {
+            run(&config, "true", None).await;
+            spare_ready(&config).await;
+        });
+        let before = started();
+        let outputs = runtime.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for index in 0..12 {
+                let config = config.clone();
+                tasks.spawn(async move {
+                    let script = format!(
+                        "ls -A /tmp | wc -l; echo {index} > /tmp/mine; sleep 0.05; cat /tmp/mine; echo $$"
+                    );
+                    (index, run(&config, &script, None).await)
+                });
+            }
+            let mut outputs = Vec::new();
+            while let Some(joined) = tasks.join_next().await {
+                outputs.push(joined.unwrap());
+            }
+            outputs
+        });
+        assert!(started() > before, "no command went through a spare");
+        for (index, outcome) in outputs {
+            // Its own empty /tmp, its own PID namespace (pid 2 under its init).
+            assert_eq!(outcome.output, format!("0\n{index}\n2\n"));
+            assert!(
+                nix::sys::signal::killpg(nix::unistd::Pid::from_raw(outcome.process_group), None)
+                    .is_err()
+            );
+        }
+    }
+
+    /// The direct children of this process (threads' children included).
+    fn children() -> Vec<String> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            found.extend(text.split_whitespace().map(str::to_owned));
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn two_hundred_spawns_leave_no_descriptor_and_no_process() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let open_fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+        disable();
+        let before = open_fds();
+        enable();
+        let first = started();
+        let mut groups = Vec::new();
+        for index in 0..200 {
+            let command = match index % 3 {
+                0 => "true".to_owned(),
+                1 => format!("echo {index} > /tmp/mine; cat /tmp/mine"),
+                _ => format!("setsid sleep 30 & (sleep 30 &); echo {index}"),
+            };
+            let outcome = run(&config, &command, None).await;
+            assert_eq!(outcome.exit, ExitKind::Code(0), "{command}");
+            if index % 3 != 0 {
+                assert_eq!(outcome.output, format!("{index}\n"), "{command}");
+            }
+            groups.push(outcome.process_group);
+            assert!(
+                !alive(outcome.process_group),
+                "{command}: its relay is left"
+            );
+        }
+        assert!(started() > first, "no command went through a spare");
+        // Without the idle spare (three descriptors and a relay), nothing is left but the
+        // descriptors of prepared views built anew meanwhile (three each, at most eight kept: a
+        // unix socket bound or removed anywhere on the machine changes what a view must cover).
+        disable();
+        let after = open_fds();
+        assert!(
+            after <= before + 24,
+            "descriptors leaked: {before} before, {after} after"
+        );
+        assert_eq!(children(), Vec::<String>::new(), "processes left");
+    }
+
+    #[tokio::test]
+    async fn a_plan_over_the_fixed_capacity_goes_the_ordinary_way() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        let long_text = format!("echo {} | wc -c", "x".repeat(PLAN_BYTES + 1000));
+        // `basename` is not a builtin: `exec`ed directly, each argument a pointer.
+        let many_arguments = format!("basename -a{}", " a".repeat(PLAN_POINTERS + 10));
+        for (command, expected) in [
+            (long_text, format!("{}\n", PLAN_BYTES + 1001)),
+            (many_arguments, "a\n".repeat(PLAN_POINTERS + 10)),
+        ] {
+            run(&config, "true", None).await;
+            spare_ready(&config).await;
+            let before = started();
+            let outcome = run(&config, &command, None).await;
+            assert_eq!(outcome.exit, ExitKind::Code(0));
+            assert_eq!(outcome.output, expected);
+            assert_eq!(started(), before, "an over-capacity plan went to a spare");
+            // The spare taken for it was killed, not left idle.
+            assert!(outcome.sandbox.confined);
+        }
+        // A command that fits still takes the next spare.
+        assert_eq!(
+            through_spare(&config, "echo fits", None).await.output,
+            "fits\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_socket_bound_after_the_spare_was_made_is_covered() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let socket = fixture.dir.path().join("outside/agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let before = started();
+        let probe = format!(
+            "test -S {0} && echo socket; test -c {0} && echo covered",
+            socket.display()
+        );
+        let outcome = run(&config, &probe, None).await;
+        assert_eq!(outcome.output, "covered\n");
+        assert_eq!(
+            started(),
+            before,
+            "the stale spare served a changed cover list"
+        );
+        // The next spare is made for the new view and covers it too.
+        let outcome = through_spare(&config, &probe, None).await;
+        assert_eq!(outcome.output, "covered\n");
+    }
+
+    /// The child mode of `a_killed_owner_leaves_no_spare`: makes a spare, prints its relay's
+    /// and init's pids, and waits to be killed.
+    async fn child_mode_holds_a_spare() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let (relay, init) = idle_tree(&config);
+        println!("SPARE {relay} {init}");
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    }
+
+    #[tokio::test]
+    #[allow(clippy::disallowed_methods)]
+    async fn a_killed_owner_leaves_no_spare() {
+        if std::env::var_os("CLAWSMITH_SPARE_CHILD").is_some() {
+            child_mode_holds_a_spare().await;
+            return;
+        }
+        if fixture().is_none() {
+            return;
+        }
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "spare::tests::a_killed_owner_leaves_no_spare",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CLAWSMITH_SPARE_CHILD", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        let pids = loop {
+            line.clear();
+            let read = io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+            assert!(read > 0, "the child ended without a spare");
+            // libtest's "test … ... " may precede it on the line.
+            if let Some((_, rest)) = line.trim().split_once("SPARE ") {
+                let pids: Vec<i32> = rest.split(' ').map(|pid| pid.parse().unwrap()).collect();
+                break pids;
+            }
+        };
+        assert!(pids.iter().all(|pid| alive(*pid)));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = child.wait();
+        // Harness deadline, not a timing assertion.
+        for _ in 0..500 {
+            if pids.iter().all(|pid| !alive(*pid)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let left: Vec<i32> = pids.into_iter().filter(|pid| alive(*pid)).collect();
+        assert!(left.is_empty(), "kill -9 of the owner left {left:?}");
+    }
+}
