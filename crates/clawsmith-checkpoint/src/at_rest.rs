@@ -65,32 +65,35 @@ pub(crate) fn arguments(text: &str) -> String {
 /// (the same text; [`fill_legacy_output`] puts it back), and its display body too when that is
 /// the same text (a whole file read: [`fill_display_body`] puts it back). What is left is masked.
 pub(crate) fn event_json(
-    event: &Event,
+    event: &mut Event,
     message_content: Option<&str>,
 ) -> Result<(String, bool), StoreError> {
-    match (&event.payload, message_content) {
+    let (output, body) = match (&mut event.payload, message_content) {
         (EventPayload::ToolCompleted(completed), Some(content)) => {
-            let mut completed = completed.clone();
-            completed.output = String::new();
+            // The texts left out are taken out while the rest is written and put back after
+            // (the caller hands the event on whole): no copy of a result's text (issue 15).
+            let output = std::mem::take(&mut completed.output);
             // The body as the core left it is masked already; when it equals the message's text,
             // that text had nothing to mask, and the message holds it (masked by the store).
-            let body_in_message = match &mut completed.result.display {
-                Some(display) if display.body.as_deref() == Some(content) => {
-                    display.body = None;
-                    true
-                }
-                _ => false,
+            let body = match &mut completed.result.display {
+                Some(display) if display.body.as_deref() == Some(content) => display.body.take(),
+                _ => None,
             };
-            let stored = Event {
-                session_id: event.session_id.clone(),
-                sequence: event.sequence,
-                timestamp_ms: event.timestamp_ms,
-                payload: EventPayload::ToolCompleted(completed),
-            };
-            Ok((redacted_json(&stored, "storing an event")?, body_in_message))
+            (Some(output), body)
         }
-        _ => Ok((redacted_json(event, "storing an event")?, false)),
+        _ => (None, None),
+    };
+    let body_in_message = body.is_some();
+    let json = redacted_json(&*event, "storing an event");
+    if let EventPayload::ToolCompleted(completed) = &mut event.payload {
+        if let Some(output) = output {
+            completed.output = output;
+        }
+        if let (Some(body), Some(display)) = (body, &mut completed.result.display) {
+            display.body = Some(body);
+        }
     }
+    Ok((json?, body_in_message))
 }
 
 /// Gives a stored `tool.completed` whose `output` was left out the content of its tool message.

@@ -229,7 +229,8 @@ fn the_legacy_output_is_stored_once_and_arguments_are_bounded() {
 
 /// A read's display body is the file's text, as is its tool message: the log holds the text
 /// once and every reader (a page of events, a fork) gets the body back; a body that differs
-/// from the text (clipped, or masked where the model's copy is not) is stored as it is.
+/// from the text (clipped, or masked where the model's copy is not) is stored as it is. The event
+/// handed back (to the sinks) keeps its body and legacy output.
 #[test]
 fn a_display_body_equal_to_the_tool_message_is_stored_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -252,15 +253,12 @@ fn a_display_body_equal_to_the_tool_message_is_stored_once() {
         let completed = ToolCompleted::new(*id, "t", "read_file", &result);
         let message =
             ModelMessage::tool_result(*id, "read_file", content.clone(), result.summary());
-        store
-            .close_call(
-                "s",
-                None,
-                EventPayload::ToolCompleted(completed),
-                1,
-                &message,
-            )
+        let given = EventPayload::ToolCompleted(completed);
+        let stored = store
+            .close_call("s", None, given.clone(), 1, &message)
             .unwrap();
+        // What the sinks get is the event as given: the texts left out of the row are back.
+        assert_eq!(stored.payload, given, "{id}");
     }
     store.fork_session("s", "f").unwrap();
     for session in ["s", "f"] {
