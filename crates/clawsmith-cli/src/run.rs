@@ -661,7 +661,8 @@ pub fn turn(
 
 /// `mcp`: the frozen table over the Model Context Protocol on stdio, one long-lived session.
 pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
-    let runtime = runtime()?;
+    // clawsmith-mcp: one thread, no task hand-offs between workers (issue 15).
+    let runtime = clawsmith_mcp::stdio_runtime().context("starting the async runtime")?;
     let eliciting = clawsmith_mcp::ElicitingApprover::new();
     let approver: Arc<dyn Approver> = eliciting.clone();
     // Checked before anything is created in the state directory; the log directory of this

@@ -21,6 +21,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
@@ -61,7 +62,8 @@ pub(crate) fn refusal(id: Option<&Value>, code: ErrorCode, message: &str) -> Val
 type ParamsCheck = fn(Option<&Value>) -> Result<(), String>;
 
 fn typed<T: serde::de::DeserializeOwned>(params: Option<&Value>) -> Result<(), String> {
-    serde_json::from_value::<T>(params.cloned().unwrap_or(Value::Null))
+    // Read from the borrowed value: no copy of the parameters to check them.
+    T::deserialize(params.unwrap_or(&Value::Null))
         .map(drop)
         .map_err(|error| error.to_string())
 }
@@ -156,7 +158,7 @@ pub(crate) fn inspect(line: &[u8]) -> Inbound {
             &format!("Invalid params for {method}: {error}"),
         ));
     }
-    match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(value.clone()) {
+    match RxJsonRpcMessage::<RoleServer>::deserialize(&value) {
         Ok(message) => Inbound::Message(Box::new(message)),
         // A request we cannot read is answered; notifications and answers are never answered
         // (an error in reply to a reply invites an echo storm).

@@ -34,6 +34,12 @@
 //!   (`clawsmith undo`, a CLI `call` on the same session): that process gets the session between
 //!   two calls, as when the lease was taken per turn, and the connection's next call waits for
 //!   it, then runs recovery if the session changed meanwhile.
+//! - **`clawsmith mcp` runs on one thread** ([`stdio_runtime`], issue 15): a call's hand-offs
+//!   between tasks (reading, rmcp's handler, the core's tasks, writing) woke the multi-thread
+//!   runtime's idle worker each time. A file tool, which works synchronously within its limits,
+//!   then delays a `notifications/cancelled` or a signal until it returns; tools that wait
+//!   (commands, LSP, web, external MCP) are cancelled while they run. [`serve_stdio`] also keeps
+//!   freed memory with glibc instead of trimming it at every call (page faults 30 → 3 a call).
 //! - **The wire mirrors the result protocol.** `isError` is "status other than success";
 //!   `content` is one text block with exactly the text the model would see; `structuredContent`
 //!   is the light result metadata (`version`, `status`, `code`, `retryable`, `artifact`, as in
@@ -155,6 +161,6 @@ pub use crate::error::McpError;
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION,
-    ServerOptions, serve, serve_io, serve_stdio,
+    ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,
 };
 pub use crate::transport::MAX_ANSWER_LINE_BYTES;

@@ -357,9 +357,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("serve") => {
             // The runtime `clawsmith mcp` uses, dropped as it drops it once serving returns.
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
+            let runtime = clawsmith_mcp::stdio_runtime()?;
             runtime.block_on(serve(&arguments[1..]))?;
         }
         Some(mode) => {
