@@ -594,10 +594,14 @@ impl SpawnRequest<'_> {
         };
         if let (Some(exec), true, World::Built) = (&exec, self.spare, world) {
             let started = self.start_spare(&plan, exec);
-            // The next spare is made while this command runs.
-            crate::spare::order(config, self.workspace, self.identity);
+            // The next spare is made while this command runs: from this command's own setup
+            // when a spare made it unnecessary.
+            if !matches!(started, Some(Ok(_))) {
+                crate::spare::order(config, self.workspace, self.identity);
+            }
             match started {
                 Some(Ok((child, output))) => {
+                    crate::spare::order_from(plan.setup);
                     let pid = child
                         .id()
                         .and_then(|id| i32::try_from(id).ok())

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use crate::child::{self, ChildSetup, PlanArea, SpareEnds};
@@ -152,32 +152,108 @@ static MAKING: Mutex<()> = Mutex::new(());
 /// How many commands a spare started.
 static STARTED: AtomicU64 = AtomicU64::new(0);
 
-/// The idle spares, one per workspace (and so per prepared view) at most.
-static SPARES: Mutex<Vec<Idle>> = Mutex::new(Vec::new());
+/// How long a command waits for the spare being made for its workspace before it goes the
+/// ordinary way (that spare has a head start on anything the command would do itself).
+const WAIT_FOR_PENDING: Duration = Duration::from_millis(20);
+
+/// The idle spares (one per workspace at most) and the workspaces a spare is being made for
+/// (one entry per order not yet done).
+struct State {
+    idle: Vec<Idle>,
+    pending: Vec<Vec<u8>>,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    idle: Vec::new(),
+    pending: Vec::new(),
+});
+
+/// Signalled whenever an order is done (a spare made or not).
+static DONE: Condvar = Condvar::new();
+
+fn state() -> std::sync::MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// The spares' thread's order queue.
 static ORDERS: OnceLock<mpsc::Sender<Order>> = OnceLock::new();
 
-/// What a spare is made for.
-struct Order {
-    config: SandboxConfig,
-    workspace: PathBuf,
-    identity: (u64, u64),
+/// What a spare is made from.
+enum Order {
+    /// A command's own setup, unused because a spare ran it: the next spare's, as it is (the
+    /// per-command parts in it — working directory, `.git` pins — come from each go message).
+    Setup(Box<ChildSetup>),
+    /// Planned on the spares' thread.
+    Plan {
+        config: Box<SandboxConfig>,
+        workspace: PathBuf,
+        identity: (u64, u64),
+    },
 }
 
-/// Takes the spare that makes the same tree as `request` would, if one is ready.
+impl Order {
+    /// The workspace it is for, as the spare's setup names it.
+    fn workspace(&self) -> Vec<u8> {
+        use std::os::unix::ffi::OsStrExt;
+        match self {
+            Order::Setup(setup) => setup
+                .namespaces
+                .as_ref()
+                .map(|namespaces| namespaces.workspace.as_bytes().to_vec())
+                .unwrap_or_default(),
+            Order::Plan { workspace, .. } => workspace.as_os_str().as_bytes().to_vec(),
+        }
+    }
+}
+
+/// Takes the spare that makes the same tree as `request` would: one that is idle, or the one
+/// being made for its workspace once it is ready (waiting [`WAIT_FOR_PENDING`] at most).
 pub(crate) fn take(request: &ChildSetup) -> Option<Idle> {
     if !ENABLED.load(Ordering::Relaxed) {
         return None;
     }
-    let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
-    let index = spares.iter().position(|idle| idle.setup.serves(request))?;
-    Some(spares.swap_remove(index))
+    let workspace = request.namespaces.as_ref()?.workspace.as_bytes();
+    let deadline = std::time::Instant::now() + WAIT_FOR_PENDING;
+    let mut state = state();
+    loop {
+        if let Some(index) = state
+            .idle
+            .iter()
+            .position(|idle| idle.setup.serves(request))
+        {
+            return Some(state.idle.swap_remove(index));
+        }
+        if !state.pending.iter().any(|pending| pending == workspace) {
+            return None;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        state = DONE
+            .wait_timeout(state, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
 }
 
 /// Asks the spares' thread for a spare for commands of `config` in `workspace` (nothing
 /// happens when one that serves them is ready).
 pub(crate) fn order(config: &SandboxConfig, workspace: &Path, identity: (u64, u64)) {
+    send(Order::Plan {
+        config: Box::new(config.clone()),
+        workspace: workspace.to_path_buf(),
+        identity,
+    });
+}
+
+/// Asks the spares' thread for a spare made from `setup`, a command's own setup that a spare
+/// made unnecessary (so the next spare needs no planning of its own).
+pub(crate) fn order_from(setup: ChildSetup) {
+    send(Order::Setup(Box::new(setup)));
+}
+
+fn send(order: Order) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
@@ -189,19 +265,34 @@ pub(crate) fn order(config: &SandboxConfig, workspace: &Path, identity: (u64, u6
             .spawn(move || spares_thread(&orders));
         sender
     });
-    let _ = sender.send(Order {
-        config: config.clone(),
-        workspace: workspace.to_path_buf(),
-        identity,
-    });
+    let workspace = order.workspace();
+    state().pending.push(workspace.clone());
+    if sender.send(order).is_err() {
+        done(&workspace);
+    }
+}
+
+/// One order for `workspace` is done.
+fn done(workspace: &[u8]) {
+    let mut state = state();
+    if let Some(index) = state
+        .pending
+        .iter()
+        .position(|pending| pending == workspace)
+    {
+        state.pending.swap_remove(index);
+    }
+    DONE.notify_all();
 }
 
 fn spares_thread(orders: &mpsc::Receiver<Order>) {
     loop {
         match orders.recv_timeout(PRUNE_EVERY) {
             Ok(order) => {
+                let workspace = order.workspace();
                 prune();
-                make(&order);
+                make(order);
+                done(&workspace);
             }
             Err(mpsc::RecvTimeoutError::Timeout) => prune(),
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
@@ -213,10 +304,10 @@ fn spares_thread(orders: &mpsc::Receiver<Order>) {
 fn prune() {
     let mut dropped = Vec::new();
     {
-        let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = state();
         let mut index = 0;
-        while index < spares.len() {
-            let idle = &mut spares[index];
+        while index < state.idle.len() {
+            let idle = &mut state.idle[index];
             let alive = idle
                 .child
                 .as_mut()
@@ -229,7 +320,7 @@ fn prune() {
             if alive && current {
                 index += 1;
             } else {
-                dropped.push(spares.swap_remove(index));
+                dropped.push(state.idle.swap_remove(index));
             }
         }
     }
@@ -239,34 +330,41 @@ fn prune() {
 
 /// Makes a spare for `order` unless one that serves it is ready; it replaces the spare of the
 /// same workspace made for another view or other settings (one idle tree per workspace).
-fn make(order: &Order) {
+fn make(order: Order) {
     let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
-    let target = Target {
-        workspace: &order.workspace,
-        identity: order.identity,
-        cwd: &order.workspace,
-        host_temp_dir: None,
-        pty: false,
-        pty_slave: None,
-        repositories: None,
-    };
-    let Ok(plan) = platform::plan(&order.config, target, World::Built) else {
-        return;
-    };
-    {
-        let spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
-        if spares.iter().any(|idle| idle.setup.serves(&plan.setup)) {
-            return;
+    let setup = match order {
+        Order::Setup(setup) => *setup,
+        Order::Plan {
+            config,
+            workspace,
+            identity,
+        } => {
+            let target = Target {
+                workspace: &workspace,
+                identity,
+                cwd: &workspace,
+                host_temp_dir: None,
+                pty: false,
+                pty_slave: None,
+                repositories: None,
+            };
+            let Ok(plan) = platform::plan(&config, target, World::Built) else {
+                return;
+            };
+            plan.setup
         }
+    };
+    if state().idle.iter().any(|idle| idle.setup.serves(&setup)) {
+        return;
     }
-    let Ok(idle) = spawn(plan.setup) else {
+    let Ok(idle) = spawn(setup) else {
         return;
     };
     let replaced: Vec<Idle> = {
-        let mut spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut state = state();
         let same_workspace = |other: &Idle| match (&other.setup.namespaces, &idle.setup.namespaces)
         {
             (Some(theirs), Some(mine)) => {
@@ -275,11 +373,11 @@ fn make(order: &Order) {
             }
             _ => false,
         };
-        let (replaced, keep): (Vec<Idle>, Vec<Idle>) = std::mem::take(&mut *spares)
+        let (replaced, keep): (Vec<Idle>, Vec<Idle>) = std::mem::take(&mut state.idle)
             .into_iter()
             .partition(same_workspace);
-        *spares = keep;
-        spares.push(idle);
+        state.idle = keep;
+        state.idle.push(idle);
         replaced
     };
     drop(replaced);
@@ -393,9 +491,8 @@ mod tests {
     }
 
     fn idle_count(config: &SandboxConfig) -> usize {
-        SPARES
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        state()
+            .idle
             .iter()
             .filter(|idle| for_workspace(idle, config))
             .count()
@@ -404,7 +501,7 @@ mod tests {
     /// Waits (a harness deadline, not a timing assertion) until a spare is idle.
     async fn spare_ready(config: &SandboxConfig) {
         for _ in 0..1000 {
-            if idle_count(&config) > 0 {
+            if idle_count(config) > 0 {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -420,7 +517,7 @@ mod tests {
     fn disable() {
         ENABLED.store(false, Ordering::Relaxed);
         drop(MAKING.lock().unwrap_or_else(PoisonError::into_inner));
-        let dropped = std::mem::take(&mut *SPARES.lock().unwrap_or_else(PoisonError::into_inner));
+        let dropped = std::mem::take(&mut state().idle);
         drop(dropped);
     }
 
@@ -439,16 +536,16 @@ mod tests {
     ) -> CommandOutcome {
         enable();
         for _ in 0..5 {
-            if idle_count(&config) == 0 {
+            if idle_count(config) == 0 {
                 run(config, "true", None).await;
-                spare_ready(&config).await;
+                spare_ready(config).await;
             }
             let before = started();
             let outcome = run(config, command, cwd).await;
             if started() == before + 1 {
                 return outcome;
             }
-            spare_ready(&config).await;
+            spare_ready(config).await;
         }
         panic!("{command} never went through a spare");
     }
@@ -541,8 +638,9 @@ mod tests {
 
     /// The pid of the idle spare's relay and of its init.
     fn idle_tree(config: &SandboxConfig) -> (i32, i32) {
-        let spares = SPARES.lock().unwrap_or_else(PoisonError::into_inner);
-        let idle = spares
+        let state = state();
+        let idle = state
+            .idle
             .iter()
             .find(|idle| for_workspace(idle, config))
             .unwrap();
