@@ -454,7 +454,10 @@ mod tests {
             eprintln!("SKIP: the kernel cannot run the built view ({support:?})");
             return None;
         }
-        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        // A child killed by its test makes its fixture where that test removes it.
+        let parent = std::env::var_os("CLAWSMITH_SPARE_CHILD")
+            .map_or_else(|| PathBuf::from("/var/tmp"), PathBuf::from);
+        let dir = tempfile::tempdir_in(parent).unwrap();
         for path in ["ws/sub", "ws/.git/hooks", "outside", "tmp"] {
             std::fs::create_dir_all(dir.path().join(path)).unwrap();
         }
@@ -874,9 +877,7 @@ mod tests {
             child_mode_holds_a_spare().await;
             return;
         }
-        if fixture().is_none() {
-            return;
-        }
+        let Some(fixture) = fixture() else { return };
         let mut child = std::process::Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -884,7 +885,7 @@ mod tests {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env("CLAWSMITH_SPARE_CHILD", "1")
+            .env("CLAWSMITH_SPARE_CHILD", fixture.dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
