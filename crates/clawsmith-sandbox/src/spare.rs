@@ -3,9 +3,11 @@
 //! A sandboxed spawn forks the relay from clawsmith, enters the prepared view's namespaces,
 //! unshares the per-command ones, clones the init and mounts the command's own `/proc`, `/tmp`,
 //! `/dev/shm` and `/dev/pts` — all before the command can start. None of that depends on the
-//! command, so for each prepared view (a base of `platform.rs`) one such tree is kept ready: a
-//! **spare**, made on this module's own thread after a `run_command` took the previous one (or
-//! found none). Its init waits for a **go message** on a pipe: the command's program, arguments,
+//! command, so for each workspace (and so each prepared view, a base of `platform.rs`) one such
+//! tree is kept ready: a **spare**, made on this module's own thread after a `run_command` took
+//! the previous one — from that command's own setup, which the spare made unnecessary — or found
+//! none (then planned on the thread). A command that finds no idle spare while one is being made
+//! for its workspace waits for it, [`WAIT_FOR_PENDING`] at most. Its init waits for a **go message** on a pipe: the command's program, arguments,
 //! environment, working directory and `.git` pins ([`child::go_message`]); it then checks what
 //! may have changed since (every covered path still covered), pins, enters the working
 //! directory and starts the command exactly as the ordinary way does (`child::Tree`).
@@ -18,7 +20,7 @@
 //! without standard input and with merged output takes spares (its output pipe is the spare's);
 //! PTY and background commands keep the ordinary way.
 //!
-//! Lifetime: a spare is one relay and one init, idle, per prepared view at most. It is killed
+//! Lifetime: a spare is one relay and one init, idle, per workspace at most. It is killed
 //! when its view is dropped, expires or is replaced (checked on this thread every few seconds
 //! and whenever a spare is made), when clawsmith dies (the relay's lifeline, as for every
 //! tree; and its go pipe hangs up), and a spare whose tree died meanwhile is seen at go time (the
