@@ -464,7 +464,13 @@ impl ClawsmithServer {
                 Some(token),
             )));
         }
-        let Some((tool_call_id, result)) = outcome.results.first() else {
+        let TurnOutcome {
+            session_id,
+            turn_id,
+            results,
+            ..
+        } = outcome;
+        let Some((tool_call_id, result)) = results.into_iter().next() else {
             return Err(McpError::Serve(format!(
                 "the core closed the turn of `{name}` without a result"
             )));
@@ -478,7 +484,8 @@ impl ClawsmithServer {
         }
         Ok(CallToolResponse::Complete(mcp_result(
             result,
-            &outcome,
+            session_id,
+            turn_id,
             tool_call_id,
         )))
     }
@@ -622,28 +629,32 @@ fn annotations(effective_risk: Risk) -> ToolAnnotations {
 
 /// `content` = the model text; `isError` = status other than success; `structuredContent` =
 /// the result metadata (`version`, `status`, `code`, `retryable`, `artifact`) plus the ids that
-/// locate the call (`sessionId`, `turnId`, `toolCallId`).
+/// locate the call (`sessionId`, `turnId`, `toolCallId`). The result's text moves into the
+/// answer (a `read_file` result is the whole file: no copy of it).
 fn mcp_result(
-    result: &ToolExecutionResult,
-    outcome: &TurnOutcome,
-    tool_call_id: &str,
+    result: ToolExecutionResult,
+    session_id: String,
+    turn_id: String,
+    tool_call_id: String,
 ) -> CallToolResult {
-    let content = vec![ContentBlock::text(result.content.clone())];
-    let mut mcp = if result.status() == ToolStatus::Success {
+    let summary = result.summary();
+    let success = result.status() == ToolStatus::Success;
+    let content = vec![ContentBlock::text(result.content)];
+    let mut mcp = if success {
         CallToolResult::success(content)
     } else {
         CallToolResult::error(content)
     };
-    let mut structured = serde_json::to_value(result.summary())
+    let mut structured = serde_json::to_value(summary)
         .ok()
         .and_then(|value| match value {
             serde_json::Value::Object(map) => Some(map),
             _ => None,
         })
         .unwrap_or_default();
-    structured.insert("sessionId".to_owned(), outcome.session_id.clone().into());
-    structured.insert("turnId".to_owned(), outcome.turn_id.clone().into());
-    structured.insert("toolCallId".to_owned(), tool_call_id.to_owned().into());
+    structured.insert("sessionId".to_owned(), session_id.into());
+    structured.insert("turnId".to_owned(), turn_id.into());
+    structured.insert("toolCallId".to_owned(), tool_call_id.into());
     mcp.structured_content = Some(serde_json::Value::Object(structured));
     mcp
 }
