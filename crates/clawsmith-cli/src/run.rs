@@ -661,7 +661,7 @@ pub fn turn(
 
 /// `mcp`: the frozen table over the Model Context Protocol on stdio, one long-lived session.
 pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
-    // clawsmith-mcp: one thread, no task hand-offs between workers (issue 15).
+    // clawsmith-mcp: a second worker keeps timeouts and signals live while a file tool works.
     let runtime = clawsmith_mcp::stdio_runtime().context("starting the async runtime")?;
     let eliciting = clawsmith_mcp::ElicitingApprover::new();
     let approver: Arc<dyn Approver> = eliciting.clone();

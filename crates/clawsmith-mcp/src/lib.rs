@@ -34,12 +34,11 @@
 //!   (`clawsmith undo`, a CLI `call` on the same session): that process gets the session between
 //!   two calls, as when the lease was taken per turn, and the connection's next call waits for
 //!   it, then runs recovery if the session changed meanwhile.
-//! - **`clawsmith mcp` runs on one thread** ([`stdio_runtime`], issue 15): a call's hand-offs
-//!   between tasks (reading, rmcp's handler, the core's tasks, writing) woke the multi-thread
-//!   runtime's idle worker each time. A file tool, which works synchronously within its limits,
-//!   then delays a `notifications/cancelled` or a signal until it returns; tools that wait
-//!   (commands, LSP, web, external MCP) are cancelled while they run. [`serve_stdio`] also keeps
-//!   freed memory with glibc instead of trimming it at every call (page faults 30 → 3 a call).
+//! - **`clawsmith mcp` keeps a second worker** ([`stdio_runtime`]): one thread would save ~8% of
+//!   a `read_file` call's processor time (issue 15), but a file tool works synchronously, and a
+//!   read stuck on a hung mount would then hold back the call's timeout, cancellations, signals
+//!   and every other request. [`serve_stdio`] keeps freed memory with glibc instead of trimming
+//!   it at every call (page faults 30 → 3 a call).
 //! - **The wire mirrors the result protocol.** `isError` is "status other than success";
 //!   `content` is one text block with exactly the text the model would see; `structuredContent`
 //!   is the light result metadata (`version`, `status`, `code`, `retryable`, `artifact`, as in

@@ -160,23 +160,19 @@ pub async fn serve_stdio(core: Arc<AgentCore>, options: ServerOptions) -> Result
         .await
 }
 
-/// The runtime [`serve_stdio`] runs on in `clawsmith mcp`: the process's own thread, no worker
-/// threads (issue 15).
+/// The runtime [`serve_stdio`] runs on in `clawsmith mcp`: a worker per core, and at least two.
 ///
-/// A `tools/call` passes through several tasks: the connection's loop reads it, rmcp spawns a
-/// handler, the core runs the call in tasks of its own, the answer goes back through the loop to
-/// the writer task. On the multi-thread runtime each of those hand-offs could wake the other
-/// worker, which found nothing to steal and slept again: ~2.5 context switches a `read_file`
-/// call against ~1.5 on one thread (where the main one left is waiting for the client's next
-/// request), and ~8% more processor time.
-///
-/// The price: a tool that works synchronously holds the thread while it runs, so a
-/// `notifications/cancelled`, a signal or the call's timeout arriving meanwhile is acted on
-/// when it returns. Those are the file tools, bounded by their own limits (a search stops after
-/// 2,000 files or 2 MiB read, a glob after 20,000 files); commands, LSP, web and external MCP
-/// tools wait asynchronously and are cancelled while they run, as before.
+/// The file tools work synchronously inside their task, within their own limits (a search stops
+/// after 2,000 files or 2 MiB read, a glob after 20,000 files) — but a read on a hung network
+/// mount has no limit of its own. With a second worker the call's timeout, a
+/// `notifications/cancelled`, a signal and the other requests are still acted on while one
+/// tool holds a thread. One thread was measured (issue 15, ☉ in docs/benchmarks.md): ~1.2
+/// fewer context switches and ~8% less processor time a `read_file` call (the idle worker is
+/// woken at the hand-offs between the connection's tasks), and not taken for that reason.
 pub fn stdio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.max(2))
         .enable_all()
         .build()
 }
