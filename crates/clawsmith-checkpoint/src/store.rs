@@ -1404,6 +1404,17 @@ mod tests {
         longest
     }
 
+    /// Appends large messages until a commit leaves `frames` or more in the log, returning how
+    /// many it appended.
+    fn append_until_the_log_holds(store: &Store, frames: u32) -> usize {
+        let mut written = 0;
+        while store.checkpoint_status().1 < frames {
+            append_large_messages(store, 1);
+            written += 1;
+        }
+        written
+    }
+
     /// Waits until the background checkpoint thread has folded every frame of the log.
     fn wait_until_folded(store: &Store) {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -1424,11 +1435,7 @@ mod tests {
         let store = Store::open(&path).unwrap();
         store.create_session("s", "/w").unwrap();
         // Up to the threshold: the commit that reaches it starts the thread, which folds the log.
-        let mut written = 0;
-        while store.checkpoint_status().1 < CHECKPOINT_FRAMES {
-            append_large_messages(&store, 1);
-            written += 1;
-        }
+        let written = append_until_the_log_holds(&store, CHECKPOINT_FRAMES);
         // Writes paused, so the thread folds every frame (none by the writer: the log is far
         // from the inline bound), and the next write starts the log over (frames counted from
         // 1 again).
@@ -1466,11 +1473,7 @@ mod tests {
         // A log of CLOSE_CHECKPOINT_FRAMES or more (below the thread's threshold here) is
         // folded and emptied when the store closes.
         let store = Store::open(&path).unwrap();
-        let mut written = 10;
-        while store.checkpoint_status().1 < CLOSE_CHECKPOINT_FRAMES {
-            append_large_messages(&store, 1);
-            written += 1;
-        }
+        let written = 10 + append_until_the_log_holds(&store, CLOSE_CHECKPOINT_FRAMES);
         assert!(store.checkpoint_status().1 < CHECKPOINT_FRAMES);
         drop(store);
         assert_eq!(log_length(&path), 0, "the long log was left behind");
@@ -1487,11 +1490,7 @@ mod tests {
         let path = dir.path().join("db");
         let store = Store::open(&path).unwrap();
         store.create_session("s", "/w").unwrap();
-        let mut written = 0;
-        while store.checkpoint_status().1 < CLOSE_CHECKPOINT_FRAMES {
-            append_large_messages(&store, 1);
-            written += 1;
-        }
+        let written = append_until_the_log_holds(&store, CLOSE_CHECKPOINT_FRAMES);
         // Another process's reader in the middle of a read transaction.
         #[allow(clippy::disallowed_methods)]
         let mut reader = Connection::open(&path).unwrap();
