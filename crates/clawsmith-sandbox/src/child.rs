@@ -291,11 +291,16 @@ pub(crate) struct SpareEnds {
     /// The read end of the pipe the plan arrives on.
     pub(crate) go: RawFd,
     /// The write end of the pipe the init and the command report on: a 4-byte zero once the
-    /// command is about to start, an errno when setting up failed; end of file once the command
-    /// has `exec`ed (close-on-exec) or the tree died.
+    /// command is about to start, an errno when setting up failed, [`EXECED_WORD`] once the
+    /// command has `exec`ed, then the command's wait status when it has ended; end of file
+    /// when the init is gone (killed before the command ended: a hard stop).
     pub(crate) result: RawFd,
     pub(crate) area: PlanArea,
 }
+
+/// What a spare's init writes on the result pipe once the command has `exec`ed (not an errno,
+/// which is positive, nor the zero of "starting").
+pub(crate) const EXECED_WORD: i32 = -1;
 
 /// A command's plan as the init parsed it from the spare's [`PlanArea`].
 struct ReadPlan {
@@ -973,9 +978,18 @@ impl Tree<'_> {
                 (self as *const Tree<'_>).cast_mut().cast(),
             )
         })?;
-        // The init keeps only the status pipe: the command's output pipe and std's error pipe
-        // must close when the command's side does.
-        close_all_but(&[self.status.1]);
+        // The init keeps only the status pipe (and a spare's result pipe): the command's output
+        // pipe and std's error pipe must close when the command's side does.
+        let result = namespaces.spare.as_ref().map_or(-1, |spare| spare.result);
+        close_all_but(&[self.status.1, result]);
+        if result >= 0 {
+            // The command has `exec`ed (or exited after writing its setup errno first).
+            let word = EXECED_WORD.to_ne_bytes();
+            // SAFETY: write(2) of a stack buffer to our own descriptor.
+            unsafe {
+                libc::write(result, word.as_ptr().cast(), word.len());
+            }
+        }
         let mut command_status: libc::c_int = 0;
         loop {
             let mut status: libc::c_int = 0;
@@ -991,6 +1005,10 @@ impl Tree<'_> {
         }
         let bytes = command_status.to_ne_bytes();
         unsafe {
+            if result >= 0 {
+                // clawsmith reads it once this init is gone (its pidfd), without the relay.
+                libc::write(result, bytes.as_ptr().cast(), bytes.len());
+            }
             libc::write(self.status.1, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(0)
         }

@@ -56,6 +56,10 @@ pub(crate) struct Idle {
     go: std::fs::File,
     result: std::fs::File,
     output: Option<OwnedFd>,
+    /// A pidfd of its init (pid 1 of the command's PID namespace, a child of the relay):
+    /// readable once the init has exited, which is after the kernel killed and reaped every
+    /// other process of that namespace.
+    init: Option<OwnedFd>,
     /// The std `Command` the relay was forked from (it holds the setup): kept until the tree is
     /// gone, as `Spawned::plan`, so its pages are not freed while shared copy-on-write.
     _command: std::process::Command,
@@ -80,41 +84,66 @@ pub(crate) enum SpareFailure {
     Setup(io::Error),
 }
 
-/// A started command's relay from a spare, waited for through its pidfd (it was forked
-/// outside tokio, on the spares' thread, so tokio's child reaper does not know it).
+/// A started command of a spare, waited for through a pidfd of its **init**, not its relay:
+/// the init's exit comes after the kernel killed and reaped every process of the command's PID
+/// namespace (`setsid` and double forks included), and the init wrote the command's wait status
+/// on the result pipe before it. The relay (outside the namespace, running nothing of the
+/// command) exits on its own right after; it is reaped, and the spare's memory freed, on the
+/// spares' thread, so its exit — the teardown of its copy of clawsmith's address space and of
+/// the command's mount namespace — is not on the call's path.
 pub(crate) struct SpareChild {
-    idle: Idle,
-    pidfd: tokio::io::unix::AsyncFd<OwnedFd>,
+    /// `None` only while dropped.
+    idle: Option<Idle>,
+    init: tokio::io::unix::AsyncFd<OwnedFd>,
+    /// Whether the init was seen gone (then the relay needs no kill, only a reap).
+    finished: bool,
 }
 
 impl SpareChild {
     pub(crate) fn id(&self) -> Option<u32> {
-        self.idle.child.as_ref().map(std::process::Child::id)
+        self.idle
+            .as_ref()
+            .and_then(|idle| idle.child.as_ref())
+            .map(std::process::Child::id)
     }
 
-    /// Waits for the relay to exit and reaps it.
+    /// Waits for the init to exit (the whole command's namespace gone) and returns the
+    /// command's status as the relay would have mirrored it (`SIGKILL` when the init was killed
+    /// before the command ended).
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
-        loop {
-            if let Some(child) = self.idle.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                return Ok(status);
-            }
-            let mut ready = self.pidfd.readable().await?;
-            ready.clear_ready();
+        use std::os::unix::process::ExitStatusExt;
+        let _ready = self.init.readable().await?;
+        self.finished = true;
+        let idle = self
+            .idle
+            .as_mut()
+            .ok_or_else(|| io::Error::other("no spare"))?;
+        // Never blocks: the init, the pipe's last writer, is gone.
+        let mut word = [0u8; 4];
+        let status = match read_word(&mut idle.result, &mut word) {
+            Ok(()) => i32::from_ne_bytes(word),
+            Err(_) => libc::SIGKILL,
+        };
+        Ok(ExitStatus::from_raw(status))
+    }
+}
+
+impl Drop for SpareChild {
+    fn drop(&mut self) {
+        if let Some(idle) = self.idle.take()
+            && self.finished
+        {
+            reap_later(idle);
         }
+        // Otherwise (an abandoned call: its guard sent the hard stop) `Idle`'s drop kills the
+        // relay and reaps it here.
     }
 }
 
 impl Idle {
     /// Sends the command's plan and waits until it has `exec`ed (as `spawn` does).
     pub(crate) fn start(mut self, message: &[u8]) -> Result<(SpareChild, OwnedFd), SpareFailure> {
-        let pid = match self.child.as_ref() {
-            Some(child) => child.id() as i32,
-            None => return Err(SpareFailure::Dead),
-        };
-        // Opened before the go: the relay is our unreaped child, so its pid is still its own.
-        let pidfd = child::pidfd_open(pid).map_err(|_| SpareFailure::Dead)?;
+        let init = self.init.take().ok_or(SpareFailure::Dead)?;
         if self.go.write_all(message).is_err() {
             return Err(SpareFailure::Dead);
         }
@@ -127,16 +156,34 @@ impl Idle {
         if code != 0 {
             return Err(SpareFailure::Setup(io::Error::from_raw_os_error(code)));
         }
-        // "starting": now end of file once the command has `exec`ed, or its setup's errno.
+        // "starting": now the init's word once the command has `exec`ed, or its setup's errno
+        // (end of file: the init died meanwhile; the wait then reports `SIGKILL`).
         if read_word(&mut self.result, &mut word).is_ok() {
-            return Err(SpareFailure::Setup(io::Error::from_raw_os_error(
-                i32::from_ne_bytes(word),
-            )));
+            let code = i32::from_ne_bytes(word);
+            if code != child::EXECED_WORD {
+                return Err(SpareFailure::Setup(io::Error::from_raw_os_error(code)));
+            }
         }
         let output = self.output.take().ok_or(SpareFailure::Dead)?;
-        let pidfd = child::async_pidfd(pidfd).map_err(|_| SpareFailure::Dead)?;
+        let init = child::async_pidfd(init).map_err(|_| SpareFailure::Dead)?;
         STARTED.fetch_add(1, Ordering::Relaxed);
-        Ok((SpareChild { idle: self, pidfd }, output))
+        Ok((
+            SpareChild {
+                idle: Some(self),
+                init,
+                finished: false,
+            },
+            output,
+        ))
+    }
+}
+
+impl Idle {
+    /// Reaps the relay of a command that ended (it exits on its own once its init is gone).
+    fn reap(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
     }
 }
 
@@ -191,6 +238,9 @@ enum Order {
         workspace: PathBuf,
         identity: (u64, u64),
     },
+    /// Not an order for a spare: a used spare whose command ended, to reap (see
+    /// [`SpareChild`]).
+    Reap(Box<Idle>),
 }
 
 impl Order {
@@ -204,6 +254,7 @@ impl Order {
                 .map(|namespaces| namespaces.workspace.as_bytes().to_vec())
                 .unwrap_or_default(),
             Order::Plan { workspace, .. } => workspace.as_os_str().as_bytes().to_vec(),
+            Order::Reap(_) => Vec::new(),
         }
     }
 }
@@ -255,23 +306,45 @@ pub(crate) fn order_from(setup: ChildSetup) {
     send(Order::Setup(Box::new(setup)));
 }
 
+/// Hands a used spare whose command ended to the spares' thread, which waits for its relay and
+/// frees it (off the call's path); reaped here when that thread is gone.
+fn reap_later(idle: Idle) {
+    REAPING.fetch_add(1, Ordering::SeqCst);
+    if let Err(mpsc::SendError(Order::Reap(idle))) = orders().send(Order::Reap(Box::new(idle))) {
+        idle.reap();
+        reaped();
+    }
+}
+
+/// Used spares handed to the spares' thread and not yet reaped.
+static REAPING: AtomicU64 = AtomicU64::new(0);
+
+fn reaped() {
+    REAPING.fetch_sub(1, Ordering::SeqCst);
+}
+
 fn send(order: Order) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
-    let sender = ORDERS.get_or_init(|| {
+    let sender = orders();
+    let workspace = order.workspace();
+    state().pending.push(workspace.clone());
+    if sender.send(order).is_err() {
+        done(&workspace);
+    }
+}
+
+/// The sender of the spares' thread's queue (the thread is started on first use).
+fn orders() -> &'static mpsc::Sender<Order> {
+    ORDERS.get_or_init(|| {
         let (sender, orders) = mpsc::channel();
         // Without the thread the orders go nowhere and every command goes the ordinary way.
         let _ = std::thread::Builder::new()
             .name("clawsmith-spares".to_owned())
             .spawn(move || spares_thread(&orders));
         sender
-    });
-    let workspace = order.workspace();
-    state().pending.push(workspace.clone());
-    if sender.send(order).is_err() {
-        done(&workspace);
-    }
+    })
 }
 
 /// One order for `workspace` is done.
@@ -290,6 +363,10 @@ fn done(workspace: &[u8]) {
 fn spares_thread(orders: &mpsc::Receiver<Order>) {
     loop {
         match orders.recv_timeout(PRUNE_EVERY) {
+            Ok(Order::Reap(idle)) => {
+                idle.reap();
+                reaped();
+            }
             Ok(order) => {
                 let workspace = order.workspace();
                 prune();
@@ -339,6 +416,11 @@ fn make(order: Order) {
     }
     let setup = match order {
         Order::Setup(setup) => *setup,
+        Order::Reap(idle) => {
+            idle.reap();
+            reaped();
+            return;
+        }
         Order::Plan {
             config,
             workspace,
@@ -419,14 +501,41 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
     drop(go_read);
     drop(result_write);
     command.stdout(Stdio::null()).stderr(Stdio::null());
-    Ok(Idle {
+    let mut idle = Idle {
         setup,
         child: Some(child),
         go: std::fs::File::from(go_write),
         result: std::fs::File::from(result_read),
         output: Some(output_read),
+        init: None,
         _command: command,
-    })
+    };
+    // `spawn` returned: the init is ready and waits for its go message.
+    let relay = idle.child.as_ref().map_or(0, std::process::Child::id);
+    idle.init = Some(init_pidfd(relay)?);
+    Ok(idle)
+}
+
+/// A pidfd of the relay's one child, the init. The pid is checked to still be the relay's
+/// child after the pidfd is open: the relay reaps nothing but its init, and only after it
+/// exited, so the pidfd cannot name a process that reused the init's pid.
+fn init_pidfd(relay: u32) -> io::Result<OwnedFd> {
+    let children = || -> io::Result<Vec<i32>> {
+        let text = std::fs::read_to_string(format!("/proc/{relay}/task/{relay}/children"))?;
+        Ok(text
+            .split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .collect())
+    };
+    let found = children()?;
+    let [init] = found[..] else {
+        return Err(io::Error::other("the spare's relay has no init"));
+    };
+    let pidfd = child::pidfd_open(init)?;
+    if children()? != [init] {
+        return Err(io::Error::other("the spare's init is gone"));
+    }
+    Ok(pidfd)
 }
 
 #[cfg(test)]
@@ -518,12 +627,31 @@ mod tests {
         STARTED.load(Ordering::Relaxed)
     }
 
-    /// Drops every idle spare and stops making them.
+    /// Drops every idle spare and stops making them; waits (a harness deadline) until the
+    /// relays of used spares handed to the spares' thread are reaped.
     fn disable() {
         ENABLED.store(false, Ordering::Relaxed);
         drop(MAKING.lock().unwrap_or_else(PoisonError::into_inner));
         let dropped = std::mem::take(&mut state().idle);
         drop(dropped);
+        for _ in 0..500 {
+            if REAPING.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("used spares' relays were not reaped");
+    }
+
+    /// Waits (a harness deadline, not a timing assertion) until `pid` is gone or a zombie.
+    fn gone_soon(pid: i32) -> bool {
+        for _ in 0..500 {
+            if !alive(pid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
     }
 
     fn enable() {
@@ -665,6 +793,38 @@ mod tests {
             .unwrap_or(false)
     }
 
+    /// The call is answered from the init's exit (not the relay's): the status is the
+    /// command's as the relay mirrored it, and nothing the command left behind — in another
+    /// session, ignoring TERM and HUP, writing to the workspace in a loop — still runs or
+    /// writes once the call has returned.
+    #[tokio::test]
+    async fn a_spare_answers_from_its_init_with_the_status_and_nothing_left_running() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        for (command, exit) in [
+            ("exit 7", ExitKind::Code(7)),
+            ("kill -KILL $$", ExitKind::Signal(9)),
+            ("kill -TERM $$", ExitKind::Signal(15)),
+            ("true", ExitKind::Code(0)),
+        ] {
+            let outcome = through_spare(&config, command, None).await;
+            assert_eq!(outcome.exit, exit, "{command}");
+        }
+        let log = fixture.workspace.join("left-behind.log");
+        let writer = "setsid sh -c 'trap \"\" TERM HUP; while :; do echo x >> left-behind.log; done' \
+             > /dev/null 2>&1 & \
+             (trap '' TERM HUP; while :; do echo y >> left-behind.log; done) > /dev/null 2>&1 & \
+             while ! test -s left-behind.log; do :; done; echo started";
+        let outcome = through_spare(&config, writer, None).await;
+        assert_eq!(outcome.output, "started\n");
+        assert_eq!(outcome.exit, ExitKind::Code(0));
+        let length = std::fs::metadata(&log).unwrap().len();
+        assert!(length > 0);
+        // A writer still alive would have appended many lines by now.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(std::fs::metadata(&log).unwrap().len(), length);
+    }
+
     #[tokio::test]
     async fn a_spare_killed_from_outside_is_replaced_and_the_command_still_runs_confined() {
         let Some(fixture) = fixture() else { return };
@@ -741,9 +901,11 @@ mod tests {
             outputs
         });
         assert!(started() > before, "no command went through a spare");
+        disable();
         for (index, outcome) in outputs {
             // Its own empty /tmp, its own PID namespace (pid 2 under its init).
             assert_eq!(outcome.output, format!("0\n{index}\n2\n"));
+            // Every relay reaped (`disable` waited for the spares' thread).
             assert!(
                 nix::sys::signal::killpg(nix::unistd::Pid::from_raw(outcome.process_group), None)
                     .is_err()
@@ -786,8 +948,9 @@ mod tests {
                 assert_eq!(outcome.output, format!("{index}\n"), "{command}");
             }
             groups.push(outcome.process_group);
+            // The call returned once the init was gone; the relay exits on its own after it.
             assert!(
-                !alive(outcome.process_group),
+                gone_soon(outcome.process_group),
                 "{command}: its relay is left"
             );
         }

@@ -356,14 +356,31 @@ async fn parent_secrets_are_not_inherited() {
     assert!(!outcome.output.contains("CLAWSMITH_TEST_PLAIN"));
 }
 
-/// Live (non-zombie) processes whose process group is `group`.
+/// Live (non-zombie) processes whose process group is `group`, once it has emptied or after a
+/// harness deadline (see [`left_after`]).
 pub fn processes_in_group(group: i32) -> Vec<String> {
-    processes_where(2, group)
+    left_after(|| processes_where(2, group))
 }
 
-/// Live (non-zombie) processes whose session is `session`.
+/// Live (non-zombie) processes whose session is `session`, as [`processes_in_group`].
 pub fn processes_in_session(session: i32) -> Vec<String> {
-    processes_where(3, session)
+    left_after(|| processes_where(3, session))
+}
+
+/// What `list` still finds after a harness deadline (not a timing assertion), or nothing as
+/// soon as it finds nothing. Every process of a command is gone when its call returns; a warm
+/// spare's call returns at its init's exit, and its relay (the group's leader, outside the
+/// command's PID namespace, running nothing of it) exits right after.
+fn left_after(list: impl Fn() -> Vec<String>) -> Vec<String> {
+    let mut left = list();
+    for _ in 0..500 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        left = list();
+    }
+    left
 }
 
 /// Live processes whose `/proc/<pid>/stat` field `index` (counted from the state) is `value`.
@@ -772,10 +789,11 @@ async fn concurrent_commands_each_get_their_own_init_limits_and_restrictions() {
         }
         groups.push(outcome.process_group);
     }
-    // Every relay is gone, and with it its namespace: no process of any group is left.
+    // Every relay is gone, and with it its namespace: no process of any group is left (a
+    // warm spare's call returns at its init's exit; its relay is reaped just after).
     for group in groups {
         assert!(
-            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_err(),
+            group_empties(group),
             "process group {group} still has members"
         );
     }
@@ -877,8 +895,22 @@ async fn two_hundred_commands_leak_no_descriptor_and_no_process() {
     );
     for group in groups {
         assert!(
-            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_err(),
+            group_empties(group),
             "process group {group} still has members"
         );
     }
+}
+
+/// Whether process group `group` has no member (zombies included) within a harness deadline
+/// (not a timing assertion): a warm spare's call is answered once its init — and with it every
+/// process of the command's PID namespace — is gone; the relay, outside that namespace, exits
+/// right after and is reaped on the spares' thread.
+fn group_empties(group: i32) -> bool {
+    for _ in 0..500 {
+        if nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_err() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
