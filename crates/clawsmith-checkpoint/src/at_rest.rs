@@ -9,7 +9,7 @@
 //! database (contents over `FILE_THRESHOLD`, see `blob.rs`): their directories are created 0700
 //! and the files 0600 whatever the umask, never through a symlink.
 
-use clawsmith_protocol::redact::{redact_json_in_place, redact_text};
+use clawsmith_protocol::redact::{redact_text, to_redacted_json};
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};
 use serde::Serialize;
 
@@ -20,14 +20,13 @@ use crate::error::{JsonContext, StoreError};
 /// a 500 MB row.
 pub const MAX_STORED_ARGUMENT_BYTES: usize = 1024 * 1024;
 
-/// `value` as JSON with every string masked.
+/// `value` as JSON with every string masked, written in one pass (no `serde_json::Value` tree
+/// between: issue 15).
 pub(crate) fn redacted_json<T: Serialize>(
     value: &T,
     context: &'static str,
 ) -> Result<String, StoreError> {
-    let mut value = serde_json::to_value(value).json_ctx(context)?;
-    redact_json_in_place(&mut value);
-    serde_json::to_string(&value).json_ctx(context)
+    to_redacted_json(value).json_ctx(context)
 }
 
 /// A message as stored: masked, its calls' arguments bounded.

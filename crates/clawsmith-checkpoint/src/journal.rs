@@ -287,14 +287,8 @@ fn tool_message_json(
     if !masked_already || !message.tool_calls.is_empty() {
         return crate::at_rest::message_json(message);
     }
-    let mut rest = message.clone();
-    let content = std::mem::take(&mut rest.content);
-    let mut value = serde_json::to_value(&rest).json_ctx("storing a message")?;
-    clawsmith_protocol::redact::redact_json_in_place(&mut value);
-    if let Some(fields) = value.as_object_mut() {
-        fields.insert("content".to_owned(), serde_json::Value::String(content));
-    }
-    serde_json::to_string(&value).json_ctx("storing a message")
+    clawsmith_protocol::redact::to_redacted_json_except(message, "content")
+        .json_ctx("storing a message")
 }
 
 fn output_in_message(completed: &EventPayload, message: &ModelMessage) -> bool {
