@@ -423,6 +423,8 @@ pub fn call(
         }
     };
     let runtime = one_call_runtime()?;
+    // clawsmith-sandbox: one call runs one command at most; no warm spare for a next one.
+    clawsmith_sandbox::set_warm_spares(false);
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
     let session = core.open_session(session_id)?;
     tracing::debug!(session = session.id(), "call session");

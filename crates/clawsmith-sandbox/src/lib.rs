@@ -150,4 +150,5 @@ pub use service_tools::{
     CommandIdInput, CommandInputInput, CommandOutputInput, ListCommandsInput, ResizeInput,
     StartCommandInput, TerminalCapabilitiesInput, command_tools,
 };
+pub use spare::set_warm_spares;
 pub use tool::{RunCommandInput, RunCommandTool};

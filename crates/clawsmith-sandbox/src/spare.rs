@@ -192,8 +192,25 @@ fn read_word(file: &mut std::fs::File, word: &mut [u8; 4]) -> io::Result<()> {
     file.read_exact(word)
 }
 
-/// Whether commands take spares (the tests compare both ways in one process).
+/// Whether commands take spares and order the next one (on by default; the tests compare both
+/// ways in one process; [`set_warm_spares`]).
 static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns warm spares on or off for this process (on by default). A process that will run one
+/// command at most (the CLI's `call`) turns them off: the spare its first command orders would
+/// never serve, and making it — a fork, namespaces, mounts — is processor time taken from the
+/// call on a second core. Off, every command goes the ordinary way (the same tree, made at the
+/// call) and no spare is ordered; turning them off also drops (kills) the idle spares. Taking
+/// effect for the commands that start after it.
+pub fn set_warm_spares(enabled: bool) {
+    ENABLED.store(enabled, Ordering::Relaxed);
+    if !enabled {
+        // A spare being made is finished first, then dropped with the others.
+        drop(MAKING.lock().unwrap_or_else(PoisonError::into_inner));
+        let dropped = std::mem::take(&mut state().idle);
+        drop(dropped);
+    }
+}
 
 /// Held while a spare is being made (so that switching spares off waits for it).
 static MAKING: Mutex<()> = Mutex::new(());
@@ -630,10 +647,7 @@ mod tests {
     /// Drops every idle spare and stops making them; waits (a harness deadline) until the
     /// relays of used spares handed to the spares' thread are reaped.
     fn disable() {
-        ENABLED.store(false, Ordering::Relaxed);
-        drop(MAKING.lock().unwrap_or_else(PoisonError::into_inner));
-        let dropped = std::mem::take(&mut state().idle);
-        drop(dropped);
+        set_warm_spares(false);
         for _ in 0..500 {
             if REAPING.load(Ordering::SeqCst) == 0 {
                 return;
@@ -655,7 +669,7 @@ mod tests {
     }
 
     fn enable() {
-        ENABLED.store(true, Ordering::Relaxed);
+        set_warm_spares(true);
     }
 
     /// Runs `command` through a spare (asserting it took one) after a warm-up command. A spare
@@ -791,6 +805,39 @@ mod tests {
                     .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
             })
             .unwrap_or(false)
+    }
+
+    /// With warm spares off (a one-call process), a command neither takes nor orders a spare,
+    /// and turning them off dropped the idle one; on again, the next command orders one.
+    #[tokio::test]
+    async fn warm_spares_turned_off_are_neither_taken_nor_made() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let (relay, init) = idle_tree(&config);
+        set_warm_spares(false);
+        assert_eq!(idle_count(&config), 0);
+        assert!(
+            gone_soon(relay) && gone_soon(init),
+            "the idle spare was left"
+        );
+        let before = started();
+        for _ in 0..3 {
+            let outcome = run(&config, "grep -E '^Seccomp:' /proc/self/status", None).await;
+            assert_eq!(outcome.output, "Seccomp:\t2\n");
+            assert!(outcome.sandbox.confined);
+        }
+        assert_eq!(started(), before, "a command took a spare");
+        assert_eq!(idle_count(&config), 0, "a spare was made");
+        assert!(state().pending.is_empty(), "a spare was ordered");
+        // (`disable` also waits for the reaping of relays handed over before.)
+        disable();
+        assert_eq!(children(), Vec::<String>::new(), "processes left");
+        set_warm_spares(true);
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
     }
 
     /// The call is answered from the init's exit (not the relay's): the status is the
