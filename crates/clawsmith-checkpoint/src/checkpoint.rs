@@ -229,15 +229,13 @@ impl Store {
                     checkpoint_id(tx, session_id, turn_id)?
                 }
             };
-            let known = cached_row(
+            if row_exists(
                 tx,
                 "SELECT 1 FROM checkpoint_files WHERE checkpoint_id = ?1 AND path = ?2",
                 params![id, path],
-                |_| Ok(()),
             )
-            .optional()
-            .ctx("recording a prior state")?;
-            if known.is_some() {
+            .ctx("recording a prior state")?
+            {
                 return Ok(());
             }
             let (pre_hash, pre_mode, size) = match prior {
@@ -335,6 +333,15 @@ fn cached_row<T, P: rusqlite::Params>(
     row: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
     tx.prepare_cached(sql)?.query_row(params, row)
+}
+
+/// Whether `sql` (a `SELECT 1 …` through the statement cache, see [`cached_row`]) finds a row.
+fn row_exists<P: rusqlite::Params>(
+    tx: &Transaction<'_>,
+    sql: &str,
+    params: P,
+) -> rusqlite::Result<bool> {
+    tx.prepare_cached(sql)?.exists(params)
 }
 
 /// `execute` through the connection's statement cache (see [`cached_row`]).
@@ -439,15 +446,13 @@ pub(crate) fn begin_turn_in(
     now: u64,
 ) -> Result<SessionRows, StoreError> {
     let session = require_session(tx, session_id)?;
-    let exists = cached_row(
+    if row_exists(
         tx,
         "SELECT 1 FROM checkpoints WHERE session_id = ?1 AND turn_id = ?2",
         params![session_id, turn_id],
-        |_| Ok(()),
     )
-    .optional()
-    .ctx("beginning a turn")?;
-    if exists.is_some() {
+    .ctx("beginning a turn")?
+    {
         return Err(StoreError::TurnExists {
             session_id: session_id.to_string(),
             turn_id: turn_id.to_string(),
