@@ -1095,6 +1095,26 @@ mod tests {
         assert_eq!(store.messages("s").unwrap().len(), 2);
     }
 
+    /// The `CREATE INDEX` of `events_kind` as the file holds it.
+    fn events_kind_sql(store: &Store) -> String {
+        store
+            .connection()
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE name = 'events_kind'",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap()
+    }
+
+    /// The sequence of the session's last event of `kind`.
+    fn last_sequence(store: &Store, session: &str, kind: &str) -> Option<u64> {
+        store
+            .last_event_of_kind(session, kind)
+            .unwrap()
+            .map(|event| event.sequence)
+    }
+
     #[test]
     fn version_12_events_kind_keeps_only_the_kinds_a_session_has_few_of() {
         let dir = tempfile::tempdir().unwrap();
@@ -1131,14 +1151,7 @@ mod tests {
             assert_eq!(entries, 3);
         }
         let store = Store::open(&path).unwrap();
-        let sql: String = store
-            .connection()
-            .query_row(
-                "SELECT sql FROM sqlite_master WHERE name = 'events_kind'",
-                [],
-                |row| row.get(0),
-            )
-            .unwrap();
+        let sql = events_kind_sql(&store);
         assert!(
             sql.contains("WHERE type NOT IN ('tool.started', 'tool.completed')"),
             "{sql}"
@@ -1147,12 +1160,7 @@ mod tests {
             assert!(sql.contains(&format!("'{kind}'")), "{kind} in {sql}");
         }
         // Old rows and new ones of every kind are found, by the index or by the walk.
-        let last = |kind: &str| {
-            store
-                .last_event_of_kind("s", kind)
-                .unwrap()
-                .map(|event| event.sequence)
-        };
+        let last = |kind: &str| last_sequence(&store, "s", kind);
         assert_eq!(last("turn.started"), Some(3));
         assert_eq!(last("turn.completed"), None);
         assert_eq!(last("tool.started"), None);
@@ -1185,6 +1193,91 @@ mod tests {
             )
             .unwrap();
         assert_eq!(entries, 4);
+    }
+
+    #[test]
+    fn version_15_events_kind_follows_the_key_and_finds_the_same_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 14);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            // Two sessions' turns, interleaved: (session, sequence, kind).
+            let rows = [
+                ("a", 1, "turn.started"),
+                ("b", 1, "turn.started"),
+                ("a", 2, "model.request"),
+                ("a", 3, "tool.started"),
+                ("b", 2, "model.request"),
+                ("a", 4, "tool.completed"),
+                ("a", 5, "turn.completed"),
+                ("b", 3, "turn.completed"),
+                ("b", 4, "turn.started"),
+                ("b", 5, "tool.started"),
+            ];
+            let mut sql = String::from(
+                "INSERT INTO sessions (id, parent_id, created_at, workspace_root)
+                     VALUES ('a', NULL, 1, '/w'), ('b', NULL, 1, '/w');",
+            );
+            // The index and the lookup read the `type` column; the stored JSON is a
+            // `turn.started` on every row (only its sequence is compared below).
+            for (session, sequence, kind) in rows {
+                sql.push_str(&format!(
+                    "INSERT INTO events (session_id, sequence, type, timestamp_ms, event_json)
+                         VALUES ('{session}', {sequence}, '{kind}', 5,
+                         '{{\"sessionId\":\"{session}\",\"sequence\":{sequence},\"timestampMs\":5,\"type\":\"turn.started\",\"turnId\":\"t\"}}');"
+                ));
+            }
+            connection.execute_batch(&sql).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let sql = events_kind_sql(&store);
+        assert!(sql.contains("event_rows(key, type)"), "{sql}");
+        assert!(
+            sql.contains("WHERE type NOT IN ('tool.started', 'tool.completed')"),
+            "{sql}"
+        );
+        // The index's entries are in key order: a turn's kinds side by side, not one per kind.
+        let indexed: Vec<(i64, String)> = {
+            let connection = store.connection();
+            let mut statement = connection
+                .prepare(
+                    "SELECT key, type FROM event_rows INDEXED BY events_kind
+                     WHERE type NOT IN ('tool.started', 'tool.completed')",
+                )
+                .unwrap();
+            statement
+                .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+        };
+        assert_eq!(indexed.len(), 7);
+        assert!(indexed.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        let last = |session: &str, kind: &str| last_sequence(&store, session, kind);
+        // (session, kind, sequence): each session's own range only, by the index or the walk.
+        let table = [
+            ("a", "model.request", Some(2)),
+            ("a", "turn.started", Some(1)),
+            ("a", "turn.completed", Some(5)),
+            ("a", "tool.completed", Some(4)),
+            ("b", "model.request", Some(2)),
+            ("b", "turn.started", Some(4)),
+            ("b", "tool.completed", None),
+            ("b", "agent.stopped", None),
+            ("nobody", "model.request", None),
+        ];
+        for (session, kind, sequence) in table {
+            assert_eq!(last(session, kind), sequence, "{session} {kind}");
+        }
+        // New events land in the same index, found as before.
+        store.create_session("c", "/w").unwrap();
+        store.append_event("c", turn_started("t9"), 6).unwrap();
+        store.append_event("a", turn_started("t9"), 7).unwrap();
+        assert_eq!(last("a", "turn.started"), Some(6));
+        assert_eq!(last("c", "turn.started"), Some(1));
+        assert_eq!(last("b", "turn.started"), Some(4));
     }
 
     #[test]
