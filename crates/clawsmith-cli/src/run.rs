@@ -405,14 +405,11 @@ pub fn call(
     arguments: &str,
     out: &Output,
 ) -> Result<ToolStatus> {
-    // The called tool's schema is compiled when the call is checked, and a process's first
-    // compile first builds jsonschema's meta-schema validator: a second thread builds it while
-    // this one opens the store (its write-ahead log index is rebuilt from the file) and builds
-    // the table (issue 15). Detached: the call waits for it only if it gets there first, and
-    // a thread that cannot be started (a process limit) leaves the compile to the call itself.
-    let _ = std::thread::Builder::new()
-        .name("schema-compiler".to_owned())
-        .spawn(clawsmith_core::prepare_schema_compiler);
+    // The called tool's schema is compiled on this thread when the call is checked. A second
+    // thread used to build jsonschema's 2020-12 meta-schema validator meanwhile (~1.4 ms of
+    // processor time); shipped schemas no longer need it (`compile_shipped` in
+    // clawsmith-core's table.rs), and what is left (~0.3 ms) cost no more here than a thread's
+    // start, stack and malloc arena (issue 15: processor time and page faults alternated).
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {

@@ -106,7 +106,7 @@ impl ToolEntry {
     pub(crate) fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
         let validator = self
             .validator
-            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+            .get_or_init(|| compile_shipped(&self.schema).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|error| format!("the tool's own schema does not compile: {error}"))?;
         let problems: Vec<String> = validator
@@ -175,13 +175,11 @@ pub struct ToolTable {
     schema_hashes: std::sync::Mutex<HashMap<Vec<String>, String>>,
 }
 
-/// Builds, once per process, what the first schema compile of a process needs before it can
-/// compile anything: jsonschema's validator of the 2020-12 meta-schema (every schema is checked
-/// against it) and its registry of the drafts' meta-schemas. That was most of compiling the one
-/// validator a one-call process needs (~0.5 ms of a ~7 ms `clawsmith call read_file`, issue
-/// 15's profile). Nothing is shared with the table: a host that knows a call is coming can run
-/// this on another thread while it opens its store (`clawsmith call` does), and the call's own
-/// compile then finds it built.
+/// Builds, once per process, what the first compile of a shipped schema needs before it can
+/// compile anything ([`compile_shipped`]: jsonschema's validator of the draft-4 meta-schema
+/// that its one-line root is checked against). Nothing is shared with the table: a host that
+/// knows a call is coming can run this on another thread while it opens its store, and the
+/// call's own compile then finds it built.
 pub fn prepare_schema_compiler() {
     let warm_up = serde_json::json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -190,7 +188,47 @@ pub fn prepare_schema_compiler() {
         "required": ["path"],
         "additionalProperties": false
     });
-    let _ = jsonschema::validator_for(&warm_up);
+    let _ = compile_shipped(&warm_up);
+}
+
+/// Where [`compile_shipped`] puts the schema it compiles.
+const SHIPPED_SCHEMA_URI: &str = "urn:clawsmith:tool-input-schema";
+
+/// Compiles a schema clawsmith ships (a built-in tool's or one of [`IN_TREE_SOURCES`]'),
+/// with the same keywords, draft and error messages as `jsonschema::validator_for`, but
+/// without checking the schema against its draft's meta-schema first.
+///
+/// That check is what made a process's first compile expensive: jsonschema 0.61 builds a
+/// validator of the whole 2020-12 meta-schema (its eight vocabularies and their registry) for
+/// it, ~1.4 ms of processor time against ~12 µs for compiling a tool's schema itself (issue 15:
+/// a quarter of a `clawsmith call read_file`'s samples), and it has no option to skip it. A
+/// shipped schema is derived from a Rust type by schemars, and the tests check every one of
+/// them against the meta-schema (`jsonschema::validator_for`), so checking it again in every
+/// process proves nothing new. The check is skipped the way jsonschema allows: the schema
+/// goes into a registry as a resource of its own draft (which a compile never checks against
+/// a meta-schema), and the compiled root is `{"$ref": <that resource>}` read as draft 4, whose
+/// meta-schema validator is a fraction of the cost (~0.3 ms). The reference compiles its
+/// target with the target's own draft and vocabularies, and a `$ref` reports its target's
+/// errors at the same instance paths, so arguments are checked exactly as before. A schema
+/// from elsewhere (MCP, plugins, host code) is never compiled here: it keeps the full check
+/// ([`ToolTable::build`]); neither is one whose `$schema` names a meta-schema jsonschema does
+/// not know.
+fn compile_shipped(
+    schema: &serde_json::Value,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    let draft = jsonschema::Draft::default().detect(schema);
+    if draft == jsonschema::Draft::Unknown || schema.is_boolean() {
+        return jsonschema::validator_for(schema);
+    }
+    let registry = jsonschema::Registry::new()
+        .retrieve_known_draft_meta_schemas(false)
+        .add(SHIPPED_SCHEMA_URI, draft.create_resource_ref(schema))
+        .and_then(jsonschema::RegistryBuilder::prepare)
+        .map_err(jsonschema::ValidationError::from)?;
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft4)
+        .with_registry(&registry)
+        .build(&serde_json::json!({"$ref": SHIPPED_SCHEMA_URI}))
 }
 
 /// The extension sources that are clawsmith's own crates (`clawsmith-lsp`, `clawsmith-skills`'
@@ -346,7 +384,7 @@ impl ToolTable {
         if let Some(hash) = hashes.get(&key) {
             return hash.clone();
         }
-        let hash = schema_list_sha256(&self.shown(activated));
+        let hash = shown_entries_sha256(self.shown_entries(activated));
         if hashes.len() >= SCHEMA_HASHES_KEPT {
             hashes.clear();
         }
@@ -360,6 +398,34 @@ impl ToolTable {
 pub fn schema_list_sha256(shown: &[ShownTool]) -> String {
     let value = serde_json::to_value(shown).unwrap_or(serde_json::Value::Null);
     hex::encode(Sha256::digest(canonical_json(&value).as_bytes()))
+}
+
+/// [`schema_list_sha256`] of the [`ShownTool`]s of `entries`, written straight from the
+/// entries: the same canonical text (a shown tool's keys sorted are `description`,
+/// `inputSchema`, `name`) without copying every schema into a list and that list into a
+/// `serde_json::Value` first (issue 15: a one-call process hashes the whole shown list once,
+/// ~2% of its main thread with the copies).
+fn shown_entries_sha256<'a>(entries: impl Iterator<Item = &'a ToolEntry>) -> String {
+    let mut out = String::from("[");
+    for (position, entry) in entries.enumerate() {
+        if position > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"description\":");
+        write_json_string(entry.tool.description(), &mut out);
+        out.push_str(",\"inputSchema\":");
+        write_canonical(&entry.schema, &mut out);
+        out.push_str(",\"name\":");
+        write_json_string(entry.name(), &mut out);
+        out.push('}');
+    }
+    out.push(']');
+    hex::encode(Sha256::digest(out.as_bytes()))
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it (serialising a `str` cannot fail).
+fn write_json_string(text: &str, out: &mut String) {
+    out.push_str(&serde_json::to_string(text).unwrap_or_default());
 }
 
 /// Canonical JSON text: keys sorted, no insignificant whitespace.
@@ -379,7 +445,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
                 if position > 0 {
                     out.push(',');
                 }
-                out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                write_json_string(key, out);
                 out.push(':');
                 if let Some(inner) = map.get(key) {
                     write_canonical(inner, out);
@@ -414,12 +480,104 @@ fn valid_tool_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn pointers_read_like_fields() {
         assert_eq!(pointer_to_field("/path"), "path");
         assert_eq!(pointer_to_field("/todos/0/status"), "todos[0].status");
         assert_eq!(pointer_to_field("/a~1b"), "a/b");
+    }
+
+    /// Errors of `validator` for `instance`: instance path and message, as `validate` reports.
+    fn errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
+        validator
+            .iter_errors(instance)
+            .map(|error| format!("{} {error}", error.instance_path()))
+            .collect()
+    }
+
+    /// The way shipped schemas are compiled (no meta-schema check) checks arguments exactly as
+    /// `jsonschema::validator_for` does: same errors, same paths, same order, for schemas
+    /// schemars derives (nested `$defs`, enums, options, bounds) and the protocol's whole schema.
+    #[test]
+    fn shipped_schemas_check_arguments_as_validator_for_does() {
+        #[derive(schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Inner {
+            /// A bounded count.
+            #[schemars(range(min = 1, max = 9))]
+            count: u32,
+            kind: Kind,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[serde(rename_all = "snake_case")]
+        #[allow(dead_code)]
+        enum Kind {
+            /// One.
+            First,
+            /// Two.
+            Second,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Arguments {
+            path: String,
+            offset: Option<u64>,
+            items: Vec<Inner>,
+            #[schemars(length(min = 2), regex(pattern = "^[a-z]+$"))]
+            label: Option<String>,
+        }
+        let derived = schemars::schema_for!(Arguments).to_value();
+        let instances = [
+            json!({"path": "a", "items": []}),
+            json!({"path": "a", "items": [{"count": 3, "kind": "first"}], "label": "ab"}),
+            json!({}),
+            json!([]),
+            json!({"path": 7, "offset": -1, "extra": true, "items": {}}),
+            json!({"path": "a", "items": [{"count": 0, "kind": "third"}, {"count": 10}]}),
+            json!({"path": "a", "items": [{"count": 1.5, "kind": "second", "x": 1}]}),
+            json!({"path": "a", "items": [], "label": "A", "offset": "1"}),
+        ];
+        let protocol = clawsmith_protocol::schema::protocol_schema();
+        let protocol_instances = [
+            json!({"version": 1, "status": "success", "content": "x"}),
+            json!({"type": "tool.started"}),
+            json!({"role": "assistant", "content": 3}),
+            json!(null),
+        ];
+        for (schema, instances) in [
+            (&derived, &instances[..]),
+            (&protocol, &protocol_instances[..]),
+        ] {
+            let full = jsonschema::validator_for(schema).unwrap();
+            let shipped = compile_shipped(schema).unwrap();
+            let mut invalid = 0;
+            for instance in instances {
+                let expected = errors(&full, instance);
+                invalid += usize::from(!expected.is_empty());
+                assert_eq!(errors(&shipped, instance), expected, "{instance}");
+                assert_eq!(shipped.is_valid(instance), full.is_valid(instance));
+            }
+            assert!(invalid >= 2, "the instances must include invalid ones");
+        }
+    }
+
+    /// A shipped schema that does not compile still fails to compile (the keywords' own checks
+    /// run; only the meta-schema check is skipped), and a schema naming a meta-schema
+    /// jsonschema does not know goes through the full check.
+    #[test]
+    fn a_broken_shipped_schema_still_fails_to_compile() {
+        assert!(compile_shipped(&json!({"type": "no-such-type"})).is_err());
+        assert!(compile_shipped(&json!({"pattern": "(unclosed"})).is_err());
+        assert!(compile_shipped(&json!({"$ref": "#/$defs/missing"})).is_err());
+        let custom = json!({"$schema": "https://example.invalid/meta", "type": "object"});
+        assert_eq!(
+            compile_shipped(&custom).is_err(),
+            jsonschema::validator_for(&custom).is_err()
+        );
     }
 
     #[test]
