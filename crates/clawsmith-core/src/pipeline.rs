@@ -978,3 +978,227 @@ async fn run_parallel(
     }
     Ok(results)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The at-rest masking guarantee through every way a call's records reach the store (issue
+    //! 15: the store masks a text once, and not again when the core's masked display body shows
+    //! it had nothing to mask): a secret in a tool's result, display or arguments is found in no
+    //! byte of the database or its log.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use clawsmith_checkpoint::Store;
+    use clawsmith_protocol::{
+        Capability, CapabilityDeclaration, Display, DisplayKind, Risk, Role, Tool,
+        ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus,
+    };
+    use clawsmith_security::{PermissionMode, PermissionPolicy};
+
+    use crate::{AgentCore, CoreConfig, ExtensionTool, NullSink};
+    use clawsmith_protocol::ToolCall;
+
+    /// Pieces of secrets that must reach no stored byte.
+    const SECRETS: &[&str] = &[
+        "hunter2-in-a-file",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "pa55word-in-a-url",
+        "MIIBsecretKeyMaterial",
+        "xoxb-tool-result-token-123456",
+        "sk-argumentsecretabcdefghijkl",
+        "display-title-hunter3",
+        "field-value-hunter4",
+    ];
+
+    /// A side-effecting tool (its call is journaled and committed before it runs) whose result,
+    /// display title and a field hold secrets.
+    struct Leaky;
+
+    impl Tool for Leaky {
+        fn name(&self) -> &str {
+            "leaky_write"
+        }
+        fn description(&self) -> &str {
+            "answers with secrets"
+        }
+        fn risk(&self) -> Risk {
+            Risk::WorkspaceWrite
+        }
+        fn capabilities(&self) -> CapabilityDeclaration {
+            CapabilityDeclaration::Declared(vec![Capability::FilesystemWrite])
+        }
+        fn concurrency_safe(&self) -> bool {
+            false
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            serde_json::json!({"type": "object"})
+        }
+        fn summarize(&self, input: &serde_json::Value) -> String {
+            format!("leaky_write {input}")
+        }
+        fn execute<'a>(
+            &'a self,
+            _input: serde_json::Value,
+            _context: ToolExecutionContext,
+        ) -> ToolFuture<'a> {
+            Box::pin(async {
+                let text = "deployed; SLACK_BOT=xoxb-tool-result-token-123456 done";
+                let display = Display::new(DisplayKind::Text)
+                    .with_title("token=display-title-hunter3")
+                    .with_body(text)
+                    .with_field("api token", "field-value-hunter4");
+                ToolOutput::Result(ToolExecutionResult::success(text).with_display(display))
+            })
+        }
+    }
+
+    /// A read of `path`; `limit` keeps a turn's reads of one file distinct (the duplicate
+    /// check refuses a call repeated with the same arguments).
+    fn read(id: &str, path: &str, limit: u32) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({ "path": path, "limit": limit }).to_string(),
+        }
+    }
+
+    /// Every file of the store (database, log, anything beside them), as bytes.
+    fn stored_bytes(dir: &Path) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for entry in walk(dir) {
+            bytes.extend(std::fs::read(entry).unwrap());
+        }
+        bytes
+    }
+
+    fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
+    }
+
+    fn contains(haystack: &[u8], needle: &str) -> bool {
+        haystack
+            .windows(needle.len())
+            .any(|window| window == needle.as_bytes())
+    }
+
+    #[test]
+    fn a_secret_in_a_result_reaches_no_stored_byte_by_any_path() {
+        let temp = tempfile::tempdir().unwrap();
+        let workspace = temp.path().join("workspace");
+        let state = temp.path().join("state");
+        std::fs::create_dir_all(&workspace).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(
+            workspace.join("secrets.env"),
+            "DB_PASSWORD=hunter2-in-a-file\n\
+             export GITHUB_TOKEN=ghp_abcdefghijklmnopqrstuvwxyz0123456789\n\
+             git clone https://bob:pa55word-in-a-url@example.com/x\n\
+             -----BEGIN RSA PRIVATE KEY-----\nMIIBsecretKeyMaterial\n-----END RSA PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        // A clean file: its text is stored through the path that does not mask it again.
+        std::fs::write(workspace.join("clean.rs"), "fn main() {}\n".repeat(40)).unwrap();
+        let store = Arc::new(Store::open(state.join("state.db")).unwrap());
+        let mut config = CoreConfig::new(&workspace, Arc::clone(&store));
+        config.policy = PermissionPolicy::new(PermissionMode::Full);
+        // The undo capture keeps the workspace's files as they are (checkpoint contents are the
+        // one thing stored unmasked: undo gives back exact bytes), so it is off here.
+        config.capture_commands = false;
+        config.extension_tools.push(ExtensionTool {
+            source: "test".into(),
+            tool: Arc::new(Leaky),
+            deferred: false,
+        });
+        let core = AgentCore::new(config).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let session = core.open_session(None).unwrap();
+        let leaky = |id: &str| ToolCall {
+            id: id.into(),
+            name: "leaky_write".into(),
+            arguments: serde_json::json!({
+                "note": "key sk-argumentsecretabcdefghijkl",
+                "password": "hunter2-in-a-file",
+                "call": id,
+            })
+            .to_string(),
+        };
+        runtime.block_on(async {
+            // A read alone in its batch (start deferred, start and close in one commit), a
+            // journaled call, a parallel batch of reads, and a last batch whose close waits for
+            // the turn's finish (deferred records).
+            let mut turn = session.begin_turn(&NullSink).unwrap();
+            let results = turn
+                .run_batch(vec![read("r1", "secrets.env", 100)], &NullSink)
+                .await
+                .unwrap();
+            assert_eq!(results[0].1.status(), ToolStatus::Success);
+            let results = turn.run_batch(vec![leaky("w1")], &NullSink).await.unwrap();
+            assert_eq!(results[0].1.status(), ToolStatus::Success);
+            let results = turn
+                .run_batch(
+                    vec![read("r2", "secrets.env", 101), read("r3", "clean.rs", 100)],
+                    &NullSink,
+                )
+                .await
+                .unwrap();
+            assert!(
+                results
+                    .iter()
+                    .all(|(_, r)| r.status() == ToolStatus::Success)
+            );
+            turn.run_last_batch(vec![read("r4", "secrets.env", 102), leaky("w2")], &NullSink)
+                .await
+                .unwrap();
+            turn.finish(&NullSink).unwrap();
+        });
+        // The records are there, masked rather than dropped.
+        let messages = store.messages(session.id()).unwrap();
+        let tool_texts: Vec<&str> = messages
+            .iter()
+            .filter(|message| message.role == Role::Tool)
+            .map(|message| message.content.as_str())
+            .collect();
+        assert_eq!(tool_texts.len(), 6);
+        assert!(
+            tool_texts
+                .iter()
+                .any(|text| text.contains("DB_PASSWORD=[REDACTED]"))
+        );
+        assert!(
+            tool_texts
+                .iter()
+                .any(|text| text.contains("SLACK_BOT=[REDACTED]"))
+        );
+        assert!(
+            tool_texts
+                .iter()
+                .any(|text| *text == "fn main() {}\n".repeat(40))
+        );
+        assert_eq!(store.journal(session.id()).unwrap().len(), 2);
+        let events = store.events(session.id()).unwrap();
+        assert!(events.len() >= 12, "{} events", events.len());
+        drop(core);
+        drop(session);
+        drop(store);
+        let bytes = stored_bytes(&state);
+        assert!(contains(&bytes, "DB_PASSWORD=[REDACTED]"));
+        for secret in SECRETS {
+            assert!(!contains(&bytes, secret), "{secret} was stored");
+        }
+    }
+}

@@ -28,6 +28,13 @@ pub(crate) fn resolved_paths(workspace: &Workspace, input: &serde_json::Value) -
             let path = workspace.resolve(requested).ok()?;
             let name = path.file_name()?;
             let parent = path.parent_str()?;
+            // A name directly in the root has no parent to resolve: the root was made canonical
+            // once, when the workspace was opened, and resolving it again (three `readlink` and
+            // a `faccessat2` a call, issue 15) could only give it back or lead outside, which
+            // both add nothing here.
+            if parent.is_empty() {
+                return None;
+            }
             let real_parent = real_relative(workspace.root(), parent)?;
             let real = if real_parent.is_empty() {
                 name.to_owned()

@@ -32,24 +32,24 @@ pub(crate) fn to_masked_json<T: Serialize + ?Sized>(
     let mut writer = serde_json::Serializer::new(&mut out);
     value.serialize(Masking {
         inner: &mut writer,
-        secret: false,
+        key: "",
         unmasked_field,
     })?;
     // The writer writes JSON, which is UTF-8.
     String::from_utf8(out).map_err(ser::Error::custom)
 }
 
-/// A value to serialize masked; `secret`: it sits under a secret-named key.
+/// A value to serialize masked; `key`: the object key it sits under (empty for none).
 struct Masked<'a, T: ?Sized> {
     value: &'a T,
-    secret: bool,
+    key: &'a str,
 }
 
 impl<T: Serialize + ?Sized> Serialize for Masked<'_, T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         self.value.serialize(Masking {
             inner: serializer,
-            secret: self.secret,
+            key: self.key,
             unmasked_field: None,
         })
     }
@@ -59,7 +59,9 @@ impl<T: Serialize + ?Sized> Serialize for Masked<'_, T> {
 /// or map written as it is (a text the caller masked already with the same detector).
 struct Masking<'f, S> {
     inner: S,
-    secret: bool,
+    /// The object key the value sits under (empty for none): looked at only when the value
+    /// turns out to be a string, the one kind a secret-named key masks whole.
+    key: &'f str,
     unmasked_field: Option<&'f str>,
 }
 
@@ -83,7 +85,7 @@ impl<C> Compound<'_, C> {
 
 impl<S: Serializer> Masking<'_, S> {
     fn string(self, text: &str) -> Result<S::Ok, S::Error> {
-        if self.secret {
+        if is_secret_key(self.key) {
             return self.inner.serialize_str(REDACTED);
         }
         self.inner.serialize_str(&redact(text))
@@ -259,18 +261,12 @@ impl<'f, S: Serializer> Serializer for Masking<'f, S> {
 
 /// An element of an array: never under a key.
 fn element<T: ?Sized>(value: &T) -> Masked<'_, T> {
-    Masked {
-        value,
-        secret: false,
-    }
+    Masked { value, key: "" }
 }
 
 /// A value under `key` in an object.
-fn under<'a, T: ?Sized>(key: &str, value: &'a T) -> Masked<'a, T> {
-    Masked {
-        value,
-        secret: is_secret_key(key),
-    }
+fn under<'a, T: ?Sized>(key: &'a str, value: &'a T) -> Masked<'a, T> {
+    Masked { value, key }
 }
 
 /// The four kinds of array (sequence, tuple, tuple struct, tuple variant): each element masked.
@@ -768,6 +764,27 @@ mod tests {
                     .windows(word.len())
                     .any(|window| window.eq_ignore_ascii_case(word))
         })
+    }
+
+    #[test]
+    fn the_words_by_first_letter_are_the_list() {
+        let mut by_letter: Vec<&str> = (0..=255u8)
+            .flat_map(|byte| super::super::secret_key_words_from(byte).iter().copied())
+            .collect();
+        by_letter.sort_unstable();
+        by_letter.dedup();
+        let mut listed = SECRET_KEY_WORDS.to_vec();
+        listed.sort_unstable();
+        assert_eq!(by_letter, listed);
+        for word in SECRET_KEY_WORDS {
+            let first = word.as_bytes()[0];
+            for byte in [first.to_ascii_lowercase(), first.to_ascii_uppercase()] {
+                assert!(
+                    super::super::secret_key_words_from(byte).contains(word),
+                    "{word}"
+                );
+            }
+        }
     }
 
     #[test]
