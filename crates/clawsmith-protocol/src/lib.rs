@@ -24,8 +24,9 @@
 //!   core normalizes.
 //! - [`id`]: the one id generator, `<prefix>_<ULID>` (`ses_`, `turn_`, `call_`, `art_`, …),
 //!   time-ordered.
-//! - [`redact`]: the one secret detector (`redact_text`, `redact_json`), used by the core on
-//!   displays and by the store on everything it writes to disk. Pure text processing.
+//! - [`redact`]: the one secret detector (`redact_text`, `redact_json`, and `to_redacted_json`,
+//!   which masks a value while serde writes it as JSON), used by the core on displays and by the
+//!   store on everything it writes to disk. Pure text processing.
 //!
 //! ## Decisions
 //! - **One source of truth for schemas.** Every type derives `schemars::JsonSchema` next to serde,
