@@ -1280,6 +1280,86 @@ mod tests {
         assert_eq!(last("b", "turn.started"), Some(4));
     }
 
+    /// Whether the statement `sql` runs an ephemeral b-tree (`OpenEphemeral`) on `connection`.
+    fn uses_ephemeral_btree(connection: &Connection, sql: &str) -> bool {
+        let mut statement = connection.prepare(&format!("EXPLAIN {sql}")).unwrap();
+        let unbound = std::iter::repeat_n(rusqlite::types::Null, statement.parameter_count());
+        statement
+            .query_map(rusqlite::params_from_iter(unbound), |row| {
+                row.get::<_, String>(1)
+            })
+            .unwrap()
+            .any(|opcode| opcode.unwrap() == "OpenEphemeral")
+    }
+
+    #[test]
+    fn version_16_checks_a_checkpoints_state_without_an_ephemeral_btree() {
+        const INSERT: &str = "INSERT INTO checkpoints (session_id, turn_id, created_at,
+             message_count, event_sequence, todos_json, state)
+             VALUES ('s', ?1, 1, 0, 0, '[]', ?2)";
+        const FINISH: &str = "UPDATE checkpoints SET state = ?2 WHERE turn_id = ?1";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 15);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(
+                    "INSERT INTO sessions (id, parent_id, created_at, workspace_root)
+                         VALUES ('s', NULL, 1, '/w');",
+                )
+                .unwrap();
+            connection.execute(INSERT, ["t1", "finished"]).unwrap();
+            connection.execute(INSERT, ["t2", "open"]).unwrap();
+            // Version 15's `IN` list: an ephemeral b-tree at every insert and state change.
+            assert!(uses_ephemeral_btree(&connection, INSERT));
+            assert!(uses_ephemeral_btree(&connection, FINISH));
+        }
+        // The connection that migrates goes on with the new check, and so does a later one.
+        let store = Store::open(&path).unwrap();
+        let other = Store::open(&path).unwrap();
+        for store in [&store, &other] {
+            let connection = store.connection();
+            assert!(!uses_ephemeral_btree(&connection, INSERT));
+            assert!(!uses_ephemeral_btree(&connection, FINISH));
+            let integrity: String = connection
+                .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(integrity, "ok");
+        }
+        // The same values pass and the same are refused, rows kept as they were.
+        assert_eq!(
+            store.checkpoint("s", "t1").unwrap().state,
+            crate::CheckpointState::Finished
+        );
+        let connection = store.connection();
+        connection.execute(FINISH, ["t2", "undone"]).unwrap();
+        connection.execute(INSERT, ["t3", "open"]).unwrap();
+        for bad in ["closed", "Open", ""] {
+            let refused = connection.execute(FINISH, ["t3", bad]).unwrap_err();
+            assert_eq!(
+                refused.sqlite_error_code(),
+                Some(ErrorCode::ConstraintViolation),
+                "{bad}"
+            );
+            let refused = connection.execute(INSERT, ["t4", bad]).unwrap_err();
+            assert_eq!(
+                refused.sqlite_error_code(),
+                Some(ErrorCode::ConstraintViolation),
+                "{bad}"
+            );
+        }
+        let states: Vec<String> = connection
+            .prepare("SELECT state FROM checkpoints ORDER BY id")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(states, ["finished", "undone", "open"]);
+    }
+
     #[test]
     fn reopening_the_latest_version_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
