@@ -20,7 +20,8 @@ use serde::ser::{
 
 use super::{REDACTED, is_secret_key, redact};
 
-/// The name `serde_json` gives its `RawValue` newtype (text written through unchanged).
+/// The name under which `serde_json` writes a `RawValue`: a struct of that name with one field
+/// of that name, whose text the JSON writer copies through as it is.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// `value` as compact JSON with every string masked (see the module docs).
@@ -71,6 +72,8 @@ struct Compound<'f, C> {
     /// The text of the map key just written (map keys are masked by their value's rule).
     key: String,
     unmasked_field: Option<&'f str>,
+    /// For a raw JSON value: the key it sits under (see [`RAW_VALUE_TOKEN`]).
+    raw_under: Option<&'f str>,
 }
 
 impl<C> Compound<'_, C> {
@@ -79,6 +82,7 @@ impl<C> Compound<'_, C> {
             inner,
             key: String::new(),
             unmasked_field: None,
+            raw_under: None,
         }
     }
 }
@@ -175,16 +179,10 @@ impl<'f, S: Serializer> Serializer for Masking<'f, S> {
     }
     fn serialize_newtype_struct<T: Serialize + ?Sized>(
         self,
-        name: &'static str,
+        _name: &'static str,
         value: &T,
     ) -> Result<S::Ok, S::Error> {
-        if name == RAW_VALUE_TOKEN {
-            // Raw JSON text would be written through unmasked: parse it and mask what it holds.
-            let text = serde_json::to_value(value).map_err(ser::Error::custom)?;
-            let parsed: serde_json::Value = serde_json::from_str(text.as_str().unwrap_or("null"))
-                .map_err(ser::Error::custom)?;
-            return parsed.serialize(self);
-        }
+        // `to_value` keeps the inner value alone.
         value.serialize(self)
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -238,10 +236,12 @@ impl<'f, S: Serializer> Serializer for Masking<'f, S> {
         len: usize,
     ) -> Result<Self::SerializeStruct, S::Error> {
         let unmasked_field = self.unmasked_field;
+        let raw_under = (name == RAW_VALUE_TOKEN).then_some(self.key);
         self.inner
             .serialize_struct(name, len)
             .map(|inner| Compound {
                 unmasked_field,
+                raw_under,
                 ..Compound::new(inner)
             })
     }
@@ -257,6 +257,20 @@ impl<'f, S: Serializer> Serializer for Masking<'f, S> {
             .serialize_struct_variant(name, index, variant, len)
             .map(Compound::new)
     }
+}
+
+/// The raw JSON text `value` holds, parsed and written masked as a value under `key`.
+fn raw_json_masked<T: Serialize + ?Sized>(value: &T, key: &str) -> serde_json::Result<String> {
+    let mut text = String::new();
+    value.serialize(KeyText(&mut text))?;
+    let parsed: serde_json::Value = serde_json::from_str(&text)?;
+    let mut out = Vec::with_capacity(text.len());
+    parsed.serialize(Masking {
+        inner: &mut serde_json::Serializer::new(&mut out),
+        key,
+        unmasked_field: None,
+    })?;
+    String::from_utf8(out).map_err(ser::Error::custom)
 }
 
 /// An element of an array: never under a key.
@@ -306,6 +320,12 @@ macro_rules! masked_fields {
             ) -> Result<(), C::Error> {
                 if self.unmasked_field == Some(key) {
                     return self.inner.serialize_field(key, value);
+                }
+                if let Some(outer) = self.raw_under.filter(|_| key == RAW_VALUE_TOKEN) {
+                    // Raw JSON text, which the writer copies through: parsed, masked as the
+                    // value it is, and handed on as text again.
+                    let masked = raw_json_masked(value, outer).map_err(ser::Error::custom)?;
+                    return self.inner.serialize_field(key, &masked);
                 }
                 self.inner.serialize_field(key, &under(key, value))
             }
@@ -743,15 +763,32 @@ mod tests {
 
     #[test]
     fn raw_json_text_is_masked_not_copied_through() {
+        /// What `serde_json::value::RawValue` does (the feature is off in this crate's build).
         struct Raw(&'static str);
         impl Serialize for Raw {
             fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.serialize_newtype_struct(super::RAW_VALUE_TOKEN, self.0)
+                use serde::ser::SerializeStruct;
+                let mut raw = serializer.serialize_struct(super::RAW_VALUE_TOKEN, 1)?;
+                raw.serialize_field(super::RAW_VALUE_TOKEN, self.0)?;
+                raw.end()
             }
         }
-        let written = to_redacted_json(&Raw(r#"{"password": "hunter2", "n": 1}"#)).unwrap();
-        let written: Value = serde_json::from_str(&written).unwrap();
-        assert_eq!(written, json!({"password": "[REDACTED]", "n": 1}));
+        // Written through as raw text where serde_json's `raw_value` feature is on, as a field
+        // holding that text where it is off.
+        let unwrap_raw = |written: &Value| match written.get(super::RAW_VALUE_TOKEN) {
+            Some(Value::String(inner)) => serde_json::from_str::<Value>(inner).unwrap(),
+            _ => written.clone(),
+        };
+        let text = r#"{"password": "hunter2", "n": 1, "note": "token=abc123"}"#;
+        let written: Value = serde_json::from_str(&to_redacted_json(&Raw(text)).unwrap()).unwrap();
+        assert_eq!(
+            unwrap_raw(&written),
+            json!({"password": "[REDACTED]", "n": 1, "note": "token=[REDACTED]"})
+        );
+        let map = BTreeMap::from([("token", Raw(r#""hunter2""#)), ("plain", Raw("[1, 2]"))]);
+        let written: Value = serde_json::from_str(&to_redacted_json(&map).unwrap()).unwrap();
+        assert_eq!(unwrap_raw(&written["token"]), json!("[REDACTED]"));
+        assert_eq!(unwrap_raw(&written["plain"]), json!([1, 2]));
     }
 
     /// The detector before its first-byte table (issue 15), as the reference.
