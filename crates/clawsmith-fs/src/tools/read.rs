@@ -93,16 +93,24 @@ fn read(
     path: &WorkspacePath,
     input: &ReadFileInput,
 ) -> io::Result<ToolExecutionResult> {
-    if looks_binary(file)? {
-        return Ok(ToolExecutionResult::tool_failed(format!(
+    let binary = || {
+        Ok(ToolExecutionResult::tool_failed(format!(
             "Cannot read {path}: it is a binary file (NUL byte in the first 8 KiB)"
-        )));
-    }
+        )))
+    };
     let windowed = input.offset.is_some() || input.limit.is_some();
     let (bytes, mut notes) = if windowed {
+        if looks_binary(file)? {
+            return binary();
+        }
         read_window(file, input.offset.unwrap_or(1), input.limit)?
     } else {
-        read_head(file)?
+        // The head read holds the probe's bytes: the file is read once (issue 15).
+        let (bytes, notes) = read_head(file, size)?;
+        if bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0) {
+            return binary();
+        }
+        (bytes, notes)
     };
     let (mut text, lossy) = decode(bytes);
     if lossy {
@@ -134,7 +142,7 @@ fn read(
 }
 
 fn looks_binary(file: &File) -> io::Result<bool> {
-    let mut head = vec![0u8; BINARY_PROBE_BYTES];
+    let mut head = [0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
     while filled < head.len() {
         match file.read_at(&mut head[filled..], filled as u64) {
@@ -148,8 +156,11 @@ fn looks_binary(file: &File) -> io::Result<bool> {
 }
 
 /// The first [`READ_MAX_BYTES`] bytes, reading one more only to learn whether there is more.
-fn read_head(file: &File) -> io::Result<(Vec<u8>, Vec<String>)> {
-    let mut bytes = Vec::with_capacity(READ_MAX_BYTES + 1);
+/// `size` (the file's size when it was opened) only sizes the buffer: a file that grew since
+/// is read as far as it goes.
+fn read_head(file: &File, size: u64) -> io::Result<(Vec<u8>, Vec<String>)> {
+    let expected = usize::try_from(size).unwrap_or(READ_MAX_BYTES);
+    let mut bytes = Vec::with_capacity(expected.min(READ_MAX_BYTES) + 1);
     file.take(READ_MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)?;
     let mut notes = Vec::new();

@@ -193,6 +193,32 @@ fn read_file_text_forms() {
         tools.fails("read_file", json!({"path": "binary.bin"})),
         "Cannot read binary.bin: it is a binary file (NUL byte in the first 8 KiB)"
     );
+    // The probe is the first 8 KiB exactly, whether the whole head or a window is read.
+    let mut last_probed = vec![b'a'; 8 * 1024];
+    last_probed[8 * 1024 - 1] = 0;
+    fixture.write("nul_at_8191.bin", &last_probed);
+    let mut past_probe = vec![b'a'; 8 * 1024 + 1];
+    past_probe[8 * 1024] = 0;
+    fixture.write("nul_at_8192.txt", &past_probe);
+    for arguments in [
+        json!({"path": "nul_at_8191.bin"}),
+        json!({"path": "nul_at_8191.bin", "offset": 1}),
+        json!({"path": "binary.bin", "limit": 1}),
+    ] {
+        let path = arguments["path"].as_str().unwrap().to_owned();
+        assert_eq!(
+            tools.fails("read_file", arguments),
+            format!("Cannot read {path}: it is a binary file (NUL byte in the first 8 KiB)")
+        );
+    }
+    let read = tools.ok("read_file", json!({"path": "nul_at_8192.txt"}));
+    assert!(
+        read.starts_with("aaaa") && read.contains('\0'),
+        "{}",
+        read.len()
+    );
+    let window = tools.ok("read_file", json!({"path": "nul_at_8192.txt", "limit": 1}));
+    assert!(window.starts_with("aaaa") && window.contains('\0'));
     assert_eq!(
         tools.ok("read_file", json!({"path": "latin1.txt"})),
         "caf\u{FFFD}\n[note: the file is not valid UTF-8; invalid bytes are shown as U+FFFD]"
