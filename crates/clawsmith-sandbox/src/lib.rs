@@ -80,7 +80,13 @@
 //!   rights and seccomp programs, and whose plan fits the init's fixed buffers; otherwise, or
 //!   when the spare's tree died, the command goes the ordinary way. It moves the fork, the
 //!   namespaces and the mounts off the call's critical path; it does not remove their
-//!   processor time. A lifeline pipe only clawsmith holds makes every relay (a spare's
+//!   processor time. A spare's call is answered at its **init's** exit, not its relay's: the
+//!   init writes the command's wait status on the spare's result pipe and exits, and a pidfd
+//!   of the init is readable only once the kernel has killed and reaped every other process of
+//!   its PID namespace, so the call still returns after all of the command is gone; the relay
+//!   (outside the namespace, running nothing of the command) exits on its own and is reaped
+//!   on the spares' thread, its teardown off the call's path. A process that runs one command
+//!   at most turns spares off ([`set_warm_spares`]; the CLI's `call` does). A lifeline pipe only clawsmith holds makes every relay (a spare's
 //!   included) kill its tree when clawsmith dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
 //!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps

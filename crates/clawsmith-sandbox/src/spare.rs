@@ -28,8 +28,15 @@
 //! command then goes the ordinary way, nothing of it having run. A spare runs nothing but the
 //! command of the request that took it, and only once.
 //!
+//! The end of a spare's command is read from its init, not its relay ([`SpareChild`]): the
+//! init writes the command's wait status on the result pipe, then exits; the call waits on a
+//! pidfd of the init (readable only after its whole PID namespace was killed and reaped) and
+//! hands the relay — about to exit by itself — to this module's thread to reap, so the relay's
+//! teardown of its address space and of the command's mount namespace is not on the call's path.
+//!
 //! What it saves is latency, not work: the fork, the namespaces and the mounts still happen per
-//! command, off the call's critical path.
+//! command, off the call's critical path. A process that will run one command at most turns
+//! spares off ([`set_warm_spares`]): the spare its command would order never serves.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
