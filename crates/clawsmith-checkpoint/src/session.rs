@@ -353,8 +353,12 @@ impl Store {
         kind: &str,
     ) -> Result<Option<Event>, StoreError> {
         // Without statistics SQLite walks the primary key backwards, through the whole history
-        // when the kind is rare; the index answers in one lookup. The kinds every call writes
-        // are not in it (schema V13): the walk finds them among the last events.
+        // when the kind is rare. The index holds only the kinds a session has few of (schema
+        // V13: a turn's start, model request and end, not the calls' events), in key order
+        // since V15, so this walks the session's range of the index backwards over those few
+        // kinds to the last one of `kind` (a `model.request` is among a turn's three entries).
+        // The kinds every call writes are not in it: the walk of the table finds them among the
+        // last events.
         let sql = if UNINDEXED_KINDS.contains(&kind) {
             "SELECT event_json FROM event_rows
              WHERE key >= ?1 AND key < ?2 AND type = ?3 ORDER BY key DESC LIMIT 1"
