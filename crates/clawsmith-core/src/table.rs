@@ -176,7 +176,7 @@ pub struct ToolTable {
 }
 
 /// Builds, once per process, what the first compile of a shipped schema needs before it can
-/// compile anything ([`compile_shipped`]: jsonschema's validator of the draft-4 meta-schema
+/// compile anything (`compile_shipped`: jsonschema's validator of the draft-4 meta-schema
 /// that its one-line root is checked against). Nothing is shared with the table: a host that
 /// knows a call is coming can run this on another thread while it opens its store, and the
 /// call's own compile then finds it built.
