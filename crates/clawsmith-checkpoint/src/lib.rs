@@ -68,11 +68,14 @@
 //!   A commit is tens of microseconds under the default durability, less than a hop to a
 //!   blocking thread would cost, so the async core
 //!   calls the store directly on its worker; under `Full` each fsync holds that worker for its
-//!   duration (the runtime's other workers keep serving). Closing a connection does not fold the
-//!   WAL into the main file (four fsyncs a process): a store's own checkpoint thread does, from
-//!   1,000 frames on, off the writer's path (a WAL hook replaces SQLite's automatic checkpoint;
-//!   at 4,000 frames the writer waits for one round so the log starts over), and
-//!   [`Store::checkpoint_wal`] does it on demand.
+//!   duration (the runtime's other workers keep serving). Closing a connection does not fold a
+//!   short WAL into the main file (four fsyncs a process): a store's own checkpoint thread
+//!   does, from 1,000 frames on, off the writer's path (a WAL hook replaces SQLite's automatic
+//!   checkpoint; at 4,000 frames the writer waits for one round so the log starts over), and
+//!   [`Store::checkpoint_wal`] does it on demand. A store whose last commit left 500 frames or
+//!   more folds and empties the log when it closes (`TRUNCATE`, without waiting for a reader of
+//!   another process): the next process to open the file rebuilds its WAL index from every
+//!   frame, so one-call processes must not leave a long log behind.
 //! - **Forward-only migrations** keyed by `PRAGMA user_version`, applied in one immediate
 //!   transaction; a file from a newer build is refused ([`StoreError::SchemaTooNew`]), garbage or
 //!   a truncated file is refused with [`StoreError::NotADatabase`] instead of a panic later.
