@@ -439,6 +439,19 @@ pub(crate) fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
     Some((added, removed))
 }
 
+/// The id a new checkpoint gets (schema V17): one past both the newest checkpoint's and the
+/// highest id a deleted checkpoint had, so an id is never given twice — `AUTOINCREMENT`'s
+/// promise without its `sqlite_sequence` write in every turn's commit. Evaluated inside the
+/// store's write transaction (`BEGIN IMMEDIATE`), so no other writer can take the same id; both
+/// lookups are one b-tree descent (the rowid's last entry, one key of `retired_ids`).
+/// A macro, not a `const`, so the statements using it stay `concat!`ed literals.
+macro_rules! next_checkpoint_id {
+    () => {
+        "(max(COALESCE((SELECT id FROM checkpoints ORDER BY id DESC LIMIT 1), 0),
+              COALESCE((SELECT id FROM retired_ids WHERE name = 'checkpoints'), 0)) + 1)"
+    };
+}
+
 pub(crate) fn begin_turn_in(
     tx: &Transaction<'_>,
     session_id: &str,
@@ -463,9 +476,13 @@ pub(crate) fn begin_turn_in(
     let todos = todos_json(tx, session_id)?;
     cached_execute(
         tx,
-        "INSERT INTO checkpoints (session_id, turn_id, created_at, message_count, event_sequence,
-             todos_json, state)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'open')",
+        concat!(
+            "INSERT INTO checkpoints (id, session_id, turn_id, created_at, message_count,
+                 event_sequence, todos_json, state)
+             VALUES (",
+            next_checkpoint_id!(),
+            ", ?1, ?2, ?3, ?4, ?5, ?6, 'open')"
+        ),
         params![session_id, turn_id, now, messages, sequence, todos],
     )
     .ctx("beginning a turn")?;
@@ -619,11 +636,16 @@ pub(crate) fn copy_checkpoints(
     for id in ids {
         cached_execute(
             tx,
-            "INSERT INTO checkpoints (session_id, turn_id, created_at, finished_at, message_count,
-                 event_sequence, todos_json, state, files_undone, session_undone)
-             SELECT ?2, turn_id, created_at, finished_at, message_count, event_sequence, todos_json,
-                 state, files_undone, session_undone
-             FROM checkpoints WHERE id = ?1",
+            concat!(
+                "INSERT INTO checkpoints (id, session_id, turn_id, created_at, finished_at,
+                     message_count, event_sequence, todos_json, state, files_undone,
+                     session_undone)
+                 SELECT ",
+                next_checkpoint_id!(),
+                ", ?2, turn_id, created_at, finished_at, message_count,
+                     event_sequence, todos_json, state, files_undone, session_undone
+                 FROM checkpoints WHERE id = ?1"
+            ),
             params![id, new_id],
         )
         .ctx("forking checkpoints")?;

@@ -411,9 +411,51 @@ DROP INDEX IF EXISTS checkpoints_state;
 CREATE INDEX checkpoints_state ON checkpoints(session_id, state);
 "#;
 
+/// Version 17: `checkpoints` without `AUTOINCREMENT` (issue 15). With it, every new checkpoint
+/// — one a turn, one an MCP call — updated the table's row in `sqlite_sequence`, so that page
+/// was one more 4 KB WAL frame in every turn's commit (strace of 300 MCP calls: 13.6 frames a
+/// commit, `sqlite_sequence`'s page in each). What `AUTOINCREMENT` gave is kept another way: an
+/// id is never given twice, even after the newest checkpoint is deleted (a pending restore plan
+/// names checkpoints by id, so a new turn must never take a deleted one's). `retired_ids` holds,
+/// per table, the highest id of a row ever deleted (a trigger on delete, cascades included; only
+/// deletions write it); the store gives a new checkpoint `max(newest id, retired id) + 1`
+/// (`next_checkpoint_id!` in checkpoint.rs) inside its write transaction, and a trigger refuses any insert, by
+/// the store or by hand, of an id at or below the retired one. The migration seeds it with the
+/// sequence `AUTOINCREMENT` kept, which covers every id given before.
+///
+/// Only the table's text changes, through `writable_schema` as in V16: `AUTOINCREMENT` is not
+/// stored in the table's b-tree or its indexes — it decides how SQLite picks a rowid and keeps
+/// `sqlite_sequence` — so nothing on disk changes shape, and the table is not copied (a copy
+/// would have had to keep `checkpoint_files`' cascading foreign key from deleting every file row
+/// with the old table). All of it runs in the migration's one transaction: a process killed
+/// during it leaves version 16 untouched.
+const V17: &str = r#"
+CREATE TABLE IF NOT EXISTS retired_ids (
+    name  TEXT PRIMARY KEY,
+    id    INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO retired_ids (name, id)
+    SELECT 'checkpoints', seq FROM sqlite_sequence WHERE name = 'checkpoints'
+    ON CONFLICT (name) DO UPDATE SET id = max(id, excluded.id);
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema
+    SET sql = replace(sql, 'INTEGER PRIMARY KEY AUTOINCREMENT', 'INTEGER PRIMARY KEY')
+    WHERE type = 'table' AND name = 'checkpoints';
+PRAGMA writable_schema = RESET;
+DELETE FROM sqlite_sequence WHERE name = 'checkpoints';
+CREATE TRIGGER IF NOT EXISTS checkpoints_retire AFTER DELETE ON checkpoints BEGIN
+    INSERT INTO retired_ids (name, id) VALUES ('checkpoints', OLD.id)
+        ON CONFLICT (name) DO UPDATE SET id = max(id, excluded.id);
+END;
+CREATE TRIGGER IF NOT EXISTS checkpoints_fresh_id AFTER INSERT ON checkpoints
+    WHEN NEW.id <= (SELECT id FROM retired_ids WHERE name = 'checkpoints') BEGIN
+    SELECT RAISE(ABORT, 'checkpoints: this id belonged to a deleted checkpoint');
+END;
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
 ];
 
 /// The schema version this build writes.

@@ -1397,6 +1397,136 @@ mod tests {
         assert_eq!(states, ["finished", "undone", "open"]);
     }
 
+    fn checkpoint_ids(connection: &Connection, session: &str) -> Vec<i64> {
+        connection
+            .prepare("SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id")
+            .unwrap()
+            .query_map([session], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn version_17_checkpoints_never_reuse_an_id_without_autoincrement() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at(&path, 16);
+        {
+            #[allow(clippy::disallowed_methods)]
+            let connection = Connection::open(&path).unwrap();
+            connection
+                .execute_batch(
+                    "PRAGMA foreign_keys = ON;
+                     INSERT INTO sessions (id, parent_id, created_at, workspace_root)
+                         VALUES ('s', NULL, 1, '/w');
+                     INSERT INTO checkpoints (session_id, turn_id, created_at, message_count,
+                         event_sequence, todos_json, state)
+                         VALUES ('s', 't1', 1, 0, 0, '[]', 'finished'),
+                                ('s', 't2', 2, 0, 0, '[]', 'finished'),
+                                ('s', 't3', 3, 0, 0, '[]', 'finished');
+                     INSERT INTO checkpoint_files (checkpoint_id, path, position, bytes_before,
+                         bytes_after) VALUES (1, 'a.txt', 0, 0, 1);
+                     DELETE FROM checkpoints WHERE id = 3;",
+                )
+                .unwrap();
+            // Version 16: AUTOINCREMENT remembers the deleted newest id in sqlite_sequence.
+            let seq: i64 = connection
+                .query_row(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'checkpoints'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(seq, 3);
+        }
+        let store = Store::open(&path).unwrap();
+        {
+            let connection = store.connection();
+            let sql: String = connection
+                .query_row(
+                    "SELECT sql FROM sqlite_schema WHERE name = 'checkpoints'",
+                    [],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+            assert!(
+                sql.contains("id              INTEGER PRIMARY KEY,"),
+                "{sql}"
+            );
+            // restore_plans keeps its AUTOINCREMENT; checkpoints leave sqlite_sequence.
+            let sequences: Vec<String> = connection
+                .prepare("SELECT name FROM sqlite_sequence")
+                .unwrap()
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert!(!sequences.contains(&"checkpoints".to_string()));
+            let integrity: String = connection
+                .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(integrity, "ok");
+            // The rows, and the file row hanging off the first one, are all still there.
+            assert_eq!(checkpoint_ids(&connection, "s"), [1, 2]);
+            let files: i64 = connection
+                .query_row("SELECT count(*) FROM checkpoint_files", [], |row| {
+                    row.get(0)
+                })
+                .unwrap();
+            assert_eq!(files, 1);
+        }
+        // The deleted newest id 3 is not given again.
+        store.begin_turn("s", "t4").unwrap();
+        assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 4]);
+        // Nor is a newest id deleted after the migration.
+        store
+            .connection()
+            .execute("DELETE FROM checkpoints WHERE id = 4", [])
+            .unwrap();
+        store.begin_turn("s", "t5").unwrap();
+        assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 5]);
+        // Nor the ids of a deleted session's checkpoints (deleted by its cascade).
+        store.create_session("gone", "/w").unwrap();
+        store.begin_turn("gone", "g1").unwrap();
+        store.begin_turn("gone", "g2").unwrap();
+        assert_eq!(checkpoint_ids(&store.connection(), "gone"), [6, 7]);
+        store
+            .connection()
+            .execute("DELETE FROM sessions WHERE id = 'gone'", [])
+            .unwrap();
+        store.begin_turn("s", "t6").unwrap();
+        assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 5, 8]);
+        // A fork's copies get fresh ids after every one given.
+        store.fork_session("s", "f").unwrap();
+        assert_eq!(checkpoint_ids(&store.connection(), "f"), [9, 10, 11, 12]);
+        // An insert by hand of a retired id is refused, and one without an id takes a fresh one.
+        let connection = store.connection();
+        let refused = connection
+            .execute(
+                "INSERT INTO checkpoints (id, session_id, turn_id, created_at, message_count,
+                     event_sequence, todos_json, state)
+                     VALUES (7, 's', 'again', 1, 0, 0, '[]', 'open')",
+                [],
+            )
+            .unwrap_err();
+        assert_eq!(
+            refused.sqlite_error_code(),
+            Some(ErrorCode::ConstraintViolation)
+        );
+        assert_eq!(checkpoint_ids(&connection, "s"), [1, 2, 5, 8]);
+        connection
+            .execute(
+                "INSERT INTO checkpoints (session_id, turn_id, created_at, message_count,
+                     event_sequence, todos_json, state)
+                     VALUES ('s', 'by-hand', 1, 0, 0, '[]', 'open')",
+                [],
+            )
+            .unwrap();
+        assert_eq!(checkpoint_ids(&connection, "s"), [1, 2, 5, 8, 13]);
+    }
+
     #[test]
     fn reopening_the_latest_version_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
