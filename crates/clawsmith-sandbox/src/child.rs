@@ -29,14 +29,18 @@
 //! `direct.rs`) from an [`ExecPlan`] prepared in the parent.
 //!
 //! A **warm spare** (`spare.rs`) is the same tree started before its command exists: the relay
-//! and the init do all of the above that does not depend on the command, then the init closes
-//! every descriptor but the command's stdio, its status pipe, the ruleset and a spare's two
-//! pipes (the relay sees end of file on its setup pipe and lets std's `spawn` return) and waits
-//! on the **go** pipe. The go message ([`go_message`]) carries the program, arguments,
+//! and the init do all of the above that does not depend on the command — the command process
+//! included: the init clones it **ahead** (`CLONE_VM | CLONE_FS`, not `CLONE_VFORK`), and it
+//! drops its capabilities, sets `no_new_privs`, restricts itself with Landlock and seccomp,
+//! marks its descriptors close-on-exec and parks on a wake pipe (none of that depends on the
+//! command: a spare serves only a command whose setup is equal, [`ChildSetup::serves`]) —, then
+//! the init closes every descriptor but its status pipe and a spare's two pipes (the relay sees
+//! end of file on its setup pipe and lets std's `spawn` return) and waits on the **go** pipe. The go message ([`go_message`]) carries the program, arguments,
 //! environment, working directory and `.git` pins; the init reads it into a [`PlanArea`]
 //! mapped before the fork (fixed capacity; it cannot allocate), re-checks every covered path,
-//! binds the pins, enters the working directory, writes a zero word on the **result** pipe
-//! and starts the command as above; a setup error of the init or the command from then on
+//! binds the pins, enters the working directory (shared with the parked command, so entered
+//! with the init's capabilities as the ordinary way's is), writes a zero word on the **result**
+//! pipe and wakes the command, which `exec`s the plan; a setup error of the init or the command from then on
 //! goes to the result pipe (clawsmith holds its read end), and its end of file means the
 //! command has `exec`ed. The command's view is the ordinary one: the same mounts in the same
 //! order, the same namespaces, limits and restrictions.
@@ -310,6 +314,24 @@ struct ReadPlan {
     paths: *const *const libc::c_char,
     pinned: usize,
     read_only: usize,
+}
+
+/// Reads exactly `buffer.len()` bytes, retrying a failed read whatever `errno` says (the
+/// processes of a tree share it; see [`Tree::await_command`]); `false` at end of file.
+fn read_whole(fd: RawFd, buffer: &mut [u8]) -> bool {
+    let mut done = 0;
+    while done < buffer.len() {
+        // SAFETY: read(2) into the unfilled rest of a buffer we own.
+        let read =
+            unsafe { libc::read(fd, buffer[done..].as_mut_ptr().cast(), buffer.len() - done) };
+        if read == 0 {
+            return false;
+        }
+        if read > 0 {
+            done += read as usize;
+        }
+    }
+    true
 }
 
 /// Reads exactly `buffer.len()` bytes; `Ok(false)` at end of file.
@@ -747,6 +769,10 @@ struct Tree<'a> {
     slave: RawFd,
     /// The top of the command's stack.
     command_stack: *mut libc::c_void,
+    /// A spare's command, cloned ahead: the read end of its **wake** pipe (the init writes a
+    /// byte once the command's plan is in place) and the write end of its **parked** pipe
+    /// (close-on-exec: a word once it is restricted, end of file once it has `exec`ed or died).
+    parking: std::cell::Cell<(RawFd, RawFd)>,
 }
 
 impl Namespaces {
@@ -816,6 +842,7 @@ impl Namespaces {
             slave,
             // SAFETY: inside the mapping `map_stacks` made (its end).
             command_stack: unsafe { stacks.add(2 * (STACK_GUARD + CHILD_STACK)) }.cast(),
+            parking: std::cell::Cell::new((-1, -1)),
         };
         // The hard stop is installed before the init exists, so it is never missed; the init
         // sets SIGUSR1 back to its default (the command inherits that).
@@ -915,6 +942,17 @@ extern "C" fn init_main(tree: *mut libc::c_void) -> libc::c_int {
     tree.fail(&error, 1)
 }
 
+/// A spare's command's entry (cloned ahead): restrictions, a wait for the plan, `exec`.
+extern "C" fn parked_main(tree: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: as for `init_main`; the init waits on the parked pipe while this process works.
+    let tree = unsafe { &*tree.cast::<Tree<'_>>() };
+    let Some(spare) = &tree.namespaces.spare else {
+        tree.fail(&io::Error::from_raw_os_error(libc::EINVAL), 127)
+    };
+    let error = tree.parked_command(spare);
+    tree.fail(&error, 127)
+}
+
 /// The command's entry: restrictions, then `exec`.
 extern "C" fn command_main(tree: *mut libc::c_void) -> libc::c_int {
     // SAFETY: as for `init_main`; the init is suspended until this process `exec`s or exits.
@@ -959,25 +997,26 @@ impl Tree<'_> {
         if let Some(pid_max) = &namespaces.pid_max {
             write_proc(c"/proc/sys/kernel/pid_max", pid_max.as_bytes())?;
         }
-        match &namespaces.spare {
+        let command = match &namespaces.spare {
             None => {
                 bind_read_only(
                     namespaces.view.pinned.iter().map(CString::as_c_str),
                     namespaces.view.read_only.iter().map(CString::as_c_str),
                 )?;
                 check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
+                // Returns once the command has `exec`ed or exited.
+                check(unsafe {
+                    libc::clone(
+                        command_main,
+                        self.command_stack,
+                        libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                        (self as *const Tree<'_>).cast_mut().cast(),
+                    )
+                })?
             }
+            // Returns once the command has `exec`ed or exited, too.
             Some(spare) => self.await_command(spare)?,
-        }
-        // Returns once the command has `exec`ed or exited.
-        let command = check(unsafe {
-            libc::clone(
-                command_main,
-                self.command_stack,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                (self as *const Tree<'_>).cast_mut().cast(),
-            )
-        })?;
+        };
         // The init keeps only the status pipe (and a spare's result pipe): the command's output
         // pipe and std's error pipe must close when the command's side does.
         let result = namespaces.spare.as_ref().map_or(-1, |spare| spare.result);
@@ -1014,18 +1053,55 @@ impl Tree<'_> {
         }
     }
 
-    /// A spare's init, its view ready but for the command's own part: signals "ready" (the
-    /// end of file of `setup_pipe` and std's error pipe, which lets the relay go on and `spawn`
+    /// A spare's init, its view ready but for the command's own part. It clones the command
+    /// **ahead** (`CLONE_VM | CLONE_FS`, no `CLONE_VFORK`: both run, one at a time) and waits
+    /// until that process has restricted itself — capabilities, `no_new_privs`, Landlock,
+    /// seccomp, close-on-exec: everything of [`ChildSetup`], the same for every command a spare
+    /// [`ChildSetup::serves`] — and parked on its wake pipe. Then it signals "ready" (the end
+    /// of file of `setup_pipe` and std's error pipe, which lets the relay go on and `spawn`
     /// return), waits for the go message, checks what may have changed since the spare was
-    /// made (every covered path still covered), then pins the `.git` paths and enters the
-    /// working directory as a command of the ordinary way does, and says "starting" on the
-    /// result pipe. From here on a setup error goes to the result pipe.
-    fn await_command(&self, spare: &SpareEnds) -> io::Result<()> {
-        let landlock = self.setup.landlock.as_ref().map_or(-1, AsRawFd::as_raw_fd);
-        close_all_but(&[0, 1, 2, self.status.1, spare.go, spare.result, landlock]);
+    /// made (every covered path still covered), pins the `.git` paths and enters the working
+    /// directory — shared with the command (`CLONE_FS`), whose own `chdir` would run without
+    /// the capabilities the init's has, as the ordinary way's does not — as a command of the
+    /// ordinary way does, says "starting" on the result pipe and wakes the command, which
+    /// `exec`s the plan's program. From "ready" on a setup error goes to the result pipe.
+    /// Returns the command's pid once it has `exec`ed (or died).
+    ///
+    /// The init, the command and the relay share one `errno` (`CLONE_VM`): while one of the
+    /// init and the command works, the other is blocked in a `read` that only a success ends
+    /// (no handler is installed in either: nothing interrupts it), so neither reads an `errno`
+    /// the other set.
+    fn await_command(&self, spare: &SpareEnds) -> io::Result<libc::pid_t> {
+        let wake = pipe()?;
+        let parked = pipe()?;
+        self.parking.set((wake.0, parked.1));
+        // SAFETY: the command runs `parked_main` on its own stack over `self`, which outlives
+        // it (the relay never returns while the tree lives); it ends with `exec` or `_exit`.
+        let command = check(unsafe {
+            libc::clone(
+                parked_main,
+                self.command_stack,
+                libc::CLONE_VM | libc::CLONE_FS | libc::SIGCHLD,
+                (self as *const Tree<'_>).cast_mut().cast(),
+            )
+        })?;
+        // SAFETY: closing the command's ends in this process.
+        unsafe {
+            libc::close(wake.0);
+            libc::close(parked.1);
+        }
+        let mut word = [0u8; 4];
+        if !read_whole(parked.0, &mut word) {
+            // The command could not restrict itself: its errno went to the relay (through
+            // `setup_pipe`), which kills this init.
+            // SAFETY: _exit(2) takes no pointers.
+            unsafe { libc::_exit(1) }
+        }
+        close_all_but(&[self.status.1, spare.go, spare.result, wake.1, parked.0]);
         self.errors.set(spare.result);
         let Some(plan) = read_plan(spare.go, &spare.area)? else {
-            // Discarded (or clawsmith is gone): nothing to run.
+            // Discarded (or clawsmith is gone): nothing to run; the command dies with this
+            // init, pid 1 of its namespace.
             // SAFETY: _exit(2) takes no pointers.
             unsafe { libc::_exit(0) }
         };
@@ -1044,7 +1120,7 @@ impl Tree<'_> {
             paths[..plan.pinned].iter().map(c),
             paths[plan.pinned..].iter().map(c),
         )?;
-        // SAFETY: chdir(2) of a NUL-terminated string in the area.
+        // SAFETY: chdir(2) of a NUL-terminated string in the area (the command's too).
         check(unsafe { libc::chdir(plan.cwd) })?;
         self.exec.set(plan.exec);
         let starting = 0i32.to_ne_bytes();
@@ -1056,7 +1132,48 @@ impl Tree<'_> {
             // SAFETY: _exit(2) takes no pointers.
             unsafe { libc::_exit(0) }
         }
-        Ok(())
+        // SAFETY: write(2) of a stack byte to our own descriptor; a command killed meanwhile
+        // (no reader: EPIPE, SIGPIPE ignored by nobody here is fatal only to this init, whose
+        // death ends the namespace) is reported by the wait below.
+        unsafe {
+            libc::write(wake.1, [1u8].as_ptr().cast(), 1);
+        }
+        // End of file once the command has `exec`ed (its end is close-on-exec) or died.
+        while read_whole(parked.0, &mut word) {}
+        Ok(command)
+    }
+
+    /// A spare's command, cloned ahead by its init ([`Tree::await_command`]): drops its
+    /// capabilities and restricts itself as the ordinary way's command does, keeps nothing
+    /// but its standard streams, the result pipe and its two parking pipes, says so on the
+    /// parked pipe and waits for the wake byte; then `exec`s the plan the init read (in the
+    /// working directory the init entered for both). Returns the error that stopped it.
+    fn parked_command(&self, spare: &SpareEnds) -> io::Error {
+        let (wake, parked) = self.parking.get();
+        // SAFETY: closing this process's copies of the init's descriptors.
+        unsafe {
+            libc::close(self.status.1);
+            libc::close(self.alive.0);
+        }
+        if let Err(error) = drop_capabilities().and_then(|()| self.setup.restrict()) {
+            return error;
+        }
+        // Not the go pipe, the ruleset, `setup_pipe` or std's error pipe: the relay sees
+        // "ready" once the init has closed its copies too.
+        close_all_but(&[0, 1, 2, spare.result, wake, parked]);
+        let word = 0i32.to_ne_bytes();
+        // SAFETY: write(2) of a stack buffer to our own descriptor.
+        if unsafe { libc::write(parked, word.as_ptr().cast(), word.len()) } != 4 {
+            // SAFETY: _exit(2) takes no pointers.
+            unsafe { libc::_exit(127) }
+        }
+        let mut byte = [0u8; 1];
+        if !read_whole(wake, &mut byte) {
+            // The init is gone (the spare discarded): nothing to run.
+            // SAFETY: _exit(2) takes no pointers.
+            unsafe { libc::_exit(0) }
+        }
+        self.exec.get().exec()
     }
 
     /// Runs in the command process: no capabilities, `no_new_privs`, Landlock, seccomp, then

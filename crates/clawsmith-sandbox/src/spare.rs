@@ -10,13 +10,17 @@
 //! for its workspace waits for it, [`WAIT_FOR_PENDING`] at most. Its init waits for a **go message** on a pipe: the command's program, arguments,
 //! environment, working directory and `.git` pins ([`child::go_message`]); it then checks what
 //! may have changed since (every covered path still covered), pins, enters the working
-//! directory and starts the command exactly as the ordinary way does (`child::Tree`).
+//! directory and wakes the command process, which it cloned **ahead** and which restricted
+//! itself then (capabilities, `no_new_privs`, Landlock, seccomp, close-on-exec: everything of
+//! the setup, none of it per command) and waited parked: it only `exec`s the plan's program
+//! (`child::Tree::await_command`). The command so runs exactly as the ordinary way's does.
 //!
 //! A spare is used only when it makes the same tree as the ordinary way would: the command's
 //! own setup is planned as always (the cover list computed now), and the spare must
 //! [`ChildSetup::serves`] it — the same prepared view (so the same cover list), workspace
-//! identity, namespaces, limits, Landlock rights and seccomp programs — and its plan must fit
-//! the init's fixed buffers; otherwise the command goes the ordinary way. Only `run_command`
+//! identity, namespaces, limits, Landlock rights and seccomp programs, all that its parked
+//! command was restricted with — and its plan must fit the init's fixed buffers; otherwise the
+//! command goes the ordinary way (and a spare made for other settings is replaced, never used). Only `run_command`
 //! without standard input and with merged output takes spares (its output pipe is the spare's);
 //! PTY and background commands keep the ordinary way.
 //!
@@ -753,9 +757,22 @@ mod tests {
             // `ls` alone is `exec`ed directly (no bash), with bash's variables.
             ("ls -a", Some("sub")),
             ("/usr/bin/env", Some("sub")),
+            // How many filters: one attach each way, not one ahead and one more at go.
+            ("grep -E '^Seccomp_filters:' /proc/self/status", None),
         ];
+        // As root, a working directory the command itself could not enter without
+        // capabilities: entered by the init for the spare's command as for the ordinary one.
+        // (As another user the ordinary way's relay, still in the host's view, cannot enter it.)
+        let root = nix::unistd::geteuid().is_root();
+        let locked_row = root.then_some(("pwd; ls -A . | wc -l", Some("locked")));
+        let locked = fixture.workspace.join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::write(locked.join("f"), "").unwrap();
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o000))
+            .unwrap();
         let table: Vec<(String, Option<&str>)> = table
             .into_iter()
+            .chain(locked_row)
             .map(|(command, cwd)| (command.to_owned(), cwd))
             .chain([(format!("touch {}/x 2>&1; echo $?", outside.display()), None)])
             .collect();
@@ -767,6 +784,8 @@ mod tests {
             assert_eq!(spare.sandbox, ordinary.sandbox, "{command}");
             assert!(!outside.join("x").exists());
         }
+        std::fs::set_permissions(&locked, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
         // The view really is the confined one (not merely equal to something else).
         let status = through_spare(
             &config,
@@ -775,6 +794,144 @@ mod tests {
         )
         .await;
         assert_eq!(status.output, "NoNewPrivs:\t1\nSeccomp:\t2\n0\n");
+    }
+
+    /// The `/proc/PID/status` lines of `pid` that say how it is restricted.
+    fn restrictions(pid: i32) -> Vec<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .filter(|line| {
+                [
+                    "NoNewPrivs:",
+                    "Seccomp:",
+                    "CapEff:",
+                    "CapPrm:",
+                    "CapBnd:",
+                    "CapAmb:",
+                ]
+                .iter()
+                .any(|field| line.starts_with(field))
+            })
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    }
+
+    /// An idle spare's command process exists before any command does (the init's one child)
+    /// and has already restricted itself: no capabilities, `no_new_privs`, a seccomp filter,
+    /// and nothing open but its standard streams and three pipes (the result pipe and its two
+    /// parking pipes; not the go pipe, not the Landlock ruleset). The command sent to it then
+    /// runs as that process, with one filter attached, not two.
+    #[tokio::test]
+    async fn an_idle_spares_command_is_restricted_before_its_plan_arrives() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let (_, init) = idle_tree(&config);
+        let children = || {
+            std::fs::read_to_string(format!("/proc/{init}/task/{init}/children"))
+                .unwrap()
+                .split_whitespace()
+                .map(|pid| pid.parse::<i32>().unwrap())
+                .collect::<Vec<_>>()
+        };
+        // The relay's `spawn` returned (the spare is idle) only once the command was parked.
+        let parked = children();
+        let [command] = parked[..] else {
+            panic!("the idle spare's init has {parked:?} as children")
+        };
+        assert_eq!(
+            restrictions(command),
+            [
+                "CapPrm: 0000000000000000",
+                "CapEff: 0000000000000000",
+                "CapBnd: 0000000000000000",
+                "CapAmb: 0000000000000000",
+                "NoNewPrivs: 1",
+                "Seccomp: 2",
+            ]
+        );
+        let mut fds: Vec<i32> = std::fs::read_dir(format!("/proc/{command}/fd"))
+            .unwrap()
+            .map(|entry| {
+                entry
+                    .unwrap()
+                    .file_name()
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        fds.sort_unstable();
+        assert_eq!(fds.len(), 6, "{fds:?}");
+        assert_eq!(fds[..3], [0, 1, 2]);
+        for fd in &fds[3..] {
+            let target = std::fs::read_link(format!("/proc/{command}/fd/{fd}")).unwrap();
+            assert!(
+                target.to_string_lossy().starts_with("pipe:"),
+                "fd {fd}: {target:?}"
+            );
+        }
+        let before = started();
+        let outcome = run(
+            &config,
+            "grep -E '^(NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; echo $$",
+            None,
+        )
+        .await;
+        assert_eq!(started(), before + 1, "the idle spare did not run it");
+        let filters = the_ordinary_way(
+            &config,
+            "grep -E '^Seccomp_filters:' /proc/self/status",
+            None,
+        )
+        .await
+        .output;
+        assert_eq!(
+            outcome.output,
+            format!("NoNewPrivs:\t1\nSeccomp:\t2\n{filters}2\n")
+        );
+    }
+
+    /// A spare restricted ahead for other limits than a command's is never used for it: the
+    /// command goes the ordinary way with its own limits, the spare (and its parked command)
+    /// is replaced by one for the new settings, which then serves.
+    #[tokio::test]
+    async fn a_spare_restricted_for_other_limits_is_discarded_not_used() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        let default = the_ordinary_way(&config, "ulimit -n", None).await.output;
+        enable();
+        run(&config, "true", None).await;
+        spare_ready(&config).await;
+        let (relay, init) = idle_tree(&config);
+        let mut other = config.clone();
+        other.limits.open_files = Some(64);
+        assert_ne!(default, "64\n");
+        let before = started();
+        let outcome = run(&other, "ulimit -n", None).await;
+        assert_eq!(outcome.output, "64\n");
+        assert_eq!(
+            started(),
+            before,
+            "a spare restricted for other limits ran it"
+        );
+        // The old spare is replaced (killed: its init, and with it the parked command).
+        assert!(
+            gone_soon(relay) && gone_soon(init),
+            "the old spare was left"
+        );
+        assert_eq!(
+            through_spare(&other, "ulimit -n", None).await.output,
+            "64\n"
+        );
+        // And back: the spare for the other limits does not serve the first settings either.
+        let before = started();
+        assert_eq!(run(&config, "ulimit -n", None).await.output, default);
+        assert_eq!(started(), before);
     }
 
     #[tokio::test]
