@@ -73,9 +73,11 @@
 //!   does, from 1,000 frames on, off the writer's path (a WAL hook replaces SQLite's automatic
 //!   checkpoint; at 4,000 frames the writer waits for one round so the log starts over), and
 //!   [`Store::checkpoint_wal`] does it on demand. A store whose last commit left 500 frames or
-//!   more folds and empties the log when it closes (`TRUNCATE`, without waiting for a reader of
-//!   another process): the next process to open the file rebuilds its WAL index from every
-//!   frame, so one-call processes must not leave a long log behind.
+//!   more folds the log when it closes (`RESTART`, without waiting for a reader of another
+//!   process) and starts it over with a one-frame no-op commit (the file keeps its blocks:
+//!   emptying it was a synchronous discard on a file system mounted with `discard`): the next
+//!   process to open the file rebuilds its WAL index from every frame of the log, so one-call
+//!   processes must not leave a long log behind.
 //! - **Forward-only migrations** keyed by `PRAGMA user_version`, applied in one immediate
 //!   transaction; a file from a newer build is refused ([`StoreError::SchemaTooNew`]), garbage or
 //!   a truncated file is refused with [`StoreError::NotADatabase`] instead of a panic later.
