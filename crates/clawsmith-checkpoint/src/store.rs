@@ -783,6 +783,16 @@ fn commit_one<T>(
 
 /// Writes deferred records in order inside `tx` (sequences and message indices assigned now).
 fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), StoreError> {
+    // Records of the session looked up last do not look it up again (a read's deferred start is
+    // its batch's message and its `tool.started`: one lookup, not two). Nothing written here
+    // removes a session.
+    let mut known: Option<(String, crate::session::SessionRows)> = None;
+    let mut session_of = |id: &str| match &known {
+        Some((known_id, rows)) if known_id == id => Ok(*rows),
+        _ => crate::session::require_session(tx, id).inspect(|rows| {
+            known = Some((id.to_owned(), *rows));
+        }),
+    };
     for record in records {
         match record {
             Deferred::BeginTurn {
@@ -793,11 +803,11 @@ fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), 
                 crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?;
             }
             Deferred::Message { session_id, json } => {
-                let session = crate::session::require_session(tx, session_id)?;
+                let session = session_of(session_id)?;
                 crate::session::insert_message(tx, session, json)?;
             }
             Deferred::Event { event, result, .. } => {
-                let session = crate::session::require_session(tx, &event.session_id)?;
+                let session = session_of(&event.session_id)?;
                 let output = match result {
                     Some((json, content)) => Some((
                         crate::session::insert_message(tx, session, json)?,

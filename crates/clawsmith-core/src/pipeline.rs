@@ -48,6 +48,7 @@ use crate::real_paths::resolved_paths;
 use crate::redact::{redact_display, redact_json, redact_text};
 use crate::session::new_id;
 use crate::table::{ToolEntry, canonical_json};
+use clawsmith_protocol::redact::redact_owned;
 
 /// What one batch call ended with: the call id and its result.
 pub type CallResult = (String, ToolExecutionResult);
@@ -281,15 +282,17 @@ fn truncated_name(text: &str) -> String {
 }
 
 /// Steps 6–7: hooks, then the permission policy, then the approver for `ask`.
+/// The call's permission decision, with its masked summary (which its `tool.started` carries
+/// too: computed once a call).
 async fn authorize_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
-) -> Result<Result<PermissionDecision, ToolExecutionResult>, CoreError> {
+) -> Result<Result<(PermissionDecision, String), ToolExecutionResult>, CoreError> {
     let shared = context.shared;
     let entry = prepared.entry;
     let facts = entry.facts();
-    let summary = redact_text(&entry.tool().summarize(&prepared.input));
+    let summary = redact_owned(entry.tool().summarize(&prepared.input));
     let mut hook_asks: Option<String> = None;
     if !shared.hooks.is_empty() {
         let hook_input = HookInput::new(
@@ -354,7 +357,7 @@ async fn authorize_call(
         };
     }
     let answer = match decision.verdict {
-        Verdict::Allow => return Ok(Ok(decision)),
+        Verdict::Allow => return Ok(Ok((decision, summary))),
         Verdict::Deny => {
             return Ok(Err(ToolExecutionResult::failure(
                 ErrorCode::PERMISSION_DENIED,
@@ -377,7 +380,7 @@ async fn authorize_call(
                 turn_id: context.turn_id.to_owned(),
                 tool_call_id: call.id.clone(),
                 tool_name: entry.name().to_owned(),
-                summary,
+                summary: summary.clone(),
                 risk: facts.effective_risk,
                 capabilities: facts.capabilities.to_vec(),
                 reason: decision.reason.clone(),
@@ -406,11 +409,14 @@ async fn authorize_call(
     };
     Ok(match answer {
         None => Err(cancelled_before_start(call)),
-        Some(ApprovalAnswer::Approve) => Ok(PermissionDecision {
-            verdict: Verdict::Allow,
-            reason: format!("approved ({})", decision.reason),
-            rule: decision.rule,
-        }),
+        Some(ApprovalAnswer::Approve) => Ok((
+            PermissionDecision {
+                verdict: Verdict::Allow,
+                reason: format!("approved ({})", decision.reason),
+                rule: decision.rule,
+            },
+            summary,
+        )),
         Some(ApprovalAnswer::Decline(reason)) => Err(ToolExecutionResult::failure(
             ErrorCode::PERMISSION_DENIED,
             format!("{} was declined: {}", entry.name(), redact_text(&reason)),
@@ -459,11 +465,13 @@ struct Started {
 /// Steps 8–9: journal start for side-effecting calls (durable before anything runs), then
 /// `tool.started` (deferred for a call that guards no side effect: see the module docs).
 /// `Err(result)` if journaling failed (the call is then not run).
+/// `summary`: the call's masked summary when [`authorize_call`] made it already.
 fn start_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
     batch: BatchInfo,
+    summary: Option<String>,
 ) -> Result<Result<Started, ToolExecutionResult>, CoreError> {
     let entry = prepared.entry;
     let facts = entry.facts();
@@ -484,7 +492,9 @@ fn start_call(
         risk: facts.effective_risk,
         capabilities: facts.capabilities.to_vec(),
         side_effect,
-        summary: Some(redact_text(&entry.tool().summarize(&prepared.input))),
+        summary: Some(
+            summary.unwrap_or_else(|| redact_owned(entry.tool().summarize(&prepared.input))),
+        ),
         tool_schema: context
             .shared
             .record_tool_schemas
@@ -712,35 +722,39 @@ fn close_call(
     result.metadata.display = result.metadata.display.take().map(redact_display);
     // Journal close, `tool.completed` and the tool message commit together (one fsync when the
     // store syncs, and never a completion without its message).
-    let message = ModelMessage::tool_result(
-        call.id.clone(),
-        call.name.clone(),
-        result.content.clone(),
-        result.summary(),
-    );
     let mut completed =
         ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
     (completed.trace_id, completed.span_id) = context.spans.ids(&call.id);
     context.spans.close(&call.id, &result);
     let payload = EventPayload::ToolCompleted(completed);
-    if defer {
-        let event = shared.store.defer_call_close(
-            context.session_id,
-            payload,
-            shared.store.now_ms(),
-            &message,
-        )?;
-        context.outbox.push([event]);
-        return Ok(result);
-    }
-    let event = shared.store.close_call(
-        context.session_id,
-        journaled.then(|| (call.id.as_str(), result.status())),
-        payload,
-        shared.store.now_ms(),
-        &message,
-    )?;
-    context.outbox.deliver_with(context.sink, &event);
+    let status = result.status();
+    // The message borrows the result's text while it is stored, and gives it back (no copy:
+    // issue 15).
+    let message = ModelMessage::tool_result(
+        call.id.clone(),
+        call.name.clone(),
+        std::mem::take(&mut result.content),
+        result.summary(),
+    );
+    let stored = if defer {
+        shared
+            .store
+            .defer_call_close(context.session_id, payload, shared.store.now_ms(), &message)
+            .map(|event| context.outbox.push([event]))
+    } else {
+        shared
+            .store
+            .close_call(
+                context.session_id,
+                journaled.then_some((call.id.as_str(), status)),
+                payload,
+                shared.store.now_ms(),
+                &message,
+            )
+            .map(|event| context.outbox.deliver_with(context.sink, &event))
+    };
+    result.content = message.content;
+    stored?;
     Ok(result)
 }
 
@@ -854,23 +868,25 @@ async fn run_serial(
                 Ok(_) if context.cancellation.is_cancelled() => {
                     (false, cancelled_before_start(&call))
                 }
-                Ok(decision) => match context_for(context, &call, &decision) {
+                Ok((decision, summary)) => match context_for(context, &call, &decision) {
                     None => (false, not_authorized(&call)),
-                    Some(tool_context) => match start_call(context, &call, &prepared, batch)? {
-                        Err(failure) => (false, failure),
-                        Ok(started) => {
-                            let running = execute_with_capture(
-                                context.shared,
-                                prepared.entry,
-                                prepared.input,
-                                tool_context,
-                                context.cancellation,
-                            );
-                            let result =
-                                within_record_window(context, started.deferred, running).await;
-                            (started.journaled, result)
+                    Some(tool_context) => {
+                        match start_call(context, &call, &prepared, batch, Some(summary))? {
+                            Err(failure) => (false, failure),
+                            Ok(started) => {
+                                let running = execute_with_capture(
+                                    context.shared,
+                                    prepared.entry,
+                                    prepared.input,
+                                    tool_context,
+                                    context.cancellation,
+                                );
+                                let result =
+                                    within_record_window(context, started.deferred, running).await;
+                                (started.journaled, result)
+                            }
                         }
-                    },
+                    }
                 },
             },
         };
@@ -925,7 +941,7 @@ async fn run_parallel(
             slots.push((call, Slot::Done(result)));
             continue;
         };
-        match start_call(context, &call, &prepared, batch)? {
+        match start_call(context, &call, &prepared, batch, None)? {
             Err(failure) => {
                 slots.push((call, Slot::Done(failure)));
                 continue;

@@ -2,10 +2,12 @@
 //! The detector is `clawsmith_protocol::redact`, shared with the store (which masks what it
 //! writes to disk with the same rules); this module applies it to a [`Display`] and bounds it.
 
+use clawsmith_protocol::redact::redact_owned;
 pub use clawsmith_protocol::redact::{REDACTED, is_secret_key, redact_json, redact_text};
 use clawsmith_protocol::{Display, DisplayField};
 
-/// Redacts and re-bounds a display (title, body, field labels and values).
+/// Redacts and re-bounds a display (title, body, field labels and values). A text with nothing
+/// to mask is kept as it is, not copied (issue 15).
 pub fn redact_display(display: Display) -> Display {
     let Display {
         kind,
@@ -15,18 +17,18 @@ pub fn redact_display(display: Display) -> Display {
     } = display;
     Display {
         kind,
-        title: title.map(|title| redact_text(&title)),
-        body: body.map(|body| redact_text(&body)),
+        title: title.map(redact_owned),
+        body: body.map(redact_owned),
         fields: fields
             .into_iter()
             .map(|field| {
                 let value = if is_secret_key(&field.label) {
                     REDACTED.to_owned()
                 } else {
-                    redact_text(&field.value)
+                    redact_owned(field.value)
                 };
                 DisplayField {
-                    label: redact_text(&field.label),
+                    label: redact_owned(field.label),
                     value,
                 }
             })

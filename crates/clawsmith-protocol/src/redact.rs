@@ -111,6 +111,15 @@ pub fn redact_text(text: &str) -> String {
     redact(text).into_owned()
 }
 
+/// [`redact_text`] of a text the caller owns: the same `String` back when nothing is masked (no
+/// copy, no allocation: issue 15, a 4 KB file's display body was copied at every call).
+pub fn redact_owned(text: String) -> String {
+    match redact(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(masked) => masked,
+    }
+}
+
 /// [`redact_text`] without a copy when nothing is masked (the common case: one pass over the
 /// text per detector, no allocation).
 pub fn redact(text: &str) -> Cow<'_, str> {
@@ -162,25 +171,25 @@ pub fn redact_json_in_place(value: &mut serde_json::Value) {
 /// `serde_json` keeps object keys in their order, as every clawsmith binary builds it), without
 /// building the `serde_json::Value` tree in between (issue 15).
 pub fn to_redacted_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    masking::to_masked_json(value, None)
+    masking::to_masked_json(value, None, 0)
 }
 
 /// [`to_redacted_json`] with the outermost object's field `field` written as it is: for a text
 /// the caller has just masked with this same detector (a tool message whose text is the core's
-/// masked display body), which a second pass would only scan again.
+/// masked display body), which a second pass would only scan again. `field_len`: that text's
+/// length, so the JSON's buffer is allocated once instead of doubled up to its size.
 pub fn to_redacted_json_except<T: Serialize + ?Sized>(
     value: &T,
     field: &str,
+    field_len: usize,
 ) -> serde_json::Result<String> {
-    masking::to_masked_json(value, Some(field))
+    masking::to_masked_json(value, Some(field), field_len)
 }
 
 /// Each detector returns `None` when it masks nothing.
 fn redact_pem(text: &str) -> Option<String> {
     const BEGIN: &str = "-----BEGIN ";
-    if !text.contains(BEGIN) {
-        return None;
-    }
+    memchr::memmem::find(text.as_bytes(), BEGIN.as_bytes())?;
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(BEGIN) {
@@ -214,7 +223,10 @@ fn redact_pem(text: &str) -> Option<String> {
 }
 
 fn redact_url_userinfo(text: &str) -> Option<String> {
-    if !text.contains("://") || !text.contains('@') {
+    // `@` first: rarer than `://` in most texts, and one byte is the fastest search.
+    if memchr::memchr(b'@', text.as_bytes()).is_none()
+        || memchr::memmem::find(text.as_bytes(), b"://").is_none()
+    {
         return None;
     }
     let mut out = String::with_capacity(text.len());
@@ -316,29 +328,13 @@ fn redact_key_values(text: &str) -> Option<String> {
     Some(out)
 }
 
-/// The first index at or after `from` that holds `=` or `:` (or the end): eight bytes at a time
-/// where neither occurs, as most of a long text has no separator.
+/// The first index at or after `from` that holds `=` or `:` (or the end): a vectorised search
+/// (`memchr2`), as most of a long text has no separator.
 fn next_separator(bytes: &[u8], from: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_byte = |word: u64, byte: u8| {
-        let masked = word ^ (ONES * u64::from(byte));
-        masked.wrapping_sub(ONES) & !masked & HIGHS != 0
-    };
-    let mut index = from;
-    while let Some(chunk) = bytes.get(index..index + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        if has_byte(word, b'=') || has_byte(word, b':') {
-            break;
-        }
-        index += 8;
-    }
-    while index < bytes.len() && bytes[index] != b'=' && bytes[index] != b':' {
-        index += 1;
-    }
-    index
+    bytes
+        .get(from..)
+        .and_then(|rest| memchr::memchr2(b'=', b':', rest))
+        .map_or(bytes.len(), |offset| from + offset)
 }
 
 fn is_key_byte(byte: u8) -> bool {
@@ -467,6 +463,11 @@ mod tests {
             assert!(matches!(redact(input), Cow::Borrowed(_)), "input: {input}");
         }
         assert!(matches!(redact("token=abc"), Cow::Owned(_)));
+        let clean = String::from("exit code: 0");
+        let pointer = clean.as_ptr();
+        let kept = redact_owned(clean);
+        assert_eq!((kept.as_ptr(), kept.as_str()), (pointer, "exit code: 0"));
+        assert_eq!(redact_owned("token=abc".to_owned()), "token=[REDACTED]");
     }
 
     #[test]
@@ -487,6 +488,30 @@ mod tests {
                 "n": 3,
             })
         );
+    }
+
+    #[test]
+    fn the_separator_search_finds_what_a_look_at_every_byte_finds() {
+        let texts = [
+            "",
+            "=",
+            "no separator here at all, none in the whole of this longer text",
+            "a:b=c",
+            "0123456789abcdef:0123456789abcdef=",
+            "é→:ü=ß",
+        ];
+        for text in texts {
+            for from in 0..=text.len() + 1 {
+                let naive = (from..text.len())
+                    .find(|at| matches!(text.as_bytes()[*at], b'=' | b':'))
+                    .unwrap_or(text.len());
+                assert_eq!(
+                    next_separator(text.as_bytes(), from),
+                    naive,
+                    "{text:?} {from}"
+                );
+            }
+        }
     }
 
     #[test]
