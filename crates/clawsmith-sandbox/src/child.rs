@@ -1123,6 +1123,18 @@ impl Tree<'_> {
         // SAFETY: chdir(2) of a NUL-terminated string in the area (the command's too).
         check(unsafe { libc::chdir(plan.cwd) })?;
         self.exec.set(plan.exec);
+        // The parked command killed from outside meanwhile (its end of the parked pipe closed:
+        // it cannot have `exec`ed before its wake byte): no "starting", so the call goes the
+        // ordinary way, nothing of it having run.
+        let mut hung_up = libc::pollfd {
+            fd: parked.0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) of one owned descriptor, without waiting; _exit(2) takes no pointers.
+        if unsafe { libc::poll(&mut hung_up, 1, 0) } != 0 {
+            unsafe { libc::_exit(0) }
+        }
         let starting = 0i32.to_ne_bytes();
         // SAFETY: write(2) of a stack buffer to our own descriptor.
         let written =
@@ -1132,10 +1144,12 @@ impl Tree<'_> {
             // SAFETY: _exit(2) takes no pointers.
             unsafe { libc::_exit(0) }
         }
-        // SAFETY: write(2) of a stack byte to our own descriptor; a command killed meanwhile
-        // (no reader: EPIPE, SIGPIPE ignored by nobody here is fatal only to this init, whose
-        // death ends the namespace) is reported by the wait below.
+        // SAFETY: signal(2) and write(2) of a stack byte to our own descriptor. A command killed
+        // since the check above (no reader left: EPIPE, with SIGPIPE ignored here — the init's
+        // own disposition, the command has its own) is reported by the wait below, as the
+        // `SIGKILL` it got.
         unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
             libc::write(wake.1, [1u8].as_ptr().cast(), 1);
         }
         // End of file once the command has `exec`ed (its end is close-on-exec) or died.

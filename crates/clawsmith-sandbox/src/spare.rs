@@ -830,18 +830,8 @@ mod tests {
         run(&config, "true", None).await;
         spare_ready(&config).await;
         let (_, init) = idle_tree(&config);
-        let children = || {
-            std::fs::read_to_string(format!("/proc/{init}/task/{init}/children"))
-                .unwrap()
-                .split_whitespace()
-                .map(|pid| pid.parse::<i32>().unwrap())
-                .collect::<Vec<_>>()
-        };
         // The relay's `spawn` returned (the spare is idle) only once the command was parked.
-        let parked = children();
-        let [command] = parked[..] else {
-            panic!("the idle spare's init has {parked:?} as children")
-        };
+        let command = parked(init);
         assert_eq!(
             restrictions(command),
             [
@@ -962,6 +952,19 @@ mod tests {
         (relay, init)
     }
 
+    /// The pid of an idle spare's parked command: its init's one child.
+    fn parked(init: i32) -> i32 {
+        let children = std::fs::read_to_string(format!("/proc/{init}/task/{init}/children"))
+            .unwrap()
+            .split_whitespace()
+            .map(|pid| pid.parse::<i32>().unwrap())
+            .collect::<Vec<_>>();
+        let [command] = children[..] else {
+            panic!("the idle spare's init has {children:?} as children")
+        };
+        command
+    }
+
     fn alive(pid: i32) -> bool {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|stat| {
@@ -981,10 +984,11 @@ mod tests {
         run(&config, "true", None).await;
         spare_ready(&config).await;
         let (relay, init) = idle_tree(&config);
+        let command = parked(init);
         set_warm_spares(false);
         assert_eq!(idle_count(&config), 0);
         assert!(
-            gone_soon(relay) && gone_soon(init),
+            gone_soon(relay) && gone_soon(init) && gone_soon(command),
             "the idle spare was left"
         );
         let before = started();
@@ -1041,24 +1045,31 @@ mod tests {
         let Some(fixture) = fixture() else { return };
         let config = fixture.config();
         enable();
-        for victim in ["relay", "init"] {
+        for victim in ["relay", "init", "parked command"] {
             run(&config, "true", None).await;
             spare_ready(&config).await;
             let (relay, init) = idle_tree(&config);
-            let pid = if victim == "relay" { relay } else { init };
+            let command = parked(init);
+            let pid = match victim {
+                "relay" => relay,
+                "init" => init,
+                _ => command,
+            };
             nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
                 nix::sys::signal::Signal::SIGKILL,
             )
             .unwrap();
-            // Harness deadline: the init follows the relay (or the relay the init).
-            for _ in 0..500 {
-                if !alive(init) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            // Harness deadline: the init follows the relay (or the relay the init), and the
+            // parked command its init. A killed parked command leaves its init waiting: its
+            // spare is found dead at go time.
+            assert!(
+                gone_soon(command),
+                "{victim}: the parked command outlived the kill"
+            );
+            if victim != "parked command" {
+                assert!(gone_soon(init), "{victim}: the init outlived the kill");
             }
-            assert!(!alive(init), "{victim}: the init outlived the kill");
             let before = started();
             let outcome = run(
                 &config,
