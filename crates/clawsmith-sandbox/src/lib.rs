@@ -72,15 +72,18 @@
 //!   output into reserved buffers it never zeroes. A `run_command` without input and with
 //!   merged output usually finds that tree already made: a **warm spare** per prepared view
 //!   (the `spare` module) — relay forked, namespaces entered, init cloned, the command's
-//!   `/proc`, `/tmp`, `/dev/shm` and `/dev/pts` mounted, on a thread of its own — whose init
-//!   waits for the command's plan (program, arguments, environment, working directory, `.git`
-//!   pins) on a pipe, checks that every covered path is still covered, and starts the command
-//!   exactly as the ordinary way does. A spare serves only a command whose own plan, made as
+//!   `/proc`, `/tmp`, `/dev/shm` and `/dev/pts` mounted, the command process cloned and
+//!   already restricted (capabilities dropped, `no_new_privs`, Landlock, seccomp) and parked,
+//!   on a thread of its own — whose init waits for the command's plan (program, arguments,
+//!   environment, working directory, `.git` pins) on a pipe, checks that every covered path is
+//!   still covered, pins, enters the working directory (shared with the parked command) and
+//!   wakes the command, which only `exec`s: the same view and restrictions as the ordinary
+//!   way's. A spare serves only a command whose own plan, made as
 //!   always (the cover list computed at the call), needs the same view, limits, Landlock
 //!   rights and seccomp programs, and whose plan fits the init's fixed buffers; otherwise, or
-//!   when the spare's tree died, the command goes the ordinary way. It moves the fork, the
-//!   namespaces and the mounts off the call's critical path; it does not remove their
-//!   processor time. A spare's call is answered at its **init's** exit, not its relay's: the
+//!   when the spare's tree died (its parked command included), the command goes the ordinary
+//!   way. It moves the fork, the namespaces, the mounts and the command's restriction off the
+//!   call's critical path; it does not remove their processor time. A spare's call is answered at its **init's** exit, not its relay's: the
 //!   init writes the command's wait status on the spare's result pipe and exits, and a pidfd
 //!   of the init is readable only once the kernel has killed and reaped every other process of
 //!   its PID namespace, so the call still returns after all of the command is gone; the relay
