@@ -451,6 +451,9 @@ macro_rules! next_checkpoint_id {
               COALESCE((SELECT id FROM retired_ids WHERE name = 'checkpoints'), 0)) + 1)"
     };
 }
+// The tests insert rows by hand with it.
+#[cfg(test)]
+pub(crate) use next_checkpoint_id;
 
 pub(crate) fn begin_turn_in(
     tx: &Transaction<'_>,

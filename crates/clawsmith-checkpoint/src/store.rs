@@ -1478,6 +1478,23 @@ mod tests {
                 .query_row("PRAGMA integrity_check", [], |row| row.get(0))
                 .unwrap();
             assert_eq!(integrity, "ok");
+            // The tables a turn inserts into have no trigger but the delete one: a trigger
+            // would give each insert a statement journal (a copy of every page it changes).
+            let triggers: Vec<String> = connection
+                .prepare(
+                    "SELECT sql FROM sqlite_schema WHERE type = 'trigger'
+                     AND tbl_name IN ('checkpoints', 'message_rows', 'event_rows', 'journal')",
+                )
+                .unwrap()
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(triggers.len(), 1, "{triggers:?}");
+            assert!(
+                triggers[0].contains("AFTER DELETE ON checkpoints"),
+                "{triggers:?}"
+            );
             // The rows, and the file row hanging off the first one, are all still there.
             assert_eq!(checkpoint_ids(&connection, "s"), [1, 2]);
             let files: i64 = connection
@@ -1511,26 +1528,16 @@ mod tests {
         // A fork's copies get fresh ids after every one given.
         store.fork_session("s", "f").unwrap();
         assert_eq!(checkpoint_ids(&store.connection(), "f"), [9, 10, 11, 12]);
-        // An insert by hand of a retired id is refused, and one without an id takes a fresh one.
+        // The store's statement is what a row inserted by hand uses too.
         let connection = store.connection();
-        let refused = connection
-            .execute(
-                "INSERT INTO checkpoints (id, session_id, turn_id, created_at, message_count,
-                     event_sequence, todos_json, state)
-                     VALUES (7, 's', 'again', 1, 0, 0, '[]', 'open')",
-                [],
-            )
-            .unwrap_err();
-        assert_eq!(
-            refused.sqlite_error_code(),
-            Some(ErrorCode::ConstraintViolation)
-        );
-        assert_eq!(checkpoint_ids(&connection, "s"), [1, 2, 5, 8]);
         connection
             .execute(
-                "INSERT INTO checkpoints (session_id, turn_id, created_at, message_count,
-                     event_sequence, todos_json, state)
-                     VALUES ('s', 'by-hand', 1, 0, 0, '[]', 'open')",
+                concat!(
+                    "INSERT INTO checkpoints (id, session_id, turn_id, created_at, message_count,
+                         event_sequence, todos_json, state) VALUES (",
+                    crate::checkpoint::next_checkpoint_id!(),
+                    ", 's', 'by-hand', 1, 0, 0, '[]', 'open')"
+                ),
                 [],
             )
             .unwrap();
