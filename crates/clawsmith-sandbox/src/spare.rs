@@ -24,11 +24,13 @@
 //! without standard input and with merged output takes spares (its output pipe is the spare's);
 //! PTY and background commands keep the ordinary way.
 //!
-//! Lifetime: a spare is one relay and one init, idle, per workspace at most. It is killed
+//! Lifetime: a spare is one relay, one init and its parked command, idle, per workspace at
+//! most (the parked command dies with the init, pid 1 of its namespace). It is killed
 //! when its view is dropped, expires or is replaced (checked on this thread every few seconds
 //! and whenever a spare is made), when clawsmith dies (the relay's lifeline, as for every
 //! tree; and its go pipe hangs up), and a spare whose tree died meanwhile is seen at go time (the
-//! go pipe is broken or the result pipe ends before the "starting" word) and discarded: the
+//! go pipe is broken, the init finds its parked command gone, or the result pipe ends before the
+//! "starting" word) and discarded: the
 //! command then goes the ordinary way, nothing of it having run. A spare runs nothing but the
 //! command of the request that took it, and only once.
 //!
