@@ -429,8 +429,7 @@ impl Drop for Store {
 /// that the next writer would otherwise pay; the old frames after it no longer count. The commit
 /// changes nothing a crash could lose, so it is not fsynced beyond that header.
 fn restart_log_at_close(connection: &mut Connection) {
-    let folded =
-        connection.wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::RESTART);
+    let folded = connection.wal_checkpoint_v2(None::<&str>, rusqlite::wal::CheckpointMode::RESTART);
     if !matches!(folded, Ok((log, done)) if log > 0 && log == done) {
         return;
     }
@@ -1859,7 +1858,11 @@ mod tests {
         let written = 10 + append_until_the_log_holds(&store, CLOSE_CHECKPOINT_FRAMES);
         assert!(store.checkpoint_status().1 < CHECKPOINT_FRAMES);
         drop(store);
-        assert_eq!(frames_a_next_process_finds(&path), 1, "the long log was left behind");
+        assert_eq!(
+            frames_a_next_process_finds(&path),
+            1,
+            "the long log was left behind"
+        );
         assert!(log_length(&path) > u64::from(CLOSE_CHECKPOINT_FRAMES) * 4096);
         // Everything committed is in the main file, and the schema version is unchanged.
         let store = Store::open(&path).unwrap();
