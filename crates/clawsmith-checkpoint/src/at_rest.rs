@@ -9,7 +9,9 @@
 //! database (contents over `FILE_THRESHOLD`, see `blob.rs`): their directories are created 0700
 //! and the files 0600 whatever the umask, never through a symlink.
 
-use clawsmith_protocol::redact::{redact_text, to_redacted_json};
+use std::borrow::Cow;
+
+use clawsmith_protocol::redact::{redact, redact_text, to_redacted_json};
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};
 use serde::Serialize;
 
@@ -31,7 +33,14 @@ pub(crate) fn redacted_json<T: Serialize>(
 
 /// A message as stored: masked, its calls' arguments bounded.
 pub(crate) fn message_json(message: &ModelMessage) -> Result<String, StoreError> {
-    if message.tool_calls.is_empty() {
+    // Arguments with nothing to mask and within the bound are stored as they are: the message is
+    // then written without a copy of it (issue 15: a copy of every call's id, name and arguments
+    // at every batch).
+    let as_they_are = message.tool_calls.iter().all(|call| {
+        call.arguments.len() <= MAX_STORED_ARGUMENT_BYTES
+            && matches!(redact(&call.arguments), Cow::Borrowed(_))
+    });
+    if as_they_are {
         return redacted_json(message, "storing a message");
     }
     let mut message = message.clone();
@@ -112,5 +121,51 @@ pub(crate) fn fill_display_body(event: &mut Event, content: &str) {
         && display.body.is_none()
     {
         display.body = Some(content.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use clawsmith_protocol::{ModelMessage, ToolCall};
+
+    use super::*;
+
+    /// The message as stored by copying it and bounding every call's arguments (what
+    /// `message_json` always did).
+    fn through_a_copy(message: &ModelMessage) -> String {
+        let mut message = message.clone();
+        for call in &mut message.tool_calls {
+            call.arguments = arguments(&call.arguments);
+        }
+        redacted_json(&message, "test").unwrap()
+    }
+
+    #[test]
+    fn a_message_whose_arguments_need_nothing_is_stored_as_a_copy_would_be() {
+        let call = |arguments: String| ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            arguments,
+        };
+        let clean = r#"{"path": "src/main.rs", "limit": 100}"#.to_owned();
+        let secret = r#"{"command": "curl -H 'Authorization: Bearer abc.def'"}"#.to_owned();
+        let long = format!(
+            "{{\"text\": \"{}\"}}",
+            "x".repeat(MAX_STORED_ARGUMENT_BYTES)
+        );
+        for calls in [
+            vec![],
+            vec![call(clean.clone())],
+            vec![call(clean.clone()), call(secret)],
+            vec![call(long), call(clean)],
+        ] {
+            let message = ModelMessage::assistant_with_calls("password=hunter2", calls);
+            let stored = message_json(&message).unwrap();
+            assert_eq!(stored, through_a_copy(&message));
+            assert!(!stored.contains("hunter2") && !stored.contains("abc.def"));
+            assert!(stored.len() < MAX_STORED_ARGUMENT_BYTES + 1024);
+        }
     }
 }
