@@ -301,7 +301,7 @@ impl Store {
 
     /// Folds the write-ahead log into the main database file and empties it
     /// (`PRAGMA wal_checkpoint(TRUNCATE)`), waiting for readers up to [`BUSY_TIMEOUT`]. The store
-    /// never needs it (the log is folded as it grows, and emptied by a close that leaves it long),
+    /// never needs it (the log is folded as it grows, and started over by a close that leaves it long),
     /// but a copy or an inspection of the main file alone sees every commit only after it.
     /// In memory it does nothing.
     pub fn checkpoint_wal(&self) -> Result<(), StoreError> {
@@ -448,8 +448,8 @@ fn restart_log_at_close(connection: &mut Connection) {
     }
 }
 
-/// Frames of the log left by this store's last commit from which closing the store folds and
-/// empties it (issue 15). The connection's own checkpoint on
+/// Frames of the log left by this store's last commit from which closing the store folds it
+/// and starts it over (issue 15). The connection's own checkpoint on
 /// close is off (four fsyncs, half of a one-call process), but a log left behind is not free
 /// either: the next process to open the database is the first to map its WAL index and rebuilds
 /// it by reading and checksumming every frame of the log — the processor time of a `clawsmith
@@ -457,7 +457,7 @@ fn restart_log_at_close(connection: &mut Connection) {
 /// 0–500 frames, ~19 ms at 3,000–4,000), and a row of one-call processes (~20 frames each) let
 /// the log reach the writer's bound of [`INLINE_CHECKPOINT_FRAMES`] before anything folded it,
 /// since their checkpoint thread is stopped before its first round (and a passive checkpoint's
-/// work is forgotten by the rebuild). Folding and emptying the log at 500 frames costs one
+/// work is forgotten by the rebuild). Folding the log and starting it over at 500 frames costs one
 /// checkpoint per ~25 such processes and keeps the log each one rebuilds short.
 pub(crate) const CLOSE_CHECKPOINT_FRAMES: u32 = CHECKPOINT_FRAMES / 2;
 
