@@ -2,11 +2,13 @@
 //! after it, so a process killed in between leaves evidence that recovery turns into
 //! `unknown` / `interrupted`.
 
-use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{
+    Event, EventPayload, ModelMessage, ToolCompleted, ToolResultSummary, ToolStatus,
+};
 use rusqlite::params;
 
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::session::{deferred_event, insert_event, insert_message, require_session};
+use crate::session::{Tail, deferred_event, require_session};
 use crate::store::{Deferred, DeferredEvent, Store};
 
 /// What [`Store::journal_start`] records.
@@ -75,9 +77,9 @@ impl Store {
         let assistant = assistant.map(crate::at_rest::message_json).transpose()?;
         let now = self.now_ms();
         let body = |tx: &rusqlite::Transaction<'_>| {
-            let session = require_session(tx, session_id)?;
+            let mut tail = Tail::taken_or_of(tx, session_id)?;
             if let Some(json) = &assistant {
-                insert_message(tx, session, json)?;
+                tail.insert_message(tx, json)?;
             }
             if let Some(start) = journal {
                 if start.session_id != session_id {
@@ -85,7 +87,7 @@ impl Store {
                 }
                 insert_entry(tx, start, now)?;
             }
-            insert_event(tx, session, session_id, started, timestamp_ms, None)
+            tail.insert_event(tx, started, timestamp_ms, None)
         };
         // Only a journal entry guards a side effect; a read's start rides on its close's fsync.
         if journal.is_some() {
@@ -174,20 +176,78 @@ impl Store {
         message: &ModelMessage,
     ) -> Result<Event, StoreError> {
         let json = tool_message_json(&completed, message)?;
-        let output_in_message = output_in_message(&completed, message);
+        let linked = output_in_message(&completed, message).then_some(message.content.as_str());
+        self.close_in_one_commit(
+            session_id,
+            journaled,
+            completed,
+            timestamp_ms,
+            &json,
+            linked,
+        )
+    }
+
+    /// [`Store::close_call`] of the tool message made from `completed` itself: its call id, its
+    /// tool name, its `output` as the text, and `summary` — the text lent to the message while
+    /// both are stored, not copied (issue 15: the tool message held a second copy of a read
+    /// file at every call). Stores what [`Store::close_call`] stores for that message, and
+    /// returns the event as given.
+    pub fn close_call_with_message(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        mut completed: ToolCompleted,
+        timestamp_ms: u64,
+        summary: ToolResultSummary,
+    ) -> Result<Event, StoreError> {
+        let message = ModelMessage::tool_result(
+            completed.tool_call_id.clone(),
+            completed.tool_name.clone(),
+            std::mem::take(&mut completed.output),
+            summary,
+        );
+        // The event's `output` is the message's text: written once, in the message (as
+        // `close_call` links an `output` equal to its message's text).
+        let completed = EventPayload::ToolCompleted(completed);
+        let json = tool_message_json(&completed, &message)?;
+        let mut event = self.close_in_one_commit(
+            session_id,
+            journaled,
+            completed,
+            timestamp_ms,
+            &json,
+            Some(&message.content),
+        )?;
+        if let EventPayload::ToolCompleted(done) = &mut event.payload {
+            done.output = message.content;
+        }
+        Ok(event)
+    }
+
+    /// The commit of [`Store::close_call`]: the journal entry's close (when `journaled`), the
+    /// tool message (`json`) and the event, linked to the message when `linked` (the message's
+    /// text, which the event's `output` then repeats).
+    fn close_in_one_commit(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        json: &str,
+        linked: Option<&str>,
+    ) -> Result<Event, StoreError> {
         self.write("closing a call", |tx| {
-            let session = require_session(tx, session_id)?;
+            // Where the deferred records just written left the session (a read's start).
+            let mut tail = Tail::taken_or_of(tx, session_id)?;
             if let Some((call_id, status)) = journaled {
                 close_entry(tx, session_id, call_id, status, timestamp_ms)?;
             }
-            let index = insert_message(tx, session, &json)?;
-            insert_event(
+            let index = tail.insert_message(tx, json)?;
+            tail.insert_event(
                 tx,
-                session,
-                session_id,
                 completed,
                 timestamp_ms,
-                output_in_message.then_some((index, message.content.as_str())),
+                linked.map(|content| (index, content)),
             )
         })
     }
@@ -344,7 +404,7 @@ fn insert_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clawsmith_protocol::{Display, DisplayKind, ToolCompleted, ToolExecutionResult};
+    use clawsmith_protocol::{Display, DisplayKind, ToolCall, ToolExecutionResult, TurnStarted};
 
     fn completed_with_body(body: &str) -> EventPayload {
         let mut result = ToolExecutionResult::success(body);
@@ -391,5 +451,144 @@ mod tests {
         ));
         let stored = tool_message_json(&plain, &message).unwrap();
         assert!(!stored.contains("hunter2"), "{stored}");
+    }
+
+    /// A read's records, as the pipeline writes them: `rounds` calls, each a deferred start
+    /// (its batch's message and `tool.started`) and a close, through `close_call` (`lent`
+    /// false: the event holds a copy of the text) or `close_call_with_message`.
+    fn reads(store: &Store, session: &str, rounds: usize, lent: bool) {
+        for round in 0..rounds {
+            let id = format!("c{round}");
+            let text = format!("line {round}\n").repeat(400);
+            let result = ToolExecutionResult::success(text.clone())
+                .with_display(Display::new(DisplayKind::Text).with_body(text));
+            let call = ToolCall {
+                id: id.clone(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            };
+            let assistant = ModelMessage::assistant_with_calls(String::new(), vec![call]);
+            let started = EventPayload::TurnStarted(TurnStarted {
+                turn_id: id.clone(),
+            });
+            store
+                .defer_call_start(session, Some(&assistant), started, 1)
+                .unwrap();
+            let completed = ToolCompleted::new(id.as_str(), "t", "read_file", &result);
+            let event = if lent {
+                store
+                    .close_call_with_message(session, None, completed.clone(), 2, result.summary())
+                    .unwrap()
+            } else {
+                let message = ModelMessage::tool_result(
+                    id.as_str(),
+                    "read_file",
+                    result.content.clone(),
+                    result.summary(),
+                );
+                let payload = EventPayload::ToolCompleted(completed.clone());
+                store
+                    .close_call(session, None, payload, 2, &message)
+                    .unwrap()
+            };
+            // The event comes back as given, its text included.
+            assert_eq!(event.payload, EventPayload::ToolCompleted(completed));
+        }
+    }
+
+    fn history(store: &Store, session: &str) -> (Vec<(u64, EventPayload)>, Vec<ModelMessage>) {
+        let events = store.events(session).unwrap();
+        let events = events
+            .into_iter()
+            .map(|event| (event.sequence, event.payload))
+            .collect();
+        (events, store.messages(session).unwrap())
+    }
+
+    /// How many times each lookup of a session's tail has run on `store`'s connection.
+    fn lookups(store: &Store) -> [u64; 3] {
+        let connection = store.connection();
+        [
+            "SELECT number FROM sessions WHERE id = ?1",
+            crate::session::MESSAGE_COUNT_SQL,
+            crate::session::LAST_EVENT_SEQUENCE_SQL,
+        ]
+        .map(|sql| {
+            let statement = connection.prepare_cached(sql).unwrap();
+            u64::try_from(statement.get_status(rusqlite::StatementStatus::Run)).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_close_after_deferred_records_counts_on_where_they_left_the_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("db")).unwrap();
+        for session in ["copied", "lent"] {
+            store.create_session(session, "/w").unwrap();
+        }
+        reads(&store, "copied", 1, false);
+        reads(&store, "lent", 1, true);
+        let before = lookups(&store);
+        reads(&store, "copied", 4, false);
+        reads(&store, "lent", 4, true);
+        // One commit a call, each looking up its session, message count and event sequence
+        // once: the close counts on what its deferred start just wrote.
+        let after = lookups(&store);
+        assert_eq!(after, before.map(|count| count + 8));
+        // Stored the same way either way: indices and sequences gap-free, texts whole.
+        let copied = history(&store, "copied");
+        assert_eq!(history(&store, "lent"), copied);
+        assert_eq!(
+            copied
+                .0
+                .iter()
+                .map(|(sequence, _)| *sequence)
+                .collect::<Vec<_>>(),
+            (1..=10).collect::<Vec<u64>>()
+        );
+        assert_eq!(copied.1.len(), 10);
+        assert_eq!(copied.1[9].content, "line 3\n".repeat(400));
+        match &copied.0[9].1 {
+            EventPayload::ToolCompleted(done) => assert_eq!(done.output, copied.1[9].content),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn where_one_commit_left_a_session_is_looked_up_again_by_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let store = Store::open(&path).unwrap();
+        let other = Store::open(&path).unwrap();
+        store.create_session("s", "/w").unwrap();
+        // A commit of deferred records alone leaves where they ended (index 1, sequence 2);
+        // another connection then appends a message and an event.
+        reads(&store, "s", 1, true);
+        let user = ModelMessage::text(clawsmith_protocol::Role::User, "from elsewhere");
+        store.defer_message("s", &user).unwrap();
+        store.flush_deferred().unwrap();
+        other.append_message("s", &user).unwrap();
+        let started = EventPayload::TurnStarted(TurnStarted {
+            turn_id: "t2".into(),
+        });
+        other.append_event("s", started, 3).unwrap();
+        // The next commit of this store (a close with nothing deferred before it) writes after
+        // them, not over them.
+        let result = ToolExecutionResult::success("done");
+        let completed = ToolCompleted::new("c9", "t", "read_file", &result);
+        store
+            .close_call_with_message("s", None, completed, 4, result.summary())
+            .unwrap();
+        let (events, messages) = history(&store, "s");
+        assert_eq!(
+            events
+                .iter()
+                .map(|(sequence, _)| *sequence)
+                .collect::<Vec<_>>(),
+            [1, 2, 3, 4]
+        );
+        assert_eq!(messages.len(), 5);
+        assert_eq!(messages[2..4], [user.clone(), user]);
+        assert_eq!(messages[4].content, "done");
     }
 }

@@ -568,6 +568,17 @@ pub(crate) fn insert_message(
     json: &str,
 ) -> Result<u64, StoreError> {
     let index = message_count(tx, session)?;
+    insert_message_at(tx, session, index, json)?;
+    Ok(index)
+}
+
+/// Inserts `message` (already JSON) at `index`, which must be the session's next.
+fn insert_message_at(
+    tx: &Transaction<'_>,
+    session: SessionRows,
+    index: u64,
+    json: &str,
+) -> Result<u64, StoreError> {
     let key = session.key(index, "appending a message")?;
     tx.prepare_cached("INSERT INTO message_rows (key, message_json) VALUES (?1, ?2)")
         .and_then(|mut statement| statement.execute(params![key, json]))
@@ -605,7 +616,19 @@ pub(crate) fn write_event(
     event: &mut Event,
     output_message: Option<(u64, &str)>,
 ) -> Result<(), StoreError> {
-    event.sequence = last_event_sequence(tx, session)? + 1;
+    let sequence = last_event_sequence(tx, session)? + 1;
+    write_event_at(tx, session, event, sequence, output_message)
+}
+
+/// [`write_event`] at `sequence`, which must be the session's next.
+fn write_event_at(
+    tx: &Transaction<'_>,
+    session: SessionRows,
+    event: &mut Event,
+    sequence: u64,
+    output_message: Option<(u64, &str)>,
+) -> Result<(), StoreError> {
+    event.sequence = sequence;
     let key = session.key(event.sequence, "appending an event")?;
     let (json, body_in_message) =
         crate::at_rest::event_json(event, output_message.map(|(_, content)| content))?;
@@ -626,6 +649,133 @@ pub(crate) fn write_event(
     })
     .ctx("appending an event")?;
     Ok(())
+}
+
+/// Where a session's next message and next event go, as one write transaction learns them: each
+/// is looked up once (a seek in its table's key) and then counted on, so records written one
+/// after another in a transaction (a call's deferred start, then its close) do not look up what
+/// the previous one just wrote (issue 15: three statements of a read's twelve).
+#[derive(Debug)]
+pub(crate) struct Tail {
+    session_id: String,
+    session: SessionRows,
+    /// The session's next message index, once known in this transaction.
+    next_index: Option<u64>,
+    /// The session's next event sequence, once known in this transaction.
+    next_sequence: Option<u64>,
+}
+
+impl Tail {
+    /// The tail of `session_id`, nothing known yet ([`StoreError::UnknownSession`] unless the
+    /// session exists).
+    pub(crate) fn of(tx: &Transaction<'_>, session_id: &str) -> Result<Tail, StoreError> {
+        Ok(Tail {
+            session_id: session_id.to_owned(),
+            session: require_session(tx, session_id)?,
+            next_index: None,
+            next_sequence: None,
+        })
+    }
+
+    /// The tail of `session_id` in `slot`, put there first unless it holds it already.
+    pub(crate) fn in_slot<'s>(
+        slot: &'s mut Option<Tail>,
+        tx: &Transaction<'_>,
+        session_id: &str,
+    ) -> Result<&'s mut Tail, StoreError> {
+        if !slot.as_ref().is_some_and(|tail| tail.is_of(session_id)) {
+            *slot = Some(Tail::of(tx, session_id)?);
+        }
+        slot.as_mut()
+            .ok_or_else(|| StoreError::UnknownSession(session_id.to_owned()))
+    }
+
+    /// Whether this is the tail of `session_id`.
+    pub(crate) fn is_of(&self, session_id: &str) -> bool {
+        self.session_id == session_id
+    }
+
+    /// [`insert_message`] at the session's next index.
+    pub(crate) fn insert_message(
+        &mut self,
+        tx: &Transaction<'_>,
+        json: &str,
+    ) -> Result<u64, StoreError> {
+        let index = match self.next_index {
+            Some(index) => index,
+            None => message_count(tx, self.session)?,
+        };
+        insert_message_at(tx, self.session, index, json)?;
+        self.next_index = Some(index + 1);
+        Ok(index)
+    }
+
+    /// [`write_event`] at the session's next sequence.
+    pub(crate) fn write_event(
+        &mut self,
+        tx: &Transaction<'_>,
+        event: &mut Event,
+        output_message: Option<(u64, &str)>,
+    ) -> Result<(), StoreError> {
+        let sequence = match self.next_sequence {
+            Some(sequence) => sequence,
+            None => last_event_sequence(tx, self.session)? + 1,
+        };
+        write_event_at(tx, self.session, event, sequence, output_message)?;
+        self.next_sequence = Some(sequence + 1);
+        Ok(())
+    }
+
+    /// [`insert_event`] at the session's next sequence.
+    pub(crate) fn insert_event(
+        &mut self,
+        tx: &Transaction<'_>,
+        payload: EventPayload,
+        timestamp_ms: u64,
+        output_message: Option<(u64, &str)>,
+    ) -> Result<Event, StoreError> {
+        let mut event = Event {
+            session_id: self.session_id.clone(),
+            sequence: 0,
+            timestamp_ms,
+            payload,
+        };
+        self.write_event(tx, &mut event, output_message)?;
+        Ok(event)
+    }
+
+    /// Hands this tail to the body of the same transaction ([`Tail::taken_or_of`]). The
+    /// deferred records of a commit are written first, by `store::write_deferred`, which
+    /// forgets any tail left before it starts and leaves its last one when it is done; the body
+    /// that follows in that transaction takes it. `tx` and the connection's count of changes
+    /// name the transaction and the point in it.
+    pub(crate) fn leave(self, tx: &Transaction<'_>) {
+        let mark = (std::ptr::from_ref(tx) as usize, tx.total_changes());
+        LEFT_TAIL.with(|left| *left.borrow_mut() = Some((mark, self)));
+    }
+
+    /// Forgets the tail left by an earlier transaction of this thread, if any.
+    pub(crate) fn forget_left() {
+        LEFT_TAIL.with(|left| left.borrow_mut().take());
+    }
+
+    /// The tail of `session_id` the deferred records of this transaction left ([`Tail::leave`],
+    /// taken: used once) when nothing changed since, otherwise [`Tail::of`].
+    pub(crate) fn taken_or_of(tx: &Transaction<'_>, session_id: &str) -> Result<Tail, StoreError> {
+        let mark = (std::ptr::from_ref(tx) as usize, tx.total_changes());
+        let left = LEFT_TAIL.with(|left| left.borrow_mut().take());
+        match left {
+            Some((left_mark, tail)) if left_mark == mark && tail.is_of(session_id) => Ok(tail),
+            _ => Tail::of(tx, session_id),
+        }
+    }
+}
+
+thread_local! {
+    /// The tail the last deferred records of this thread's write transaction left, with the
+    /// transaction's address and the connection's count of changes when they left it.
+    static LEFT_TAIL: std::cell::RefCell<Option<((usize, u64), Tail)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// A deferred event record and its handle. `result`: the tool message it completes.

@@ -781,17 +781,16 @@ fn commit_one<T>(
 }
 
 /// Writes deferred records in order inside `tx` (sequences and message indices assigned now).
+/// `commit_one` calls it first in every write transaction, even with no records: it forgets the
+/// session tail an earlier transaction left, and leaves its own for the transaction's body
+/// ([`crate::session::Tail::taken_or_of`]: the body's records then do not look up what these
+/// just wrote).
 fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), StoreError> {
-    // Records of the session looked up last do not look it up again (a read's deferred start is
-    // its batch's message and its `tool.started`: one lookup, not two). Nothing written here
-    // removes a session.
-    let mut known: Option<(String, crate::session::SessionRows)> = None;
-    let mut session_of = |id: &str| match &known {
-        Some((known_id, rows)) if known_id == id => Ok(*rows),
-        _ => crate::session::require_session(tx, id).inspect(|rows| {
-            known = Some((id.to_owned(), *rows));
-        }),
-    };
+    crate::session::Tail::forget_left();
+    // Records of the session written last do not look it up again, nor its next message index
+    // and event sequence (a read's deferred start is its batch's message and its
+    // `tool.started`: one lookup each, not two). Nothing written here removes a session.
+    let mut tail: Option<crate::session::Tail> = None;
     for record in records {
         match record {
             Deferred::BeginTurn {
@@ -799,24 +798,27 @@ fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), 
                 turn_id,
                 at_ms,
             } => {
+                // Reads the message count and sequence; writes neither.
                 crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?;
             }
             Deferred::Message { session_id, json } => {
-                let session = session_of(session_id)?;
-                crate::session::insert_message(tx, session, json)?;
+                crate::session::Tail::in_slot(&mut tail, tx, session_id)?
+                    .insert_message(tx, json)?;
             }
             Deferred::Event { event, result, .. } => {
-                let session = session_of(&event.session_id)?;
+                let tail = crate::session::Tail::in_slot(&mut tail, tx, &event.session_id)?;
                 let output = match result {
-                    Some((json, content)) => Some((
-                        crate::session::insert_message(tx, session, json)?,
-                        content.as_str(),
-                    )),
+                    Some((json, content)) => {
+                        Some((tail.insert_message(tx, json)?, content.as_str()))
+                    }
                     None => None,
                 };
-                crate::session::write_event(tx, session, event, output)?;
+                tail.write_event(tx, event, output)?;
             }
         }
+    }
+    if let Some(tail) = tail {
+        tail.leave(tx);
     }
     Ok(())
 }

@@ -722,39 +722,55 @@ fn close_call(
     result.metadata.display = result.metadata.display.take().map(redact_display);
     // Journal close, `tool.completed` and the tool message commit together (one fsync when the
     // store syncs, and never a completion without its message).
-    let mut completed =
-        ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
-    (completed.trace_id, completed.span_id) = context.spans.ids(&call.id);
+    let (trace_id, span_id) = context.spans.ids(&call.id);
     context.spans.close(&call.id, &result);
-    let payload = EventPayload::ToolCompleted(completed);
     let status = result.status();
-    // The message borrows the result's text while it is stored, and gives it back (no copy:
-    // issue 15).
-    let message = ModelMessage::tool_result(
-        call.id.clone(),
-        call.name.clone(),
-        std::mem::take(&mut result.content),
-        result.summary(),
-    );
-    let stored = if defer {
-        shared
+    let summary = result.summary();
+    if defer {
+        let mut completed =
+            ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
+        (completed.trace_id, completed.span_id) = (trace_id, span_id);
+        // The message borrows the result's text while it is stored, and gives it back (no
+        // copy: issue 15).
+        let message = ModelMessage::tool_result(
+            call.id.clone(),
+            call.name.clone(),
+            std::mem::take(&mut result.content),
+            summary,
+        );
+        let stored = shared
             .store
-            .defer_call_close(context.session_id, payload, shared.store.now_ms(), &message)
-            .map(|event| context.outbox.push([event]))
-    } else {
-        shared
-            .store
-            .close_call(
+            .defer_call_close(
                 context.session_id,
-                journaled.then_some((call.id.as_str(), status)),
-                payload,
+                EventPayload::ToolCompleted(completed),
                 shared.store.now_ms(),
                 &message,
             )
-            .map(|event| context.outbox.deliver_with(context.sink, &event))
-    };
-    result.content = message.content;
-    stored?;
+            .map(|event| context.outbox.push([event]));
+        result.content = message.content;
+        stored?;
+        return Ok(result);
+    }
+    // The event takes the result's text and metadata (the tool message is made from it), and
+    // gives them back once stored and sent: no copy of either (issue 15).
+    let mut completed = ToolCompleted::taking(
+        call.id.clone(),
+        context.turn_id,
+        call.name.clone(),
+        &mut result,
+    );
+    (completed.trace_id, completed.span_id) = (trace_id, span_id);
+    let mut event = shared.store.close_call_with_message(
+        context.session_id,
+        journaled.then_some((call.id.as_str(), status)),
+        completed,
+        shared.store.now_ms(),
+        summary,
+    )?;
+    context.outbox.deliver_with(context.sink, &event);
+    if let EventPayload::ToolCompleted(completed) = &mut event.payload {
+        completed.give_back(&mut result);
+    }
     Ok(result)
 }
 

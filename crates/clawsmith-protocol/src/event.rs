@@ -253,4 +253,76 @@ impl ToolCompleted {
             span_id: None,
         }
     }
+
+    /// [`ToolCompleted::new`] that takes the result's text and metadata instead of copying them
+    /// (issue 15: the text and the display body, a read file each, were copied at every call),
+    /// leaving `result` its status, code and `retryable`; [`ToolCompleted::give_back`] returns
+    /// them once the event is stored and sent.
+    pub fn taking(
+        tool_call_id: impl Into<String>,
+        turn_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        result: &mut crate::ToolExecutionResult,
+    ) -> ToolCompleted {
+        let left = crate::ToolResultMetadata {
+            version: result.metadata.version,
+            status: result.metadata.status,
+            code: result.metadata.code.clone(),
+            retryable: result.metadata.retryable,
+            display: None,
+            artifact: None,
+        };
+        let metadata = std::mem::replace(&mut result.metadata, left);
+        ToolCompleted {
+            tool_call_id: tool_call_id.into(),
+            turn_id: turn_id.into(),
+            tool_name: tool_name.into(),
+            status: metadata.status,
+            artifact: metadata.artifact.clone(),
+            output: std::mem::take(&mut result.content),
+            result: metadata,
+            trace_id: None,
+            span_id: None,
+        }
+    }
+
+    /// Gives `result` back the text and metadata [`ToolCompleted::taking`] took (this event's
+    /// `output` and `result`, which are left empty and as `result`'s were).
+    pub fn give_back(&mut self, result: &mut crate::ToolExecutionResult) {
+        result.content = std::mem::take(&mut self.output);
+        std::mem::swap(&mut result.metadata, &mut self.result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Display, DisplayKind, ErrorCode, ToolExecutionResult};
+
+    #[test]
+    fn a_completion_taking_the_result_is_the_copy_and_gives_it_back_whole() {
+        let results = [
+            ToolExecutionResult::success("fn main() {}\n".repeat(300)).with_display(
+                Display::new(DisplayKind::Text)
+                    .with_title("main.rs")
+                    .with_body("fn main() {}\n")
+                    .with_field("lines", 300),
+            ),
+            ToolExecutionResult::failure(ErrorCode::TIMEOUT, "slow"),
+            ToolExecutionResult::success(""),
+        ];
+        for original in results {
+            let copied = ToolCompleted::new("c1", "t1", "read_file", &original);
+            let mut result = original.clone();
+            let mut taken = ToolCompleted::taking("c1", "t1", "read_file", &mut result);
+            assert_eq!(taken, copied);
+            // What the result keeps meanwhile: its status, code and whether a retry is safe.
+            assert_eq!(result.status(), original.status());
+            assert_eq!(result.code(), original.code());
+            assert_eq!(result.metadata.retryable, original.metadata.retryable);
+            assert!(result.content.is_empty() && result.metadata.display.is_none());
+            taken.give_back(&mut result);
+            assert_eq!(result, original);
+        }
+    }
 }
