@@ -45,7 +45,16 @@
 //! command has `exec`ed. The command's view is the ordinary one: the same mounts in the same
 //! order, the same namespaces, limits and restrictions.
 //!
-//! Only the relay is a `fork` (std's) of clawsmith's address space. The init is a
+//! A warm spare's relay is not even that when its setup has a Landlock ruleset (always, where
+//! the built view runs): it is a `clone(CLONE_VM)` of clawsmith itself ([`spawn_shared`]), on a
+//! stack of its own, made by a **keeper** thread that blocks every signal and waits, doing
+//! nothing else, until the hold pipe every process of that tree keeps (close-on-exec) reports
+//! that none of them runs in clawsmith's memory any more — then frees the stacks. The relay
+//! resets clawsmith's signal handlers first, as `posix_spawn` does; the hard stop is read from
+//! a signalfd (a handler would need a static every such relay shares); the command, its own
+//! Landlock domain, cannot `ptrace` or read the memory of the init or of itself before `exec`.
+//!
+//! Otherwise the relay is a `fork` (std's) of clawsmith's address space. The init is a
 //! `clone(CLONE_VM)` of the relay and the command a `clone(CLONE_VM | CLONE_VFORK)` of the init,
 //! each on a stack of its own: they share the relay's memory instead of copying its page tables
 //! (a profile of a spawn had the three copies — `kernel_clone` and the copy-on-write faults
@@ -58,7 +67,8 @@
 //! for the init, mirrors the
 //! command's exit status (sent by the init over a pipe), and exits. So:
 //! - *the relay has exited* ⇒ *no process of the command is left*;
-//! - `SIGUSR1` to the relay kills the init (and with it the namespace) at once: the hard stop;
+//! - `SIGUSR1` to the relay kills the init (and with it the namespace) at once: the hard stop
+//!   (blocked in the relay and read from a signalfd by its waits; the init unblocks it);
 //! - the relay watches a **lifeline** pipe whose write end only the clawsmith process holds:
 //!   when clawsmith dies, however it dies (`SIGKILL` included), the read end reports a hang-up
 //!   and the relay kills the init; the init has `PR_SET_PDEATHSIG(SIGKILL)` towards the relay
@@ -69,7 +79,6 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::resource::{Resource, setrlimit};
 
@@ -300,6 +309,10 @@ pub(crate) struct SpareEnds {
     /// when the init is gone (killed before the command ended: a hard stop).
     pub(crate) result: RawFd,
     pub(crate) area: PlanArea,
+    /// The write end of the **hold** pipe (close-on-exec) when the relay shares clawsmith's
+    /// address space ([`spawn_shared`]), else -1: the relay, the init and the parked command
+    /// keep it, so its end of file says that none of them runs in that memory any more.
+    pub(crate) hold: RawFd,
 }
 
 /// What a spare's init writes on the result pipe once the command has `exec`ed (not an errno,
@@ -584,16 +597,36 @@ pub(crate) enum Pts {
     OwnSlave(CString, CString),
 }
 
-/// The pid of the init the relay forwards a hard stop to.
-static INIT_PID: AtomicI32 = AtomicI32::new(0);
+/// Blocks (`SIG_BLOCK`) or unblocks (`SIG_UNBLOCK`) `SIGUSR1`, the hard stop; returns the set.
+fn mask_hard_stop(how: libc::c_int) -> io::Result<libc::sigset_t> {
+    // SAFETY: sigset operations on a local set; sigprocmask(2) of it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+        check(libc::sigprocmask(how, &set, std::ptr::null_mut()))?;
+        Ok(set)
+    }
+}
 
-extern "C" fn relay_hard_stop(_signal: libc::c_int) {
-    let pid = INIT_PID.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill(2) is async-signal-safe.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
+/// Blocks `SIGUSR1` (the hard stop) in this process and returns a signalfd that reads it: the
+/// relay's waits poll it and kill the init. A handler would need the init's pid in a static,
+/// which relays sharing clawsmith's memory (a spare's, [`spawn_shared`]) would share too. The
+/// init unblocks it again (`mask_hard_stop(SIG_UNBLOCK)`) before it clones the command.
+fn hard_stop_fd() -> io::Result<RawFd> {
+    let set = mask_hard_stop(libc::SIG_BLOCK)?;
+    // SAFETY: signalfd(2) of a local set.
+    check(unsafe { libc::signalfd(-1, &set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) })
+}
+
+/// Reads what the hard stop's signalfd holds (so that it stops polling readable) and kills the
+/// init.
+fn hard_stop(signals: RawFd, init: libc::pid_t) {
+    let mut info = [0u8; 128];
+    // SAFETY: read(2) into a stack buffer of a signalfd's record size; kill(2).
+    unsafe {
+        while libc::read(signals, info.as_mut_ptr().cast(), info.len()) > 0 {}
+        libc::kill(init, libc::SIGKILL);
     }
 }
 
@@ -657,6 +690,12 @@ impl ChildSetup {
     }
 
     fn apply(&self) -> io::Result<()> {
+        self.apply_on(None)
+    }
+
+    /// `apply`, with the init's and the command's stacks already mapped (`stacks`, as
+    /// [`map_stacks`] lays them out) or mapped here.
+    fn apply_on(&self, stacks: Option<*mut u8>) -> io::Result<()> {
         // SAFETY (whole function): each call is a plain system call on prepared, owned data.
         check(unsafe { libc::setsid() })?;
         if self.controlling_tty {
@@ -664,9 +703,10 @@ impl ChildSetup {
         }
         // The init's and the command's stacks are mapped before the limits: `RLIMIT_AS` counts
         // this process's whole address space, inherited from clawsmith, and may be below it.
-        let stacks = match self.namespaces {
-            Some(_) => map_stacks()?,
-            None => std::ptr::null_mut(),
+        let stacks = match (self.namespaces.is_some(), stacks) {
+            (true, Some(stacks)) => stacks,
+            (true, None) => map_stacks(2)?,
+            (false, _) => std::ptr::null_mut(),
         };
         for (resource, value) in &self.rlimits {
             setrlimit(*resource, *value, *value)
@@ -744,7 +784,7 @@ const CHILD_STACK: usize = 1 << 20;
 
 /// An inaccessible gap below each stack, so an overflow faults instead of writing into the
 /// other (64 KiB: a whole number of pages whatever the page size).
-const STACK_GUARD: usize = 1 << 16;
+pub(crate) const STACK_GUARD: usize = 1 << 16;
 
 /// What the init and the command processes work from. Both run in the relay's address space
 /// (`CLONE_VM`), on stacks of their own, so they read this from the relay's stack, where it lives
@@ -767,6 +807,8 @@ struct Tree<'a> {
     setup_pipe: (RawFd, RawFd),
     /// The PTY slave the relay opened, or -1.
     slave: RawFd,
+    /// The relay's signalfd of the hard stop (`SIGUSR1`, blocked in the relay).
+    hard_stop: RawFd,
     /// The top of the command's stack.
     command_stack: *mut libc::c_void,
     /// A spare's command, cloned ahead: the read end of its **wake** pipe (the init writes a
@@ -830,8 +872,13 @@ impl Namespaces {
         }
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
+        // The hard stop is blocked and read from a signalfd before the init exists, so it is
+        // never missed (a pending signal is not inherited); the init unblocks it and sets it
+        // back to its default (the command inherits that).
+        let hard_stop_signals = hard_stop_fd()?;
         let setup_pipe = pipe()?;
         let tree = Tree {
+            hard_stop: hard_stop_signals,
             setup,
             exec: std::cell::Cell::new(exec),
             errors: std::cell::Cell::new(setup_pipe.1),
@@ -844,12 +891,6 @@ impl Namespaces {
             command_stack: unsafe { stacks.add(2 * (STACK_GUARD + CHILD_STACK)) }.cast(),
             parking: std::cell::Cell::new((-1, -1)),
         };
-        // The hard stop is installed before the init exists, so it is never missed; the init
-        // sets SIGUSR1 back to its default (the command inherits that).
-        set_handler(
-            libc::SIGUSR1,
-            relay_hard_stop as *const () as libc::sighandler_t,
-        )?;
         // SAFETY: the init runs `init_main` on its own stack over `tree`, which outlives it (the
         // relay never returns while the init lives); it ends with `_exit`.
         let init = check(unsafe {
@@ -860,7 +901,6 @@ impl Namespaces {
                 (&tree as *const Tree<'_>).cast_mut().cast(),
             )
         })?;
-        INIT_PID.store(init, Ordering::SeqCst);
         unsafe {
             libc::close(tree.status.1);
             libc::close(tree.alive.0);
@@ -868,10 +908,20 @@ impl Namespaces {
         }
         let mut code = [0u8; 4];
         let read = loop {
-            // Only EINTR can make this read fail (see above: errno is not looked at).
-            let read = unsafe { libc::read(tree.setup_pipe.0, code.as_mut_ptr().cast(), 4) };
-            if read >= 0 {
-                break read;
+            let mut fds = [poll_in(tree.setup_pipe.0), poll_in(hard_stop_signals)];
+            // Only EINTR can make these fail (see above: errno is not looked at).
+            if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } <= 0 {
+                continue;
+            }
+            if fds[1].revents != 0 {
+                // Then the setup pipe ends (the init is gone) and the relay exits as killed.
+                hard_stop(hard_stop_signals, init);
+            }
+            if fds[0].revents != 0 {
+                let read = unsafe { libc::read(tree.setup_pipe.0, code.as_mut_ptr().cast(), 4) };
+                if read >= 0 {
+                    break read;
+                }
             }
         };
         if read == 4 {
@@ -885,13 +935,24 @@ impl Namespaces {
         unsafe {
             libc::close(tree.setup_pipe.0);
         }
-        relay(init, tree.status.0, tree.alive.1, self.lifeline_read)
+        let hold = self.spare.as_ref().map_or(-1, |spare| spare.hold);
+        relay(
+            init,
+            [
+                tree.status.0,
+                tree.alive.1,
+                self.lifeline_read,
+                hard_stop_signals,
+                hold,
+            ],
+        )
     }
 }
 
-/// Maps the init's and the command's stacks, each above an inaccessible guard.
-fn map_stacks() -> io::Result<*mut u8> {
-    let size = 2 * (STACK_GUARD + CHILD_STACK);
+/// Maps `count` stacks ([`CHILD_STACK`] each) in a row, each above an inaccessible guard: the
+/// init's and the command's, and for a relay that shares clawsmith's memory its own below them.
+fn map_stacks(count: usize) -> io::Result<*mut u8> {
+    let size = count * (STACK_GUARD + CHILD_STACK);
     // SAFETY: an anonymous private mapping of our own; mprotect(2) over parts of it.
     unsafe {
         let base = libc::mmap(
@@ -906,12 +967,14 @@ fn map_stacks() -> io::Result<*mut u8> {
             return Err(io::Error::last_os_error());
         }
         let base = base.cast::<u8>();
-        check(libc::mprotect(base.cast(), STACK_GUARD, libc::PROT_NONE))?;
-        check(libc::mprotect(
-            base.add(STACK_GUARD + CHILD_STACK).cast(),
-            STACK_GUARD,
-            libc::PROT_NONE,
-        ))?;
+        for index in 0..count {
+            let guard = base.add(index * (STACK_GUARD + CHILD_STACK));
+            if libc::mprotect(guard.cast(), STACK_GUARD, libc::PROT_NONE) != 0 {
+                let error = io::Error::last_os_error();
+                libc::munmap(base.cast(), size);
+                return Err(error);
+            }
+        }
         Ok(base)
     }
 }
@@ -927,6 +990,259 @@ fn reap(pid: libc::pid_t) {
         {
             return;
         }
+    }
+}
+
+/// A warm spare's relay made without copying clawsmith's address space ([`spawn_shared`]): a
+/// child process of clawsmith, reaped by pid.
+#[derive(Debug)]
+pub(crate) struct SharedRelay {
+    pid: libc::pid_t,
+    reaped: bool,
+}
+
+impl SharedRelay {
+    pub(crate) fn id(&self) -> u32 {
+        self.pid as u32
+    }
+
+    pub(crate) fn kill(&self) {
+        if !self.reaped {
+            signal_process(self.pid, libc::SIGKILL);
+        }
+    }
+
+    /// Waits for the relay to exit and reaps it.
+    pub(crate) fn wait(&mut self) {
+        if !self.reaped {
+            reap(self.pid);
+            self.reaped = true;
+        }
+    }
+
+    /// Whether it is still running (reaped when it is not).
+    pub(crate) fn running(&mut self) -> bool {
+        if self.reaped {
+            return false;
+        }
+        let mut status = 0;
+        // SAFETY: waitpid(2) of our own child, without blocking.
+        let reaped = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        if reaped == 0 {
+            return true;
+        }
+        self.reaped = true;
+        false
+    }
+}
+
+/// What a shared relay starts from, on the heap until its keeper thread is done.
+struct RelayStart {
+    setup: Arc<ChildSetup>,
+    /// Its standard input (`/dev/null`) and its output (the spare's output pipe).
+    null: RawFd,
+    output: RawFd,
+    /// Close-on-exec: the relay's errno when it could not start the tree; end of file once the
+    /// spare is ready.
+    report: RawFd,
+    /// The three stacks ([`map_stacks`]): the relay's, the init's, the command's; unmapped
+    /// when this is dropped.
+    stacks: *mut u8,
+}
+
+// SAFETY: `stacks` is a mapping this value owns; the keeper thread that holds it is the only
+// one that frees it.
+unsafe impl Send for RelayStart {}
+
+impl Drop for RelayStart {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `map_stacks(3)` made, used by no process any more (the keeper
+        // drops this only after the hold pipe's end of file, or unrun).
+        unsafe {
+            libc::munmap(self.stacks.cast(), 3 * (STACK_GUARD + CHILD_STACK));
+        }
+    }
+}
+
+/// Starts a warm spare's relay with `clone(CLONE_VM)`: the relay, and the init and parked
+/// command it clones (`CLONE_VM` too), run in clawsmith's own address space on stacks mapped
+/// here, instead of in a copy of it — no page-table copy for the fork, no copy-on-write faults
+/// in clawsmith while the spare waits, no teardown of a copy at its end (the `fork` of the
+/// relay and its faults were ~20% of a calling thread's processor time and part of the
+/// relay's). Returns once the spare is ready (as std's `spawn` does for the forked relay) or
+/// with the errno that kept it from starting.
+///
+/// What makes sharing safe:
+/// - the tree only makes system calls over `setup` (immutable, kept alive with the stacks) and
+///   its own stacks, as the forked relay's tree does over its copy;
+/// - they share one thread-local area (`errno`) with the thread that cloned them, so that is a
+///   **keeper** thread of their own, which blocks every signal and then does nothing but one
+///   blocking `read` of the **hold** pipe until every process of the tree has exited or
+///   `exec`ed (each holds its close-on-exec write end, [`SpareEnds::hold`]); only then are the
+///   stacks unmapped and the setup released;
+/// - the relay sets every caught signal's disposition back to the default and `SIGPIPE` too
+///   before it unblocks any (clawsmith's handlers must not run in it), as `posix_spawn` does, and
+///   its hard stop reads a signalfd, not a static shared with every other relay;
+/// - a command is a Landlock domain of its own (the spare's setup has a ruleset: the caller
+///   checks), and Landlock refuses a process `ptrace` and `/proc/<pid>/mem` access to a less
+///   restricted one: the parked command before its `exec` and the init are out of its reach;
+/// - entering the base's user namespace (made by clawsmith's own uid) leaves the shared memory's
+///   `dumpable` flag as it was.
+///
+/// `hold` is the hold pipe (read end, write end), whose write end's number `setup`'s
+/// `SpareEnds` carries; `output` the write end of the spare's output pipe. This process's
+/// copies of both write ends are closed once the relay has its own.
+pub(crate) fn spawn_shared(
+    setup: Arc<ChildSetup>,
+    output: OwnedFd,
+    hold: (OwnedFd, OwnedFd),
+) -> io::Result<SharedRelay> {
+    use std::os::fd::FromRawFd;
+    let (report_read, report_write) = pipe()?;
+    // SAFETY: `pipe` made these two descriptors; each is owned once from here on.
+    let report_read = unsafe { OwnedFd::from_raw_fd(report_read) };
+    let report_write = unsafe { OwnedFd::from_raw_fd(report_write) };
+    // SAFETY: open(2) of a constant path; the descriptor is owned once from here on.
+    let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    let null = unsafe { OwnedFd::from_raw_fd(null) };
+    let stacks = map_stacks(3)?;
+    let start = Box::new(RelayStart {
+        setup,
+        null: null.as_raw_fd(),
+        output: output.as_raw_fd(),
+        report: report_write.as_raw_fd(),
+        stacks,
+    });
+    let pid = Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let (hold_read, hold_write) = hold;
+    let keeper = {
+        let pid = Arc::clone(&pid);
+        move || {
+            keep(
+                start,
+                &pid,
+                [report_write, hold_write, output, null],
+                hold_read,
+            )
+        }
+    };
+    let spawned = std::thread::Builder::new()
+        .name("clawsmith-keep".to_owned())
+        .stack_size(64 * 1024)
+        .spawn(keeper);
+    // On an error the closure (and with it the stacks' owner) was dropped unrun.
+    spawned?;
+    // End of file: ready (or the clone failed, reported the same way).
+    let mut file = std::fs::File::from(report_read);
+    let mut word = [0u8; 4];
+    let ready = std::io::Read::read_exact(&mut file, &mut word).is_err();
+    drop(file);
+    let relay = pid.load(std::sync::atomic::Ordering::SeqCst);
+    if ready && relay > 0 {
+        return Ok(SharedRelay {
+            pid: relay,
+            reaped: false,
+        });
+    }
+    if relay > 0 {
+        // It wrote its errno and exits (its init, if any, was killed and reaped first).
+        reap(relay);
+    }
+    let code = i32::from_ne_bytes(word);
+    Err(io::Error::from_raw_os_error(if ready {
+        libc::EIO
+    } else {
+        code
+    }))
+}
+
+/// The keeper thread of a shared relay (see [`spawn_shared`]): clones the relay, closes this
+/// process's copies of the ends it gave it (`ends`), then blocks until no process of the tree
+/// runs in this memory any more and frees the stacks and the setup.
+fn keep(
+    start: Box<RelayStart>,
+    pid: &std::sync::atomic::AtomicI32,
+    ends: [OwnedFd; 4],
+    hold: OwnedFd,
+) {
+    // SAFETY: sigfillset of a local set and pthread_sigmask(3) of this thread: no signal
+    // handler runs on this thread (so no EINTR, and nothing of clawsmith writes this thread's
+    // errno while the tree shares it); clone(2) of `relay_main` on its own stack over `start`,
+    // which outlives the relay (freed below only after the hold pipe's end of file).
+    let cloned = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        libc::clone(
+            relay_main,
+            start.stacks.add(STACK_GUARD + CHILD_STACK).cast(),
+            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
+            (&*start as *const RelayStart).cast_mut().cast(),
+            pid.as_ptr(),
+        )
+    };
+    if cloned < 0 {
+        let errno = io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+            .to_ne_bytes();
+        // SAFETY: write(2) of a stack buffer to the report pipe, before its end closes.
+        unsafe {
+            libc::write(ends[0].as_raw_fd(), errno.as_ptr().cast(), errno.len());
+        }
+    }
+    drop(ends);
+    if cloned > 0 {
+        let mut byte = [0u8; 1];
+        // End of file once every holder exited or `exec`ed; nothing interrupts it (every
+        // signal is blocked here), and errno is not looked at.
+        // SAFETY: read(2) into a stack byte from our own descriptor.
+        while unsafe { libc::read(hold.as_raw_fd(), byte.as_mut_ptr().cast(), 1) } != 0 {}
+    }
+    // Unmaps the stacks, releases the setup.
+    drop(start);
+}
+
+/// A shared relay's entry: clawsmith's signal handlers and mask undone, its standard streams
+/// set, then the setup as the forked relay runs it.
+extern "C" fn relay_main(start: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `start` is the keeper's `RelayStart`, alive until this tree is gone.
+    let start = unsafe { &*start.cast::<RelayStart>() };
+    // SAFETY (block): sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
+    // descriptors; every signal is blocked on entry (the keeper's mask).
+    let error = unsafe {
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        for signal in 1..=libc::SIGRTMAX() {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        if libc::dup2(start.null, 0) < 0
+            || libc::dup2(start.output, 1) < 0
+            || libc::dup2(start.output, 2) < 0
+            || libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0
+        {
+            io::Error::last_os_error()
+        } else {
+            let stacks = start.stacks.add(STACK_GUARD + CHILD_STACK);
+            match start.setup.apply_on(Some(stacks)) {
+                Err(error) => error,
+                Ok(()) => io::Error::from_raw_os_error(libc::EINVAL),
+            }
+        }
+    };
+    let errno = error.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
+    // SAFETY: write(2) of a stack buffer to the report pipe; _exit(2).
+    unsafe {
+        libc::write(start.report, errno.as_ptr().cast(), errno.len());
+        libc::_exit(127)
     }
 }
 
@@ -980,14 +1296,12 @@ impl Tree<'_> {
             libc::close(self.status.0);
             libc::close(self.alive.1);
             libc::close(self.setup_pipe.0);
+            libc::close(self.hard_stop);
         }
         set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
+        mask_hard_stop(libc::SIG_UNBLOCK)?;
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
-        let mut alive = libc::pollfd {
-            fd: self.alive.0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut alive = poll_in(self.alive.0);
         // The relay keeps the write end open for its whole life: a hang-up means it is gone.
         if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
             unsafe { libc::_exit(1) };
@@ -1020,7 +1334,8 @@ impl Tree<'_> {
         // The init keeps only the status pipe (and a spare's result pipe): the command's output
         // pipe and std's error pipe must close when the command's side does.
         let result = namespaces.spare.as_ref().map_or(-1, |spare| spare.result);
-        close_all_but(&[self.status.1, result]);
+        let hold = namespaces.spare.as_ref().map_or(-1, |spare| spare.hold);
+        close_all_but(&[self.status.1, result, hold]);
         if result >= 0 {
             // The command has `exec`ed (or exited after writing its setup errno first).
             let word = EXECED_WORD.to_ne_bytes();
@@ -1097,7 +1412,14 @@ impl Tree<'_> {
             // SAFETY: _exit(2) takes no pointers.
             unsafe { libc::_exit(1) }
         }
-        close_all_but(&[self.status.1, spare.go, spare.result, wake.1, parked.0]);
+        close_all_but(&[
+            self.status.1,
+            spare.go,
+            spare.result,
+            wake.1,
+            parked.0,
+            spare.hold,
+        ]);
         self.errors.set(spare.result);
         let Some(plan) = read_plan(spare.go, &spare.area)? else {
             // Discarded (or clawsmith is gone): nothing to run; the command dies with this
@@ -1126,11 +1448,7 @@ impl Tree<'_> {
         // The parked command killed from outside meanwhile (its end of the parked pipe closed:
         // it cannot have `exec`ed before its wake byte): no "starting", so the call goes the
         // ordinary way, nothing of it having run.
-        let mut hung_up = libc::pollfd {
-            fd: parked.0,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut hung_up = poll_in(parked.0);
         // SAFETY: poll(2) of one owned descriptor, without waiting; _exit(2) takes no pointers.
         if unsafe { libc::poll(&mut hung_up, 1, 0) } != 0 {
             unsafe { libc::_exit(0) }
@@ -1174,7 +1492,7 @@ impl Tree<'_> {
         }
         // Not the go pipe, the ruleset, `setup_pipe` or std's error pipe: the relay sees
         // "ready" once the init has closed its copies too.
-        close_all_but(&[0, 1, 2, spare.result, wake, parked]);
+        close_all_but(&[0, 1, 2, spare.result, wake, parked, spare.hold]);
         let word = 0i32.to_ne_bytes();
         // SAFETY: write(2) of a stack buffer to our own descriptor.
         if unsafe { libc::write(parked, word.as_ptr().cast(), word.len()) } != 4 {
@@ -1209,37 +1527,44 @@ impl Tree<'_> {
 /// The relay's life after the fork: wait for the init (or the lifeline's hang-up), mirror the
 /// command's status, exit. The init shares this process's `errno`: a failed `poll` is retried
 /// whatever it says (only EINTR can fail it here).
-fn relay(init: libc::pid_t, status_read: RawFd, alive_write: RawFd, lifeline: RawFd) -> ! {
+/// `fds` are the status pipe's read end, the alive pipe's write end, the lifeline, the hard
+/// stop's signalfd and a spare's hold pipe (or -1), the only descriptors it keeps.
+fn relay(init: libc::pid_t, fds: [RawFd; 5]) -> ! {
+    let [
+        status_read,
+        _alive_write,
+        lifeline,
+        hard_stop_signals,
+        _hold,
+    ] = fds;
     // SAFETY (whole function): plain system calls over owned data; never returns to std.
     unsafe {
-        close_all_but(&[status_read, alive_write, lifeline]);
+        close_all_but(&fds);
         for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
             libc::signal(signal, libc::SIG_IGN);
         }
         let pidfd = libc::syscall(libc::SYS_pidfd_open, init, 0) as libc::c_int;
         let mut fds = [
-            libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: lifeline,
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            poll_in(pidfd),
+            poll_in(lifeline),
+            poll_in(hard_stop_signals),
         ];
         if pidfd >= 0 {
             loop {
                 fds[0].revents = 0;
                 fds[1].revents = 0;
-                if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+                fds[2].revents = 0;
+                if libc::poll(fds.as_mut_ptr(), 3, -1) < 0 {
                     continue;
                 }
                 if fds[1].revents != 0 {
                     // clawsmith is gone: so is the command.
                     libc::kill(init, libc::SIGKILL);
                     break;
+                }
+                if fds[2].revents != 0 {
+                    // The hard stop: the init's exit ends this wait.
+                    hard_stop(hard_stop_signals, init);
                 }
                 if fds[0].revents != 0 {
                     break;
@@ -1892,6 +2217,15 @@ fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> io::Result<(
     check(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) }).map(drop)
 }
 
+/// A `pollfd` waiting for `fd` to be readable (or hung up).
+fn poll_in(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 /// Closes every descriptor except `keep` (which need not be sorted; -1 entries are ignored).
 fn close_all_but(keep: &[RawFd]) {
     let mut sorted = [-1 as RawFd; 8];
@@ -1982,6 +2316,24 @@ pub(crate) fn async_pidfd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<Ow
     // SAFETY: `AsyncFd` owns the descriptor; nothing else closes or replaces it while it is
     // registered (the I/O-safety condition of `register`).
     unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
+}
+
+/// Whether `pid` runs in this process's address space (`kcmp(KCMP_VM)`).
+#[cfg(test)]
+pub(crate) fn shares_our_memory(pid: i32) -> io::Result<bool> {
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp(2) takes no pointers.
+    let rc = check(unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            libc::c_long::from(libc::getpid()),
+            libc::c_long::from(pid),
+            KCMP_VM,
+            0 as libc::c_long,
+            0 as libc::c_long,
+        )
+    })?;
+    Ok(rc == 0)
 }
 
 /// Sends `signal` to one process (the relay's hard stop, `SIGUSR1`).

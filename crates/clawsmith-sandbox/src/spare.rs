@@ -40,8 +40,14 @@
 //! hands the relay — about to exit by itself — to this module's thread to reap, so the relay's
 //! teardown of its address space and of the command's mount namespace is not on the call's path.
 //!
-//! What it saves is latency, not work: the fork, the namespaces and the mounts still happen per
-//! command, off the call's critical path. A process that will run one command at most turns
+//! The relay is no copy of clawsmith when the setup has a Landlock ruleset: it, the init and
+//! the parked command run in clawsmith's own address space (`child::spawn_shared`: no
+//! page-table copy, no copy-on-write faults in clawsmith while the spare waits, no teardown of
+//! a copy), watched by a keeper thread per tree that frees their stacks once none of them runs
+//! there any more.
+//!
+//! What it saves is mostly latency: the namespaces and the mounts still happen per command, off
+//! the call's critical path. A process that will run one command at most turns
 //! spares off ([`set_warm_spares`]): the spare its command would order never serves.
 
 use std::io::{self, Read, Write};
@@ -65,7 +71,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(5);
 pub(crate) struct Idle {
     setup: Arc<ChildSetup>,
     /// `None` once handed over to a [`SpareChild`].
-    child: Option<std::process::Child>,
+    child: Option<RelayHandle>,
     go: std::fs::File,
     result: std::fs::File,
     output: Option<OwnedFd>,
@@ -73,17 +79,55 @@ pub(crate) struct Idle {
     /// readable once the init has exited, which is after the kernel killed and reaped every
     /// other process of that namespace.
     init: Option<OwnedFd>,
-    /// The std `Command` the relay was forked from (it holds the setup): kept until the tree is
-    /// gone, as `Spawned::plan`, so its pages are not freed while shared copy-on-write.
-    _command: std::process::Command,
+    /// The std `Command` a forked relay was forked from (it holds the setup): kept until the
+    /// tree is gone, as `Spawned::plan`, so its pages are not freed while shared copy-on-write.
+    _command: Option<std::process::Command>,
+}
+
+/// A spare's relay: shared with clawsmith's address space ([`child::spawn_shared`]) when the
+/// setup has a Landlock ruleset, else forked by std as the ordinary way's is.
+enum RelayHandle {
+    Forked(std::process::Child),
+    Shared(child::SharedRelay),
+}
+
+impl RelayHandle {
+    fn id(&self) -> u32 {
+        match self {
+            RelayHandle::Forked(child) => child.id(),
+            RelayHandle::Shared(relay) => relay.id(),
+        }
+    }
+
+    fn kill(&mut self) {
+        match self {
+            RelayHandle::Forked(child) => drop(child.kill()),
+            RelayHandle::Shared(relay) => relay.kill(),
+        }
+    }
+
+    /// Waits for it to exit and reaps it.
+    fn wait(&mut self) {
+        match self {
+            RelayHandle::Forked(child) => drop(child.wait()),
+            RelayHandle::Shared(relay) => relay.wait(),
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        match self {
+            RelayHandle::Forked(child) => matches!(child.try_wait(), Ok(None)),
+            RelayHandle::Shared(relay) => relay.running(),
+        }
+    }
 }
 
 impl Drop for Idle {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             // SIGKILL to the relay; its init follows (PR_SET_PDEATHSIG and the go pipe's end).
-            let _ = child.kill();
-            let _ = child.wait();
+            child.kill();
+            child.wait();
         }
     }
 }
@@ -117,7 +161,7 @@ impl SpareChild {
         self.idle
             .as_ref()
             .and_then(|idle| idle.child.as_ref())
-            .map(std::process::Child::id)
+            .map(RelayHandle::id)
     }
 
     /// Waits for the init to exit (the whole command's namespace gone) and returns the
@@ -195,7 +239,7 @@ impl Idle {
     /// Reaps the relay of a command that ended (it exits on its own once its init is gone).
     fn reap(mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = child.wait();
+            child.wait();
         }
     }
 }
@@ -417,10 +461,7 @@ fn prune() {
         let mut index = 0;
         while index < state.idle.len() {
             let idle = &mut state.idle[index];
-            let alive = idle
-                .child
-                .as_mut()
-                .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
+            let alive = idle.child.as_mut().is_some_and(RelayHandle::running);
             let current = idle
                 .setup
                 .namespaces
@@ -497,8 +538,11 @@ fn make(order: Order) {
     drop(replaced);
 }
 
-/// Forks the spare's relay (which returns once its init is ready) with `setup` and the ends
-/// of a go, a result and an output pipe.
+/// Starts the spare's relay (which returns once its init is ready) with `setup` and the ends
+/// of a go, a result and an output pipe: sharing clawsmith's address space
+/// ([`child::spawn_shared`]) when the setup has a Landlock ruleset — which keeps the command
+/// from reaching its init and parked command, which then run in clawsmith's own memory —, else
+/// forked by std.
 fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
     let pipe = || -> io::Result<(OwnedFd, OwnedFd)> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)
@@ -506,6 +550,11 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
     let (go_read, go_write) = pipe()?;
     let (result_read, result_write) = pipe()?;
     let (output_read, output_write) = pipe()?;
+    let hold = if setup.landlock.is_some() && SHARED.load(Ordering::Relaxed) {
+        Some(pipe()?)
+    } else {
+        None
+    };
     let namespaces = setup
         .namespaces
         .as_mut()
@@ -514,23 +563,35 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
         go: go_read.as_raw_fd(),
         result: result_write.as_raw_fd(),
         area: PlanArea::new()?,
+        hold: hold.as_ref().map_or(-1, |(_, write)| write.as_raw_fd()),
     });
     let setup = Arc::new(setup);
-    // The one other place a process is made for a model's command (see `exec::new_process`):
-    // the relay never `exec`s this program; the command `exec`s what the go message says.
-    #[allow(clippy::disallowed_methods)]
-    let mut command = std::process::Command::new("/bin/sh");
-    command
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(output_write.try_clone()?))
-        .stderr(Stdio::from(output_write));
-    Arc::clone(&setup).install_std(&mut command);
-    let child = command.spawn()?;
+    let (child, command) = match hold {
+        Some(hold) => (
+            RelayHandle::Shared(child::spawn_shared(Arc::clone(&setup), output_write, hold)?),
+            None,
+        ),
+        None => {
+            // The one other place a process is made for a model's command (see
+            // `exec::new_process`): the relay never `exec`s this program; the command `exec`s
+            // what the go message says.
+            #[allow(clippy::disallowed_methods)]
+            let mut command = std::process::Command::new("/bin/sh");
+            command
+                .env_clear()
+                .stdin(Stdio::null())
+                .stdout(Stdio::from(output_write.try_clone()?))
+                .stderr(Stdio::from(output_write));
+            Arc::clone(&setup).install_std(&mut command);
+            let child = command.spawn()?;
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+            (RelayHandle::Forked(child), Some(command))
+        }
+    };
     // Our copies of the init's ends and of the output's write end close now.
     drop(go_read);
     drop(result_write);
-    command.stdout(Stdio::null()).stderr(Stdio::null());
+    let relay = child.id();
     let mut idle = Idle {
         setup,
         child: Some(child),
@@ -540,11 +601,14 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
         init: None,
         _command: command,
     };
-    // `spawn` returned: the init is ready and waits for its go message.
-    let relay = idle.child.as_ref().map_or(0, std::process::Child::id);
+    // The relay is ready: the init waits for its go message.
     idle.init = Some(init_pidfd(relay)?);
     Ok(idle)
 }
+
+/// Whether spares' relays may share clawsmith's address space (on by default; the tests
+/// compare both ways in one process).
+static SHARED: AtomicBool = AtomicBool::new(true);
 
 /// A pidfd of the relay's one child, the init. The pid is checked to still be the relay's
 /// child after the pidfd is open: the relay reaps nothing but its init, and only after it
@@ -821,8 +885,9 @@ mod tests {
 
     /// An idle spare's command process exists before any command does (the init's one child)
     /// and has already restricted itself: no capabilities, `no_new_privs`, a seccomp filter,
-    /// and nothing open but its standard streams and three pipes (the result pipe and its two
-    /// parking pipes; not the go pipe, not the Landlock ruleset). The command sent to it then
+    /// and nothing open but its standard streams and four pipes, all close-on-exec (the result
+    /// pipe, its two parking pipes and the hold pipe; not the go pipe, not the Landlock
+    /// ruleset). The command sent to it then
     /// runs as that process, with one filter attached, not two.
     #[tokio::test]
     async fn an_idle_spares_command_is_restricted_before_its_plan_arrives() {
@@ -858,13 +923,17 @@ mod tests {
             })
             .collect();
         fds.sort_unstable();
-        assert_eq!(fds.len(), 6, "{fds:?}");
+        assert_eq!(fds.len(), 7, "{fds:?}");
         assert_eq!(fds[..3], [0, 1, 2]);
         for fd in &fds[3..] {
             let target = std::fs::read_link(format!("/proc/{command}/fd/{fd}")).unwrap();
             assert!(
                 target.to_string_lossy().starts_with("pipe:"),
                 "fd {fd}: {target:?}"
+            );
+            assert!(
+                close_on_exec(command, *fd),
+                "fd {fd} is inherited by the command"
             );
         }
         let before = started();
@@ -965,6 +1034,140 @@ mod tests {
             panic!("the idle spare's init has {children:?} as children")
         };
         command
+    }
+
+    /// Whether `fd` of `pid` is close-on-exec (`O_CLOEXEC` in its `fdinfo` flags, octal).
+    fn close_on_exec(pid: i32, fd: i32) -> bool {
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap();
+        let flags = info
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .unwrap();
+        let flags = u32::from_str_radix(flags.trim(), 8).unwrap();
+        flags & libc::O_CLOEXEC as u32 != 0
+    }
+
+    /// Whether `pid` runs in this process's address space (`kcmp(KCMP_VM)`); `None` when the
+    /// kernel has no `kcmp`.
+    fn shares_our_memory(pid: i32) -> Option<bool> {
+        match child::shares_our_memory(pid) {
+            Ok(same) => Some(same),
+            Err(error) => {
+                assert_eq!(
+                    error.raw_os_error(),
+                    Some(libc::ENOSYS),
+                    "kcmp of {pid}: {error}"
+                );
+                None
+            }
+        }
+    }
+
+    /// The threads of this process named `name` and its inaccessible mappings of `size` bytes
+    /// (stack guards).
+    fn threads_and_mappings(name: &str, size: usize) -> (usize, usize) {
+        let threads = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim_end() == name)
+            .count();
+        let mappings = std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .lines()
+            .filter(|line| {
+                let mut fields = line.split_whitespace();
+                let range = fields.next().unwrap();
+                if fields.next() != Some("---p") {
+                    return false;
+                }
+                let (start, end) = range.split_once('-').unwrap();
+                let start = usize::from_str_radix(start, 16).unwrap();
+                let end = usize::from_str_radix(end, 16).unwrap();
+                end - start == size
+            })
+            .count();
+        (threads, mappings)
+    }
+
+    /// A spare's relay, init and parked command run in this process's own address space (no
+    /// copy of it: `kcmp`), the command after its `exec` in its own; each tree's keeper
+    /// thread ends and its stacks are unmapped once the tree is gone, after commands that
+    /// ended, failed to start, timed out (the hard stop, read from the relay's signalfd, while
+    /// the next spare's relay already runs beside it) or were discarded unused; with sharing off
+    /// the relay is a fork (a copy) and the same commands give the same results.
+    #[tokio::test]
+    async fn a_spares_tree_shares_our_memory_and_releases_it_when_gone() {
+        use crate::child::STACK_GUARD;
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        let (threads_before, mappings_before) = threads_and_mappings("clawsmith-keep", STACK_GUARD);
+        let mut outcomes = Vec::new();
+        for shared in [true, false] {
+            SHARED.store(shared, Ordering::Relaxed);
+            enable();
+            run(&config, "true", None).await;
+            spare_ready(&config).await;
+            let (relay, init) = idle_tree(&config);
+            let command = parked(init);
+            if shared {
+                // The idle spare's keeper and its three stacks' guards (what the end must undo).
+                let (threads, mappings) = threads_and_mappings("clawsmith-keep", STACK_GUARD);
+                assert!(threads > threads_before && mappings >= mappings_before + 3);
+            }
+            for pid in [relay, init, command] {
+                let Some(same) = shares_our_memory(pid) else {
+                    eprintln!("SKIP: no kcmp");
+                    return;
+                };
+                assert_eq!(same, shared, "pid {pid}, shared {shared}");
+            }
+            let outcome = through_spare(&config, "echo $$; id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; ls -A /tmp | wc -l", None).await;
+            outcomes.push(outcome.output);
+            // Deaf to the group's SIGTERM: only the hard stop ends it.
+            let mut request = CommandRequest::new("trap '' TERM; sleep 60; echo missed");
+            request.timeout = Some(Duration::from_millis(300));
+            spare_ready(&config).await;
+            let before = started();
+            let outcome = run_command(&config, &request, &CancellationSignal::new())
+                .await
+                .unwrap();
+            assert_eq!(started(), before + 1, "the timed-out command took no spare");
+            assert!(
+                matches!(outcome.stopped, Some(crate::StopReason::TimedOut(_))),
+                "{outcome:?}"
+            );
+            assert_eq!(outcome.exit, ExitKind::Signal(libc::SIGKILL), "{outcome:?}");
+            let failed = through_spare(&config, "/nonexistent/program", None).await;
+            assert_eq!(failed.exit, ExitKind::Code(127));
+            spare_ready(&config).await;
+            // Drops the idle spare unused.
+            disable();
+        }
+        SHARED.store(true, Ordering::Relaxed);
+        assert_eq!(outcomes[0], outcomes[1]);
+        // A harness deadline, not a timing assertion: the keepers end once their trees are gone.
+        let mut left = (usize::MAX, usize::MAX);
+        for _ in 0..500 {
+            left = threads_and_mappings("clawsmith-keep", STACK_GUARD);
+            if left == (threads_before, mappings_before) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(left, (threads_before, mappings_before));
+    }
+
+    /// The init (pid 1) of a spare's command runs in clawsmith's own memory: the command,
+    /// its own Landlock domain, cannot read that memory or anything `ptrace` access guards
+    /// (`/proc/1/mem`, `maps`, `environ`), while its own stays readable.
+    #[tokio::test]
+    async fn a_spares_command_cannot_reach_its_inits_memory() {
+        let Some(fixture) = fixture() else { return };
+        let config = fixture.config();
+        let probe = "for f in mem maps environ; do head -c 1 /proc/1/$f >/dev/null 2>&1; echo $f $?; done; \
+                     head -c 1 /proc/self/maps >/dev/null; echo self $?";
+        let outcome = through_spare(&config, probe, None).await;
+        assert_eq!(outcome.output, "mem 1\nmaps 1\nenviron 1\nself 0\n");
     }
 
     fn alive(pid: i32) -> bool {
