@@ -1,6 +1,7 @@
 //! End-to-end tests: the built `clawsmith` binary against temp workspaces and state dirs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
+mod call_exit;
 mod command_undo;
 mod commands;
 mod concurrency;
