@@ -26,9 +26,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::transport::{
-    LineRead, LineReader, LineWriter, Outgoing, RequestSlots, cancelled_request,
-};
+use crate::transport::{LineRead, LineReader, LineWriter, RequestSlots, cancelled_request};
 
 /// Longest request line (one JSON-RPC message) `clawsmith mcp` reads; a longer one is answered
 /// with -32600 and skipped.
@@ -327,13 +325,9 @@ impl<R: AsyncRead + Unpin + Send> Transport<RoleServer> for ServerTransport<R> {
         loop {
             // Cancel-safe: the refusal, the parked request and a partial line live in `self`.
             if self.refusal.is_some() {
-                let queue = self.writer.queue()?;
-                let permit = queue.reserve().await.ok()?;
+                let room = self.writer.room().await?;
                 if let Some(refusal) = self.refusal.take() {
-                    permit.send(Outgoing {
-                        line: refusal.to_string().into_bytes(),
-                        release: None,
-                    });
+                    self.writer.send_with(room, &refusal).ok()?;
                 }
             }
             if self.requests.is_parked() {

@@ -77,8 +77,9 @@
 //! ## Both peers are untrusted: the limits
 //! rmcp's stdio transport drops oversized lines and unparsable input silently (the peer then
 //! waits forever) and reads and executes whatever arrives. Both sides therefore run over this
-//! crate's own line transport (`transport`, `jsonrpc`): one writer task per connection behind a
-//! bounded queue, lines capped while they are read.
+//! crate's own line transport (`transport`, `jsonrpc`): a line is written by its sender with one
+//! `write` when nothing waits before it, else queued for one writer task behind a bounded queue
+//! (issue 15: no hand-off per answer); lines capped while they are read.
 //!
 //! Server (`clawsmith mcp`):
 //! - **Backpressure.** At most [`MAX_UNANSWERED_REQUESTS`] (32) requests are read and not yet

@@ -1,7 +1,8 @@
 //! Newline-delimited JSON-RPC over a pair of pipes, for both MCP sides, with the limits rmcp's
 //! stdio transport lacks: every line read is capped *before* it is buffered, an oversized line
-//! becomes an error someone reads (never a silent drop), and writes go through one writer task
-//! fed by a bounded queue, so a peer that stops reading stops us from queueing more.
+//! becomes an error someone reads (never a silent drop), and a line the pipe does not take at
+//! once waits in a bounded queue for one writer task, so a peer that stops reading stops us from
+//! queueing more.
 //!
 //! The server side ([`crate::jsonrpc::ServerTransport`]) builds on [`LineReader`] and
 //! [`LineWriter`]; [`ClientTransport`] is the client side, over a spawned server's stdio.
@@ -13,7 +14,7 @@ use std::time::Duration;
 use rmcp::model::{ErrorCode as JsonRpcErrorCode, ErrorData, JsonRpcMessage, RequestId};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// Longest line (one JSON-RPC message) read from an external MCP server: a larger answer fails
@@ -107,49 +108,126 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 }
 
-/// One line for the writer task; `release` (a request slot) is dropped once the line is written.
+/// One line for the writer task, `written` bytes of it already out; `release` (a request slot)
+/// is dropped once the line is written.
 pub(crate) struct Outgoing {
-    pub(crate) line: Vec<u8>,
-    pub(crate) release: Option<OwnedSemaphorePermit>,
+    line: Vec<u8>,
+    written: usize,
+    release: Option<OwnedSemaphorePermit>,
 }
 
-/// The writing half: a bounded queue into one task that owns the pipe.
+/// The pipe and what the writer knows about it, shared by the senders and the writer task.
+struct WriterState<W> {
+    write: W,
+    /// Lines queued for the writer task or being written by it. While any are, a new line
+    /// queues behind them; with none, its sender writes it itself.
+    pending: usize,
+    /// A write failed (the peer is gone) or the writer closed: nothing more is sent.
+    closed: bool,
+    /// Where a line is serialised: kept between lines, so a steady stream of answers
+    /// allocates nothing (a `read_file` answer is ~10 KB).
+    buffer: Vec<u8>,
+}
+
+/// The writing half (issue 15): a line is written by whoever sends it — the service's own task,
+/// with one `write` of the line and its newline — when nothing waits to be written before it;
+/// only the rest of a line the pipe did not take at once, and lines sent meanwhile, go through
+/// a bounded queue to one task that waits until the peer reads. Before, every line took the
+/// queue: a hand-off to the writer task (and often a wake-up of a second worker thread) per
+/// answer.
 pub(crate) struct LineWriter {
+    state: Arc<Mutex<WriterState<PipeWrite>>>,
     queue: Option<mpsc::Sender<Outgoing>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The pipe a [`LineWriter`] owns.
+type PipeWrite = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// The error of a send once the peer is gone (or the writer closed).
+fn peer_gone() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the MCP peer is gone")
+}
+
+/// Writes what the pipe takes now, without waiting: a write attempted outside the writer task
+/// has no waker of its own (if the pipe is full, the writer task registers its own when it takes
+/// over the rest of the line).
+fn write_now<W: AsyncWrite + Unpin>(write: &mut W, bytes: &[u8]) -> std::io::Result<usize> {
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut written = 0;
+    while written < bytes.len() {
+        match std::pin::Pin::new(&mut *write).poll_write(&mut context, &bytes[written..]) {
+            std::task::Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            std::task::Poll::Ready(Ok(count)) => written += count,
+            std::task::Poll::Ready(Err(error))
+                if error.kind() == std::io::ErrorKind::Interrupted => {}
+            std::task::Poll::Ready(Err(error)) => return Err(error),
+            std::task::Poll::Pending => break,
+        }
+    }
+    Ok(written)
+}
+
 impl LineWriter {
     /// Spawns the writer task on the current runtime.
-    pub(crate) fn spawn<W: AsyncWrite + Unpin + Send + 'static>(mut write: W) -> LineWriter {
+    pub(crate) fn spawn<W: AsyncWrite + Unpin + Send + 'static>(write: W) -> LineWriter {
+        let state = Arc::new(Mutex::new(WriterState {
+            write: Box::new(write) as PipeWrite,
+            pending: 0,
+            closed: false,
+            buffer: Vec::new(),
+        }));
         let (queue, mut outgoing) = mpsc::channel::<Outgoing>(WRITE_QUEUE);
+        let shared = Arc::clone(&state);
         let task = tokio::spawn(async move {
-            while let Some(Outgoing { mut line, release }) = outgoing.recv().await {
-                // One write per message: the line and its newline leave in one system call.
-                line.push(b'\n');
-                let written = async {
-                    write.write_all(&line).await?;
-                    write.flush().await
-                }
+            let lock = || shared.lock().unwrap_or_else(PoisonError::into_inner);
+            while let Some(Outgoing {
+                line,
+                mut written,
+                release,
+            }) = outgoing.recv().await
+            {
+                let result = std::future::poll_fn(|context| {
+                    let mut state = lock();
+                    while written < line.len() {
+                        let write = std::pin::Pin::new(&mut state.write);
+                        match std::task::ready!(write.poll_write(context, &line[written..])) {
+                            Ok(0) => {
+                                return std::task::Poll::Ready(Err(
+                                    std::io::ErrorKind::WriteZero.into()
+                                ));
+                            }
+                            Ok(count) => written += count,
+                            Err(error) => return std::task::Poll::Ready(Err(error)),
+                        }
+                    }
+                    std::pin::Pin::new(&mut state.write).poll_flush(context)
+                })
                 .await;
+                let mut state = lock();
+                state.pending -= 1;
                 // The slot frees only now that the answer left; a failed write ends the writer
                 // (the peer is gone), which closes the queue for every sender.
                 drop(release);
-                if written.is_err() {
+                if result.is_err() {
+                    state.closed = true;
                     break;
                 }
             }
-            let _ = write.shutdown().await;
+            let _ = std::future::poll_fn(|context| {
+                std::pin::Pin::new(&mut lock().write).poll_shutdown(context)
+            })
+            .await;
         });
         LineWriter {
+            state,
             queue: Some(queue),
             task: Some(task),
         }
     }
 
-    /// A sender for `send` futures (which must be `'static`).
-    pub(crate) fn queue(&self) -> Option<mpsc::Sender<Outgoing>> {
-        self.queue.clone()
+    fn lock(&self) -> std::sync::MutexGuard<'_, WriterState<PipeWrite>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Closes the queue and waits (briefly, the peer may not read) for the queued lines.
@@ -160,29 +238,118 @@ impl LineWriter {
         {
             task.abort();
         }
+        self.lock().closed = true;
     }
-}
 
-impl LineWriter {
-    /// The future a `Transport::send` returns: serializes `message` now, then queues it
-    /// (waiting while the queue is full); an error when the writer is gone. `release` is
-    /// dropped once the line is written.
+    /// Waits until a line can be queued: a refusal is sent once this resolves, without a wait
+    /// between taking it and sending it (cancel-safe). `None` once the writer is gone.
+    pub(crate) async fn room(&self) -> Option<mpsc::OwnedPermit<Outgoing>> {
+        self.queue.clone()?.reserve_owned().await.ok()
+    }
+
+    /// Sends `message` with the room [`LineWriter::room`] gave.
+    pub(crate) fn send_with<M: serde::Serialize>(
+        &self,
+        room: mpsc::OwnedPermit<Outgoing>,
+        message: &M,
+    ) -> Result<(), std::io::Error> {
+        match self.try_send(Some(room), message, None)? {
+            None => Ok(()),
+            // `try_send` hands a line back only when it got no room.
+            Some(_) => Err(peer_gone()),
+        }
+    }
+
+    /// Serialises `message`; with `room` and nothing waiting before it, writes it with its
+    /// newline now (all of it, or what the pipe takes at once: the rest is queued with `room`,
+    /// next in line). Otherwise it is queued with `room`, or, without room, handed back to be
+    /// queued by the caller (counted as pending already, so that what is sent after it queues
+    /// behind it).
+    fn try_send<M: serde::Serialize>(
+        &self,
+        room: Option<mpsc::OwnedPermit<Outgoing>>,
+        message: &M,
+        release: Option<OwnedSemaphorePermit>,
+    ) -> Result<Option<Outgoing>, std::io::Error> {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        if state.closed {
+            return Err(peer_gone());
+        }
+        let mut buffer = std::mem::take(&mut state.buffer);
+        buffer.clear();
+        let serialised = serde_json::to_writer(&mut buffer, message);
+        if let Err(error) = serialised {
+            state.buffer = buffer;
+            return Err(std::io::Error::other(error));
+        }
+        buffer.push(b'\n');
+        let mut written = 0;
+        // Only with room: the rest of a line the pipe did not take must be queued at once.
+        if state.pending == 0 && room.is_some() {
+            written = match write_now(&mut state.write, &buffer) {
+                Ok(written) => written,
+                Err(error) => {
+                    state.closed = true;
+                    state.buffer = buffer;
+                    return Err(error);
+                }
+            };
+            if written == buffer.len() {
+                state.buffer = buffer;
+                drop(guard);
+                drop(release);
+                return Ok(None);
+            }
+        }
+        // Queued: the line keeps its own copy, the buffer stays for the next one.
+        let line = Outgoing {
+            line: buffer.clone(),
+            written,
+            release,
+        };
+        state.buffer = buffer;
+        state.pending += 1;
+        match room {
+            Some(room) => {
+                room.send(line);
+                Ok(None)
+            }
+            None => Ok(Some(line)),
+        }
+    }
+
+    /// The future a `Transport::send` returns: the line is serialised and, when nothing waits
+    /// before it, written now; otherwise queued by the future (waiting while the queue is
+    /// full). An error when the writer is gone. `release` is dropped once the line is written.
     pub(crate) fn send<M: serde::Serialize>(
         &self,
         message: &M,
         release: Option<OwnedSemaphorePermit>,
     ) -> impl Future<Output = Result<(), std::io::Error>> + Send + 'static + use<M> {
+        let room = self
+            .queue
+            .as_ref()
+            .and_then(|queue| queue.clone().try_reserve_owned().ok());
+        let outcome = self.try_send(room, message, release);
         let queue = self.queue.clone();
-        let line = serde_json::to_vec(message);
+        let state = Arc::clone(&self.state);
         async move {
-            let closed =
-                || std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the MCP peer is gone");
-            let line = line.map_err(std::io::Error::other)?;
-            queue
-                .ok_or_else(closed)?
-                .send(Outgoing { line, release })
-                .await
-                .map_err(|_| closed())
+            let Some(line) = outcome? else {
+                return Ok(());
+            };
+            let sent = match queue {
+                Some(queue) => queue.send(line).await.is_ok(),
+                None => false,
+            };
+            if sent {
+                Ok(())
+            } else {
+                let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                state.pending -= 1;
+                state.closed = true;
+                Err(peer_gone())
+            }
         }
     }
 }
@@ -485,5 +652,118 @@ mod tests {
                 String::from_utf8_lossy(input)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod writer_tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    /// A message of `size` bytes of text, numbered.
+    fn message(number: usize, size: usize) -> serde_json::Value {
+        serde_json::json!({"n": number, "text": "x".repeat(size)})
+    }
+
+    /// Reads `count` lines from `read` and returns their numbers, checking each is whole.
+    async fn numbers(read: &mut (impl AsyncRead + Unpin), count: usize) -> Vec<u64> {
+        let mut reader = LineReader::new(read, 1 << 20);
+        let mut found = Vec::new();
+        while found.len() < count {
+            assert_eq!(reader.next().await, LineRead::Line);
+            let value: serde_json::Value =
+                serde_json::from_slice(reader.line()).expect("a whole JSON line");
+            found.push(value["n"].as_u64().expect("numbered"));
+        }
+        found
+    }
+
+    #[tokio::test]
+    async fn lines_larger_than_the_pipe_arrive_whole_and_in_order() {
+        // A pipe of 100 bytes: every 10 KB line is written partly by its sender and finished
+        // by the writer task, and the lines sent meanwhile queue behind it.
+        let (write, mut read) = tokio::io::duplex(100);
+        let writer = LineWriter::spawn(write);
+        let sends: Vec<_> = (0..5)
+            .map(|number| writer.send(&message(number, 10_000), None))
+            .collect();
+        let reading = tokio::spawn(async move { numbers(&mut read, 5).await });
+        for send in sends {
+            send.await.expect("sent");
+        }
+        assert_eq!(reading.await.expect("read"), vec![0, 1, 2, 3, 4]);
+    }
+
+    #[tokio::test]
+    async fn a_line_written_at_once_takes_no_queue_and_frees_its_slot_at_once() {
+        let (write, mut read) = tokio::io::duplex(1 << 16);
+        let writer = LineWriter::spawn(write);
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = Arc::clone(&slots).acquire_owned().await.expect("a slot");
+        // The future is not polled: the line left inside `send`.
+        let sent = writer.send(&message(7, 100), Some(slot));
+        assert_eq!(slots.available_permits(), 1, "freed once written");
+        assert_eq!(numbers(&mut read, 1).await, vec![7]);
+        sent.await.expect("sent");
+    }
+
+    #[tokio::test]
+    async fn a_slot_frees_only_once_its_line_is_out() {
+        let (write, mut read) = tokio::io::duplex(64);
+        let writer = LineWriter::spawn(write);
+        let slots = Arc::new(Semaphore::new(1));
+        let slot = Arc::clone(&slots).acquire_owned().await.expect("a slot");
+        writer
+            .send(&message(1, 1_000), Some(slot))
+            .await
+            .expect("queued");
+        assert_eq!(
+            slots.available_permits(),
+            0,
+            "the peer has not read the line yet"
+        );
+        assert_eq!(numbers(&mut read, 1).await, vec![1]);
+        // The writer task frees the slot right after its last write.
+        let freed = tokio::time::timeout(Duration::from_secs(5), slots.acquire()).await;
+        assert!(freed.is_ok(), "the slot came back once the line was read");
+    }
+
+    #[tokio::test]
+    async fn sending_to_a_peer_that_left_is_an_error() {
+        let (write, read) = tokio::io::duplex(64);
+        drop(read);
+        let writer = LineWriter::spawn(write);
+        let error = writer
+            .send(&message(1, 10), None)
+            .await
+            .expect_err("nobody reads");
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
+        // And every send after it.
+        let again = writer.send(&message(2, 10), None).await;
+        assert!(again.is_err());
+    }
+
+    #[tokio::test]
+    async fn closing_waits_for_the_queued_lines() {
+        let (write, mut read) = tokio::io::duplex(64);
+        let mut writer = LineWriter::spawn(write);
+        for number in 0..3 {
+            writer
+                .send(&message(number, 500), None)
+                .await
+                .expect("queued");
+        }
+        let reading = tokio::spawn(async move {
+            let found = numbers(&mut read, 3).await;
+            let mut rest = Vec::new();
+            read.read_to_end(&mut rest).await.expect("read to the end");
+            (found, rest)
+        });
+        writer.close().await;
+        let (found, rest) = reading.await.expect("read");
+        assert_eq!(found, vec![0, 1, 2]);
+        assert!(rest.is_empty(), "nothing after the last line");
+        assert!(writer.send(&message(9, 1), None).await.is_err(), "closed");
     }
 }
