@@ -219,14 +219,16 @@ pub(crate) const PLAN_POINTERS: usize = 1024;
 
 /// Memory mapped before a spare's fork, where its init reads the command's plan and builds the
 /// pointer arrays `execve(2)` takes (it cannot allocate: the relay is a fork of a
-/// multi-threaded process). Private: the relay's copy is the one the init writes.
+/// multi-threaded process, or shares its memory). Private: the init writes a forked relay's
+/// copy, or for a shared relay this mapping itself, which clawsmith never reads; kept for the
+/// next spare when dropped ([`MappingPool`]).
 #[derive(Debug)]
 pub(crate) struct PlanArea {
     base: *mut u8,
 }
 
-// SAFETY: the mapping is owned by the value; the parent never reads or writes it (only the
-// spare's init does, in its own copy after the fork).
+// SAFETY: the mapping is owned by the value; clawsmith's threads never read or write it (only
+// the spare's init does: its copy after a fork, or this mapping when it shares our memory).
 unsafe impl Send for PlanArea {}
 // SAFETY: as above.
 unsafe impl Sync for PlanArea {}
@@ -236,6 +238,9 @@ impl PlanArea {
     const SIZE: usize = Self::POINTERS_SIZE + PLAN_BYTES;
 
     pub(crate) fn new() -> io::Result<PlanArea> {
+        if let Some(base) = PLAN_AREAS.take() {
+            return Ok(PlanArea { base });
+        }
         // SAFETY: an anonymous private mapping of our own, unmapped on drop.
         let base = unsafe {
             libc::mmap(
@@ -256,10 +261,9 @@ impl PlanArea {
 
 impl Drop for PlanArea {
     fn drop(&mut self) {
-        // SAFETY: the mapping `new` made, of that size.
-        unsafe {
-            libc::munmap(self.base.cast(), Self::SIZE);
-        }
+        // The mapping `new` made, of that size: dropped with the last owner of its setup, after
+        // the spare's tree is gone (a shared relay's keeper holds one until then).
+        PLAN_AREAS.give(self.base);
     }
 }
 
@@ -979,6 +983,73 @@ fn map_stacks(count: usize) -> io::Result<*mut u8> {
     }
 }
 
+/// Mappings of one kind kept for reuse once their processes are gone (a few at most), so
+/// that the next spare neither maps nor faults them in again, and their release is no
+/// `munmap` — whose page-table teardown and TLB shootdown across every thread of clawsmith
+/// a profile put at ~12% of a shared spare tree's processor time.
+struct MappingPool {
+    free: std::sync::Mutex<Vec<usize>>,
+    size: usize,
+}
+
+/// How many mappings of each kind are kept.
+const POOLED: usize = 4;
+
+impl MappingPool {
+    const fn new(size: usize) -> MappingPool {
+        MappingPool {
+            free: std::sync::Mutex::new(Vec::new()),
+            size,
+        }
+    }
+
+    fn take(&self) -> Option<*mut u8> {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        free.pop().map(|address| address as *mut u8)
+    }
+
+    /// Keeps `base` for the next `take`, or unmaps it when enough are kept. `base` must be a
+    /// mapping of `self.size` bytes that no process uses any more.
+    fn give(&self, base: *mut u8) {
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if free.len() < POOLED {
+            free.push(base as usize);
+            return;
+        }
+        drop(free);
+        // SAFETY: a mapping of that size, used by nothing any more (the caller's word).
+        unsafe {
+            libc::munmap(base.cast(), self.size);
+        }
+    }
+
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}
+
+/// Shared relays' stacks (three each, [`map_stacks`]).
+static RELAY_STACKS: MappingPool = MappingPool::new(3 * (STACK_GUARD + CHILD_STACK));
+
+/// Spares' plan areas ([`PlanArea`]).
+static PLAN_AREAS: MappingPool = MappingPool::new(PlanArea::SIZE);
+
+/// How many shared relays' stack mappings are kept for reuse.
+#[cfg(test)]
+pub(crate) fn kept_relay_stacks() -> usize {
+    RELAY_STACKS.kept()
+}
+
 /// Waits for `pid`, a child of this process.
 fn reap(pid: libc::pid_t) {
     let mut status = 0;
@@ -1056,11 +1127,9 @@ unsafe impl Send for RelayStart {}
 
 impl Drop for RelayStart {
     fn drop(&mut self) {
-        // SAFETY: the mapping `map_stacks(3)` made, used by no process any more (the keeper
-        // drops this only after the hold pipe's end of file, or unrun).
-        unsafe {
-            libc::munmap(self.stacks.cast(), 3 * (STACK_GUARD + CHILD_STACK));
-        }
+        // The mapping `map_stacks(3)` made, used by no process any more (the keeper drops this
+        // only after the hold pipe's end of file, or unrun).
+        RELAY_STACKS.give(self.stacks);
     }
 }
 
@@ -1105,7 +1174,10 @@ pub(crate) fn spawn_shared(
     // SAFETY: open(2) of a constant path; the descriptor is owned once from here on.
     let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
     let null = unsafe { OwnedFd::from_raw_fd(null) };
-    let stacks = map_stacks(3)?;
+    let stacks = match RELAY_STACKS.take() {
+        Some(stacks) => stacks,
+        None => map_stacks(3)?,
+    };
     let start = Box::new(RelayStart {
         setup,
         null: null.as_raw_fd(),
