@@ -347,7 +347,7 @@ fn tool_message_json(
     if !masked_already || !message.tool_calls.is_empty() {
         return crate::at_rest::message_json(message);
     }
-    clawsmith_protocol::redact::to_redacted_json_except(message, "content", message.content.len())
+    clawsmith_protocol::redact::to_redacted_json_except(message, "content", &message.content)
         .json_ctx("storing a message")
 }
 

@@ -171,19 +171,20 @@ pub fn redact_json_in_place(value: &mut serde_json::Value) {
 /// `serde_json` keeps object keys in their order, as every clawsmith binary builds it), without
 /// building the `serde_json::Value` tree in between (issue 15).
 pub fn to_redacted_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
-    masking::to_masked_json(value, None, 0)
+    masking::to_masked_json(value, None)
 }
 
-/// [`to_redacted_json`] with the outermost object's field `field` written as it is: for a text
-/// the caller has just masked with this same detector (a tool message whose text is the core's
-/// masked display body), which a second pass would only scan again. `field_len`: that text's
-/// length, so the JSON's buffer is allocated once instead of doubled up to its size.
+/// [`to_redacted_json`] with the outermost object's field `field`, when it holds `text`, written
+/// as it is: for a text the caller has just masked with this same detector (a tool message
+/// whose text is the core's masked display body), which a second pass would only scan again.
+/// The JSON's buffer is allocated once for `text`, and `text` is escaped eight bytes at a time.
+/// A field holding anything else is masked as [`to_redacted_json`] masks it.
 pub fn to_redacted_json_except<T: Serialize + ?Sized>(
     value: &T,
     field: &str,
-    field_len: usize,
+    text: &str,
 ) -> serde_json::Result<String> {
-    masking::to_masked_json(value, Some(field), field_len)
+    masking::to_masked_json(value, Some((field, text)))
 }
 
 /// Each detector returns `None` when it masks nothing.
