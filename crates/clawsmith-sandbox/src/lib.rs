@@ -71,7 +71,7 @@
 //!   copy-on-write fault: the plan is dropped only once the tree is gone and `run_command` reads
 //!   output into reserved buffers it never zeroes. A `run_command` without input and with
 //!   merged output usually finds that tree already made: a **warm spare** per prepared view
-//!   (the `spare` module) — relay forked, namespaces entered, init cloned, the command's
+//!   (the `spare` module) — relay started, namespaces entered, init cloned, the command's
 //!   `/proc`, `/tmp`, `/dev/shm` and `/dev/pts` mounted, the command process cloned and
 //!   already restricted (capabilities dropped, `no_new_privs`, Landlock, seccomp) and parked,
 //!   on a thread of its own — whose init waits for the command's plan (program, arguments,
@@ -82,8 +82,12 @@
 //!   always (the cover list computed at the call), needs the same view, limits, Landlock
 //!   rights and seccomp programs, and whose plan fits the init's fixed buffers; otherwise, or
 //!   when the spare's tree died (its parked command included), the command goes the ordinary
-//!   way. It moves the fork, the namespaces, the mounts and the command's restriction off the
-//!   call's critical path; it does not remove their processor time. A spare's call is answered at its **init's** exit, not its relay's: the
+//!   way. It moves the namespaces, the mounts and the command's restriction off the call's
+//!   critical path; it does not remove their processor time. A spare's relay is no fork: when
+//!   its setup has a Landlock ruleset (which keeps the command from `ptrace` access to its
+//!   init) it is a `clone(CLONE_VM)` of clawsmith, its tree running in clawsmith's memory on
+//!   stacks of its own, watched by a keeper thread that frees them only once a hold pipe every
+//!   process of the tree keeps has ended — no page tables copied, no copy-on-write faults. A spare's call is answered at its **init's** exit, not its relay's: the
 //!   init writes the command's wait status on the spare's result pipe and exits, and a pidfd
 //!   of the init is readable only once the kernel has killed and reaped every other process of
 //!   its PID namespace, so the call still returns after all of the command is gone; the relay
