@@ -1280,18 +1280,34 @@ fn keep(
 extern "C" fn relay_main(start: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `start` is the keeper's `RelayStart`, alive until this tree is gone.
     let start = unsafe { &*start.cast::<RelayStart>() };
-    // SAFETY (block): sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
+    // SAFETY (block): rt_sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
     // descriptors; every signal is blocked on entry (the keeper's mask).
     let error = unsafe {
-        let mut default: libc::sigaction = std::mem::zeroed();
-        default.sa_sigaction = libc::SIG_DFL;
+        // The kernel's `struct sigaction` (zeroed: `SIG_DFL`, no flags, an empty mask), through
+        // rt_sigaction(2) itself: glibc's `sigaction` refuses the signals it keeps for itself
+        // (its thread cancellation and set-id broadcast handlers), which must go too.
+        let default = [0u64; 4];
         for signal in 1..=libc::SIGRTMAX() {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction != libc::SIG_DFL
-                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            let mut old = [0u64; 4];
+            let queried = libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::null::<[u64; 4]>(),
+                &mut old,
+                8usize,
+            );
+            let handler = old[0] as libc::sighandler_t;
+            if queried == 0
+                && handler != libc::SIG_DFL
+                && (handler != libc::SIG_IGN || signal == libc::SIGPIPE)
             {
-                libc::sigaction(signal, &default, std::ptr::null_mut());
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    &default,
+                    std::ptr::null_mut::<[u64; 4]>(),
+                    8usize,
+                );
             }
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();

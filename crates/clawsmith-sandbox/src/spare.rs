@@ -1113,6 +1113,28 @@ mod tests {
                 // The idle spare's keeper and its three stacks' guards (what the end must undo).
                 let (threads, mappings) = threads_and_mappings("clawsmith-keep", STACK_GUARD);
                 assert!(threads > threads_before && mappings >= mappings_before + 3);
+                // None of clawsmith's handlers can run in the tree (they would run over its
+                // live memory); the relay blocks only the hard stop (read from its signalfd),
+                // the init and the parked command nothing.
+                let signals = |pid: i32| -> Vec<String> {
+                    std::fs::read_to_string(format!("/proc/{pid}/status"))
+                        .unwrap()
+                        .lines()
+                        .filter(|line| line.starts_with("SigBlk:") || line.starts_with("SigCgt:"))
+                        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+                        .collect()
+                };
+                assert_eq!(
+                    signals(relay),
+                    ["SigBlk: 0000000000000200", "SigCgt: 0000000000000000"]
+                );
+                for pid in [init, command] {
+                    assert_eq!(
+                        signals(pid),
+                        ["SigBlk: 0000000000000000", "SigCgt: 0000000000000000"],
+                        "pid {pid}"
+                    );
+                }
             }
             for pid in [relay, init, command] {
                 let Some(same) = shares_our_memory(pid) else {
