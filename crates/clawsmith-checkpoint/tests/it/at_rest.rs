@@ -403,11 +403,18 @@ fn a_lock_left_in_a_dead_holders_children_is_waited_for() {
     // process that no longer exists.
     std::fs::write(&lock, format!("{dead}\n")).unwrap();
     let marker = dir.path().join("locked");
+    // The holder's last act with the lock held: the lock is released only after it, when the
+    // shell and flock(1) exit.
+    let done = dir.path().join("done");
     #[allow(clippy::disallowed_methods)]
     let mut holder = std::process::Command::new("flock")
         .arg(&lock)
         .args(["sh", "-c"])
-        .arg(format!("touch {}; exec sleep 0.5", marker.display()))
+        .arg(format!(
+            "touch {}; sleep 0.5; touch {}",
+            marker.display(),
+            done.display()
+        ))
         .spawn()
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -417,8 +424,9 @@ fn a_lock_left_in_a_dead_holders_children_is_waited_for() {
     }
     let lease = store.lease_session("s").unwrap();
     assert!(lease.is_fresh());
-    // The holder had to be gone for the lease to be taken.
-    assert!(holder.try_wait().unwrap().is_some());
+    // The holder had to be done for the lease to be taken. (Not `try_wait`: an exiting
+    // process releases its locks before its parent can reap it.)
+    assert!(done.exists(), "the lease was taken while the lock was held");
     drop(lease);
     holder.wait().unwrap();
 }
