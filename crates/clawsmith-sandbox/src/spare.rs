@@ -1194,6 +1194,22 @@ mod tests {
                      head -c 1 /proc/self/maps >/dev/null; echo self $?";
         let outcome = through_spare(&config, probe, None).await;
         assert_eq!(outcome.output, "mem 1\nmaps 1\nenviron 1\nself 0\n");
+        // Nor through the calls that copy memory, take descriptors or trace (the attack
+        // table's row 10, here through a spare for certain).
+        if !std::path::Path::new("/usr/bin/python3").exists() {
+            eprintln!("SKIP: no /usr/bin/python3 for the system call probe");
+            return;
+        }
+        let probe = format!(
+            "/usr/bin/python3 - <<'PY'\n{}PY",
+            include_str!("../tests/data/init_probe.py")
+        );
+        let outcome = through_spare(&config, &probe, None).await;
+        assert_eq!(
+            outcome.output,
+            "process_vm_readv EPERM\nprocess_vm_writev EPERM\npidfd_getfd EPERM\n\
+             ptrace_attach EPERM\nptrace_seize EPERM\nkcmp EPERM\nproc_fd EACCES\n"
+        );
     }
 
     fn alive(pid: i32) -> bool {

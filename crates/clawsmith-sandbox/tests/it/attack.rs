@@ -96,6 +96,10 @@ struct Row {
     output_must_not_contain: &'static [&'static str],
 }
 
+/// Reaching for the memory, descriptors and tracing of the command's init (pid 1): with warm
+/// spares it runs in clawsmith's own address space.
+const INIT_PROBE: &str = include_str!("../data/init_probe.py");
+
 /// The table. `outside` is a throwaway directory beside the workspace, `secret` a file in it.
 fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row> {
     let outside = fixture.outside.display().to_string();
@@ -208,6 +212,11 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
                  && echo made"
             ),
             output_must_not_contain: &[],
+        },
+        Row {
+            name: "10 the init's memory, descriptors and tracing are out of reach",
+            script: format!("{python} - <<'PY'\n{INIT_PROBE}PY"),
+            output_must_not_contain: &["REACHED"],
         },
     ]
 }
@@ -400,7 +409,7 @@ async fn attack_table() {
         return;
     }
     let ran = run_table().await;
-    assert_eq!(ran, 11);
+    assert_eq!(ran, 12);
     println!("attack rows ran: {ran} as uid {}", nix::unistd::geteuid());
     // And again as an unprivileged user, when we are root and setpriv is there.
     if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
@@ -441,7 +450,7 @@ async fn attack_table() {
         String::from_utf8_lossy(&rerun.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 11 as uid 65534"),
+        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 12 as uid 65534"),
         "{}",
         String::from_utf8_lossy(&rerun.stdout)
     );
