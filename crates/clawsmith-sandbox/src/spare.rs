@@ -550,7 +550,7 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
     let (go_read, go_write) = pipe()?;
     let (result_read, result_write) = pipe()?;
     let (output_read, output_write) = pipe()?;
-    let hold = if setup.landlock.is_some() && SHARED.load(Ordering::Relaxed) {
+    let hold = if setup.landlock.is_some() && shares_address_space() {
         Some(pipe()?)
     } else {
         None
@@ -606,9 +606,16 @@ fn spawn(mut setup: ChildSetup) -> io::Result<Idle> {
     Ok(idle)
 }
 
-/// Whether spares' relays may share clawsmith's address space (on by default; the tests
-/// compare both ways in one process).
-static SHARED: AtomicBool = AtomicBool::new(true);
+/// Whether a spare's relay (given a Landlock ruleset) shares clawsmith's address space: always
+/// outside tests, which have no run-time switch. Tests compare both ways in one process
+/// through `tests::FORKED_RELAYS`, a seam compiled only into the test build.
+fn shares_address_space() -> bool {
+    #[cfg(test)]
+    if tests::FORKED_RELAYS.load(Ordering::Relaxed) {
+        return false;
+    }
+    true
+}
 
 /// A pidfd of the relay's one child, the init. The pid is checked to still be the relay's
 /// child after the pidfd is open: the relay reaps nothing but its init, and only after it
@@ -645,6 +652,11 @@ mod tests {
     use super::*;
     use crate::child::{PLAN_BYTES, PLAN_POINTERS};
     use crate::{CommandOutcome, CommandRequest, ExitKind, KernelSupport, run_command};
+
+    /// Set, spares' relays are forks (copies) of this process even with a Landlock ruleset:
+    /// the one way `a_spares_tree_shares_our_memory_and_releases_it_when_gone` makes the
+    /// other kind of tree to compare. Production code has no such switch.
+    pub(super) static FORKED_RELAYS: AtomicBool = AtomicBool::new(false);
 
     struct Fixture {
         dir: tempfile::TempDir,
@@ -1103,7 +1115,7 @@ mod tests {
         let (threads_before, mappings_before) = threads_and_mappings("clawsmith-keep", STACK_GUARD);
         let mut outcomes = Vec::new();
         for shared in [true, false] {
-            SHARED.store(shared, Ordering::Relaxed);
+            FORKED_RELAYS.store(!shared, Ordering::Relaxed);
             enable();
             run(&config, "true", None).await;
             spare_ready(&config).await;
@@ -1165,7 +1177,7 @@ mod tests {
             // Drops the idle spare unused.
             disable();
         }
-        SHARED.store(true, Ordering::Relaxed);
+        FORKED_RELAYS.store(false, Ordering::Relaxed);
         assert_eq!(outcomes[0], outcomes[1]);
         // A harness deadline, not a timing assertion: the keepers end once their trees are gone.
         let mut left = (usize::MAX, usize::MAX);
