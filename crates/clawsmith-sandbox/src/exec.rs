@@ -600,8 +600,14 @@ impl SpawnRequest<'_> {
                 crate::spare::order(config, self.workspace, self.identity);
             }
             match started {
-                Some(Ok((child, output))) => {
+                Some(Ok(starting)) => {
+                    // The init said "starting": the command is this spare's now, so the next
+                    // spare is ordered before the `exec` is waited for (a call that comes
+                    // before it is ready waits for it).
                     crate::spare::order_from(plan.setup);
+                    let (child, output) = starting.started().map_err(|error| {
+                        self.spawn_error(error, direct.is_some(), relay, &plan.report)
+                    })?;
                     let pid = child
                         .id()
                         .and_then(|id| i32::try_from(id).ok())
@@ -654,21 +660,21 @@ impl SpawnRequest<'_> {
         })
     }
 
-    /// Runs the command in the view's warm spare when one is ready and makes the same tree
-    /// (see `spare.rs`): `None` when there is none, its tree died, or the plan does not fit
-    /// its buffers — the command then goes the ordinary way, nothing of it having run;
-    /// `Some(Err)` with the error the command's setup failed with.
+    /// Starts the command in the view's warm spare when one is ready and makes the same tree
+    /// (see `spare.rs`), up to the init's "starting" word: `None` when there is none, its tree
+    /// died, or the plan does not fit its buffers — the command then goes the ordinary way,
+    /// nothing of it having run; `Some(Err)` with the error the command's setup failed with.
     fn start_spare(
         &self,
         plan: &platform::Plan,
         exec: &child::ExecPlan,
-    ) -> Option<io::Result<(crate::spare::SpareChild, OwnedFd)>> {
+    ) -> Option<io::Result<crate::spare::Starting>> {
         let view = &plan.setup.namespaces.as_ref()?.view;
         let idle = crate::spare::take(&plan.setup)?;
         // Over the init's fixed capacity: the spare is dropped (killed), the ordinary way runs.
         let message = child::go_message(exec, view)?;
         match idle.start(&message) {
-            Ok(started) => Some(Ok(started)),
+            Ok(starting) => Some(Ok(starting)),
             Err(crate::spare::SpareFailure::Dead) => None,
             Err(crate::spare::SpareFailure::Setup(error)) => Some(Err(error)),
         }

@@ -198,8 +198,10 @@ impl Drop for SpareChild {
 }
 
 impl Idle {
-    /// Sends the command's plan and waits until it has `exec`ed (as `spawn` does).
-    pub(crate) fn start(mut self, message: &[u8]) -> Result<(SpareChild, OwnedFd), SpareFailure> {
+    /// Sends the command's plan and waits for the init's "starting" word: from then on the
+    /// command is this tree's (no way back to the ordinary way), so the caller may order the
+    /// next spare from its setup before waiting for the `exec` ([`Starting::started`]).
+    pub(crate) fn start(mut self, message: &[u8]) -> Result<Starting, SpareFailure> {
         let init = self.init.take().ok_or(SpareFailure::Dead)?;
         if self.go.write_all(message).is_err() {
             return Err(SpareFailure::Dead);
@@ -213,20 +215,40 @@ impl Idle {
         if code != 0 {
             return Err(SpareFailure::Setup(io::Error::from_raw_os_error(code)));
         }
-        // "starting": now the init's word once the command has `exec`ed, or its setup's errno
-        // (end of file: the init died meanwhile; the wait then reports `SIGKILL`).
-        if read_word(&mut self.result, &mut word).is_ok() {
+        Ok(Starting { idle: self, init })
+    }
+}
+
+/// A spare whose init said "starting": it has woken the parked command (see [`Idle::start`]).
+pub(crate) struct Starting {
+    idle: Idle,
+    /// The pidfd of the init.
+    init: OwnedFd,
+}
+
+impl Starting {
+    /// Waits until the command has `exec`ed (as `spawn` does), or for its setup's error (the
+    /// same the ordinary way would report).
+    pub(crate) fn started(mut self) -> io::Result<(SpareChild, OwnedFd)> {
+        let mut word = [0u8; 4];
+        // The init's word once the command has `exec`ed, or its setup's errno (end of file:
+        // the init died meanwhile; the wait then reports `SIGKILL`).
+        if read_word(&mut self.idle.result, &mut word).is_ok() {
             let code = i32::from_ne_bytes(word);
             if code != child::EXECED_WORD {
-                return Err(SpareFailure::Setup(io::Error::from_raw_os_error(code)));
+                return Err(io::Error::from_raw_os_error(code));
             }
         }
-        let output = self.output.take().ok_or(SpareFailure::Dead)?;
-        let init = child::async_pidfd(init).map_err(|_| SpareFailure::Dead)?;
+        let output = self
+            .idle
+            .output
+            .take()
+            .ok_or_else(|| io::Error::other("the spare's output was taken"))?;
+        let init = child::async_pidfd(self.init)?;
         STARTED.fetch_add(1, Ordering::Relaxed);
         Ok((
             SpareChild {
-                idle: Some(self),
+                idle: Some(self.idle),
                 init,
                 finished: false,
             },
