@@ -78,6 +78,26 @@ use clawsmith_protocol::ToolStatus;
 #[derive(Debug, Parser)]
 #[command(name = "clawsmith", version, about)]
 struct Cli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The command tree of `call` alone, with the same global options: what [`parse`] tries first
+/// for a `call` (issue 15).
+#[derive(Debug, Parser)]
+#[command(name = "clawsmith")]
+struct CallCli {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(subcommand)]
+    command: CallCommand,
+}
+
+/// The options every command takes.
+#[derive(Debug, clap::Args)]
+struct Globals {
     /// Where the state database lives (never inside a workspace it serves).
     #[arg(long, global = true, env = "CLAWSMITH_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -102,8 +122,6 @@ struct Cli {
     color: output::ColorArg,
     #[command(flatten)]
     verbosity: logging::Verbosity,
-    #[command(subcommand)]
-    command: Command,
 }
 
 // `check-command` is the contract's name; the variant follows it.
@@ -115,23 +133,8 @@ enum Command {
         #[command(flatten)]
         core: run::CoreOptions,
     },
-    /// Run one call as a one-call turn through the whole core; prints the result as JSON.
-    ///
-    /// Without --session, calls continue the workspace's session of the day (`ses_calls_<date>_…`,
-    /// waiting for another call in it to finish), so many calls in a row make one session to
-    /// `session show` and undo; `--session new` starts a fresh session.
-    Call {
-        #[command(flatten)]
-        core: run::CoreOptions,
-        /// The tool's name.
-        tool: String,
-        /// The arguments as a JSON string (as a provider sends them).
-        arguments: String,
-        /// Exit 5 when the result's status is not `success` (as `jq -e` does); without it,
-        /// `call` exits 0 whenever it produced a result.
-        #[arg(long)]
-        exit_status: bool,
-    },
+    #[command(flatten)]
+    Call(CallCommand),
     /// Run a task with the configured model (`[provider]` in clawsmith.toml): the model's calls
     /// go through the core until it answers; prints progress and the answer (`--json`: every
     /// event as a JSON line, then a `run.result` line).
@@ -202,6 +205,28 @@ enum Command {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+}
+
+/// `call`, an enum of its own so that [`CallCli`] can parse it without the rest of the tree.
+#[derive(Debug, Subcommand)]
+enum CallCommand {
+    /// Run one call as a one-call turn through the whole core; prints the result as JSON.
+    ///
+    /// Without --session, calls continue the workspace's session of the day (`ses_calls_<date>_…`,
+    /// waiting for another call in it to finish), so many calls in a row make one session to
+    /// `session show` and undo; `--session new` starts a fresh session.
+    Call {
+        #[command(flatten)]
+        core: run::CoreOptions,
+        /// The tool's name.
+        tool: String,
+        /// The arguments as a JSON string (as a provider sends them).
+        arguments: String,
+        /// Exit 5 when the result's status is not `success` (as `jq -e` does); without it,
+        /// `call` exits 0 whenever it produced a result.
+        #[arg(long)]
+        exit_status: bool,
     },
 }
 
@@ -319,17 +344,14 @@ impl Output {
 }
 
 fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // `--color` applies to clap's own messages too, so it is read before clap parses.
-    let color = output::color_from_args(std::env::args_os());
+    let color = output::color_from_args(args.iter().cloned());
     output::init_color(color);
-    // clap prints usage errors and exits 2 (`exit::USAGE`); `--help` and `--version` exit 0.
-    let matches = Cli::command()
-        .color(output::clap_color(color))
-        .get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let cli = parse(args, output::clap_color(color));
     // clap's reading is the authority (the early scan only styled clap's own messages).
-    output::init_color(cli.color);
-    logging::init(cli.verbosity);
+    output::init_color(cli.globals.color);
+    logging::init(cli.globals.verbosity);
     let outcome = run(cli);
     // The last spans reach the collector (bounded wait) before the process ends (issue 22).
     traces::finish();
@@ -342,6 +364,33 @@ fn main() {
             std::process::exit(exit::ERROR);
         }
     }
+}
+
+/// Reads the command line. clap prints usage errors and exits 2 (`exit::USAGE`); `--help` and
+/// `--version` exit 0.
+///
+/// A command line that names `call` is first read with [`CallCli`], the tree of `call` alone:
+/// clap builds the whole tree before it reads anything (every subcommand, every argument), ~0.4
+/// million of a `call`'s ~7.7 million instructions and ~55 of its ~700 page faults (issue 15).
+/// Whatever `CallCli` does not accept — `--help`, `--version`, any error, another subcommand
+/// whose arguments hold the word `call` — is read again by the whole tree, so every message is
+/// the whole tree's; what it accepts, the whole tree reads the same way (the same global options
+/// and `call` arguments, and `call` is a subcommand name only in first position in both).
+fn parse(args: Vec<std::ffi::OsString>, color: clap::ColorChoice) -> Cli {
+    if args.iter().any(|arg| arg == "call") {
+        let call = CallCli::command()
+            .color(color)
+            .try_get_matches_from(&args)
+            .and_then(|matches| CallCli::from_arg_matches(&matches));
+        if let Ok(CallCli { globals, command }) = call {
+            return Cli {
+                globals,
+                command: Command::Call(command),
+            };
+        }
+    }
+    let matches = Cli::command().color(color).get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
 /// Whether `error` is stdout closed by its reader (`clawsmith … | head`): the output ends
@@ -386,19 +435,20 @@ fn error_text(error: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    let out = Output { json: cli.json };
-    state::FSYNC_EVERY_COMMIT.store(cli.fsync, std::sync::atomic::Ordering::Relaxed);
-    state::WAIT_FOR_SESSIONS.store(cli.wait, std::sync::atomic::Ordering::Relaxed);
-    traces::set_flag(cli.traceparent);
-    let state_dir = || state::state_dir(cli.state_dir.as_deref());
-    match cli.command {
+    let Cli { globals, command } = cli;
+    let out = Output { json: globals.json };
+    state::FSYNC_EVERY_COMMIT.store(globals.fsync, std::sync::atomic::Ordering::Relaxed);
+    state::WAIT_FOR_SESSIONS.store(globals.wait, std::sync::atomic::Ordering::Relaxed);
+    traces::set_flag(globals.traceparent);
+    let state_dir = || state::state_dir(globals.state_dir.as_deref());
+    match command {
         Command::Tools { core } => run::tools(&state_dir()?, &core, &out),
-        Command::Call {
+        Command::Call(CallCommand::Call {
             core,
             tool,
             arguments,
             exit_status,
-        } => {
+        }) => {
             let status = run::call(&state_dir()?, &core, &tool, &arguments, &out)?;
             Ok(if exit_status && status != ToolStatus::Success {
                 exit::NOT_SUCCESS
@@ -464,5 +514,76 @@ fn run(cli: Cli) -> Result<i32> {
             let store = state::open_existing_store(&state_dir()?)?;
             history::prune(&store, dry_run, &out)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{CallCli, Cli, Command};
+
+    /// Reads `line` (words split at spaces) with [`CallCli`] and with the whole tree: `CallCli`
+    /// accepts it exactly when `accepted`, and what it accepts reads as the whole tree reads it.
+    fn check(line: &str, accepted: bool) {
+        let args: Vec<&str> = std::iter::once("clawsmith")
+            .chain(line.split_whitespace())
+            .collect();
+        let whole = Cli::try_parse_from(&args);
+        match CallCli::try_parse_from(&args) {
+            Ok(CallCli { globals, command }) => {
+                assert!(accepted, "CallCli accepted {line:?}");
+                let slim = Cli {
+                    globals,
+                    command: Command::Call(command),
+                };
+                let whole = whole.unwrap_or_else(|error| panic!("{line:?}: {error}"));
+                assert_eq!(format!("{slim:?}"), format!("{whole:?}"), "{line:?}");
+            }
+            Err(error) => assert!(!accepted, "CallCli refused {line:?}: {error}"),
+        }
+    }
+
+    #[test]
+    fn call_alone_reads_a_command_line_as_the_whole_tree_does() {
+        let cases = [
+            ("call --workspace w read_file {}", true),
+            (
+                "--state-dir s --json -vv --fsync --wait call --workspace w --mode full \
+                 --session new --yes read_file {} --exit-status",
+                true,
+            ),
+            ("--color=never call --workspace w -- -x {}", true),
+            ("--state-dir call call --workspace w t {}", true),
+            (
+                "call -q --workspace w --sandbox off t {} --traceparent \
+                 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                true,
+            ),
+            (
+                "call --workspace w --plugin p --plugin q --config c.toml --allow-network t {}",
+                true,
+            ),
+            ("call --workspace w t {} --bogus", false),
+            ("call --workspace w --mode nope t {}", false),
+            ("call -v -q --workspace w t {}", false),
+            ("call --workspace w t", false),
+            ("call", false),
+            ("call --help", false),
+            ("--help call", false),
+            ("--version", false),
+            ("help call", false),
+            ("check-command call", false),
+            ("tools --workspace call", false),
+        ];
+        for (line, accepted) in cases {
+            check(line, accepted);
+        }
+    }
+
+    #[test]
+    fn both_command_trees_are_well_formed() {
+        Cli::command().debug_assert();
+        CallCli::command().debug_assert();
     }
 }
