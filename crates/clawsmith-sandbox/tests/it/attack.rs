@@ -218,7 +218,75 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
             script: format!("{python} - <<'PY'\n{INIT_PROBE}PY"),
             output_must_not_contain: &["REACHED"],
         },
+        Row {
+            name: "11 SysV IPC: the host's objects are out of sight",
+            script: format!(
+                "{python} - <<'PY'\n{SYSV_PROBE}\
+                 for kind in (\"shm\", \"msg\"):\n    \
+                 print(kind, \"HOST-IPC-REACHED\" if get(kind, {host_key}, 0) >= 0 else \"absent\")\n    \
+                 print(kind, \"made\" if get(kind, {made_key}, 0o1600) >= 0 else \"not made\")\nPY",
+                host_key = sysv_keys(host_pid).0,
+                made_key = sysv_keys(host_pid).1,
+            ),
+            output_must_not_contain: &["HOST-IPC-REACHED"],
+        },
+        Row {
+            name: "11b SysV IPC: what one command made is gone for the next",
+            script: format!(
+                "{python} - <<'PY'\n{SYSV_PROBE}for kind in (\"shm\", \"msg\"):\n    \
+                 print(kind, \"LEFTOVER-IPC\" if get(kind, {made_key}, 0) >= 0 else \"gone\")\nPY",
+                made_key = sysv_keys(host_pid).1,
+            ),
+            output_must_not_contain: &["LEFTOVER-IPC"],
+        },
     ]
+}
+
+/// Defines `get(kind, key, flags)`: `shmget` (one page) or `msgget`, the id or -1.
+const SYSV_PROBE: &str = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+     def get(kind, key, flags):\n    \
+     return libc.shmget(key, 4096, flags) if kind == \"shm\" else libc.msgget(key, flags)\n";
+
+/// SysV IPC keys of one table run: one the host holds objects under, one the rows make theirs.
+fn sysv_keys(host_pid: u32) -> (i32, i32) {
+    let base = 0x434c_0000 | (host_pid & 0xffff) as i32;
+    (base, base ^ 0x0001_0000)
+}
+
+/// Runs a SysV probe (`SYSV_PROBE` and `code`) with the host's python3 (the tests forbid
+/// `unsafe`, so the host side goes through the same probe as the rows); its output.
+fn host_sysv(code: &str) -> String {
+    let output = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(format!("{SYSV_PROBE}{code}"))
+        .output()
+        .expect("python3 on the host");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// A shared memory segment and a message queue the host holds during the table, removed on drop.
+struct HostIpc {
+    key: i32,
+}
+
+impl HostIpc {
+    fn make(key: i32) -> HostIpc {
+        let made = host_sysv(&format!(
+            "print(get(\"shm\", {key}, 0o3600) >= 0, get(\"msg\", {key}, 0o3600) >= 0)"
+        ));
+        assert_eq!(made, "True True\n", "host SysV objects under key {key}");
+        HostIpc { key }
+    }
+}
+
+impl Drop for HostIpc {
+    fn drop(&mut self) {
+        let key = self.key;
+        host_sysv(&format!(
+            "libc.shmctl(get(\"shm\", {key}, 0), 0, None); libc.msgctl(get(\"msg\", {key}, 0), 0, None)"
+        ));
+    }
 }
 
 /// Runs the table in `fixture` and asserts each row; returns how many rows ran.
@@ -255,6 +323,8 @@ async fn run_table() -> usize {
     // As the core passes them: the state dir and the database files in it.
     config.hidden_paths = vec![state.clone(), state.join("clawsmith.db")];
     let rows = table(&fixture, &home, &state, std::process::id());
+    let (host_key, made_key) = sysv_keys(std::process::id());
+    let _host_ipc = HostIpc::make(host_key);
     let before = Outside::take(&fixture.outside);
     let git_before = Outside::take(&fixture.workspace.join(".git"));
     let mut ran = 0;
@@ -286,11 +356,24 @@ async fn run_table() -> usize {
             let survivors = survivors(marker);
             assert!(survivors.is_empty(), "{}: {survivors:?}", row.name);
         }
+        if row.name.starts_with("11 ") {
+            // The probe ran and could make objects of its own (so that 11b's "gone" means gone).
+            assert_eq!(
+                outcome.output, "shm absent\nshm made\nmsg absent\nmsg made\n",
+                "{}",
+                row.name
+            );
+        }
         ran += 1;
     }
     // Row 1: nothing on the host's /dev/shm.
     let shm = format!("/dev/shm/clawsmith-attack-{}", std::process::id());
     assert!(!Path::new(&shm).exists(), "{shm} was created on the host");
+    // Row 11: the command's SysV objects lived in its own namespace, never on the host's.
+    let on_host = host_sysv(&format!(
+        "print(get(\"shm\", {made_key}, 0), get(\"msg\", {made_key}, 0))"
+    ));
+    assert_eq!(on_host, "-1 -1\n", "a command's SysV object is on the host");
     // Row 3: no device node in the workspace.
     for name in ["blk", "chr"] {
         assert!(!fixture.workspace.join(name).exists(), "{name} was created");
@@ -409,7 +492,7 @@ async fn attack_table() {
         return;
     }
     let ran = run_table().await;
-    assert_eq!(ran, 12);
+    assert_eq!(ran, 14);
     println!("attack rows ran: {ran} as uid {}", nix::unistd::geteuid());
     // And again as an unprivileged user, when we are root and setpriv is there.
     if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
@@ -450,7 +533,7 @@ async fn attack_table() {
         String::from_utf8_lossy(&rerun.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 12 as uid 65534"),
+        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 14 as uid 65534"),
         "{}",
         String::from_utf8_lossy(&rerun.stdout)
     );
