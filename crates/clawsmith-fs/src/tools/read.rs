@@ -157,12 +157,31 @@ fn looks_binary(file: &File) -> io::Result<bool> {
 
 /// The first [`READ_MAX_BYTES`] bytes, reading one more only to learn whether there is more.
 /// `size` (the file's size when it was opened) only sizes the buffer: a file that grew since
-/// is read as far as it goes.
+/// is read as far as it goes, one that shrank as far as it still goes. An unchanged file takes
+/// two `read` calls: one of `size + 1` bytes that comes back short, and one that returns 0
+/// (a short read alone does not prove the end on every filesystem, so the end is always an
+/// empty read, as before; issue 15: `read_to_end` took three, the first capped at 8 KiB).
 fn read_head(file: &File, size: u64) -> io::Result<(Vec<u8>, Vec<String>)> {
-    let expected = usize::try_from(size).unwrap_or(READ_MAX_BYTES);
-    let mut bytes = Vec::with_capacity(expected.min(READ_MAX_BYTES) + 1);
-    file.take(READ_MAX_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)?;
+    const CAP: usize = READ_MAX_BYTES + 1;
+    let expected = usize::try_from(size).map_or(CAP, |size| size.saturating_add(1).min(CAP));
+    let mut bytes = vec![0; expected];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            if filled == CAP {
+                break;
+            }
+            // The file grew since it was opened: make room for the rest, up to the cap.
+            bytes.resize(filled.saturating_mul(2).clamp(BINARY_PROBE_BYTES, CAP), 0);
+        }
+        match (&*file).read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(error),
+        }
+    }
+    bytes.truncate(filled);
     let mut notes = Vec::new();
     if bytes.len() > READ_MAX_BYTES {
         bytes.truncate(READ_MAX_BYTES);
@@ -259,5 +278,54 @@ fn decode(bytes: Vec<u8>) -> (String, bool) {
     match String::from_utf8(bytes) {
         Ok(text) => (text, false),
         Err(error) => (String::from_utf8_lossy(error.as_bytes()).into_owned(), true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Seek, Write};
+
+    use super::{READ_MAX_BYTES, read_head};
+
+    /// Reads a file of `length` bytes as if it had been `size_at_open` bytes when opened (it grew
+    /// or shrank in between): everything there is comes back, capped at [`READ_MAX_BYTES`] with
+    /// the truncation note.
+    fn check(length: usize, size_at_open: u64) {
+        let content: Vec<u8> = (0..length).map(|index| b'a' + (index % 26) as u8).collect();
+        let mut file = tempfile::tempfile().expect("temp file");
+        file.write_all(&content).expect("write");
+        file.rewind().expect("rewind");
+        let (bytes, notes) = read_head(&file, size_at_open).expect("read");
+        let shown = length.min(READ_MAX_BYTES);
+        assert_eq!(
+            bytes,
+            content[..shown],
+            "{length} bytes, {size_at_open} at open"
+        );
+        assert_eq!(
+            notes.len(),
+            usize::from(length > READ_MAX_BYTES),
+            "{length} bytes, {size_at_open} at open: {notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_file_that_changed_size_since_it_was_opened_is_read_as_it_is() {
+        for (length, size_at_open) in [
+            (0, 0),
+            (10_240, 10_240),
+            (10_240, 0),
+            (10_240, 1),
+            (10_240, 9_000),
+            (1, 10_240),
+            (0, 10_240),
+            (READ_MAX_BYTES, READ_MAX_BYTES as u64),
+            (READ_MAX_BYTES + 1, READ_MAX_BYTES as u64 + 1),
+            (READ_MAX_BYTES + 1, 10),
+            (3 * READ_MAX_BYTES, 0),
+            (3 * READ_MAX_BYTES, u64::MAX),
+        ] {
+            check(length, size_at_open);
+        }
     }
 }
