@@ -78,25 +78,61 @@ pub struct Options {
     pub names: Vec<String>,
 }
 
+/// The groups a run is made of, in the order they run; a NAME selects those containing it.
+pub const GROUPS: &[&str] = &[
+    "mcp-read-file",
+    "traces-export",
+    "call-vs-cat",
+    "search-vs-rg",
+    "search-scale",
+    "memory",
+    "mcp-unread-client",
+    "web-history",
+    "history-scale",
+    "lsp-diagnostics",
+    "crate-pairs",
+];
+
+const BENCH_USAGE: &str = "usage: cargo xtask bench [--quick] [NAME...]
+  Without NAME, every group runs and docs/benchmarks.md's table is rewritten (not with --quick).
+  NAME selects the groups whose name contains it; they print their rows only.
+  --quick  3 rounds a pair instead of 7
+groups:";
+
 impl Options {
-    pub fn parse(args: &[String]) -> Options {
-        Options {
-            quick: args.iter().any(|a| a == "--quick"),
-            names: args
-                .iter()
-                .filter(|a| !a.starts_with("--"))
-                .cloned()
-                .collect(),
+    /// The options, `Ok(None)` for `--help`; an unknown option or a NAME no group contains is an
+    /// error before anything is built or run.
+    pub fn parse(args: &[String]) -> Result<Option<Options>> {
+        let mut quick = false;
+        let mut names = Vec::new();
+        for arg in args {
+            match arg.as_str() {
+                "--help" | "-h" => return Ok(None),
+                "--quick" => quick = true,
+                option if option.starts_with('-') => {
+                    bail!("unknown bench option {option:?}\n\n{}", usage())
+                }
+                name if !GROUPS.iter().any(|group| group.contains(name)) => {
+                    bail!("no bench group contains {name:?}\n\n{}", usage())
+                }
+                name => names.push(name.to_owned()),
+            }
         }
+        Ok(Some(Options { quick, names }))
     }
 
     fn wants(&self, name: &str) -> bool {
+        debug_assert!(GROUPS.contains(&name), "{name} is missing from GROUPS");
         self.names.is_empty() || self.names.iter().any(|n| name.contains(n.as_str()))
     }
 
     fn rounds(&self) -> usize {
         if self.quick { 3 } else { 7 }
     }
+}
+
+fn usage() -> String {
+    format!("{BENCH_USAGE} {}", GROUPS.join(", "))
 }
 
 pub fn median(samples: &[f64]) -> f64 {
@@ -295,7 +331,10 @@ fn machine_description() -> String {
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
-    let options = Options::parse(args);
+    let Some(options) = Options::parse(args)? else {
+        println!("{}", usage());
+        return Ok(());
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("==> building release binaries");
     let status = Command::new(&cargo)
@@ -1051,6 +1090,31 @@ pub fn parse_pair_lines(text: &str) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn options_refuse_what_no_group_takes() {
+        let parse =
+            |args: &[&str]| Options::parse(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        assert!(parse(&["--help"]).unwrap().is_none());
+        assert!(parse(&["--quick", "-h"]).unwrap().is_none());
+        let options = parse(&["--quick", "call", "mcp"]).unwrap().unwrap();
+        assert!(options.quick && options.names == ["call", "mcp"]);
+        assert!(options.wants("call-vs-cat") && options.wants("mcp-unread-client"));
+        assert!(!options.wants("search-vs-rg"));
+        let all = parse(&[]).unwrap().unwrap();
+        assert!(!all.quick && GROUPS.iter().all(|group| all.wants(group)));
+        for (args, error) in [
+            (&["--fast"][..], "unknown bench option \"--fast\""),
+            (
+                &["call", "nothing-like-it"][..],
+                "no bench group contains \"nothing-like-it\"",
+            ),
+        ] {
+            let message = parse(args).err().unwrap().to_string();
+            assert!(message.starts_with(error), "{message}");
+            assert!(message.contains("crate-pairs"), "{message}");
+        }
+    }
 
     #[test]
     fn medians_and_targets() {
