@@ -14,6 +14,7 @@
 
 use std::collections::HashSet;
 
+use clawsmith_protocol::CancellationSignal;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, InitializeRequestParams,
     JsonRpcMessage, JsonRpcRequest, PaginatedRequestParams, RequestId,
@@ -25,7 +26,6 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::server::Shutdown;
 use crate::transport::{LineRead, LineReader, LineWriter, RequestSlots, cancelled_request};
 
 /// Longest request line (one JSON-RPC message) `clawsmith mcp` reads; a longer one is answered
@@ -223,7 +223,7 @@ pub(crate) struct ServerTransport<R> {
     initialized: bool,
     /// Fired when the client closes its end: the running call is cancelled at once instead of
     /// after rmcp's drain of in-flight answers (nobody is left to read them).
-    on_eof: Shutdown,
+    on_eof: CancellationSignal,
     /// Our own requests to the client (elicitation) waiting for its answer. While any waits, a
     /// request finding every slot taken is refused instead of stalling the reading: the answer
     /// that would free a slot may be behind it.
@@ -239,7 +239,7 @@ impl<R: AsyncRead + Unpin + Send> ServerTransport<R> {
     pub(crate) fn new<W: AsyncWrite + Unpin + Send + 'static>(
         read: R,
         write: W,
-        on_eof: Shutdown,
+        on_eof: CancellationSignal,
     ) -> ServerTransport<R> {
         let (asking, asking_changes) = watch::channel(HashSet::new());
         ServerTransport {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
-use clawsmith_protocol::{Risk, ToolCall, ToolExecutionResult, ToolStatus};
+use clawsmith_protocol::{CancellationSignal, Risk, ToolCall, ToolExecutionResult, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
     ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests,
@@ -91,8 +91,10 @@ struct Inner {
     /// `requestState` token ⇒ the call (name and arguments) its approval question was about.
     pending_approvals: Mutex<HashMap<String, (u64, String)>>,
     /// Fired once the connection ends (client gone, signal): the running turn is cancelled and
-    /// no new one starts.
-    shutdown: Shutdown,
+    /// no new one starts. Every `tools/call` task awaits it; a wait dropped with its finished
+    /// call takes its waker out (issue 15: before, each call's ~13 KB future stayed reachable
+    /// until the connection closed).
+    shutdown: CancellationSignal,
     /// Turns finished so far: the idle watcher lets go of the lease after [`LEASE_IDLE`] without
     /// a new one.
     turns_done: AtomicU64,
@@ -245,39 +247,6 @@ fn stdio_pipes() -> (
     (read, write)
 }
 
-/// The connection's end (client gone, signal), fired once and awaited by every call.
-///
-/// Not a [`clawsmith_protocol::CancellationSignal`]: that one keeps the waker of every task that
-/// ever awaited it until it fires, and this one lives as long as the connection while each
-/// `tools/call` runs in a task of its own that awaits it. The waker held its task's memory
-/// (~13 KB, the call's whole future) after the call: the process grew by that much a call, and
-/// the new memory was page-faulted in (issue 15: 74 MB after 4,000 `read_file` calls, and
-/// `clear_page_erms` ~10% of the samples). A wait here is deregistered when it is dropped.
-#[derive(Debug, Clone)]
-pub(crate) struct Shutdown(Arc<tokio::sync::watch::Sender<bool>>);
-
-impl Shutdown {
-    pub(crate) fn new() -> Shutdown {
-        Shutdown(Arc::new(tokio::sync::watch::Sender::new(false)))
-    }
-
-    /// Fires it and wakes every wait. Idempotent.
-    pub(crate) fn cancel(&self) {
-        self.0.send_replace(true);
-    }
-
-    pub(crate) fn is_cancelled(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    /// Completes once it fired; dropped before, it leaves nothing behind.
-    pub(crate) async fn cancelled(&self) {
-        let mut fired = self.0.subscribe();
-        // The sender lives in `self`: the wait cannot end with a closed channel.
-        let _ = fired.wait_for(|fired| *fired).await;
-    }
-}
-
 impl ClawsmithServer {
     /// Opens the session (continuing `options.session_id` when it exists; recovery runs first).
     pub fn new(core: Arc<AgentCore>, options: ServerOptions) -> Result<ClawsmithServer, McpError> {
@@ -291,7 +260,7 @@ impl ClawsmithServer {
                 sink: options.event_sink.unwrap_or_else(|| Arc::new(NullSink)),
                 calls: AtomicU64::new(0),
                 pending_approvals: Mutex::new(HashMap::new()),
-                shutdown: Shutdown::new(),
+                shutdown: CancellationSignal::new(),
                 turns_done: AtomicU64::new(0),
                 lease_kept: tokio::sync::Notify::new(),
             }),
@@ -734,65 +703,5 @@ impl ServerHandler for ClawsmithServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.call(request, &context).await.map_err(internal)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicBool;
-    use std::task::{Context, Poll, Wake, Waker};
-
-    use super::*;
-
-    /// A task's waker: how many copies are kept is its `Arc`'s count, and `woken` says whether
-    /// one was used.
-    #[derive(Default)]
-    struct Task {
-        woken: AtomicBool,
-    }
-
-    impl Wake for Task {
-        fn wake(self: Arc<Task>) {
-            self.woken.store(true, Ordering::SeqCst);
-        }
-    }
-
-    fn poll_once(future: std::pin::Pin<&mut impl Future<Output = ()>>, task: &Arc<Task>) -> bool {
-        let waker = Waker::from(Arc::clone(task));
-        future.poll(&mut Context::from_waker(&waker)) == Poll::Ready(())
-    }
-
-    #[test]
-    fn a_wait_for_the_shutdown_dropped_before_it_keeps_nothing_of_its_task() {
-        let shutdown = Shutdown::new();
-        // One call's task after another: none may stay referenced by the connection's shutdown.
-        for _ in 0..3 {
-            let task = Arc::new(Task::default());
-            let mut wait = Box::pin(shutdown.cancelled());
-            assert!(!poll_once(wait.as_mut(), &task));
-            drop(wait);
-            assert_eq!(
-                Arc::strong_count(&task),
-                1,
-                "the shutdown kept the task's waker"
-            );
-        }
-        assert!(!shutdown.is_cancelled());
-    }
-
-    #[test]
-    fn the_shutdown_wakes_a_wait_and_ends_later_ones_at_once() {
-        let shutdown = Shutdown::new();
-        let task = Arc::new(Task::default());
-        let mut wait = std::pin::pin!(shutdown.cancelled());
-        assert!(!poll_once(wait.as_mut(), &task));
-        shutdown.clone().cancel();
-        assert!(task.woken.load(Ordering::SeqCst));
-        assert!(poll_once(wait.as_mut(), &task));
-        assert!(shutdown.is_cancelled());
-        let later = Arc::new(Task::default());
-        assert!(poll_once(std::pin::pin!(shutdown.cancelled()), &later));
-        shutdown.cancel();
-        assert!(shutdown.is_cancelled());
     }
 }
