@@ -2,7 +2,6 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use clawsmith_protocol::{Display, DisplayKind, ToolExecutionContext, ToolExecutionResult};
@@ -100,10 +99,10 @@ fn read(
     };
     let windowed = input.offset.is_some() || input.limit.is_some();
     let (bytes, mut notes) = if windowed {
-        if looks_binary(file)? {
-            return binary();
+        match read_lines(file, input.offset.unwrap_or(1), input.limit)? {
+            Some(window) => window,
+            None => return binary(),
         }
-        read_window(file, input.offset.unwrap_or(1), input.limit)?
     } else {
         // The head read holds the probe's bytes: the file is read once (issue 15).
         let (bytes, notes) = read_head(file, size)?;
@@ -141,18 +140,36 @@ fn read(
     Ok(ToolExecutionResult::success(text).with_display(display))
 }
 
-fn looks_binary(file: &File) -> io::Result<bool> {
-    let mut head = [0u8; BINARY_PROBE_BYTES];
+/// Lines `offset..offset+limit` of a text file, or `None` for a binary one (a NUL byte in the
+/// first [`BINARY_PROBE_BYTES`]). The window is read on from the probe's bytes: the head is read
+/// once, and the lines shown begin with the bytes the probe looked at.
+fn read_lines(
+    file: &File,
+    offset: u64,
+    limit: Option<u64>,
+) -> io::Result<Option<(Vec<u8>, Vec<String>)>> {
+    let head = read_probe(file)?;
+    if head.contains(&0) {
+        return Ok(None);
+    }
+    read_window(io::Cursor::new(head).chain(file), offset, limit).map(Some)
+}
+
+/// The first [`BINARY_PROBE_BYTES`] bytes (fewer only at the end of the file), read from the
+/// file's position, which is left just after them.
+fn read_probe(file: &File) -> io::Result<Vec<u8>> {
+    let mut head = vec![0u8; BINARY_PROBE_BYTES];
     let mut filled = 0;
     while filled < head.len() {
-        match file.read_at(&mut head[filled..], filled as u64) {
+        match (&*file).read(&mut head[filled..]) {
             Ok(0) => break,
             Ok(read) => filled += read,
             Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
             Err(error) => return Err(error),
         }
     }
-    Ok(head[..filled].contains(&0))
+    head.truncate(filled);
+    Ok(head)
 }
 
 /// The first [`READ_MAX_BYTES`] bytes, reading one more only to learn whether there is more.
@@ -193,8 +210,13 @@ fn read_head(file: &File, size: u64) -> io::Result<(Vec<u8>, Vec<String>)> {
     Ok((bytes, notes))
 }
 
-/// Lines `offset..offset+limit`, never more than [`READ_MAX_BYTES`] bytes of them.
-fn read_window(file: &File, offset: u64, limit: Option<u64>) -> io::Result<(Vec<u8>, Vec<String>)> {
+/// Lines `offset..offset+limit` of `file` (read from its start), never more than
+/// [`READ_MAX_BYTES`] bytes of them.
+fn read_window(
+    file: impl Read,
+    offset: u64,
+    limit: Option<u64>,
+) -> io::Result<(Vec<u8>, Vec<String>)> {
     let mut reader = BufReader::with_capacity(64 * 1024, file);
     // Skip the lines before the window without keeping them.
     let mut line = 1;
@@ -285,7 +307,7 @@ fn decode(bytes: Vec<u8>) -> (String, bool) {
 mod tests {
     use std::io::{Seek, Write};
 
-    use super::{READ_MAX_BYTES, read_head};
+    use super::{BINARY_PROBE_BYTES, READ_MAX_BYTES, read_head, read_lines};
 
     /// Reads a file of `length` bytes as if it had been `size_at_open` bytes when opened (it grew
     /// or shrank in between): everything there is comes back, capped at [`READ_MAX_BYTES`] with
@@ -327,5 +349,64 @@ mod tests {
         ] {
             check(length, size_at_open);
         }
+    }
+
+    /// A file of `lines` whose lengths vary so that line ends fall before, on and after the
+    /// probe's end.
+    fn lined_file(lines: &[Vec<u8>]) -> std::fs::File {
+        let mut file = tempfile::tempfile().expect("temp file");
+        for line in lines {
+            file.write_all(line).expect("write");
+        }
+        file.rewind().expect("rewind");
+        file
+    }
+
+    /// Windows read on from the probe's bytes give exactly the lines asked for, wherever the
+    /// window and the lines fall against the probe's end; a NUL past the probe is text, one
+    /// inside it makes the file binary.
+    #[test]
+    fn windows_read_on_from_the_probe_are_the_lines_asked_for() {
+        let lines: Vec<Vec<u8>> = (0..90)
+            .map(|index| {
+                let mut line = vec![b'a' + (index % 26) as u8; 1 + (index * 37) % 400];
+                line.push(b'\n');
+                line
+            })
+            .collect();
+        let total: usize = lines.iter().map(Vec::len).sum();
+        assert!(total > 2 * BINARY_PROBE_BYTES, "the file spans the probe");
+        for offset in 1..=lines.len() as u64 + 1 {
+            for limit in [Some(1), Some(7), Some(40), None] {
+                let file = lined_file(&lines);
+                let (bytes, _) = read_lines(&file, offset, limit)
+                    .expect("read")
+                    .expect("text");
+                let first = (offset - 1) as usize;
+                let end = limit.map_or(lines.len(), |limit| {
+                    (first + limit as usize).min(lines.len())
+                });
+                let expected: Vec<u8> = lines[first.min(lines.len())..end]
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                assert_eq!(bytes, expected, "offset {offset}, limit {limit:?}");
+            }
+        }
+        let mut late_nul = lines.clone();
+        late_nul[60][0] = 0;
+        let file = lined_file(&late_nul);
+        let (bytes, _) = read_lines(&file, 61, Some(1))
+            .expect("read")
+            .expect("a NUL past the probe is text");
+        assert_eq!(bytes, late_nul[60]);
+        let mut early_nul = lines;
+        early_nul[2][0] = 0;
+        let file = lined_file(&early_nul);
+        assert!(
+            read_lines(&file, 60, Some(1)).expect("read").is_none(),
+            "a NUL in the probe makes the file binary, whatever the window"
+        );
     }
 }
