@@ -40,22 +40,23 @@
 //! - **Bounded exit.** [`SpanSink::finish`] (the OTLP sink's) waits at most its bound for the
 //!   collector and returns an [`ExportTally`] (spans taken vs. acknowledged), which the CLI logs
 //!   as a warning when spans were lost.
-//! - **gRPC on a runtime of its own.** `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` uses
-//!   opentelemetry-otlp's `grpc-tonic` exporter (cleartext HTTP/2, no TLS feature). tonic needs
-//!   a tokio runtime for its channel and its requests, and the SDK's batch processor runs a plain
-//!   thread with a blocking executor; so the gRPC exporter owns a tokio runtime with one worker
-//!   thread, is built inside it, and each export is spawned there and awaited from the batch
-//!   thread. The batch processor, its bounded queue, the drop counting and the bounded flush at
-//!   exit are the ones HTTP uses, unchanged. The endpoint is the collector's address, used as-is
-//!   (no `/v1/traces`), and `OTEL_EXPORTER_OTLP_HEADERS` become gRPC metadata. Cost: tonic and
-//!   a few small crates (hyper, h2 and tower were already in the tree), and one idle thread
-//!   while exporting over gRPC; nothing when another protocol or no export is configured.
-//! - **No HTTPS (yet).** `https://` endpoints are refused at start, for gRPC too. opentelemetry-http speaks
-//!   reqwest 0.13, whose `rustls` feature brings aws-lc-rs (a C build with cmake) and the
-//!   platform verifier; the workspace's TLS is reqwest 0.12 with ring and webpki roots (the
-//!   agent's providers). Sharing that stack means an `HttpClient` of our own over reqwest 0.12;
-//!   until then, a collector on this host or network over plain HTTP, or a local collector
-//!   forwarding over TLS.
+//! - **Exporters on a runtime of their own.** `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` uses
+//!   opentelemetry-otlp's `grpc-tonic` exporter (HTTP/2, cleartext or TLS); HTTP uses its
+//!   exporter with this crate's `HttpClient` over reqwest. Both need a tokio runtime for their
+//!   connections and requests, and the SDK's batch processor runs a plain thread with a blocking
+//!   executor; so the exporter owns a tokio runtime with one worker thread, is built inside it,
+//!   and each export is spawned there and awaited from the batch thread. The batch processor,
+//!   its bounded queue, the drop counting and the bounded flush at exit are the same for every
+//!   protocol. For gRPC the endpoint is the collector's address, used as-is (no `/v1/traces`),
+//!   and `OTEL_EXPORTER_OTLP_HEADERS` become gRPC metadata. Cost: one idle thread while
+//!   exporting; nothing when no export is configured.
+//! - **TLS on the workspace's one stack.** `https://` endpoints use rustls with ring and the
+//!   webpki roots, the stack the agent's providers already link (reqwest 0.12), plus the
+//!   authorities and client identity the `OTEL_EXPORTER_OTLP_*CERTIFICATE`/`*CLIENT_KEY` files
+//!   name. opentelemetry-otlp's own HTTP clients are reqwest 0.13, whose rustls feature brings
+//!   aws-lc-rs (a C build with cmake) and the platform verifier, so the HTTP exporter gets an
+//!   `HttpClient` of this crate over reqwest 0.12 instead (and reqwest 0.13 left the tree);
+//!   tonic's TLS (`tls-ring`, `tls-webpki-roots`) is the same rustls.
 //!
 //! Not here: sampling beyond the parent's `sampled` flag, baggage, span links, metrics and logs.
 

@@ -2,31 +2,41 @@
 //! [`install`] turns them into a [`Tracer`] whose sink hands each finished span to the
 //! OpenTelemetry SDK's batch processor.
 //!
-//! The batch processor owns a bounded queue (2048 spans) and a thread of its own that posts
-//! batches with a blocking HTTP client, so [`SpanSink::export`] never waits on the network: a
-//! full queue drops the span and the call goes on. [`SpanSink::flush`] sends what is queued;
-//! each export request times out after 10 s. [`SpanSink::finish`] is the flush at exit: it waits
-//! for the collector at most its bound (the flush runs on a thread of its own, abandoned when the
-//! bound passes) and tallies the spans the sink took against those a collector acknowledged, so
-//! the front end can say how many were lost (queue full, collector down or too slow).
+//! The batch processor owns a bounded queue (2048 spans) and a thread of its own that hands
+//! batches to the exporter, so [`SpanSink::export`] never waits on the network: a full queue
+//! drops the span and the call goes on. [`SpanSink::flush`] sends what is queued; each export
+//! request times out after 10 s. [`SpanSink::finish`] is the flush at exit: it waits for the
+//! collector at most its bound (the flush runs on a thread of its own, abandoned when the bound
+//! passes) and tallies the spans the sink took against those a collector acknowledged, so the
+//! front end can say how many were lost (queue full, collector down or too slow).
 //!
-//! Supported: `http/protobuf` (the default), `http/json` and `grpc`, all over plain HTTP (gRPC
-//! over cleartext HTTP/2). For HTTP the endpoint `OTEL_EXPORTER_OTLP_ENDPOINT` gets `/v1/traces`
-//! appended; for gRPC it is used as-is (the OTLP exporter spec: the collector's address, usually
+//! Supported: `http/protobuf` (the default), `http/json` and `grpc`, over `http://` or
+//! `https://`. For HTTP the endpoint `OTEL_EXPORTER_OTLP_ENDPOINT` gets `/v1/traces` appended; for
+//! gRPC it is used as-is (the OTLP exporter spec: the collector's address, usually
 //! `http://localhost:4317`). `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is always used as-is, and
 //! `OTEL_EXPORTER_OTLP_HEADERS` become request headers or gRPC metadata. An unknown protocol and
-//! `https://` endpoints are refused with an error naming what is supported (why: the crate
-//! essay's "No HTTPS").
+//! any other scheme are refused with an error naming what is supported.
 //!
-//! The gRPC exporter (tonic) needs a tokio runtime for its channel and its requests, which the
-//! SDK's batch thread does not have: the sink owns a runtime with one worker thread, the exporter
-//! is built inside it and each export runs there while the batch thread waits for its result
-//! (`OnRuntime`). Queue, drop counting, [`SpanSink::flush`] and the bounded
-//! [`SpanSink::finish`] are the same as for HTTP.
+//! TLS (an `https://` endpoint): the server's certificate is checked against the webpki roots
+//! (Mozilla's list, built in: nothing is read from the host's store) and the certificate
+//! authorities of `OTEL_EXPORTER_OTLP_CERTIFICATE` (a PEM file; `…_TRACES_CERTIFICATE` wins),
+//! for a private collector; `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and `…_CLIENT_KEY` (PEM files,
+//! both or neither) are the client's identity for mutual TLS. The files are read at [`install`];
+//! a missing or unparsable one is refused by its variable's name. TLS settings with an `http://`
+//! endpoint are refused too: they say the user expects an encrypted connection. HTTP requests
+//! do not follow redirects (a redirect would carry the headers, often an API key, elsewhere).
+//!
+//! Both exporters run on a tokio runtime with one worker thread that the sink owns: the HTTP
+//! exporter's client is the workspace's reqwest (rustls with ring, the agent's providers'
+//! stack) behind opentelemetry-http's `HttpClient`, the gRPC exporter is tonic's (the same
+//! rustls). The SDK's batch thread has a plain executor, so each export is spawned on that
+//! runtime and awaited from the batch thread (`OnRuntime`). Queue, drop counting,
+//! [`SpanSink::flush`] and the bounded [`SpanSink::finish`] are the same for every protocol.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -66,6 +76,27 @@ pub struct OtlpConfig {
     pub headers: Vec<(String, String)>,
     /// `service.name` of the resource.
     pub service_name: String,
+    /// Certificates for an `https://` endpoint (empty for `http://`).
+    pub tls: OtlpTls,
+}
+
+/// The TLS settings of an `https://` endpoint: files named by the `OTEL_*` variables, read at
+/// [`install`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OtlpTls {
+    /// A PEM file of certificate authorities trusted besides the webpki roots
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`), with the variable that named it.
+    pub certificate: Option<(&'static str, PathBuf)>,
+    /// The client's PEM certificate and key for mutual TLS
+    /// (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`, `OTEL_EXPORTER_OTLP_CLIENT_KEY`), with the
+    /// variables that named them.
+    pub client: Option<[(&'static str, PathBuf); 2]>,
+}
+
+impl OtlpTls {
+    fn is_empty(&self) -> bool {
+        self.certificate.is_none() && self.client.is_none()
+    }
 }
 
 /// Why the `OTEL_*` settings cannot be used.
@@ -82,10 +113,8 @@ pub enum OtlpConfigError {
         /// Its value.
         value: String,
     },
-    /// Not an `http://` URL.
-    #[error(
-        "{variable}={value} is not supported: only http:// endpoints (a collector on this host or network)"
-    )]
+    /// Neither an `http://` nor an `https://` URL.
+    #[error("{variable}={value} is not supported: only http:// and https:// endpoints")]
     Endpoint {
         /// The variable that named it.
         variable: &'static str,
@@ -97,6 +126,15 @@ pub enum OtlpConfigError {
     Header {
         /// The entry.
         entry: String,
+    },
+    /// A TLS setting that cannot be used: one half of the client's identity, TLS files for an
+    /// `http://` endpoint, or a file that cannot be read or holds no usable PEM.
+    #[error("{variable}: {reason}")]
+    Tls {
+        /// The variable at fault (`OTEL_EXPORTER_OTLP_CERTIFICATE`, …).
+        variable: &'static str,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The exporter could not be built.
     #[error("cannot set up the OTLP exporter: {0}")]
@@ -140,10 +178,26 @@ impl OtlpConfig {
             ),
             (None, None) => return Ok(None),
         };
-        if !traces_endpoint.starts_with("http://") {
+        let https = traces_endpoint.starts_with("https://");
+        if !https && !traces_endpoint.starts_with("http://") {
             return Err(OtlpConfigError::Endpoint {
                 variable,
                 value: traces_endpoint,
+            });
+        }
+        let tls = tls_from_env(&set)?;
+        if !https && !tls.is_empty() {
+            let variable = tls
+                .certificate
+                .as_ref()
+                .map(|(name, _)| *name)
+                .or_else(|| tls.client.as_ref().map(|[(name, _), _]| *name))
+                .unwrap_or("OTEL_EXPORTER_OTLP_CERTIFICATE");
+            return Err(OtlpConfigError::Tls {
+                variable,
+                reason: format!(
+                    "TLS files are set but the endpoint {traces_endpoint} is not https://: spans would not be encrypted"
+                ),
             });
         }
         let mut headers = Vec::new();
@@ -170,7 +224,116 @@ impl OtlpConfig {
             protocol,
             headers,
             service_name,
+            tls,
         }))
+    }
+}
+
+/// The TLS variables: each `OTEL_EXPORTER_OTLP_TRACES_*` one wins over its general twin.
+fn tls_from_env(set: &impl Fn(&str) -> Option<String>) -> Result<OtlpTls, OtlpConfigError> {
+    let file = |traces: &'static str, general: &'static str| {
+        [traces, general]
+            .into_iter()
+            .find_map(|variable| set(variable).map(|value| (variable, PathBuf::from(value))))
+    };
+    let certificate = file(
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+    );
+    let client_certificate = file(
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+    );
+    let client_key = file(
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    );
+    let client = match (client_certificate, client_key) {
+        (Some(certificate), Some(key)) => Some([certificate, key]),
+        (None, None) => None,
+        (Some((variable, _)), None) => {
+            return Err(OtlpConfigError::Tls {
+                variable,
+                reason: "set without OTEL_EXPORTER_OTLP_CLIENT_KEY: mutual TLS needs both".into(),
+            });
+        }
+        (None, Some((variable, _))) => {
+            return Err(OtlpConfigError::Tls {
+                variable,
+                reason: "set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: mutual TLS needs both"
+                    .into(),
+            });
+        }
+    };
+    Ok(OtlpTls {
+        certificate,
+        client,
+    })
+}
+
+/// The TLS files of `tls`, read and checked: the authorities' PEM and the client's certificate
+/// and key PEM.
+struct TlsFiles {
+    authorities: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl TlsFiles {
+    fn read(tls: &OtlpTls) -> Result<TlsFiles, OtlpConfigError> {
+        let read = |(variable, path): &(&'static str, PathBuf)| {
+            std::fs::read(path).map_err(|error| OtlpConfigError::Tls {
+                variable,
+                reason: format!("cannot read {}: {error}", path.display()),
+            })
+        };
+        let authorities = match &tls.certificate {
+            Some(named) => {
+                let pem = read(named)?;
+                match reqwest::Certificate::from_pem_bundle(&pem) {
+                    Ok(found) if !found.is_empty() => Some(pem),
+                    Ok(_) => return Err(no_pem(named, "certificate")),
+                    Err(error) => return Err(bad_pem(named, &error)),
+                }
+            }
+            None => None,
+        };
+        let client = match &tls.client {
+            Some([certificate, key]) => {
+                let certificate_pem = read(certificate)?;
+                let key_pem = read(key)?;
+                match reqwest::Certificate::from_pem_bundle(&certificate_pem) {
+                    Ok(found) if !found.is_empty() => {}
+                    Ok(_) => return Err(no_pem(certificate, "certificate")),
+                    Err(error) => return Err(bad_pem(certificate, &error)),
+                }
+                let mut both = key_pem.clone();
+                both.push(b'\n');
+                both.extend_from_slice(&certificate_pem);
+                if let Err(error) = reqwest::Identity::from_pem(&both) {
+                    return Err(bad_pem(key, &error));
+                }
+                Some((certificate_pem, key_pem))
+            }
+            None => None,
+        };
+        Ok(TlsFiles {
+            authorities,
+            client,
+        })
+    }
+}
+
+fn no_pem((variable, path): &(&'static str, PathBuf), what: &str) -> OtlpConfigError {
+    OtlpConfigError::Tls {
+        variable,
+        reason: format!("{} holds no PEM {what}", path.display()),
+    }
+}
+
+fn bad_pem((variable, path): &(&'static str, PathBuf), error: &reqwest::Error) -> OtlpConfigError {
+    OtlpConfigError::Tls {
+        variable,
+        reason: format!("{} is not usable: {error}", path.display()),
     }
 }
 
@@ -180,24 +343,53 @@ pub fn install(config: &OtlpConfig) -> Result<Tracer, OtlpConfigError> {
     let resource = Resource::builder_empty()
         .with_service_name(config.service_name.clone())
         .build();
-    let protocol = match config.protocol {
-        OtlpProtocol::HttpProtobuf => Protocol::HttpBinary,
-        OtlpProtocol::HttpJson => Protocol::HttpJson,
-        OtlpProtocol::Grpc => {
-            let exporter = OnRuntime::grpc(config)?;
-            return Ok(tracer(exporter, &resource, exported));
-        }
+    let files = TlsFiles::read(&config.tls)?;
+    let exporter = match config.protocol {
+        OtlpProtocol::HttpProtobuf => OnRuntime::http(config, Protocol::HttpBinary, &files)?,
+        OtlpProtocol::HttpJson => OnRuntime::http(config, Protocol::HttpJson, &files)?,
+        OtlpProtocol::Grpc => OnRuntime::grpc(config, &files)?,
     };
-    let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_endpoint(config.traces_endpoint.clone())
-        .with_protocol(protocol)
-        .with_headers(headers)
-        .with_timeout(EXPORT_TIMEOUT)
-        .build()
-        .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
     Ok(tracer(exporter, &resource, exported))
+}
+
+/// The largest answer a collector may send to an export (opentelemetry-http's own clients' bound).
+const MAX_RESPONSE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The HTTP exporter's client: the workspace's reqwest (rustls with ring, webpki roots plus
+/// the configured authorities, no redirects, the export timeout), run on [`OnRuntime`]'s
+/// runtime.
+#[derive(Debug)]
+struct ReqwestClient(reqwest::Client);
+
+#[async_trait::async_trait]
+impl opentelemetry_http::HttpClient for ReqwestClient {
+    async fn send_bytes(
+        &self,
+        request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
+    ) -> Result<
+        opentelemetry_http::Response<opentelemetry_http::Bytes>,
+        opentelemetry_http::HttpError,
+    > {
+        let request = reqwest::Request::try_from(request)?;
+        let mut response = self.0.execute(request).await?;
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(format!(
+                    "the collector's answer is larger than {MAX_RESPONSE_BYTES} bytes"
+                )
+                .into());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let mut answer = opentelemetry_http::Response::builder()
+            .status(status)
+            .body(opentelemetry_http::Bytes::from(body))?;
+        *answer.headers_mut() = headers;
+        Ok(answer)
+    }
 }
 
 /// The tracer over `exporter`: counted, behind the bounded batch processor.
@@ -270,9 +462,9 @@ impl<E: SpanExporter> SpanExporter for CountingExporter<E> {
     }
 }
 
-/// An exporter that must run on a tokio runtime (tonic's), driven from the SDK's batch thread:
-/// each export is spawned on the runtime's one worker and awaited there, so the batch thread's
-/// plain executor only waits for the result.
+/// An exporter that must run on a tokio runtime (tonic's channel, reqwest's client), driven
+/// from the SDK's batch thread: each export is spawned on the runtime's one worker and awaited
+/// there, so the batch thread's plain executor only waits for the result.
 #[derive(Debug)]
 struct OnRuntime<E> {
     inner: Arc<E>,
@@ -281,10 +473,78 @@ struct OnRuntime<E> {
 }
 
 impl OnRuntime<opentelemetry_otlp::SpanExporter> {
-    /// The gRPC exporter for `config`, on a runtime of its own.
-    fn grpc(config: &OtlpConfig) -> Result<Self, OtlpConfigError> {
+    /// `build` run inside a runtime of its own (tonic's lazy channel spawns its worker task
+    /// there), which then runs every export.
+    fn build(
+        build: impl FnOnce() -> Result<
+            opentelemetry_otlp::SpanExporter,
+            opentelemetry_otlp::ExporterBuildError,
+        >,
+    ) -> Result<Self, OtlpConfigError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("clawsmith-otlp")
+            .enable_all()
+            .build()
+            .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
+        let built = {
+            let _entered = runtime.enter();
+            build()
+        };
+        match built {
+            Ok(exporter) => Ok(OnRuntime {
+                inner: Arc::new(exporter),
+                runtime: Some(runtime),
+            }),
+            Err(error) => {
+                runtime.shutdown_background();
+                Err(OtlpConfigError::Exporter(error.to_string()))
+            }
+        }
+    }
+
+    /// The HTTP exporter for `config` in `protocol`.
+    fn http(
+        config: &OtlpConfig,
+        protocol: Protocol,
+        files: &TlsFiles,
+    ) -> Result<Self, OtlpConfigError> {
+        let exporter_error = |error: reqwest::Error| OtlpConfigError::Exporter(error.to_string());
+        let mut client = reqwest::Client::builder()
+            .timeout(EXPORT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none());
+        if let Some(authorities) = &files.authorities {
+            for authority in
+                reqwest::Certificate::from_pem_bundle(authorities).map_err(exporter_error)?
+            {
+                client = client.add_root_certificate(authority);
+            }
+        }
+        if let Some((certificate, key)) = &files.client {
+            let mut both = key.clone();
+            both.push(b'\n');
+            both.extend_from_slice(certificate);
+            client = client.identity(reqwest::Identity::from_pem(&both).map_err(exporter_error)?);
+        }
+        let client = ReqwestClient(client.build().map_err(exporter_error)?);
+        let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
+        OnRuntime::build(|| {
+            opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_http_client(client)
+                .with_endpoint(config.traces_endpoint.clone())
+                .with_protocol(protocol)
+                .with_headers(headers)
+                .with_timeout(EXPORT_TIMEOUT)
+                .build()
+        })
+    }
+
+    /// The gRPC exporter for `config`.
+    fn grpc(config: &OtlpConfig, files: &TlsFiles) -> Result<Self, OtlpConfigError> {
         use opentelemetry_otlp::WithTonicConfig;
         use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
         let mut metadata = MetadataMap::new();
         for (key, value) in &config.headers {
@@ -298,32 +558,27 @@ impl OnRuntime<opentelemetry_otlp::SpanExporter> {
             let value = MetadataValue::try_from(value.as_str()).map_err(|_| invalid())?;
             metadata.append(name, value);
         }
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("clawsmith-otlp-grpc")
-            .enable_all()
-            .build()
-            .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?;
-        // tonic's lazy channel spawns its worker task: build inside the runtime.
-        let built = {
-            let _entered = runtime.enter();
-            opentelemetry_otlp::SpanExporter::builder()
+        let tls = config.traces_endpoint.starts_with("https://").then(|| {
+            let mut tls = ClientTlsConfig::new().with_webpki_roots();
+            if let Some(authorities) = &files.authorities {
+                tls = tls.ca_certificate(Certificate::from_pem(authorities));
+            }
+            if let Some((certificate, key)) = &files.client {
+                tls = tls.identity(Identity::from_pem(certificate, key));
+            }
+            tls
+        });
+        OnRuntime::build(|| {
+            let builder = opentelemetry_otlp::SpanExporter::builder()
                 .with_tonic()
                 .with_endpoint(config.traces_endpoint.clone())
                 .with_metadata(metadata)
-                .with_timeout(EXPORT_TIMEOUT)
-                .build()
-        };
-        match built {
-            Ok(exporter) => Ok(OnRuntime {
-                inner: Arc::new(exporter),
-                runtime: Some(runtime),
-            }),
-            Err(error) => {
-                runtime.shutdown_background();
-                Err(OtlpConfigError::Exporter(error.to_string()))
+                .with_timeout(EXPORT_TIMEOUT);
+            match tls {
+                Some(tls) => builder.with_tls_config(tls).build(),
+                None => builder.build(),
             }
-        }
+        })
     }
 }
 
@@ -579,7 +834,7 @@ mod tests {
 
     #[test]
     fn unsupported_settings_are_refused_by_name() {
-        let table: [(&[(&str, &str)], &str); 6] = [
+        let table: [(&[(&str, &str)], &str); 10] = [
             (
                 &[
                     ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
@@ -597,29 +852,16 @@ mod tests {
             (
                 &[
                     (
-                        "OTEL_EXPORTER_OTLP_ENDPOINT",
-                        "https://collector.example:4317",
-                    ),
-                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-                ],
-                "OTEL_EXPORTER_OTLP_ENDPOINT=https://collector.example:4317 is not supported: only http:// endpoints (a collector on this host or network)",
-            ),
-            (
-                &[
-                    (
                         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
                         "collector.example:4317",
                     ),
                     ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
                 ],
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.example:4317 is not supported: only http:// endpoints (a collector on this host or network)",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=collector.example:4317 is not supported: only http:// and https:// endpoints",
             ),
             (
-                &[(
-                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-                    "https://collector.example/v1/traces",
-                )],
-                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://collector.example/v1/traces is not supported: only http:// endpoints (a collector on this host or network)",
+                &[("OTEL_EXPORTER_OTLP_ENDPOINT", "ftp://collector.example")],
+                "OTEL_EXPORTER_OTLP_ENDPOINT=ftp://collector.example/v1/traces is not supported: only http:// and https:// endpoints",
             ),
             (
                 &[
@@ -627,6 +869,43 @@ mod tests {
                     ("OTEL_EXPORTER_OTLP_HEADERS", "novalue"),
                 ],
                 "OTEL_EXPORTER_OTLP_HEADERS: `novalue` is not key=value",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4318"),
+                    ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/ca.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_CERTIFICATE: TLS files are set but the endpoint http://h:4318/v1/traces is not https://: spans would not be encrypted",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://h:4317"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                    ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/c.pem"),
+                    ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/k.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: TLS files are set but the endpoint http://h:4317 is not https://: spans would not be encrypted",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://h:4318"),
+                    ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/c.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: set without OTEL_EXPORTER_OTLP_CLIENT_KEY: mutual TLS needs both",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://h:4318"),
+                    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/k.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY: set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: mutual TLS needs both",
+            ),
+            (
+                &[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://h:4318"),
+                    ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/k.pem"),
+                ],
+                "OTEL_EXPORTER_OTLP_CLIENT_KEY: set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: mutual TLS needs both",
             ),
         ];
         for (pairs, expected) in table {
@@ -647,5 +926,129 @@ mod tests {
             install(&read).unwrap_err().to_string(),
             "cannot set up the OTLP exporter: OTEL_EXPORTER_OTLP_HEADERS: `bad key` is not usable as gRPC metadata"
         );
+    }
+
+    #[test]
+    fn https_endpoints_and_their_tls_files_are_read_by_name() {
+        let read = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.example"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/general/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/traces/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/client.pem"),
+            ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/client.key"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(read.traces_endpoint, "https://collector.example/v1/traces");
+        assert_eq!(
+            read.tls,
+            OtlpTls {
+                certificate: Some((
+                    "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                    "/traces/ca.pem".into()
+                )),
+                client: Some([
+                    (
+                        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                        "/client.pem".into()
+                    ),
+                    ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/client.key".into()),
+                ]),
+            }
+        );
+        let plain = config(&[
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "https://collector.example:4317",
+            ),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(plain.traces_endpoint, "https://collector.example:4317");
+        assert_eq!(plain.tls, OtlpTls::default());
+    }
+
+    /// TLS files that cannot be used are refused at install, by variable, for every protocol.
+    #[test]
+    fn unusable_tls_files_are_refused_at_install_by_name() {
+        let directory = std::env::temp_dir().join(format!(
+            "clawsmith-otlp-tls-{}-{}",
+            std::process::id(),
+            line!()
+        ));
+        std::fs::create_dir_all(&directory).unwrap();
+        let garbage = directory.join("garbage.pem");
+        std::fs::write(&garbage, "not a certificate\n").unwrap();
+        let missing = directory.join("missing.pem");
+        let broken = directory.join("broken.pem");
+        std::fs::write(
+            &broken,
+            "-----BEGIN CERTIFICATE-----\nAAAA!!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        for protocol in ["http/protobuf", "http/json", "grpc"] {
+            for (variable, path, expected) in [
+                (
+                    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                    &missing,
+                    format!(
+                        "OTEL_EXPORTER_OTLP_CERTIFICATE: cannot read {}: ",
+                        missing.display()
+                    ),
+                ),
+                (
+                    "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                    &garbage,
+                    format!(
+                        "OTEL_EXPORTER_OTLP_CERTIFICATE: {} holds no PEM certificate",
+                        garbage.display()
+                    ),
+                ),
+                (
+                    "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+                    &broken,
+                    format!(
+                        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: {} is not usable: ",
+                        broken.display()
+                    ),
+                ),
+            ] {
+                let path = path.to_str().unwrap();
+                let read = config(&[
+                    ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:9"),
+                    ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+                    (variable, path),
+                ])
+                .unwrap()
+                .unwrap();
+                let refused = install(&read).unwrap_err().to_string();
+                assert!(
+                    refused.starts_with(&expected),
+                    "{protocol}, {variable}={path}: {refused}"
+                );
+            }
+            // A client certificate without a key in the key file.
+            let read = config(&[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://127.0.0.1:9"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
+                (
+                    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+                    garbage.to_str().unwrap(),
+                ),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", garbage.to_str().unwrap()),
+            ])
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                install(&read).unwrap_err().to_string(),
+                format!(
+                    "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: {} holds no PEM certificate",
+                    garbage.display()
+                ),
+                "{protocol}"
+            );
+        }
+        std::fs::remove_dir_all(&directory).unwrap();
     }
 }

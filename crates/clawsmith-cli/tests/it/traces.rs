@@ -471,7 +471,7 @@ fn a_dead_collector_never_fails_the_call_and_the_loss_is_logged() {
 #[test]
 fn unsupported_trace_settings_stop_the_start() {
     let fixture = Fixture::new();
-    let table: [(&str, &str, &str); 3] = [
+    let table: [(&str, &str, &str); 4] = [
         (
             "OTEL_EXPORTER_OTLP_PROTOCOL",
             "grpc/tls",
@@ -479,8 +479,13 @@ fn unsupported_trace_settings_stop_the_start() {
         ),
         (
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "https://collector.example:4317",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=https://collector.example:4317 is not supported: only http:// endpoints",
+            "ftp://collector.example:4317",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=ftp://collector.example:4317 is not supported: only http:// and https:// endpoints",
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            "/nonexistent/ca.pem",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE: TLS files are set but the endpoint http://127.0.0.1:9/v1/traces is not https://: spans would not be encrypted",
         ),
         ("TRACEPARENT", "00-xyz", "TRACEPARENT"),
     ];

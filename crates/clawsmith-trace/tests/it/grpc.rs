@@ -20,9 +20,9 @@ use tonic::transport::server::TcpIncoming;
 use crate::attribute;
 
 /// One export call as the receiver saw it.
-struct Export {
-    metadata: Vec<(String, String)>,
-    request: ExportTraceServiceRequest,
+pub(crate) struct Export {
+    pub(crate) metadata: Vec<(String, String)>,
+    pub(crate) request: ExportTraceServiceRequest,
 }
 
 #[derive(Clone, Default)]
@@ -59,7 +59,7 @@ impl TraceService for Recorder {
     }
 }
 
-struct GrpcReceiver {
+pub(crate) struct GrpcReceiver {
     address: SocketAddr,
     recorder: Recorder,
     /// Serves until the test ends (the runtime is dropped with it).
@@ -68,6 +68,15 @@ struct GrpcReceiver {
 
 impl GrpcReceiver {
     fn start() -> GrpcReceiver {
+        GrpcReceiver::serve(None)
+    }
+
+    /// Over TLS: tonic's server with `tls` (its identity, and the client authority it requires).
+    pub(crate) fn start_tls(tls: tonic::transport::ServerTlsConfig) -> GrpcReceiver {
+        GrpcReceiver::serve(Some(tls))
+    }
+
+    fn serve(tls: Option<tonic::transport::ServerTlsConfig>) -> GrpcReceiver {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -80,10 +89,14 @@ impl GrpcReceiver {
         let service = TraceServiceServer::new(recorder.clone());
         runtime.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            Server::builder()
+            let mut server = Server::builder();
+            if let Some(tls) = tls {
+                server = server.tls_config(tls).unwrap();
+            }
+            // A client refused by the handshake ends its connection, not the server.
+            let _ = server
                 .serve_with_incoming(service, TcpIncoming::from(listener))
-                .await
-                .unwrap();
+                .await;
         });
         GrpcReceiver {
             address,
@@ -92,11 +105,22 @@ impl GrpcReceiver {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.address)
     }
 
-    fn exports(&self) -> Vec<Export> {
+    /// The names of the spans exported since the last look, in order.
+    pub(crate) fn span_names(&self) -> Vec<String> {
+        self.exports()
+            .into_iter()
+            .flat_map(|export| export.request.resource_spans)
+            .flat_map(|resource| resource.scope_spans)
+            .flat_map(|scope| scope.spans)
+            .map(|span| span.name)
+            .collect()
+    }
+
+    pub(crate) fn exports(&self) -> Vec<Export> {
         std::mem::take(&mut *self.recorder.exports.lock().unwrap())
     }
 }
@@ -213,15 +237,7 @@ fn a_traces_endpoint_for_grpc_is_used_as_is_and_flush_delivers() {
         .start(None, || semconv::execute_tool_span_name("grep"))
         .end();
     tracer.flush();
-    let exports = receiver.exports();
-    let names: Vec<String> = exports
-        .into_iter()
-        .flat_map(|export| export.request.resource_spans)
-        .flat_map(|resource| resource.scope_spans)
-        .flat_map(|scope| scope.spans)
-        .map(|span| span.name)
-        .collect();
-    assert_eq!(names, ["execute_tool grep"]);
+    assert_eq!(receiver.span_names(), ["execute_tool grep"]);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 
 mod grpc;
 mod receiver;
+mod tls;
 
 use clawsmith_trace::otlp::{OtlpConfig, install};
 use std::time::Duration;

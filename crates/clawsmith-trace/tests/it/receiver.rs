@@ -1,8 +1,8 @@
-//! A minimal OTLP/HTTP receiver: HTTP/1.1 on 127.0.0.1, one request per connection, each kept
-//! for the test to read.
+//! A minimal OTLP/HTTP receiver: HTTP/1.1 on 127.0.0.1, plain or over TLS (rustls), requests
+//! kept for the test to read.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -32,6 +32,16 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start() -> Receiver {
+        Receiver::serve(None)
+    }
+
+    /// HTTPS: every connection is a TLS server session of `tls` (its certificate, and the
+    /// client certificates it requires if any); a failed handshake is a connection dropped.
+    pub fn start_tls(tls: Arc<rustls::ServerConfig>) -> Receiver {
+        Receiver::serve(Some(tls))
+    }
+
+    fn serve(tls: Option<Arc<rustls::ServerConfig>>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -39,7 +49,16 @@ impl Receiver {
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let kept = Arc::clone(&kept);
-                std::thread::spawn(move || serve(stream, &kept));
+                let tls = tls.clone();
+                std::thread::spawn(move || match tls {
+                    None => serve(stream, &kept),
+                    Some(tls) => {
+                        let Ok(session) = rustls::ServerConnection::new(tls) else {
+                            return;
+                        };
+                        serve(rustls::StreamOwned::new(session, stream), &kept);
+                    }
+                });
             }
         });
         Receiver { port, requests }
@@ -49,12 +68,16 @@ impl Receiver {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    pub fn https_url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
     pub fn requests(&self) -> Vec<Request> {
         std::mem::take(&mut *self.requests.lock().unwrap())
     }
 }
 
-fn serve(stream: TcpStream, kept: &Mutex<Vec<Request>>) {
+fn serve(stream: impl Read + Write, kept: &Mutex<Vec<Request>>) {
     let mut reader = BufReader::new(stream);
     loop {
         let mut line = String::new();
@@ -69,7 +92,9 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Request>>) {
         let mut headers = Vec::new();
         loop {
             let mut header = String::new();
-            reader.read_line(&mut header).unwrap();
+            if reader.read_line(&mut header).is_err() {
+                return;
+            }
             let header = header.trim_end();
             if header.is_empty() {
                 break;
@@ -83,7 +108,9 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Request>>) {
             .find(|(key, _)| key.eq_ignore_ascii_case("content-length"))
             .map_or(0, |(_, value)| value.parse().unwrap());
         let mut body = vec![0; length];
-        reader.read_exact(&mut body).unwrap();
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
         kept.lock().unwrap().push(Request {
             path,
             headers,
@@ -92,7 +119,14 @@ fn serve(stream: TcpStream, kept: &Mutex<Vec<Request>>) {
         // The request is kept before the answer goes out, so a flush that returned has been seen.
         let response =
             "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
-        reader.get_mut().write_all(response.as_bytes()).unwrap();
+        let stream = reader.get_mut();
+        if stream
+            .write_all(response.as_bytes())
+            .and_then(|()| stream.flush())
+            .is_err()
+        {
+            return;
+        }
     }
 }
 
