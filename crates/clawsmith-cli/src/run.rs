@@ -405,11 +405,13 @@ pub fn call(
     arguments: &str,
     out: &Output,
 ) -> Result<ToolStatus> {
-    // The called tool's schema is compiled on this thread when the call is checked. A second
-    // thread used to build jsonschema's 2020-12 meta-schema validator meanwhile (~1.4 ms of
-    // processor time); shipped schemas no longer need it (`compile_shipped` in
-    // clawsmith-core's table.rs), and what is left (~0.3 ms) cost no more here than a thread's
-    // start, stack and malloc arena (issue 15: processor time and page faults alternated).
+    // The called tool's schema is compiled on this thread when the call is checked, unless the
+    // tool vouches for the arguments (the file tools' typed parse: `Tool::vouches_for_input`),
+    // when none is. A second thread used to build jsonschema's 2020-12 meta-schema validator
+    // meanwhile (~1.4 ms of processor time); shipped schemas no longer need it
+    // (`compile_shipped` in clawsmith-core's table.rs), and what is left (~0.3 ms) cost no more
+    // here than a thread's start, stack and malloc arena (issue 15: processor time and page
+    // faults alternated).
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {

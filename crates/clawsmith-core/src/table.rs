@@ -44,13 +44,18 @@ impl std::fmt::Debug for ExtensionTool {
 /// tools' and those of its own extension crates ([`IN_TREE_SOURCES`]) — are compiled on their
 /// tool's first call instead: a process that makes one call compiles one validator, not twenty
 /// (about a tenth of a short process's time; the six `lsp_*` and `memory_search` schemas alone
-/// were ~15% of a `clawsmith call read_file`), and tests compile every shipped schema.
+/// were ~15% of a `clawsmith call read_file`), and tests compile every shipped schema. A call
+/// that a shipped tool vouches for ([`Tool::vouches_for_input`]: the file tools, whose typed
+/// parse is proven by this module's tests to accept nothing their schema refuses) compiles
+/// none: a one-call process's compile was ~13% of its instructions (issue 15).
 pub struct ToolEntry {
     tool: Arc<dyn Tool>,
     origin: String,
     facts: ToolFacts,
     schema: serde_json::Value,
     validator: OnceLock<Result<jsonschema::Validator, String>>,
+    /// Whether the tool's [`Tool::vouches_for_input`] is taken: a shipped tool's is.
+    trusts_vouching: bool,
     search: Option<SearchMetadata>,
 }
 
@@ -102,8 +107,14 @@ impl ToolEntry {
         self.search.as_ref()
     }
 
-    /// Validates `input` against the schema; `Err` lists what is wrong, field by field.
+    /// Validates `input` against the schema; `Err` lists what is wrong, field by field. An input
+    /// a shipped tool vouches for is accepted without the schema's validator (which is then
+    /// never compiled); every other input, a refused one included, goes through it, so what a
+    /// refusal says is the schema's word.
     pub(crate) fn validate(&self, input: &serde_json::Value) -> Result<(), String> {
+        if self.trusts_vouching && self.tool.vouches_for_input(input) {
+            return Ok(());
+        }
         let validator = self
             .validator
             .get_or_init(|| compile_shipped(&self.schema).map_err(|e| e.to_string()))
@@ -295,7 +306,8 @@ impl ToolTable {
         }
         let schema = candidate.tool.input_schema();
         let validator = OnceLock::new();
-        if schema_from_elsewhere(&candidate.origin) {
+        let from_elsewhere = schema_from_elsewhere(&candidate.origin);
+        if from_elsewhere {
             let compiled =
                 jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
                     name: name.clone(),
@@ -316,6 +328,7 @@ impl ToolTable {
             facts,
             schema,
             validator,
+            trusts_vouching: !from_elsewhere,
             search,
         });
         Ok(())
@@ -578,6 +591,271 @@ mod tests {
             compile_shipped(&custom).is_err(),
             jsonschema::validator_for(&custom).is_err()
         );
+    }
+
+    /// A core's table with every tool clawsmith-core ships, over a fresh workspace and store.
+    fn shipped_table(
+        dir: &std::path::Path,
+        extension_tools: Vec<ExtensionTool>,
+    ) -> crate::AgentCore {
+        let workspace = dir.join("workspace");
+        std::fs::create_dir_all(&workspace).unwrap();
+        let store = Arc::new(clawsmith_checkpoint::Store::open(dir.join("state.db")).unwrap());
+        let mut config = crate::CoreConfig::new(&workspace, store);
+        config.extension_tools = extension_tools;
+        crate::AgentCore::new(config).unwrap()
+    }
+
+    /// Arguments for a tool with `schema`: a well-formed base (the required fields, or every
+    /// field) mutated — fields removed, set to values of every JSON type (out-of-range, negative,
+    /// fractional and huge integers, nested arrays and objects, null), unknown and misspelt
+    /// fields added, a non-object in place of the object (an array of the fields' values
+    /// among them, which a serde struct parses) — once each and then at random, two or three
+    /// mutations at a time (a fixed seed: the same inputs every run).
+    fn generated_inputs(schema: &serde_json::Value) -> Vec<serde_json::Value> {
+        let properties = schema["properties"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .map(|names| names.iter().filter_map(|name| name.as_str()).collect())
+            .unwrap_or_default();
+        let well_formed = |property: &serde_json::Value| {
+            let kinds = match &property["type"] {
+                serde_json::Value::Array(kinds) => kinds.clone(),
+                kind => vec![kind.clone()],
+            };
+            match kinds.first().and_then(serde_json::Value::as_str) {
+                Some("integer") => property.get("minimum").cloned().unwrap_or(json!(1)),
+                Some("boolean") => json!(true),
+                Some("string") => json!("a.txt"),
+                _ => json!(null),
+            }
+        };
+        let mut required_only = serde_json::Map::new();
+        let mut every_field = serde_json::Map::new();
+        for (name, property) in &properties {
+            if required.contains(&name.as_str()) {
+                required_only.insert(name.clone(), well_formed(property));
+            }
+            every_field.insert(name.clone(), well_formed(property));
+        }
+        let values = [
+            json!(""),
+            json!("a.txt"),
+            json!("../outside"),
+            json!("ü\n\u{0}"),
+            json!(0),
+            json!(1),
+            json!(2),
+            json!(100),
+            json!(-1),
+            json!(1.5),
+            json!(1.0),
+            json!(0.0),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(1e300),
+            json!(-1e300),
+            json!(true),
+            json!(false),
+            json!(null),
+            json!([]),
+            json!(["a.txt"]),
+            json!([1, 2]),
+            json!({}),
+            json!({"path": "a.txt"}),
+        ];
+        let mut names: Vec<String> = properties.keys().cloned().collect();
+        for name in properties.keys() {
+            let snake: String = name
+                .chars()
+                .flat_map(|c| {
+                    if c.is_ascii_uppercase() {
+                        vec!['_', c.to_ascii_lowercase()]
+                    } else {
+                        vec![c]
+                    }
+                })
+                .collect();
+            names.push(snake);
+            names.push(name.to_ascii_lowercase());
+            names.push(format!("{name}s"));
+        }
+        names.extend(["extra".to_owned(), String::new(), "PATH".to_owned()]);
+        names.sort();
+        names.dedup();
+        let bases = [
+            serde_json::Value::Object(required_only.clone()),
+            serde_json::Value::Object(every_field.clone()),
+        ];
+        let mut inputs: Vec<serde_json::Value> = bases.to_vec();
+        inputs.extend(values.iter().cloned());
+        for base in [&required_only, &every_field] {
+            inputs.push(serde_json::Value::Array(base.values().cloned().collect()));
+            inputs.push(json!([serde_json::Value::Object(base.clone())]));
+            for name in base.keys() {
+                let mut without = base.clone();
+                without.remove(name);
+                inputs.push(serde_json::Value::Object(without));
+            }
+            for name in &names {
+                for value in &values {
+                    let mut changed = base.clone();
+                    changed.insert(name.clone(), value.clone());
+                    inputs.push(serde_json::Value::Object(changed));
+                }
+            }
+        }
+        // A fixed linear congruential sequence: reproducible without a random crate.
+        let mut state: u64 = 0x5eed_cafe_f00d_0015;
+        let mut next = |bound: usize| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            usize::try_from(state >> 33).unwrap() % bound
+        };
+        for _ in 0..3_000 {
+            let mut input = bases[next(2)].as_object().cloned().unwrap();
+            for _ in 0..2 + next(2) {
+                if next(4) == 0 && !input.is_empty() {
+                    let name = input.keys().nth(next(input.len())).unwrap().clone();
+                    input.remove(&name);
+                } else {
+                    let name = names[next(names.len())].clone();
+                    input.insert(name, values[next(values.len())].clone());
+                }
+            }
+            inputs.push(serde_json::Value::Object(input));
+        }
+        inputs
+    }
+
+    /// The proof [`ToolEntry::validate`] rests on: a tool the table takes the word of never
+    /// vouches for an input its compiled schema refuses — every shipped tool that vouches for
+    /// anything, over thousands of generated inputs each. It also vouches for its well-formed
+    /// calls, or the validator would be compiled for them again.
+    #[test]
+    fn no_shipped_tool_vouches_for_an_input_its_schema_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = shipped_table(dir.path(), Vec::new());
+        let mut vouching = Vec::new();
+        for entry in core.tools().entries() {
+            assert!(entry.trusts_vouching, "{}", entry.name());
+            let validator = compile_shipped(entry.input_schema()).unwrap();
+            let (mut vouched, mut refused_by_schema) = (0, 0);
+            for input in generated_inputs(entry.input_schema()) {
+                let valid = validator.is_valid(&input);
+                refused_by_schema += usize::from(!valid);
+                if entry.tool().vouches_for_input(&input) {
+                    vouched += 1;
+                    assert!(valid, "{} vouches for {input}", entry.name());
+                    assert_eq!(entry.validate(&input), Ok(()));
+                }
+            }
+            if vouched > 0 {
+                assert!(refused_by_schema >= 100, "{}", entry.name());
+                vouching.push((entry.name().to_owned(), vouched));
+            }
+        }
+        // The file tools vouch (the others do not say yet).
+        let names: Vec<&str> = vouching.iter().map(|(name, _)| name.as_str()).collect();
+        let file_tools: Vec<&str> = core
+            .tools()
+            .entries()
+            .iter()
+            .filter(|entry| entry.origin() == "builtin:fs")
+            .map(ToolEntry::name)
+            .collect();
+        assert_eq!((names.len(), names), (7, file_tools));
+        assert!(
+            vouching.iter().all(|(_, vouched)| *vouched >= 20),
+            "{vouching:?}"
+        );
+    }
+
+    /// A refused input still gets the schema's own message, field by field (the validator runs
+    /// for every input a tool does not vouch for); a tool from elsewhere is validated even when
+    /// it vouches for everything.
+    #[test]
+    fn refusals_keep_the_schemas_words_and_only_shipped_tools_are_taken_at_their_word() {
+        struct VouchesForAll;
+        impl Tool for VouchesForAll {
+            fn name(&self) -> &str {
+                "vouches_for_all"
+            }
+            fn description(&self) -> &str {
+                "test"
+            }
+            fn risk(&self) -> clawsmith_protocol::Risk {
+                clawsmith_protocol::Risk::Read
+            }
+            fn capabilities(&self) -> clawsmith_protocol::CapabilityDeclaration {
+                clawsmith_protocol::CapabilityDeclaration::Declared(Vec::new())
+            }
+            fn concurrency_safe(&self) -> bool {
+                true
+            }
+            fn input_schema(&self) -> serde_json::Value {
+                json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+            }
+            fn summarize(&self, _input: &serde_json::Value) -> String {
+                String::new()
+            }
+            fn execute<'a>(
+                &'a self,
+                _input: serde_json::Value,
+                _context: clawsmith_protocol::ToolExecutionContext,
+            ) -> clawsmith_protocol::ToolFuture<'a> {
+                Box::pin(async { clawsmith_protocol::ToolOutput::Text(String::new()) })
+            }
+            fn vouches_for_input(&self, _input: &serde_json::Value) -> bool {
+                true
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let core = shipped_table(
+            dir.path(),
+            vec![ExtensionTool {
+                source: "mcp:test".into(),
+                tool: Arc::new(VouchesForAll),
+                deferred: false,
+            }],
+        );
+        let table = core.tools();
+        let outsider = table.get("vouches_for_all").unwrap();
+        assert!(!outsider.trusts_vouching);
+        assert!(outsider.validate(&json!({"n": "x"})).is_err());
+        assert_eq!(outsider.validate(&json!({"n": 1})), Ok(()));
+        let read_file = table.get("read_file").unwrap();
+        assert_eq!(read_file.validate(&json!({"path": "a.txt"})), Ok(()));
+        assert!(
+            read_file.validator.get().is_none(),
+            "compiled for a vouched call"
+        );
+        let rows = [
+            (
+                json!({"path": "a.txt", "offset": 0}),
+                "argument `offset`: 0 is less than the minimum of 1",
+            ),
+            (
+                json!({"path": 3}),
+                "argument `path`: 3 is not of type \"string\"",
+            ),
+            (json!({}), "arguments: \"path\" is a required property"),
+            (
+                json!(["a.txt"]),
+                "arguments: [\"a.txt\"] is not of type \"object\"",
+            ),
+        ];
+        for (input, expected) in rows {
+            assert_eq!(
+                read_file.validate(&input),
+                Err(expected.to_owned()),
+                "{input}"
+            );
+        }
     }
 
     #[test]

@@ -15,9 +15,12 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>;
 
 /// A tool the model can call (P1).
 ///
-/// The model sees `name`, `description` and `input_schema`; the runtime validates every call
+/// The model sees `name`, `description` and `input_schema`; the runtime checks every call
 /// against the same schema before `execute` runs, computes the effective risk from `risk` and
-/// `capabilities`, and decides parallelism from `concurrency_safe`.
+/// `capabilities`, and decides parallelism from `concurrency_safe`. The check is the compiled
+/// schema, except for a call a tool clawsmith ships vouches for ([`Tool::vouches_for_input`]):
+/// that call is accepted without compiling the schema, and every call the tool does not vouch
+/// for is validated against the schema, so a refusal always names what the schema refuses.
 pub trait Tool: Send + Sync {
     /// Unique name in the frozen table, e.g. `read_file`.
     fn name(&self) -> &str;
@@ -42,6 +45,21 @@ pub trait Tool: Send + Sync {
     /// Search metadata for a deferred tool (A9); `None` means the tool is always shown.
     fn deferred(&self) -> Option<SearchMetadata> {
         None
+    }
+    /// Whether the tool vouches that `input` is valid against [`Tool::input_schema`]: `true`
+    /// only when the tool's own parser accepts `input` and every constraint of the schema is one
+    /// that parser (or this check) enforces, so the schema accepts it too. `false` means "not
+    /// known" (the parser refuses it, or the tool cannot say): the runtime then validates the
+    /// call against the schema as usual. The default says `false` for every input.
+    ///
+    /// The runtime takes a `true` only from the tools clawsmith ships (its built-in tools and
+    /// its own crates' extensions), whose tests prove for each of them that the parser accepts
+    /// nothing the schema refuses; a tool from elsewhere (MCP, plugins, host code) is always
+    /// validated against its schema. It spares a short process compiling a schema validator
+    /// for a well-formed call (issue 15).
+    fn vouches_for_input(&self, input: &serde_json::Value) -> bool {
+        let _ = input;
+        false
     }
 }
 
