@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use landlock::{
@@ -677,13 +677,19 @@ fn hidden(
     // (staged path, (st_dev, st_ino)) of each.
     let mut dirs: Vec<(CString, (u64, u64))> = Vec::new();
     let mut files: Vec<(CString, (u64, u64))> = Vec::new();
+    let mut real_parents = RealParents::default();
     for path in candidates {
         // Most candidates do not exist: one stat says so, where resolving the path reads the
         // link of every component (readlink was ~2% of a spawn's samples).
-        let Ok(first) = std::fs::metadata(&path) else {
+        let Ok(first) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        let Ok(real) = path.canonicalize() else {
+        let real = if first.file_type().is_symlink() {
+            path.canonicalize().ok()
+        } else {
+            real_parents.real_path(&path)
+        };
+        let Some(real) = real else {
             continue;
         };
         if !visible(&real, writable) || real == Path::new("/") {
@@ -693,8 +699,8 @@ fn hidden(
         if writable.iter().any(|root| root.starts_with(&real)) {
             continue;
         }
-        // A path that is already its real path names what the first stat saw; only one
-        // reached through a symlink is looked at again, where it leads.
+        // A path that is already its real path (never a symlink) names what the first stat
+        // saw; only one reached through a symlink is looked at again, where it leads.
         let meta = if real == path {
             first
         } else {
@@ -738,6 +744,38 @@ fn hidden(
     ))
 }
 
+/// Real paths of entries that are not symlinks, from their parent directory's real path,
+/// resolved once per directory: most covered paths share a few directories (`$HOME`, `/etc`,
+/// a socket directory), and resolving a path reads the link of each of its components.
+#[derive(Default)]
+struct RealParents(Vec<(PathBuf, Option<PathBuf>)>);
+
+impl RealParents {
+    /// `path`'s real path, given that `lstat` found its last component not a symlink: the
+    /// real path of its directory joined with its name (what resolving the whole path gives).
+    /// Only for a plain absolute path — no `.` or `..` component, no doubled or trailing `/`
+    /// (after which `lstat` would have followed a symlink); any other is resolved whole.
+    fn real_path(&mut self, path: &Path) -> Option<PathBuf> {
+        let plain = path.is_absolute()
+            && path
+                .components()
+                .all(|part| matches!(part, Component::RootDir | Component::Normal(_)))
+            && path.components().collect::<PathBuf>().as_os_str() == path.as_os_str();
+        let (true, Some(parent), Some(name)) = (plain, path.parent(), path.file_name()) else {
+            return path.canonicalize().ok();
+        };
+        let real_parent = match self.0.iter().find(|(known, _)| known == parent) {
+            Some((_, real)) => real.clone(),
+            None => {
+                let real = parent.canonicalize().ok();
+                self.0.push((parent.to_path_buf(), real.clone()));
+                real
+            }
+        };
+        Some(real_parent?.join(name))
+    }
+}
+
 /// The host's private ssh keys (`/etc/ssh/ssh_host_*_key`).
 fn host_ssh_keys() -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
@@ -755,18 +793,26 @@ fn host_ssh_keys() -> Vec<PathBuf> {
 }
 
 /// Paths of the pathname unix sockets bound in the host's network namespace.
+///
+/// `/proc/net/unix` is opened once per process and read from its start at every call
+/// (`pread` at offset 0 starts the kernel's walk of the socket table over, so each call
+/// lists the sockets bound at that moment, as a fresh open would). The open, the size probe and
+/// the close were a third of this function's time: resolving `/proc/net` through
+/// `/proc/self/net` and setting up the file cost about half as much as the walk. The
+/// descriptor is close-on-exec (and closed by every relay, init and command like any other it
+/// does not pass on) and names the network namespace clawsmith runs in, which it never leaves
+/// (only the processes of a command's tree enter other namespaces).
 fn host_unix_sockets() -> Vec<PathBuf> {
-    // Read with room for the whole table at once: `read_to_string` probes a file that reports
-    // no size with reads of 32, 64, 128, … bytes, and each read of this file walks the kernel's
-    // socket table from its start again.
-    use std::io::Read;
-    let mut table = String::with_capacity(64 * 1024);
-    if std::fs::File::open("/proc/net/unix")
-        .and_then(|mut file| file.read_to_string(&mut table))
-        .is_err()
-    {
+    static TABLE: std::sync::OnceLock<Option<std::fs::File>> = std::sync::OnceLock::new();
+    let Some(file) = TABLE
+        .get_or_init(|| std::fs::File::open("/proc/net/unix").ok())
+        .as_ref()
+    else {
         return Vec::new();
-    }
+    };
+    let Some(table) = read_from_start(file) else {
+        return Vec::new();
+    };
     table
         .lines()
         .skip(1)
@@ -774,6 +820,28 @@ fn host_unix_sockets() -> Vec<PathBuf> {
         .filter(|path| path.starts_with('/'))
         .map(PathBuf::from)
         .collect()
+}
+
+/// The whole text of a `/proc` file, read from offset 0 up to the empty read that ends it
+/// (a `/proc` file reports no size, and one read returns at most a page of it). `None` on an
+/// error or text that is not UTF-8.
+fn read_from_start(file: &std::fs::File) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let mut table = vec![0u8; 16 * 1024];
+    let mut length = 0;
+    loop {
+        if length == table.len() {
+            table.resize(table.len() * 2, 0);
+        }
+        match file.read_at(&mut table[length..], length as u64) {
+            Ok(0) => break,
+            Ok(read) => length += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    table.truncate(length);
+    String::from_utf8(table).ok()
 }
 
 /// The host's view with Landlock and seccomp only: what `BestEffort` falls back to without user
@@ -1330,6 +1398,78 @@ pub(crate) fn identity_of(path: &Path) -> std::io::Result<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A covered path's real path from its directory's (resolved once per directory) is the
+    /// path resolved whole, for every path `lstat` finds not to be a symlink — including those
+    /// whose `lstat` followed one (a trailing `/` or `/.`) or that climb with `..`.
+    #[test]
+    fn a_covered_path_resolves_as_the_whole_path_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::write(root.join("d/f"), "").unwrap();
+        std::os::unix::fs::symlink(root.join("d"), root.join("link")).unwrap();
+        std::os::unix::fs::symlink("d/e", root.join("relative")).unwrap();
+        let rows = [
+            "d/f",
+            "d/e",
+            "link/f",
+            "link/e",
+            "link/",
+            "link/.",
+            "relative/",
+            "d//f",
+            "d/./f",
+            "d/e/../f",
+            "link/e/..",
+            "d/",
+            "missing",
+            "link/missing",
+        ];
+        let mut parents = RealParents::default();
+        for _ in 0..2 {
+            for row in rows {
+                let path = PathBuf::from(format!("{}/{row}", root.display()));
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                assert!(!meta.file_type().is_symlink(), "{row}");
+                assert_eq!(parents.real_path(&path), path.canonicalize().ok(), "{row}");
+            }
+        }
+        assert_eq!(
+            parents.real_path(Path::new("relative/f")),
+            Path::new("relative/f").canonicalize().ok()
+        );
+    }
+
+    /// The socket table is read through one descriptor kept for the process: every listing
+    /// must still show the sockets bound at that moment — ones bound after the first read,
+    /// not ones closed since — and all of a table longer than one read (a page) and than the
+    /// first buffer.
+    #[test]
+    fn each_listing_of_host_sockets_is_the_table_of_that_moment() {
+        let dir = tempfile::tempdir().unwrap();
+        let late = dir.path().join("late.sock");
+        let listed = |path: &Path| host_unix_sockets().iter().any(|p| p == path);
+        assert!(!listed(&late));
+        let listener = std::os::unix::net::UnixListener::bind(&late).unwrap();
+        assert!(listed(&late), "a socket bound after the first read");
+        drop(listener);
+        assert!(!listed(&late), "a socket closed since the last read");
+
+        // ~40 KB of table: several reads, and the buffer grown twice.
+        let long = dir.path().join("d".repeat(60));
+        std::fs::create_dir(&long).unwrap();
+        let paths: Vec<PathBuf> = (0..300).map(|i| long.join(format!("{i}.sock"))).collect();
+        let _listeners: Vec<_> = paths
+            .iter()
+            .map(|path| std::os::unix::net::UnixListener::bind(path).unwrap())
+            .collect();
+        let sockets = host_unix_sockets();
+        let missing: Vec<_> = paths.iter().filter(|p| !sockets.contains(p)).collect();
+        assert!(missing.is_empty(), "not listed: {missing:?}");
+    }
 
     /// `struct seccomp_data` as the filter reads it: nr, arch, instruction pointer, six args.
     fn data(nr: i64, arch: u32, args: [u64; 6]) -> Vec<u32> {
