@@ -185,8 +185,9 @@ impl Store {
     ) -> Result<Event, StoreError> {
         let now = self.now_ms();
         self.write_unsynced("beginning a turn", |tx| {
-            let rows = crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
-            insert_event(tx, rows, session_id, started, timestamp_ms, None)
+            let mut tail = Tail::of(tx, session_id)?;
+            crate::checkpoint::begin_turn_at_tail(tx, &mut tail, turn_id, now)?;
+            tail.insert_event(tx, started, timestamp_ms, None)
         })
     }
 
@@ -202,10 +203,11 @@ impl Store {
     ) -> Result<Vec<Event>, StoreError> {
         let now = self.now_ms();
         self.write_unsynced("beginning a turn", |tx| {
-            let rows = crate::checkpoint::begin_turn_in(tx, session_id, turn_id, now)?;
+            let mut tail = Tail::of(tx, session_id)?;
+            crate::checkpoint::begin_turn_at_tail(tx, &mut tail, turn_id, now)?;
             events
                 .into_iter()
-                .map(|payload| insert_event(tx, rows, session_id, payload, timestamp_ms, None))
+                .map(|payload| tail.insert_event(tx, payload, timestamp_ms, None))
                 .collect()
         })
     }
@@ -695,16 +697,42 @@ impl Tail {
         self.session_id == session_id
     }
 
+    /// The session's id.
+    pub(crate) fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The session's next message index (its message count), looked up once per tail.
+    pub(crate) fn next_index(&mut self, tx: &Transaction<'_>) -> Result<u64, StoreError> {
+        match self.next_index {
+            Some(index) => Ok(index),
+            None => {
+                let index = message_count(tx, self.session)?;
+                self.next_index = Some(index);
+                Ok(index)
+            }
+        }
+    }
+
+    /// The session's next event sequence (its last one + 1), looked up once per tail.
+    pub(crate) fn next_sequence(&mut self, tx: &Transaction<'_>) -> Result<u64, StoreError> {
+        match self.next_sequence {
+            Some(sequence) => Ok(sequence),
+            None => {
+                let sequence = last_event_sequence(tx, self.session)? + 1;
+                self.next_sequence = Some(sequence);
+                Ok(sequence)
+            }
+        }
+    }
+
     /// [`insert_message`] at the session's next index.
     pub(crate) fn insert_message(
         &mut self,
         tx: &Transaction<'_>,
         json: &str,
     ) -> Result<u64, StoreError> {
-        let index = match self.next_index {
-            Some(index) => index,
-            None => message_count(tx, self.session)?,
-        };
+        let index = self.next_index(tx)?;
         insert_message_at(tx, self.session, index, json)?;
         self.next_index = Some(index + 1);
         Ok(index)
@@ -717,10 +745,7 @@ impl Tail {
         event: &mut Event,
         output_message: Option<(u64, &str)>,
     ) -> Result<(), StoreError> {
-        let sequence = match self.next_sequence {
-            Some(sequence) => sequence,
-            None => last_event_sequence(tx, self.session)? + 1,
-        };
+        let sequence = self.next_sequence(tx)?;
         write_event_at(tx, self.session, event, sequence, output_message)?;
         self.next_sequence = Some(sequence + 1);
         Ok(())

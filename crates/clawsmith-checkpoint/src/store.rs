@@ -835,8 +835,10 @@ fn write_deferred(tx: &Transaction<'_>, records: &mut [Deferred]) -> Result<(), 
                 turn_id,
                 at_ms,
             } => {
-                // Reads the message count and sequence; writes neither.
-                crate::checkpoint::begin_turn_in(tx, session_id, turn_id, *at_ms)?;
+                // Reads the message count and sequence (kept in the tail for the records
+                // after it); writes neither.
+                let tail = crate::session::Tail::in_slot(&mut tail, tx, session_id)?;
+                crate::checkpoint::begin_turn_at_tail(tx, tail, turn_id, *at_ms)?;
             }
             Deferred::Message { session_id, json } => {
                 crate::session::Tail::in_slot(&mut tail, tx, session_id)?
