@@ -419,64 +419,79 @@ pub fn schema_list_sha256(shown: &[ShownTool]) -> String {
 /// `serde_json::Value` first (issue 15: a one-call process hashes the whole shown list once,
 /// ~2% of its main thread with the copies).
 fn shown_entries_sha256<'a>(entries: impl Iterator<Item = &'a ToolEntry>) -> String {
-    let mut out = String::from("[");
+    let mut out = Vec::from(*b"[");
     for (position, entry) in entries.enumerate() {
         if position > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        out.push_str("{\"description\":");
-        write_json_string(entry.tool.description(), &mut out);
-        out.push_str(",\"inputSchema\":");
+        out.extend_from_slice(b"{\"description\":");
+        write_json(entry.tool.description(), &mut out);
+        out.extend_from_slice(b",\"inputSchema\":");
         write_canonical(&entry.schema, &mut out);
-        out.push_str(",\"name\":");
-        write_json_string(entry.name(), &mut out);
-        out.push('}');
+        out.extend_from_slice(b",\"name\":");
+        write_json(entry.name(), &mut out);
+        out.push(b'}');
     }
-    out.push(']');
-    hex::encode(Sha256::digest(out.as_bytes()))
+    out.push(b']');
+    hex::encode(Sha256::digest(&out))
 }
 
-/// `text` as a JSON string, escaped as serde_json escapes it (serialising a `str` cannot fail).
-fn write_json_string(text: &str, out: &mut String) {
-    out.push_str(&serde_json::to_string(text).unwrap_or_default());
+/// `value` as compact JSON, as serde_json writes it, appended to `out`.
+fn write_json<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    // Writing a string, number, boolean or null into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// Canonical JSON text: keys sorted, no insignificant whitespace.
 pub fn canonical_json(value: &serde_json::Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::new();
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8 (every piece above is its output or ASCII).
+    String::from_utf8(out)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
+/// Writes `value` canonically into `out`: bytes straight into the buffer (no `String` per string
+/// or number), and an object's keys listed and sorted only when they are not in order already
+/// (schemars writes schemas' keys sorted; issue 15: this text is hashed by every process that
+/// opens a turn).
+fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     match value {
         serde_json::Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (position, key) in keys.into_iter().enumerate() {
-                if position > 0 {
-                    out.push(',');
-                }
-                write_json_string(key, out);
-                out.push(':');
-                if let Some(inner) = map.get(key) {
+            out.push(b'{');
+            let write_member =
+                |position: usize, key: &String, inner: &serde_json::Value, out: &mut Vec<u8>| {
+                    if position > 0 {
+                        out.push(b',');
+                    }
+                    write_json(key.as_str(), out);
+                    out.push(b':');
                     write_canonical(inner, out);
+                };
+            if map.keys().is_sorted() {
+                for (position, (key, inner)) in map.iter().enumerate() {
+                    write_member(position, key, inner, out);
+                }
+            } else {
+                let mut members: Vec<(&String, &serde_json::Value)> = map.iter().collect();
+                members.sort_by_key(|(key, _)| *key);
+                for (position, (key, inner)) in members.into_iter().enumerate() {
+                    write_member(position, key, inner, out);
                 }
             }
-            out.push('}');
+            out.push(b'}');
         }
         serde_json::Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (position, item) in items.iter().enumerate() {
                 if position > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(item, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_json(scalar, out),
     }
 }
 
@@ -854,6 +869,45 @@ mod tests {
                 read_file.validate(&input),
                 Err(expected.to_owned()),
                 "{input}"
+            );
+        }
+    }
+
+    /// The canonical text is serde_json's compact text of the value with every object's keys
+    /// sorted: objects in order or not, nested, with escapes, numbers of every kind, unicode.
+    #[test]
+    fn canonical_json_is_the_compact_text_with_sorted_keys() {
+        fn sorted(value: &serde_json::Value) -> serde_json::Value {
+            match value {
+                serde_json::Value::Object(map) => {
+                    let mut members: Vec<_> = map.iter().collect();
+                    members.sort_by_key(|(key, _)| *key);
+                    serde_json::Value::Object(
+                        members
+                            .into_iter()
+                            .map(|(key, inner)| (key.clone(), sorted(inner)))
+                            .collect(),
+                    )
+                }
+                serde_json::Value::Array(items) => {
+                    serde_json::Value::Array(items.iter().map(sorted).collect())
+                }
+                scalar => scalar.clone(),
+            }
+        }
+        let values = [
+            json!({"a": 1, "b": {"c": [true, null, {"e": 1, "d": 2}]}}),
+            json!({"z": "\"quoted\"\n\t\u{1}", "é": "ü", "A": -0.5, "a": 1e300, "B": u64::MAX, "b": i64::MIN}),
+            json!([{"y": [], "x": {}}, "\u{7f}\\", 0, -1, 1.5, false]),
+            json!("just a string"),
+            json!(null),
+            clawsmith_protocol::schema::protocol_schema(),
+        ];
+        for value in values {
+            assert_eq!(
+                canonical_json(&value),
+                serde_json::to_string(&sorted(&value)).unwrap(),
+                "{value}"
             );
         }
     }
