@@ -914,3 +914,67 @@ fn group_empties(group: i32) -> bool {
     }
     false
 }
+
+/// A workspace and an extra root under /tmp, which each command's private /tmp covers, are
+/// attached back into it (as a spare's tree does too: the later rounds): writes there reach the
+/// host, the rest of the host's /tmp stays out of sight, the repository's hooks stay read-only,
+/// and the command's own /tmp files stay its own.
+#[tokio::test]
+async fn roots_under_tmp_are_attached_back_into_the_private_tmp() {
+    if !landlock_or_skip("roots_under_tmp_are_attached_back_into_the_private_tmp") {
+        return;
+    }
+    let dir = tempfile::tempdir_in("/tmp").unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let workspace = root.join("ws");
+    let cache = root.join("cache");
+    for path in [&workspace, &cache, &workspace.join(".git/hooks")] {
+        std::fs::create_dir_all(path).unwrap();
+    }
+    std::fs::write(root.join("neighbour"), "host /tmp").unwrap();
+    let mut config = SandboxConfig::new(&workspace);
+    config.extra_writable_roots = vec![cache.clone()];
+    for round in 0..3 {
+        let command = format!(
+            "echo w{round} > f{round} && echo c{round} > {cache}/c{round} && ls {root} && \
+             ! cat {root}/neighbour 2>/dev/null && ! touch .git/hooks/h{round} 2>/dev/null && \
+             echo t > /tmp/t{round} && ls -A /tmp | tr '\\n' ' '",
+            cache = cache.display(),
+            root = root.display(),
+        );
+        let outcome = run(&config, &command).await.unwrap();
+        assert!(outcome.sandbox.confined, "{:?}", outcome.sandbox);
+        assert_eq!(
+            outcome.exit,
+            ExitKind::Code(0),
+            "round {round}: {}",
+            outcome.output
+        );
+        let seen: Vec<&str> = outcome.output.split_whitespace().collect();
+        assert_eq!(
+            seen[..2],
+            ["cache", "ws"],
+            "round {round}: {}",
+            outcome.output
+        );
+        assert!(
+            !seen.contains(&"neighbour") && !outcome.output.contains("host /tmp"),
+            "round {round}: {}",
+            outcome.output
+        );
+        // The private /tmp holds this command's file and the path to the roots, nothing else.
+        let first = root.strip_prefix("/tmp").unwrap().iter().next().unwrap();
+        assert_eq!(
+            seen[2..],
+            [first.to_str().unwrap(), &format!("t{round}")],
+            "round {round}: {}",
+            outcome.output
+        );
+        let written = std::fs::read_to_string(workspace.join(format!("f{round}"))).unwrap();
+        assert_eq!(written, format!("w{round}\n"));
+        let cached = std::fs::read_to_string(cache.join(format!("c{round}"))).unwrap();
+        assert_eq!(cached, format!("c{round}\n"));
+        assert!(!workspace.join(format!(".git/hooks/h{round}")).exists());
+        assert!(!std::path::Path::new(&format!("/tmp/t{round}")).exists());
+    }
+}
