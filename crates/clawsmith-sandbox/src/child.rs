@@ -2254,7 +2254,12 @@ fn drop_capabilities() -> io::Result<()> {
     // SAFETY (whole function): prctl/capset over owned structs.
     for capability in 0..=63 {
         let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
-        if rc != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINVAL) {
+        if rc != 0 {
+            // EINVAL is the first number past the kernel's last capability (`cap_valid`), and
+            // every higher one is past it too: ~23 calls a command fewer on Linux 6.x.
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
             return Err(io::Error::last_os_error());
         }
     }
