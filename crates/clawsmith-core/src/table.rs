@@ -52,7 +52,11 @@ pub struct ToolEntry {
     tool: Arc<dyn Tool>,
     origin: String,
     facts: ToolFacts,
-    schema: serde_json::Value,
+    /// The tool's [`Tool::input_schema`], asked for when first needed (shown, hashed, listed or
+    /// compiled): a process that never shows a deferred tool never builds its schema (issue
+    /// 15: the six `lsp_*` schemas were ~1% of a `clawsmith call read_file`). A schema from
+    /// elsewhere is asked for when the tool enters the table, to compile it.
+    schema: OnceLock<serde_json::Value>,
     validator: OnceLock<Result<jsonschema::Validator, String>>,
     /// Whether the tool's [`Tool::vouches_for_input`] is taken: a shipped tool's is.
     trusts_vouching: bool,
@@ -94,7 +98,7 @@ impl ToolEntry {
 
     /// The input schema, exactly as shown to the model and validated against.
     pub fn input_schema(&self) -> &serde_json::Value {
-        &self.schema
+        self.schema.get_or_init(|| self.tool.input_schema())
     }
 
     /// Whether the tool is deferred (hidden until activated).
@@ -117,7 +121,7 @@ impl ToolEntry {
         }
         let validator = self
             .validator
-            .get_or_init(|| compile_shipped(&self.schema).map_err(|e| e.to_string()))
+            .get_or_init(|| compile_shipped(self.input_schema()).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|error| format!("the tool's own schema does not compile: {error}"))?;
         let problems: Vec<String> = validator
@@ -304,16 +308,17 @@ impl ToolTable {
                 second: candidate.origin,
             });
         }
-        let schema = candidate.tool.input_schema();
+        let schema = OnceLock::new();
         let validator = OnceLock::new();
         let from_elsewhere = schema_from_elsewhere(&candidate.origin);
         if from_elsewhere {
             let compiled =
-                jsonschema::validator_for(&schema).map_err(|error| CoreError::InvalidSchema {
-                    name: name.clone(),
-                    origin: candidate.origin.clone(),
-                    message: error.to_string(),
-                })?;
+                jsonschema::validator_for(schema.get_or_init(|| candidate.tool.input_schema()))
+                    .map_err(|error| CoreError::InvalidSchema {
+                        name: name.clone(),
+                        origin: candidate.origin.clone(),
+                        message: error.to_string(),
+                    })?;
             let _ = validator.set(Ok(compiled));
         }
         let search = match candidate.tool.deferred() {
@@ -358,7 +363,7 @@ impl ToolTable {
             .map(|entry| ShownTool {
                 name: entry.name().to_owned(),
                 description: entry.tool.description().to_owned(),
-                input_schema: entry.schema.clone(),
+                input_schema: entry.input_schema().clone(),
             })
             .collect()
     }
@@ -427,7 +432,7 @@ fn shown_entries_sha256<'a>(entries: impl Iterator<Item = &'a ToolEntry>) -> Str
         out.extend_from_slice(b"{\"description\":");
         write_json(entry.tool.description(), &mut out);
         out.extend_from_slice(b",\"inputSchema\":");
-        write_canonical(&entry.schema, &mut out);
+        write_canonical(entry.input_schema(), &mut out);
         out.extend_from_slice(b",\"name\":");
         write_json(entry.name(), &mut out);
         out.push(b'}');
@@ -790,51 +795,115 @@ mod tests {
         );
     }
 
-    /// A refused input still gets the schema's own message, field by field (the validator runs
-    /// for every input a tool does not vouch for); a tool from elsewhere is validated even when
-    /// it vouches for everything.
-    #[test]
-    fn refusals_keep_the_schemas_words_and_only_shipped_tools_are_taken_at_their_word() {
-        struct VouchesForAll;
-        impl Tool for VouchesForAll {
-            fn name(&self) -> &str {
-                "vouches_for_all"
-            }
-            fn description(&self) -> &str {
-                "test"
-            }
-            fn risk(&self) -> clawsmith_protocol::Risk {
-                clawsmith_protocol::Risk::Read
-            }
-            fn capabilities(&self) -> clawsmith_protocol::CapabilityDeclaration {
-                clawsmith_protocol::CapabilityDeclaration::Declared(Vec::new())
-            }
-            fn concurrency_safe(&self) -> bool {
-                true
-            }
-            fn input_schema(&self) -> serde_json::Value {
-                json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
-            }
-            fn summarize(&self, _input: &serde_json::Value) -> String {
-                String::new()
-            }
-            fn execute<'a>(
-                &'a self,
-                _input: serde_json::Value,
-                _context: clawsmith_protocol::ToolExecutionContext,
-            ) -> clawsmith_protocol::ToolFuture<'a> {
-                Box::pin(async { clawsmith_protocol::ToolOutput::Text(String::new()) })
-            }
-            fn vouches_for_input(&self, _input: &serde_json::Value) -> bool {
-                true
-            }
+    /// A test tool that vouches for every input and counts how often its schema is asked for.
+    #[derive(Default)]
+    struct VouchesForAll {
+        schema_asked: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Tool for VouchesForAll {
+        fn name(&self) -> &str {
+            "vouches_for_all"
         }
+        fn description(&self) -> &str {
+            "test"
+        }
+        fn risk(&self) -> clawsmith_protocol::Risk {
+            clawsmith_protocol::Risk::Read
+        }
+        fn capabilities(&self) -> clawsmith_protocol::CapabilityDeclaration {
+            clawsmith_protocol::CapabilityDeclaration::Declared(Vec::new())
+        }
+        fn concurrency_safe(&self) -> bool {
+            true
+        }
+        fn input_schema(&self) -> serde_json::Value {
+            self.schema_asked
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        }
+        fn summarize(&self, _input: &serde_json::Value) -> String {
+            String::new()
+        }
+        fn execute<'a>(
+            &'a self,
+            _input: serde_json::Value,
+            _context: clawsmith_protocol::ToolExecutionContext,
+        ) -> clawsmith_protocol::ToolFuture<'a> {
+            Box::pin(async { clawsmith_protocol::ToolOutput::Text(String::new()) })
+        }
+        fn vouches_for_input(&self, _input: &serde_json::Value) -> bool {
+            true
+        }
+    }
+
+    /// A shipped tool's schema is asked for once, when first needed: a deferred one that is
+    /// never shown is never built, and what was asked once is what the table keeps. A schema
+    /// from elsewhere is asked for at construction (it is compiled there).
+    #[test]
+    fn a_shipped_schema_is_asked_for_once_when_first_needed() {
+        let asked =
+            |tool: &Arc<VouchesForAll>| tool.schema_asked.load(std::sync::atomic::Ordering::SeqCst);
+        let shipped = Arc::new(VouchesForAll::default());
+        let dir = tempfile::tempdir().unwrap();
+        let core = shipped_table(
+            dir.path(),
+            vec![ExtensionTool {
+                source: "lsp".into(),
+                tool: shipped.clone(),
+                deferred: true,
+            }],
+        );
+        let table = core.tools();
+        let none = BTreeSet::new();
+        assert!(
+            !table
+                .shown_names(&none)
+                .contains(&"vouches_for_all".to_owned())
+        );
+        table.tool_schema_sha256(&none);
+        table.shown(&none);
+        assert_eq!(asked(&shipped), 0);
+        let active = BTreeSet::from(["vouches_for_all".to_owned()]);
+        assert!(
+            table
+                .shown(&active)
+                .iter()
+                .any(|tool| tool.name == "vouches_for_all")
+        );
+        table.tool_schema_sha256(&active);
+        assert_eq!(
+            table.get("vouches_for_all").unwrap().input_schema()["required"],
+            json!(["n"])
+        );
+        assert_eq!(asked(&shipped), 1);
+
+        let elsewhere = Arc::new(VouchesForAll::default());
         let dir = tempfile::tempdir().unwrap();
         let core = shipped_table(
             dir.path(),
             vec![ExtensionTool {
                 source: "mcp:test".into(),
-                tool: Arc::new(VouchesForAll),
+                tool: elsewhere.clone(),
+                deferred: true,
+            }],
+        );
+        assert_eq!(asked(&elsewhere), 1);
+        core.tools().get("vouches_for_all").unwrap().input_schema();
+        assert_eq!(asked(&elsewhere), 1);
+    }
+
+    /// A refused input still gets the schema's own message, field by field (the validator runs
+    /// for every input a tool does not vouch for); a tool from elsewhere is validated even when
+    /// it vouches for everything.
+    #[test]
+    fn refusals_keep_the_schemas_words_and_only_shipped_tools_are_taken_at_their_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let core = shipped_table(
+            dir.path(),
+            vec![ExtensionTool {
+                source: "mcp:test".into(),
+                tool: Arc::new(VouchesForAll::default()),
                 deferred: false,
             }],
         );
