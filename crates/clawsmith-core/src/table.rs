@@ -613,16 +613,24 @@ mod tests {
         );
     }
 
-    /// A core's table with every tool clawsmith-core ships, over a fresh workspace and store.
+    /// A core's table with every tool clawsmith-core ships, over a fresh workspace and store,
+    /// and `extension` as a deferred extension tool of that source.
     fn shipped_table(
         dir: &std::path::Path,
-        extension_tools: Vec<ExtensionTool>,
+        extension: Option<(&str, Arc<dyn Tool>)>,
     ) -> crate::AgentCore {
         let workspace = dir.join("workspace");
         std::fs::create_dir_all(&workspace).unwrap();
         let store = Arc::new(clawsmith_checkpoint::Store::open(dir.join("state.db")).unwrap());
         let mut config = crate::CoreConfig::new(&workspace, store);
-        config.extension_tools = extension_tools;
+        config.extension_tools = extension
+            .into_iter()
+            .map(|(source, tool)| ExtensionTool {
+                source: source.to_owned(),
+                tool,
+                deferred: true,
+            })
+            .collect();
         crate::AgentCore::new(config).unwrap()
     }
 
@@ -759,7 +767,7 @@ mod tests {
     #[test]
     fn no_shipped_tool_vouches_for_an_input_its_schema_refuses() {
         let dir = tempfile::tempdir().unwrap();
-        let core = shipped_table(dir.path(), Vec::new());
+        let core = shipped_table(dir.path(), None);
         let mut vouching = Vec::new();
         for entry in core.tools().entries() {
             assert!(entry.trusts_vouching, "{}", entry.name());
@@ -846,14 +854,7 @@ mod tests {
             |tool: &Arc<VouchesForAll>| tool.schema_asked.load(std::sync::atomic::Ordering::SeqCst);
         let shipped = Arc::new(VouchesForAll::default());
         let dir = tempfile::tempdir().unwrap();
-        let core = shipped_table(
-            dir.path(),
-            vec![ExtensionTool {
-                source: "lsp".into(),
-                tool: shipped.clone(),
-                deferred: true,
-            }],
-        );
+        let core = shipped_table(dir.path(), Some(("lsp", shipped.clone())));
         let table = core.tools();
         let none = BTreeSet::new();
         assert!(
@@ -880,14 +881,7 @@ mod tests {
 
         let elsewhere = Arc::new(VouchesForAll::default());
         let dir = tempfile::tempdir().unwrap();
-        let core = shipped_table(
-            dir.path(),
-            vec![ExtensionTool {
-                source: "mcp:test".into(),
-                tool: elsewhere.clone(),
-                deferred: true,
-            }],
-        );
+        let core = shipped_table(dir.path(), Some(("mcp:test", elsewhere.clone())));
         assert_eq!(asked(&elsewhere), 1);
         core.tools().get("vouches_for_all").unwrap().input_schema();
         assert_eq!(asked(&elsewhere), 1);
@@ -901,11 +895,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let core = shipped_table(
             dir.path(),
-            vec![ExtensionTool {
-                source: "mcp:test".into(),
-                tool: Arc::new(VouchesForAll::default()),
-                deferred: false,
-            }],
+            Some(("mcp:test", Arc::new(VouchesForAll::default()))),
         );
         let table = core.tools();
         let outsider = table.get("vouches_for_all").unwrap();
