@@ -998,9 +998,11 @@ fn command_filter(network: bool, metadata: bool) -> Result<seccompiler::BpfProgr
 /// `program` with its jumps threaded and what no path reaches dropped: a jump that lands on an
 /// unconditional jump goes where that one leads; one that lands on a `RET` goes to the
 /// program's last `RET` of the same value (classic BPF jumps only forward, so that one lies
-/// beyond every jump to its value); an unconditional jump to a `RET` becomes that `RET`. Then
-/// the instructions no path from the start reaches are left out and the offsets recomputed, in
-/// the same order. It decides exactly as `program` does, on every input.
+/// beyond every jump to its value); an unconditional jump to a `RET` becomes that `RET`; a
+/// test that cannot fail (a load masked to zero and compared with zero, before a load or a
+/// `RET`) becomes a jump. Then the instructions no path from the start reaches are left out and
+/// the offsets recomputed, in the same order. It decides exactly as `program` does, on every
+/// input.
 ///
 /// Why: seccompiler spends five instructions on a call refused outright (a test, two jumps, a
 /// refusal and an allow of its own) and two jumps between rules; the kernel copies, checks,
@@ -1042,6 +1044,35 @@ fn compacted(program: &[seccompiler::sock_filter]) -> seccompiler::BpfProgram {
         }
         next.push(step);
     }
+    // A load masked to nothing and tested against zero (seccompiler's test of the upper half of
+    // a 64-bit argument under a 32-bit mask) always takes its branch: when what runs there
+    // does not read the accumulator (a load or a `RET`), the load jumps there at once. The
+    // `AND` and the test stay for any other jump that lands on them.
+    let mut instructions = program.to_vec();
+    for pc in 0..length.saturating_sub(2) {
+        let (and, test) = (&program[pc + 1], &program[pc + 2]);
+        let Next::Branch(mut taken, _) = next[pc + 2] else {
+            continue;
+        };
+        while let Next::Jump(further) = next[taken] {
+            taken = further;
+        }
+        if program[pc].code == bpf::LD_W_ABS
+            && and.code == bpf::ALU_AND_K
+            && and.k == 0
+            && test.code == bpf::JEQ_K
+            && test.k == 0
+            && matches!(program[taken].code, bpf::LD_W_ABS | bpf::RET_K)
+        {
+            next[pc] = Next::Jump(taken);
+            instructions[pc] = seccompiler::sock_filter {
+                code: bpf::JA,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            };
+        }
+    }
     let last_return = |k: u32| {
         (0..length)
             .rev()
@@ -1056,7 +1087,6 @@ fn compacted(program: &[seccompiler::sock_filter]) -> seccompiler::BpfProgram {
             Next::Through | Next::Branch(..) => return to,
         }
     };
-    let mut instructions = program.to_vec();
     for pc in 0..length {
         next[pc] = match next[pc] {
             Next::Jump(to) => {
@@ -1734,11 +1764,25 @@ mod tests {
     #[test]
     fn a_compacted_program_decides_as_the_program() {
         let arch = native_audit_arch().unwrap();
+        // Rules whose upper-half test can fail (a mask or a value there): it must stay.
+        let upper = |mask: u64, value: u64| {
+            let rule = condition(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(mask),
+                value,
+            )
+            .unwrap();
+            compile([(libc::SYS_clone, vec![rule])].into(), libc::EPERM).unwrap()
+        };
         for program in [
             base_filter().unwrap(),
             clone3_filter().unwrap(),
             network_filter().unwrap(),
             metadata_filter().unwrap(),
+            upper(1 << 32, 1 << 32),
+            upper(1 << 32, 0),
+            upper(1, 1 << 32 | 1),
         ] {
             let compact = compacted(&program);
             assert!(compact.len() < program.len());
@@ -1746,6 +1790,9 @@ mod tests {
                 for args in [
                     [0; 6],
                     [u64::MAX; 6],
+                    [1 << 32, 0, 0, 0, 0, 0],
+                    [1 << 32 | 1, 0, 0, 0, 0, 0],
+                    [libc::CLONE_NEWPID as u64 | 1 << 33, 0, 0, 0, 0, 0],
                     [libc::CLONE_NEWPID as u64, libc::TIOCSTI, 0, 0, 0, 0],
                     [libc::AF_INET as u64, u64::from(libc::S_IFBLK), 0, 0, 0, 0],
                     [libc::AF_UNIX as u64, 0, u64::from(libc::S_IFCHR), 0, 0, 0],
@@ -1756,6 +1803,31 @@ mod tests {
                     }
                 }
             }
+        }
+        // A test of a masked-out value against something else never passes: it must stay.
+        let instruction =
+            |code: u16, jt: u8, jf: u8, k: u32| seccompiler::sock_filter { code, jt, jf, k };
+        let never = vec![
+            instruction(bpf::LD_W_ABS, 0, 0, 0x14),
+            instruction(bpf::ALU_AND_K, 0, 0, 0),
+            instruction(bpf::JEQ_K, 0, 1, 1),
+            instruction(bpf::RET_K, 0, 0, 0x0005_0001),
+            instruction(bpf::RET_K, 0, 0, bpf::RET_ALLOW),
+        ];
+        // A test that cannot fail, before an instruction that reads what it left: it must stay.
+        let reads_after = vec![
+            instruction(bpf::LD_W_ABS, 0, 0, bpf::NR),
+            instruction(bpf::LD_W_ABS, 0, 0, 0x14),
+            instruction(bpf::ALU_AND_K, 0, 0, 0),
+            instruction(bpf::JEQ_K, 0, 2, 0),
+            instruction(bpf::JEQ_K, 0, 1, 0),
+            instruction(bpf::RET_K, 0, 0, 0x0005_0001),
+            instruction(bpf::RET_K, 0, 0, bpf::RET_ALLOW),
+        ];
+        for args in [[0; 6], [u64::MAX; 6], [1 << 32, 0, 0, 0, 0, 0]] {
+            let words = data(libc::SYS_clone, arch, args);
+            assert_eq!(run(&compacted(&never), &words), bpf::RET_ALLOW);
+            assert_eq!(run(&compacted(&reads_after), &words), 0x0005_0001);
         }
         let mut unknown = base_filter().unwrap();
         unknown[3].code = 0x61; // LDX MEM: not one of the instructions the pass knows
