@@ -45,7 +45,9 @@
 //!
 //! Commits: a side-effecting call's journal entry and `tool.started` (with the batch's assistant
 //! message) commit before it runs. A call that guards no side effect (effective risk `read`,
-//! concurrency-safe) is recorded after it ran, start and close in one commit (its start is
+//! concurrency-safe, not delegating to a sub-agent — a child's session is written while the call
+//! runs and must never exist without its parent's call on record: `agent.delegate` calls commit
+//! their start before they run) is recorded after it ran, start and close in one commit (its start is
 //! committed meanwhile once it runs past [`CoreConfig::read_record_window`]); a turn's start
 //! rides on its first write, and [`Turn::run_last_batch`] lets the turn's finish carry its
 //! reads, so an MCP turn of one read is one commit. A process killed mid-read leaves a history

@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use clawsmith_checkpoint::{DeferredEvent, JournalStart, PendingApproval};
 use clawsmith_protocol::{
-    BatchInfo, CancellationSignal, Display, DisplayKind, ErrorCode, Event, EventPayload,
-    ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted, ToolExecutionContext,
-    ToolExecutionResult, ToolStarted, Verdict,
+    BatchInfo, CancellationSignal, Capability, Display, DisplayKind, ErrorCode, Event,
+    EventPayload, ModelMessage, PermissionDecision, Risk, ToolCall, ToolCompleted,
+    ToolExecutionContext, ToolExecutionResult, ToolStarted, Verdict,
 };
 use clawsmith_security::{Explanation, HookInput, HookVerdict, authorize};
 use tokio::sync::Semaphore;
@@ -476,7 +476,11 @@ fn start_call(
     let entry = prepared.entry;
     let facts = entry.facts();
     let side_effect = facts.side_effect();
-    let deferred = !side_effect && entry.tool().concurrency_safe();
+    // A call that hands work to a sub-agent is not deferred: the child's session is written
+    // while it runs, and must never exist without its parent's call on record.
+    let deferred = !side_effect
+        && entry.tool().concurrency_safe()
+        && !facts.capabilities.contains(Capability::AgentDelegate);
     let journal = side_effect.then(|| JournalStart {
         session_id: context.session_id.to_owned(),
         turn_id: context.turn_id.to_owned(),

@@ -249,3 +249,50 @@ async fn a_parallel_batch_of_reads_and_a_last_batch_are_each_one_commit() {
         4
     );
 }
+
+/// A read that delegates to a sub-agent (`agent.delegate`, like `delegate_background`) has its
+/// start committed before it runs, however long the window: the child's session is written
+/// while it runs and must never exist without its parent's call on record. A read declaring
+/// only `filesystem.read` in the same turn is still deferred.
+#[tokio::test]
+async fn a_delegating_read_is_recorded_as_started_before_it_runs() {
+    let fixture = Fixture::new();
+    let db = fixture.db.clone();
+    let mut tool = TestTool::read(
+        "delegate",
+        Arc::new(move |_, _| {
+            let db = db.clone();
+            Box::pin(async move { ToolOutput::Text(committed(&db).to_string()) })
+        }),
+    );
+    tool.capabilities = CapabilityDeclaration::Declared(vec![
+        Capability::AgentDelegate,
+        Capability::FilesystemRead,
+    ]);
+    let delegate = ExtensionTool {
+        source: "test".into(),
+        tool: tool.shared(),
+        deferred: false,
+    };
+    let core = fixture.core(|config| {
+        config.read_record_window = Duration::from_secs(3600);
+        config.extension_tools.push(delegate);
+        config
+            .extension_tools
+            .push(peek("peek", Risk::Read, &fixture.db, false));
+    });
+    let session = core.open_session(Some(SESSION.into())).unwrap();
+    let (results, _) = turn(&session, vec![call("d1", "delegate", "{}")]).await;
+    assert_eq!(
+        seen(&results[0].1),
+        serde_json::json!({"events": ["turn.started", "tool.started"], "messages": 1, "open_calls": 0})
+    );
+    let (results, _) = turn(&session, vec![call("r1", "peek", "{}")]).await;
+    assert_eq!(
+        seen(&results[0].1)["events"].as_array().unwrap().len(),
+        4,
+        "the plain read's own records wait for its close"
+    );
+    assert_sequences(&session.events().unwrap());
+    assert_history_paired(&session.messages().unwrap());
+}
