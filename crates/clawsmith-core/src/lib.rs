@@ -17,8 +17,12 @@
 //!   (`service:artifacts`), the eight background-command tools (`service:commands`), extension
 //!   tools (`extension:<source>`), and `search_tools` when anything is deferred. A duplicate
 //!   name fails construction with both origins in the message. Each entry carries its
-//!   normalized facts (effective risk, capabilities) and its compiled JSON Schema validator;
-//!   [`ToolTable::shown`] and [`schema_list_sha256`] say exactly what a model request shows.
+//!   normalized facts (effective risk, capabilities) and its JSON Schema validator: compiled at
+//!   construction for a schema from elsewhere (MCP, plugins, host code), on first need for a
+//!   shipped one, and never for a call a shipped tool vouches for
+//!   (`Tool::vouches_for_input`: the file tools' typed parse, proven by tests to accept nothing
+//!   the schema refuses); [`ToolTable::shown`] and [`schema_list_sha256`] say exactly what a
+//!   model request shows.
 //! - [`SessionHandle`] (open = create or continue, then recovery) and [`Turn`] (one checkpoint,
 //!   any number of model requests and batches). Results come back as
 //!   `(toolCallId, ToolExecutionResult)` in call order; [`TurnOutcome`] adds the turn's manifest.
