@@ -81,12 +81,15 @@ fn random_bits() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or(0);
+    // The pid tells a forked child's ids from its parent's (both start from the same keys and
+    // counter); read once an id, not once a half (`getpid` is a system call).
+    let pid = std::process::id();
     let half = |salt: u64| {
         let mut hasher = keys.build_hasher();
         hasher.write_u64(salt);
         hasher.write_u64(count);
         hasher.write_u128(nanos);
-        hasher.write_u32(std::process::id());
+        hasher.write_u32(pid);
         hasher.finish()
     };
     (u128::from(half(1)) << 64) | u128::from(half(2))
