@@ -271,11 +271,13 @@ fn tls_from_env(set: &impl Fn(&str) -> Option<String>) -> Result<OtlpTls, OtlpCo
     })
 }
 
-/// The TLS files of `tls`, read and checked: the authorities' PEM and the client's certificate
-/// and key PEM.
+/// The TLS files of `tls`, read and checked once: the PEM text tonic takes, and what reqwest
+/// parsed from it.
 struct TlsFiles {
-    authorities: Option<Vec<u8>>,
-    client: Option<(Vec<u8>, Vec<u8>)>,
+    /// The authorities' PEM and its certificates.
+    authorities: Option<(Vec<u8>, Vec<reqwest::Certificate>)>,
+    /// The client's certificate and key PEM, and the identity made of them.
+    client: Option<(Vec<u8>, Vec<u8>, reqwest::Identity)>,
 }
 
 impl TlsFiles {
@@ -290,7 +292,7 @@ impl TlsFiles {
             Some(named) => {
                 let pem = read(named)?;
                 match reqwest::Certificate::from_pem_bundle(&pem) {
-                    Ok(found) if !found.is_empty() => Some(pem),
+                    Ok(found) if !found.is_empty() => Some((pem, found)),
                     Ok(_) => return Err(no_pem(named, "certificate")),
                     Err(error) => return Err(bad_pem(named, &error)),
                 }
@@ -309,10 +311,9 @@ impl TlsFiles {
                 let mut both = key_pem.clone();
                 both.push(b'\n');
                 both.extend_from_slice(&certificate_pem);
-                if let Err(error) = reqwest::Identity::from_pem(&both) {
-                    return Err(bad_pem(key, &error));
-                }
-                Some((certificate_pem, key_pem))
+                let identity =
+                    reqwest::Identity::from_pem(&both).map_err(|error| bad_pem(key, &error))?;
+                Some((certificate_pem, key_pem, identity))
             }
             None => None,
         };
@@ -509,24 +510,22 @@ impl OnRuntime<opentelemetry_otlp::SpanExporter> {
         protocol: Protocol,
         files: &TlsFiles,
     ) -> Result<Self, OtlpConfigError> {
-        let exporter_error = |error: reqwest::Error| OtlpConfigError::Exporter(error.to_string());
         let mut client = reqwest::Client::builder()
             .timeout(EXPORT_TIMEOUT)
             .redirect(reqwest::redirect::Policy::none());
-        if let Some(authorities) = &files.authorities {
-            for authority in
-                reqwest::Certificate::from_pem_bundle(authorities).map_err(exporter_error)?
-            {
-                client = client.add_root_certificate(authority);
+        if let Some((_, authorities)) = &files.authorities {
+            for authority in authorities {
+                client = client.add_root_certificate(authority.clone());
             }
         }
-        if let Some((certificate, key)) = &files.client {
-            let mut both = key.clone();
-            both.push(b'\n');
-            both.extend_from_slice(certificate);
-            client = client.identity(reqwest::Identity::from_pem(&both).map_err(exporter_error)?);
+        if let Some((_, _, identity)) = &files.client {
+            client = client.identity(identity.clone());
         }
-        let client = ReqwestClient(client.build().map_err(exporter_error)?);
+        let client = ReqwestClient(
+            client
+                .build()
+                .map_err(|error| OtlpConfigError::Exporter(error.to_string()))?,
+        );
         let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
         OnRuntime::build(|| {
             opentelemetry_otlp::SpanExporter::builder()
@@ -560,10 +559,10 @@ impl OnRuntime<opentelemetry_otlp::SpanExporter> {
         }
         let tls = config.traces_endpoint.starts_with("https://").then(|| {
             let mut tls = ClientTlsConfig::new().with_webpki_roots();
-            if let Some(authorities) = &files.authorities {
+            if let Some((authorities, _)) = &files.authorities {
                 tls = tls.ca_certificate(Certificate::from_pem(authorities));
             }
-            if let Some((certificate, key)) = &files.client {
+            if let Some((certificate, key, _)) = &files.client {
                 tls = tls.identity(Identity::from_pem(certificate, key));
             }
             tls

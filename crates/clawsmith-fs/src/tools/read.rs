@@ -158,17 +158,9 @@ fn read_lines(
 /// The first [`BINARY_PROBE_BYTES`] bytes (fewer only at the end of the file), read from the
 /// file's position, which is left just after them.
 fn read_probe(file: &File) -> io::Result<Vec<u8>> {
-    let mut head = vec![0u8; BINARY_PROBE_BYTES];
-    let mut filled = 0;
-    while filled < head.len() {
-        match (&*file).read(&mut head[filled..]) {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(error) => return Err(error),
-        }
-    }
-    head.truncate(filled);
+    let mut head = Vec::with_capacity(BINARY_PROBE_BYTES);
+    file.take(BINARY_PROBE_BYTES as u64)
+        .read_to_end(&mut head)?;
     Ok(head)
 }
 
