@@ -72,7 +72,7 @@
 //!   short WAL into the main file (four fsyncs a process): a store's own checkpoint thread
 //!   does, from 1,000 frames on, off the writer's path (a WAL hook replaces SQLite's automatic
 //!   checkpoint; at 4,000 frames the writer waits for one round so the log starts over), and
-//!   [`Store::checkpoint_wal`] does it on demand. A store whose last commit left 500 frames or
+//!   [`Store::checkpoint_wal`] does it on demand. A store whose last commit left 128 frames or
 //!   more folds the log when it closes (`RESTART`, without waiting for a reader of another
 //!   process) and starts it over with a one-frame no-op commit (the file keeps its blocks:
 //!   emptying it was a synchronous discard on a file system mounted with `discard`): the next

@@ -395,7 +395,7 @@ impl Store {
 
 impl Drop for Store {
     /// Waits for a background checkpoint in progress (it holds its own connection to the file),
-    /// then folds a log of 500 frames or more that its last commit left and starts it over
+    /// then folds a log of 128 frames or more that its last commit left and starts it over
     /// (issue 15).
     fn drop(&mut self) {
         let connection = self
@@ -479,9 +479,13 @@ fn restart_log_at_close(connection: &mut Connection) {
 /// 0–500 frames, ~19 ms at 3,000–4,000), and a row of one-call processes (~20 frames each) let
 /// the log reach the writer's bound of [`INLINE_CHECKPOINT_FRAMES`] before anything folded it,
 /// since their checkpoint thread is stopped before its first round (and a passive checkpoint's
-/// work is forgotten by the rebuild). Folding the log and starting it over at 500 frames costs one
-/// checkpoint per ~25 such processes and keeps the log each one rebuilds short.
-pub(crate) const CLOSE_CHECKPOINT_FRAMES: u32 = CHECKPOINT_FRAMES / 2;
+/// work is forgotten by the rebuild). A fold's cost is mostly the fsync of the log, which grows
+/// with the frames it writes out (~2 ms of a ~3.3 ms fold at 500 frames), so folding more often
+/// costs a row of calls little more, while every call's rebuild shrinks with the threshold: a
+/// row of 150 one-call reads (13 frames each) averaged 3.48 ms a call at 500 frames, 3.38 at
+/// 250 and 3.04–3.07 from 60 to 150 (2026-12-04, alternated); 128 sits in that flat part (a fold
+/// every ~10 such calls, a rebuild of ~65 frames on average).
+pub(crate) const CLOSE_CHECKPOINT_FRAMES: u32 = 128;
 
 /// Frames in the write-ahead log from which a commit asks for a checkpoint: SQLite's own
 /// automatic checkpoint size (`wal_autocheckpoint`), which the store's hook replaces.

@@ -436,11 +436,15 @@ pub fn call(
     };
     let sink = clawsmith_core::NullSink;
     let searched = calls_search(std::slice::from_ref(&call));
-    // The one request of this one-call turn is stored in the commit that opens the turn (A9
-    // evidence as before, one commit fewer; the MCP server does the same per call), without
-    // copies of the shown tools' schemas: nothing here sends them.
+    // The one request of this one-call turn is stored with the turn's start (A9 evidence),
+    // without copies of the shown tools' schemas: nothing here sends them. The batch is the
+    // turn's last, as in the MCP server: a call that guards no side effect is recorded by the
+    // finish's commit, so a read is one commit in all (the turn's start and request, the call,
+    // `turn.completed`, the checkpoint's close); a side-effecting call still commits the turn's
+    // start and its journal entry before it runs (issue 15: a read's two commits were ~0.2 ms of
+    // the process).
     let mut turn = session.begin_turn_recording_request(&sink, None)?;
-    let results = runtime.block_on(turn.run_batch(vec![call], &sink))?;
+    let results = runtime.block_on(turn.run_last_batch(vec![call], &sink))?;
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
     let Some(first) = results.into_iter().next() else {

@@ -51,11 +51,12 @@
 //! message) commit before it runs. A call that guards no side effect (effective risk `read`,
 //! concurrency-safe, not delegating to a sub-agent — a child's session is written while the call
 //! runs and must never exist without its parent's call on record: `agent.delegate` calls commit
-//! their start before they run) is recorded after it ran, start and close in one commit (its start is
-//! committed meanwhile once it runs past [`CoreConfig::read_record_window`]); a turn's start
-//! rides on its first write, and [`Turn::run_last_batch`] lets the turn's finish carry its
-//! reads, so an MCP turn of one read is one commit. A process killed mid-read leaves a history
-//! without that read (or with it started and then closed `interrupted`), never half of one.
+//! their start before they run) is recorded after it ran, start and close in one commit (its start
+//! is committed meanwhile once it runs past [`CoreConfig::read_record_window`]); a turn's start
+//! rides on its first write, and [`Turn::run_last_batch`] lets the turn's finish carry its reads,
+//! so an MCP turn or a `clawsmith call` of one read is one commit. A process killed mid-read leaves
+//! a history without that read (or with it started and then closed `interrupted`), never half of
+//! one.
 //!
 //! ## Decisions and why
 //! - **Failures are data.** Every refusal is a `ToolExecutionResult` built with

@@ -26,7 +26,7 @@ fn frames_the_next_process_reads(database: &std::path::Path) -> usize {
 fn a_call_leaves_every_record_committed_and_a_long_log_started_over() {
     let f = Fixture::new();
     // A 20 KB file: each call's commit writes its tool message's overflow pages, so the log
-    // reaches the close's threshold (500 frames) in a few dozen calls.
+    // reaches the close's threshold (128 frames) in a few calls.
     std::fs::write(f.ws().join("big.txt"), "0123456789abcdef\n".repeat(1200)).unwrap();
     let database = f.state().join("clawsmith.db");
     let mut longest = 0;
@@ -37,7 +37,7 @@ fn a_call_leaves_every_record_committed_and_a_long_log_started_over() {
         assert_eq!(result["status"], "success", "{result}");
         calls += 1;
         let frames = frames_the_next_process_reads(&database);
-        // The process whose commit left 500 frames or more folded the log and started it over
+        // The process whose commit left 128 frames or more folded the log and started it over
         // at one frame before it exited; a shorter log is left as it is (no fsync at exit).
         started_over = frames <= 2 && longest > 0;
         assert!(
@@ -50,7 +50,8 @@ fn a_call_leaves_every_record_committed_and_a_long_log_started_over() {
         started_over,
         "the log never started over ({longest} frames)"
     );
-    assert!(longest >= 400, "started over at {longest} frames");
+    // The log a process before the fold left was short of 128 frames by less than a call's.
+    assert!(longest >= 100, "started over at {longest} frames");
     // Every call's records are in the database for the next process.
     let show = f.run(&["--json", "session", "show", "s"], "").json();
     let completed = show["events"]
