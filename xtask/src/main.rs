@@ -16,6 +16,8 @@
 //!   hand-written part. Not part of `ci`, which only compiles the benches.
 //! - `cargo xtask soak [--minutes N]` — the kill -9 soak of the release binary (see `soak.rs`).
 //! - `cargo xtask fuzz [--seconds N]` — the cargo-fuzz targets in `fuzz/` (see `fuzz.rs`).
+//! - `cargo xtask order-file` — rewrites the list of functions the `clawsmith` binary's start-ups
+//!   run, which its build script has the linker place together (see `order.rs`; needs valgrind).
 //!
 //! It is a binary, so it uses `anyhow` with context at each I/O, and it spawns processes (cargo,
 //! the tools CI runs), which the workspace's `clippy.toml` reserves for clawsmith-sandbox: the
@@ -24,6 +26,7 @@
 
 mod bench;
 mod fuzz;
+mod order;
 mod soak;
 mod tidy;
 
@@ -42,6 +45,7 @@ fn main() -> Result<()> {
         Some("bench") => bench::run(&root, &args[1..]),
         Some("soak") => soak::run(&root, &args[1..]),
         Some("fuzz") => fuzz::run(&root, &args[1..]),
+        Some("order-file") => order::run(&root, &args[1..]),
         Some("help") | Some("--help") | Some("-h") | None => {
             println!("{USAGE}");
             Ok(())
@@ -57,7 +61,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench [--quick] [NAME...]  side-by-side benchmarks; a full run rewrites docs/benchmarks.md's
                      table and keeps its hand-written notes
   soak [--minutes N] [--seed S] [--binary PATH] [--keep]  kill -9 soak of the release binary
-  fuzz [--seconds N] [--sanitizer S] [TARGET...]  run the cargo-fuzz targets in fuzz/ (nightly)";
+  fuzz [--seconds N] [--sanitizer S] [TARGET...]  run the cargo-fuzz targets in fuzz/ (nightly)
+  order-file         rewrite crates/clawsmith-cli/order/clawsmith.txt from callgrind runs of the
+                     release binary (needs valgrind); the next release build applies it";
 
 fn workspace_root() -> PathBuf {
     // xtask lives at <root>/xtask.
