@@ -9,9 +9,10 @@
 //! build no longer has is skipped, so a stale list costs speed only.
 //!
 //! Only for release-profile builds (`release`, `profiling`) on x86_64 Linux with glibc, whose
-//! default linker is LLD (the only one of the platform's linkers that reads an ordering file),
-//! and not when the build chooses its own linker through `RUSTFLAGS`. `CLAWSMITH_LINK_MAP=PATH`
-//! also writes the linker's map there: `cargo xtask order-file` reads the names from it.
+//! default linker is the LLD rustup's toolchain ships (`gcc-ld/ld.lld` in its sysroot; GNU ld
+//! does not read an ordering file): a toolchain without it, or a build choosing its own linker
+//! through `RUSTFLAGS`, links as before. `CLAWSMITH_LINK_MAP=PATH` also writes the linker's map
+//! there: `cargo xtask order-file` reads the names from it.
 
 use std::path::Path;
 
@@ -26,7 +27,7 @@ fn main() {
         && env("CARGO_CFG_TARGET_OS") == "linux"
         && env("CARGO_CFG_TARGET_ENV") == "gnu";
     let own_linker = env("CARGO_ENCODED_RUSTFLAGS").contains("link");
-    if env("PROFILE") != "release" || !lld_by_default || own_linker {
+    if env("PROFILE") != "release" || !lld_by_default || own_linker || !toolchain_has_lld() {
         return;
     }
     if list.is_file() {
@@ -39,4 +40,25 @@ fn main() {
     if let Ok(map) = std::env::var("CLAWSMITH_LINK_MAP") {
         println!("cargo::rustc-link-arg-bin=clawsmith=-Wl,--Map={map}");
     }
+}
+
+/// Whether the compiler's sysroot holds the LLD it links with by default on this target.
+// Asking rustc for its sysroot is a build script's own business, not a tool's command: the
+// workspace's rule that only clawsmith-sandbox spawns processes is about tools.
+#[allow(clippy::disallowed_methods)]
+fn toolchain_has_lld() -> bool {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let Ok(output) = std::process::Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+    else {
+        return false;
+    };
+    let sysroot = String::from_utf8_lossy(&output.stdout);
+    let host = std::env::var("HOST").unwrap_or_default();
+    Path::new(sysroot.trim())
+        .join("lib/rustlib")
+        .join(host)
+        .join("bin/gcc-ld/ld.lld")
+        .is_file()
 }
