@@ -4,14 +4,14 @@
 //! kernel maps code into a process 64 KB at a time, on the first touch of each window: 119 such
 //! page faults a call (~2.5 µs each on the bench machine) went to code alone. `order/clawsmith.txt`
 //! lists the functions those start-ups run (written by `cargo xtask order-file` from callgrind
-//! runs of the release binary), and the linker places them first, in ~2 MB: the code's faults
+//! runs of the release binary), and the linker places them first, in ~3 MB: the code's faults
 //! fall to a few dozen. The order changes where functions sit, never what they do; a name the
 //! build no longer has is skipped, so a stale list costs speed only.
 //!
 //! Only for release-profile builds (`release`, `profiling`) on x86_64 Linux with glibc, whose
 //! default linker is the LLD rustup's toolchain ships (`gcc-ld/ld.lld` in its sysroot; GNU ld
-//! does not read an ordering file): a toolchain without it, or a build choosing its own linker
-//! through `RUSTFLAGS`, links as before. `CLAWSMITH_LINK_MAP=PATH` also writes the linker's map
+//! does not read an ordering file): a toolchain without it, or a build whose `RUSTFLAGS` say
+//! anything about linking (a linker of its own, link arguments), links as before. `CLAWSMITH_LINK_MAP=PATH` also writes the linker's map
 //! there: `cargo xtask order-file` reads the names from it.
 
 use std::path::Path;
