@@ -79,6 +79,10 @@ pub struct WorktreeConfig {
 impl WorktreeConfig {
     /// The defaults for `workspace`: `ask` policy, no hooks, no approver, the default sandbox.
     pub fn new(workspace: &Path, checkouts_dir: &Path, store: Arc<Store>) -> WorktreeConfig {
+        let state_dir = match store.path().and_then(Path::parent) {
+            Some(dir) => clawsmith_core::sandbox::StateDir::At(dir.to_path_buf()),
+            None => clawsmith_core::sandbox::StateDir::NotKept,
+        };
         WorktreeConfig {
             workspace: workspace.to_path_buf(),
             checkouts_dir: checkouts_dir.to_path_buf(),
@@ -86,7 +90,7 @@ impl WorktreeConfig {
             policy: PermissionPolicy::default(),
             hooks: Vec::new(),
             approver: None,
-            sandbox: SandboxConfig::new(workspace),
+            sandbox: SandboxConfig::new(workspace, state_dir),
             tracer: clawsmith_trace::Tracer::noop(),
         }
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use clawsmith_core::{CoreConfig, Hook};
+use clawsmith_core::CoreConfig;
 use clawsmith_plugins::{Plugin, PluginSet};
 use clawsmith_sandbox::SandboxConfig;
 use serde_json::json;
@@ -66,10 +66,10 @@ pub fn add_to_core(
     config
         .extension_tools
         .extend(plugins.extension_tools(sandbox));
-    config.hooks.extend(plugins.hooks());
+    config.command_hooks.extend(plugins.hooks());
     let servers = plugins.mcp_config();
     if !servers.mcp_servers.is_empty() {
-        let startup = runtime.block_on(clawsmith_mcp::connect_servers(&servers));
+        let startup = runtime.block_on(clawsmith_mcp::connect_servers(&servers, sandbox));
         for problem in &startup.problems {
             notice(Level::Warning, problem);
         }
@@ -181,7 +181,7 @@ fn print_plugin(plugin: &Plugin, out: &Output) -> Result<()> {
         rows.push((
             "MCP server",
             format!(
-                "{} (tools deferred, execute: it runs outside the sandbox)",
+                "{} (tools deferred, execute: it runs confined, workspace read-only, no network)",
                 server.name
             ),
         ));
@@ -189,7 +189,10 @@ fn print_plugin(plugin: &Plugin, out: &Output) -> Result<()> {
     for hook in &plugin.hooks {
         rows.push((
             "hook",
-            format!("{} (runs outside the sandbox)", hook.name()),
+            format!(
+                "{} (runs confined: workspace read-only, no network)",
+                hook.name()
+            ),
         ));
     }
     for part in &plugin.not_run {

@@ -12,12 +12,11 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use clawsmith_core::{CommandHook, Hook};
+use clawsmith_core::CommandHook;
 use clawsmith_protocol::{Capability, Verdict};
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_security::{
@@ -139,6 +138,8 @@ struct SandboxSection {
     cpu_seconds: Option<u64>,
     address_space_bytes: Option<u64>,
     processes: Option<u64>,
+    /// Home entries commands see (replaces the default list).
+    home_allow: Option<Vec<Spanned<String>>>,
 }
 
 /// Reads and validates the policy of the configuration file (the built-in policy when there is
@@ -263,6 +264,23 @@ fn check_sandbox(sandbox: &SandboxSection) -> Result<(), (Range<usize>, String)>
     {
         return Err((cap.span(), "output_cap_bytes must be at least 1".to_owned()));
     }
+    for entry in sandbox.home_allow.iter().flatten() {
+        let relative = Path::new(entry.get_ref());
+        let plain = !entry.get_ref().is_empty()
+            && relative
+                .components()
+                .all(|part| matches!(part, std::path::Component::Normal(_)));
+        if !plain {
+            return Err((
+                entry.span(),
+                format!(
+                    "home_allow entry {:?} must be a path inside the home directory, without `..` \
+                     (e.g. \".cargo\" or \".cache/pip\")",
+                    entry.get_ref()
+                ),
+            ));
+        }
+    }
     if let (Some(timeout), Some(max)) = (&sandbox.timeout_seconds, &sandbox.max_timeout_seconds)
         && timeout.get_ref() > max.get_ref()
     {
@@ -319,11 +337,8 @@ impl PolicyConfig {
     }
 
     /// The hooks, for [`clawsmith_core::CoreConfig::hooks`].
-    pub fn core_hooks(&self) -> Vec<Arc<dyn Hook>> {
-        self.hooks
-            .iter()
-            .map(|hook| Arc::new(hook.clone()) as Arc<dyn Hook>)
-            .collect()
+    pub fn core_hooks(&self) -> Vec<CommandHook> {
+        self.hooks.clone()
     }
 
     /// Applies `[sandbox]`, `writable_roots` and the literal `protected_paths` and
@@ -352,6 +367,12 @@ impl PolicyConfig {
             if value.is_some() {
                 *slot = value;
             }
+        }
+        if let Some(home_allow) = &limits.home_allow {
+            sandbox.home_allow = home_allow
+                .iter()
+                .map(|entry| entry.get_ref().clone())
+                .collect();
         }
         sandbox
             .extra_writable_roots

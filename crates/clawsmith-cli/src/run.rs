@@ -11,7 +11,9 @@ use clawsmith_core::{
     EventSink, SessionHandle, Turn,
 };
 use clawsmith_protocol::{Event, ToolCall, ToolStatus};
-use clawsmith_sandbox::{CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig};
+use clawsmith_sandbox::{
+    CommandExecutionService, SandboxConfig, SandboxPolicy, ServiceConfig, StateDir,
+};
 use clawsmith_security::PermissionMode;
 use serde_json::json;
 
@@ -244,12 +246,15 @@ pub fn build_core(
     // found five times, each time listing and checking the state directory again).
     let config_file = config_in_prepared_state(state_dir, options.config.as_deref())?;
     let file_policy = crate::policy::load_file(config_file.as_deref())?;
-    let mut sandbox = SandboxConfig::new(&workspace);
+    // The one policy every process clawsmith starts is confined by (commands, background
+    // commands, plugin tools and hooks, language servers, MCP servers): each gets a profile of
+    // it (`SandboxConfig::for_process`), never a configuration of its own.
+    let mut sandbox = SandboxConfig::new(
+        &workspace,
+        StateDir::At(state::canonical_even_if_missing(state_dir)?),
+    );
     sandbox.policy = options.sandbox.into();
     sandbox.network_allowed = options.allow_network;
-    sandbox
-        .protected_paths
-        .push(state::canonical_even_if_missing(state_dir)?);
     let default_mode = match lifetime {
         Lifetime::OneShot => ModeArg::Ask,
         Lifetime::LongLived { .. } => ModeArg::AcceptEdits,
@@ -260,8 +265,14 @@ pub fn build_core(
         default_mode.into(),
         &workspace,
     )?;
-    config.hooks = file_policy.core_hooks();
+    config.command_hooks = file_policy.core_hooks();
     file_policy.apply_to_sandbox(&mut sandbox, &workspace);
+    // Plugins are loaded before any process starts: a plugin folder is code, read-only to every
+    // process of the policy (a command could otherwise rewrite a hook a later call runs).
+    let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;
+    sandbox
+        .read_only_roots
+        .extend(plugins.plugins.iter().map(|plugin| plugin.root.clone()));
     config.approver = if options.yes {
         Some(Arc::new(ApproveAll))
     } else {
@@ -269,7 +280,7 @@ pub fn build_core(
     };
     if let Some(mcp) = mcp_config(config_file.as_deref())? {
         // A server that fails to start or list is left out; the report goes to stderr.
-        let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp));
+        let startup = runtime.block_on(clawsmith_mcp::connect_servers(&mcp, &sandbox));
         for problem in &startup.problems {
             crate::output::notice(crate::output::Level::Warning, problem);
         }
@@ -289,8 +300,7 @@ pub fn build_core(
         &mut config,
     )?;
     // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
-    // clawsmith-plugins: loaded here so their skills join the catalog as `<plugin>:<skill>`.
-    let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;
+    // clawsmith-plugins: their skills join the catalog as `<plugin>:<skill>`.
     config.extension_tools.extend(crate::skills::core_tools(
         state_dir,
         config_file.as_deref(),

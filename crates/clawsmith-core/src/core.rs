@@ -2,20 +2,22 @@
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clawsmith_checkpoint::{CheckpointRecorder, Store};
 use clawsmith_fs::{ChangeRecorder, Workspace};
 use clawsmith_protocol::Tool;
-use clawsmith_sandbox::{CommandExecutionService, RunCommandTool, SandboxConfig, command_tools};
+use clawsmith_sandbox::{
+    CommandExecutionService, ProcessKind, RunCommandTool, SandboxConfig, command_tools,
+};
 use clawsmith_security::PermissionPolicy;
 
 use crate::approval::Approver;
 use crate::capture::Captures;
 use crate::error::CoreError;
-use crate::hooks::Hook;
+use crate::hooks::{CommandHook, Hook};
 use crate::search::{Activations, SearchDocument, SearchToolsTool};
 use crate::session::SessionHandle;
 use crate::session_tools::{ReadArtifactTool, TodoListTool, TodoWriteTool};
@@ -37,8 +39,12 @@ pub struct CoreConfig {
     pub policy: PermissionPolicy,
     /// Answers `ask`; `None` turns every `ask` into `permission_denied`.
     pub approver: Option<Arc<dyn Approver>>,
-    /// Hooks consulted before the permission check, in order.
+    /// In-process hooks consulted before the permission check, in order.
     pub hooks: Vec<Arc<dyn Hook>>,
+    /// External hooks (policy and plugin hooks), consulted after `hooks`, in order. The core
+    /// runs each confined by the hook profile of `sandbox` (workspace read-only, no network,
+    /// the state directory out of sight): a hook cannot be run any other way.
+    pub command_hooks: Vec<CommandHook>,
     /// How `run_command` runs commands (C1–C3). Its `workspace_root` is replaced by the core's
     /// canonical root, and the store's database file is added to its protected paths.
     pub sandbox: SandboxConfig,
@@ -92,13 +98,18 @@ impl CoreConfig {
     /// [`DEFAULT_MAX_PARALLEL`], no call timeout.
     pub fn new(workspace_root: impl Into<PathBuf>, store: Arc<Store>) -> CoreConfig {
         let workspace_root = workspace_root.into();
+        let state_dir = match store.path().and_then(Path::parent) {
+            Some(dir) => clawsmith_sandbox::StateDir::At(dir.to_path_buf()),
+            None => clawsmith_sandbox::StateDir::NotKept,
+        };
         CoreConfig {
-            sandbox: SandboxConfig::new(&workspace_root),
+            sandbox: SandboxConfig::new(&workspace_root, state_dir),
             workspace_root,
             store,
             policy: PermissionPolicy::default(),
             approver: None,
             hooks: Vec::new(),
+            command_hooks: Vec::new(),
             command_service: None,
             artifacts_enabled: true,
             extension_tools: Vec::new(),
@@ -185,7 +196,8 @@ impl AgentCore {
             store,
             mut policy,
             approver,
-            hooks,
+            mut hooks,
+            command_hooks,
             mut sandbox,
             command_service,
             artifacts_enabled,
@@ -213,6 +225,13 @@ impl AgentCore {
         if policy.workspace_root.is_none() {
             policy.workspace_root = Some(workspace.root().to_path_buf());
         }
+        sandbox.workspace_root = workspace.root().to_path_buf();
+        let hook_sandbox = sandbox.for_process(ProcessKind::Hook);
+        hooks.extend(
+            command_hooks
+                .into_iter()
+                .map(|hook| Arc::new(hook.confined(hook_sandbox.clone())) as Arc<dyn Hook>),
+        );
         let recorder: Arc<dyn ChangeRecorder> = match change_recorder {
             Some(recorder) => recorder,
             None => Arc::new(CheckpointRecorder::new(store.clone())),

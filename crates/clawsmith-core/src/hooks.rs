@@ -5,11 +5,11 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::process::Stdio;
 use std::time::Duration;
 
+use clawsmith_sandbox::{ExitKind, PipedIo, SandboxConfig};
 use clawsmith_security::{HookDecision, HookInput, HookVerdict};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The future a hook returns.
 pub type HookFuture<'a> = Pin<Box<dyn Future<Output = HookDecision> + Send + 'a>>;
@@ -34,8 +34,11 @@ pub const HOOK_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 /// and exit 0. A non-zero exit, output that is not a decision, or running past the timeout
 /// denies the call, and the refusal says which of these happened.
 ///
-/// The program runs with a minimal environment (`PATH`, `HOME`, `LANG`, `TMPDIR` when set), its
-/// own stdin/stdout pipes, and is killed if it outlives the timeout.
+/// This is the hook as configured; the core runs it only confined ([`CoreConfig::command_hooks`]
+/// (crate::CoreConfig::command_hooks)): through `clawsmith-sandbox` under the hook profile of the
+/// core's sandbox — the workspace read-only, no network, the state directory, hidden paths and
+/// everything of `$HOME` outside its allowlist out of sight, the command environment (no
+/// secrets), its own private `/tmp` — and its whole process tree is killed at the timeout.
 #[derive(Debug, Clone)]
 pub struct CommandHook {
     name: String,
@@ -61,6 +64,32 @@ impl CommandHook {
         self
     }
 
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The hook, run under `sandbox` (the core's hook profile), seeing its own program and
+    /// script read-only wherever they are ([`SandboxConfig::seeing_code_of`]).
+    pub(crate) fn confined(self, sandbox: SandboxConfig) -> ConfinedHook {
+        let words = std::iter::once(self.program.to_string_lossy().into_owned())
+            .chain(self.args.iter().cloned())
+            .collect::<Vec<_>>();
+        let sandbox = sandbox.seeing_code_of(&words);
+        ConfinedHook {
+            hook: self,
+            sandbox,
+        }
+    }
+}
+
+/// A [`CommandHook`] with the sandbox it runs in.
+pub(crate) struct ConfinedHook {
+    hook: CommandHook,
+    sandbox: SandboxConfig,
+}
+
+impl ConfinedHook {
     fn deny(&self, why: impl std::fmt::Display) -> HookDecision {
         HookDecision {
             decision: HookVerdict::Deny,
@@ -73,77 +102,83 @@ impl CommandHook {
             Ok(payload) => payload,
             Err(error) => return self.deny(format_args!("could not be given its input: {error}")),
         };
-        // clawsmith-sandbox owns command execution for the *model's* commands (disaster check,
-        // Landlock, limits) but offers no plain spawn helper; a hook is a program the host
-        // configured, so it is spawned here with tokio (not std::process, which clippy.toml
-        // reserves for the sandbox) with a minimal environment and a timeout.
-        // The documented exception to "only the sandbox spawns" (ARCHITECTURE): a hook is the
-        // user's own program, run with an empty environment, never a model's command.
-        #[allow(clippy::disallowed_methods)]
-        let mut command = tokio::process::Command::new(&self.program);
-        command
-            .args(&self.args)
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        for variable in ["PATH", "HOME", "LANG", "TMPDIR"] {
-            if let Some(value) = std::env::var_os(variable) {
-                command.env(variable, value);
-            }
-        }
-        let mut child = match command.spawn() {
-            Ok(child) => child,
-            Err(error) => {
-                return self.deny(format_args!(
-                    "could not be started ({}): {error}",
-                    self.program.display()
-                ));
-            }
+        let program = self.hook.program.to_string_lossy();
+        let (mut process, io) =
+            match clawsmith_sandbox::spawn_piped_argv(&self.sandbox, &program, &self.hook.args) {
+                Ok(started) => started,
+                Err(error) => {
+                    return self.deny(format_args!("could not be started ({program}): {error}"));
+                }
+            };
+        let PipedIo {
+            mut stdin,
+            stdout,
+            stderr,
+        } = io;
+        let exchange = async {
+            // A hook that exits without reading its input is not an error by itself.
+            let _ = stdin.write_all(&payload).await;
+            drop(stdin);
+            let limit = HOOK_OUTPUT_MAX_BYTES as u64 + 1;
+            let mut out = Vec::new();
+            let mut err = Vec::new();
+            let mut stdout = stdout.take(limit);
+            let mut stderr = stderr.take(limit);
+            let (_, _) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+            let status = process.wait().await;
+            (status, out, err)
         };
-        let stdin = child.stdin.take();
-        let exchange = async move {
-            if let Some(mut stdin) = stdin {
-                // A hook that exits without reading its input is not an error by itself.
-                let _ = stdin.write_all(&payload).await;
-                drop(stdin);
-            }
-            child.wait_with_output().await
-        };
-        let output = match tokio::time::timeout(self.timeout, exchange).await {
+        let (status, stdout, stderr) = match tokio::time::timeout(self.hook.timeout, exchange).await
+        {
             Err(_) => {
                 return self.deny(format_args!(
                     "timed out after {} ms",
-                    self.timeout.as_millis()
+                    self.hook.timeout.as_millis()
                 ));
             }
-            Ok(Err(error)) => return self.deny(format_args!("failed: {error}")),
-            Ok(Ok(output)) => output,
+            Ok(done) => done,
         };
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
+        let status = match status {
+            Ok(status) => status,
+            Err(error) => return self.deny(format_args!("failed: {error}")),
+        };
+        if status != ExitKind::Code(0) {
+            let stderr = String::from_utf8_lossy(&stderr);
             let first_line = stderr.lines().next().unwrap_or("").trim();
-            let status = output
-                .status
-                .code()
-                .map_or_else(|| "a signal".to_owned(), |code| code.to_string());
+            let status = match status {
+                ExitKind::Code(127) => {
+                    return self.deny(format_args!(
+                        "could not be started ({program}): {}",
+                        if first_line.is_empty() {
+                            "not found"
+                        } else {
+                            first_line
+                        }
+                    ));
+                }
+                ExitKind::Code(code) => code.to_string(),
+                _ => "a signal".to_owned(),
+            };
             return self.deny(format_args!(
                 "exited with status {status}{}{first_line}",
                 if first_line.is_empty() { "" } else { ": " }
             ));
         }
-        let stdout = &output.stdout[..output.stdout.len().min(HOOK_OUTPUT_MAX_BYTES)];
-        match serde_json::from_slice::<HookDecision>(stdout) {
+        if stdout.len() > HOOK_OUTPUT_MAX_BYTES {
+            return self.deny(format_args!(
+                "returned invalid output: more than {HOOK_OUTPUT_MAX_BYTES} bytes"
+            ));
+        }
+        match serde_json::from_slice::<HookDecision>(&stdout) {
             Ok(decision) => decision,
             Err(error) => self.deny(format_args!("returned invalid output: {error}")),
         }
     }
 }
 
-impl Hook for CommandHook {
+impl Hook for ConfinedHook {
     fn name(&self) -> &str {
-        &self.name
+        &self.hook.name
     }
 
     fn check<'a>(&'a self, input: &'a HookInput) -> HookFuture<'a> {

@@ -134,10 +134,10 @@
 //!   interrupted command's changes before it finishes the turn (`recover_interrupted`).
 //! - **Hooks.** [`Hook`] is in-process; [`CommandHook`] runs a program with the `HookInput` JSON
 //!   on stdin and reads a `HookDecision` from stdout; a non-zero exit, invalid output, a failure
-//!   to start or the timeout deny, and the refusal says which. clawsmith-sandbox offers no plain
-//!   spawn helper (its runner is for the model's commands, with the disaster check and Landlock),
-//!   so hooks — programs the *host* configured — are spawned here with `tokio::process`, with a
-//!   minimal environment (`PATH`, `HOME`, `LANG`, `TMPDIR`) and `kill_on_drop`.
+//!   to start or the timeout deny, and the refusal says which. The core runs each command hook
+//!   only confined, through `clawsmith_sandbox::spawn_piped_argv` under the hook profile of its
+//!   sandbox configuration (workspace read-only, no network, the state directory and `$HOME`
+//!   outside its allowlist out of sight, the command environment); the timeout kills its tree.
 //! - **Store calls are synchronous** on the pipeline's task: each is one short SQLite
 //!   transaction, and keeping them in order is what makes sequences and history ordering simple.
 //!

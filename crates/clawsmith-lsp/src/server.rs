@@ -197,7 +197,12 @@ impl Server {
             script.push(' ');
             script.push_str(&shell_quote(arg));
         }
-        let (mut process, io) = spawn_piped(launch.sandbox, &script)
+        // The server's own program and scripts stay visible wherever they are (read-only).
+        let words: Vec<String> = std::iter::once(config.command.clone())
+            .chain(config.args.iter().cloned())
+            .collect();
+        let sandbox = launch.sandbox.clone().seeing_code_of(&words);
+        let (mut process, io) = spawn_piped(&sandbox, &script)
             .map_err(|error| start_error(error.to_string(), error.code()))?;
         let sandbox_summary = process.report().summary();
         let PipedIo {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clawsmith_core::ExtensionTool;
+use clawsmith_core::sandbox::{PipedIo, ProcessKind, SandboxConfig, spawn_piped_argv};
 use clawsmith_protocol::{
     CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus, infer_status_from_content,
@@ -24,7 +25,7 @@ use rmcp::{ServiceError, ServiceExt};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
-use crate::config::{McpConfig, McpServerConfig};
+use crate::config::{McpConfig, McpServerConfig, WorkspaceAccess};
 use crate::error::McpError;
 use crate::transport::{ClientTransport, MAX_ANSWER_LINE_BYTES};
 
@@ -68,7 +69,21 @@ pub struct McpConnection {
     service: RunningService<RoleClient, ()>,
     call_timeout: Duration,
     stderr: StderrTail,
-    _child: tokio::process::Child,
+    _process: ServerProcess,
+}
+
+/// The server's process, killed with its whole tree when the connection drops.
+enum ServerProcess {
+    /// Confined by the MCP-server profile of the host's sandbox policy.
+    Confined {
+        /// Held for its drop, which kills the tree.
+        _process: clawsmith_core::sandbox::PipedProcess,
+    },
+    /// `unconfined = true` in its configuration.
+    Unconfined {
+        /// Held for its drop (`kill_on_drop`).
+        _child: tokio::process::Child,
+    },
 }
 
 impl std::fmt::Debug for McpConnection {
@@ -97,7 +112,7 @@ impl McpConnection {
 struct StderrTail(Arc<Mutex<Vec<u8>>>);
 
 impl StderrTail {
-    fn drain(&self, mut stderr: tokio::process::ChildStderr) {
+    fn drain(&self, mut stderr: impl tokio::io::AsyncRead + Unpin + Send + 'static) {
         let tail = self.clone();
         tokio::spawn(async move {
             let mut chunk = vec![0; 8192];
@@ -142,12 +157,18 @@ impl StderrTail {
 /// configuration order. A server that cannot be started, does not answer in time or breaks the
 /// listing rules is left out and reported in [`McpStartup::problems`]; the other servers still
 /// load. Nothing here fails the whole start-up.
-pub async fn connect_servers(config: &McpConfig) -> McpStartup {
+///
+/// Each server runs confined by the MCP-server profile of `sandbox` (the host's one policy):
+/// the workspace read-only and no network unless its entry says `workspace = "write"`,
+/// `network = true` or names `writable` folders, or runs it `unconfined = true`.
+pub async fn connect_servers(config: &McpConfig, sandbox: &SandboxConfig) -> McpStartup {
     let mut connecting = tokio::task::JoinSet::new();
     let mut names = HashMap::new();
     for (index, server) in config.mcp_servers.iter().cloned().enumerate() {
         let name = server.name.clone();
-        let task = connecting.spawn(async move { (index, connect_server(&server).await) });
+        let sandbox = sandbox.clone();
+        let task =
+            connecting.spawn(async move { (index, connect_server(&server, &sandbox).await) });
         names.insert(task.id(), name);
     }
     let mut connected = Vec::new();
@@ -178,9 +199,12 @@ pub async fn connect_servers(config: &McpConfig) -> McpStartup {
 
 /// [`connect_servers`] for one server: `Err` when it is left out, otherwise its tools and the
 /// problems of single tools (left out) or of the listing (cut short).
-pub async fn connect_server(server: &McpServerConfig) -> Result<McpStartup, McpError> {
+pub async fn connect_server(
+    server: &McpServerConfig,
+    sandbox: &SandboxConfig,
+) -> Result<McpStartup, McpError> {
     let deadline = Instant::now() + server.startup_timeout();
-    let (connection, stderr) = spawn(server, deadline).await?;
+    let (connection, stderr) = spawn(server, sandbox, deadline).await?;
     let timed_out = |step: &'static str| McpError::Timeout {
         server: server.name.clone(),
         step,
@@ -253,17 +277,95 @@ pub async fn connect_server(server: &McpServerConfig) -> Result<McpStartup, McpE
     Ok(McpStartup { tools, problems })
 }
 
-/// Spawns the server with an environment made only of the allow-listed variables and answers
-/// its handshake before `deadline`.
+/// Spawns the server — confined by the MCP-server profile of `sandbox`, or as configured
+/// `unconfined` — and answers its handshake before `deadline`.
 async fn spawn(
     server: &McpServerConfig,
+    sandbox: &SandboxConfig,
     deadline: Instant,
 ) -> Result<(McpConnection, StderrTail), McpError> {
-    // The MCP client is the one place outside the sandbox crate that starts a process: the
-    // server is a program the *user* configured, run like the user's own MCP hosts run it
-    // (stdio, no sandbox), but with an environment reduced to the allow-list.
+    let spawn_error = |cause| McpError::Spawn {
+        server: server.name.clone(),
+        command: server.command.clone(),
+        cause,
+    };
+    let stderr = StderrTail::default();
+    if server.unconfined {
+        let mut child = spawn_unconfined(server).map_err(spawn_error)?;
+        let pipes = (child.stdin.take(), child.stdout.take());
+        let (Some(stdin), Some(stdout)) = pipes else {
+            return Err(spawn_error(std::io::Error::other("no stdio pipes")));
+        };
+        if let Some(pipe) = child.stderr.take() {
+            stderr.drain(pipe);
+        }
+        let transport = ClientTransport::new(&server.name, stdout, stdin, MAX_ANSWER_LINE_BYTES);
+        return handshake(
+            server,
+            transport,
+            ServerProcess::Unconfined { _child: child },
+            stderr,
+            deadline,
+        )
+        .await;
+    }
+    // The shell the sandbox starts would report a missing program only as exit 127 after the
+    // handshake failed: say it here, as an unconfined spawn would.
+    if !program_exists(&server.command) {
+        return Err(spawn_error(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no such program (an absolute path, or a name found on PATH)",
+        )));
+    }
+    let mut profile = sandbox.for_process(ProcessKind::McpServer {
+        writes: server.workspace == WorkspaceAccess::Write,
+        network: server.network,
+        writable: server.writable.clone(),
+    });
+    profile.env_exact = server.env.clone();
+    let words: Vec<String> = std::iter::once(server.command.clone())
+        .chain(server.args.iter().cloned())
+        .collect();
+    let profile = profile.seeing_code_of(&words);
+    let (process, io) = spawn_piped_argv(&profile, &server.command, &server.args)
+        .map_err(|error| spawn_error(std::io::Error::other(error.to_string())))?;
+    let PipedIo {
+        stdin,
+        stdout,
+        stderr: stderr_pipe,
+    } = io;
+    stderr.drain(stderr_pipe);
+    let transport = ClientTransport::new(&server.name, stdout, stdin, MAX_ANSWER_LINE_BYTES);
+    handshake(
+        server,
+        transport,
+        ServerProcess::Confined { _process: process },
+        stderr,
+        deadline,
+    )
+    .await
+}
+
+/// Whether `command` names an executable file: as a path when it has a `/`, else on `PATH`.
+fn program_exists(command: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &std::path::Path| {
+        std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        return executable(std::path::Path::new(command));
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| executable(&dir.join(command))))
+}
+
+/// The server as the user's own MCP hosts start it: outside the sandbox, with an environment
+/// made only of the variables its entry lists.
+fn spawn_unconfined(server: &McpServerConfig) -> std::io::Result<tokio::process::Child> {
     // The documented exception to "only the sandbox spawns" (ARCHITECTURE): a server the user
-    // configured, started with an empty environment plus the variables they listed.
+    // configured `unconfined = true`, started with an empty environment plus the variables
+    // they listed.
     #[allow(clippy::disallowed_methods)]
     let mut command = tokio::process::Command::new(&server.command);
     command
@@ -278,27 +380,50 @@ async fn spawn(
             command.env(name, value);
         }
     }
-    let spawn_error = |cause| McpError::Spawn {
-        server: server.name.clone(),
-        command: server.command.clone(),
-        cause,
-    };
-    let mut child = command.spawn().map_err(spawn_error)?;
-    let stderr = StderrTail::default();
-    let pipes = (child.stdin.take(), child.stdout.take());
-    let (Some(stdin), Some(stdout)) = pipes else {
-        return Err(spawn_error(std::io::Error::other("no stdio pipes")));
-    };
-    if let Some(pipe) = child.stderr.take() {
-        stderr.drain(pipe);
+    command.spawn()
+}
+
+/// What a confined server's failed start adds to its error: the keys that loosen it.
+fn confinement_hint(server: &McpServerConfig) -> String {
+    if server.unconfined {
+        return String::new();
     }
-    let transport = ClientTransport::new(&server.name, stdout, stdin, MAX_ANSWER_LINE_BYTES);
+    format!(
+        " (it runs confined: workspace {}, network {}{}; if it needs more, set `network = \
+         true`, `workspace = \"write\"`, `writable = [...]` or `unconfined = true` in its \
+         [[mcp_servers]] entry)",
+        if server.workspace == WorkspaceAccess::Write {
+            "writable"
+        } else {
+            "read-only"
+        },
+        if server.network { "on" } else { "off" },
+        if server.writable.is_empty() {
+            String::new()
+        } else {
+            format!(", writable: {}", server.writable.len())
+        }
+    )
+}
+
+/// The `initialize` exchange over `transport`, before `deadline`.
+async fn handshake<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    server: &McpServerConfig,
+    transport: ClientTransport<R>,
+    process: ServerProcess,
+    stderr: StderrTail,
+    deadline: Instant,
+) -> Result<(McpConnection, StderrTail), McpError> {
     let service = match tokio::time::timeout_at(deadline, ().serve(transport)).await {
         Ok(Ok(service)) => service,
         Ok(Err(error)) => {
             return Err(McpError::Connect {
                 server: server.name.clone(),
-                message: format!("handshake failed: {error}{}", stderr.suffix()),
+                message: format!(
+                    "handshake failed: {error}{}{}",
+                    stderr.suffix(),
+                    confinement_hint(server)
+                ),
             });
         }
         Err(_) => {
@@ -306,7 +431,7 @@ async fn spawn(
                 server: server.name.clone(),
                 step: "initialize",
                 after_ms: server.startup_timeout().as_millis(),
-                stderr: stderr.suffix(),
+                stderr: format!("{}{}", stderr.suffix(), confinement_hint(server)),
             });
         }
     };
@@ -315,7 +440,7 @@ async fn spawn(
         service,
         call_timeout: server.call_timeout(),
         stderr: stderr.clone(),
-        _child: child,
+        _process: process,
     };
     Ok((connection, stderr))
 }

@@ -53,6 +53,32 @@ pub struct McpServerConfig {
     /// the call ends with code `timeout`.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Whether the server may reach the network. Absent ⇒ no: it runs in a network namespace
+    /// with only a loopback.
+    #[serde(default)]
+    pub network: bool,
+    /// `"read"` (absent) or `"write"`: whether the server may write the workspace.
+    #[serde(default)]
+    pub workspace: WorkspaceAccess,
+    /// Folders the server may write besides its private `/tmp` (e.g. its cache).
+    #[serde(default)]
+    pub writable: Vec<PathBuf>,
+    /// Runs the server outside the sandbox, with the user's full view of the machine. Absent ⇒
+    /// no: every server runs confined by the MCP-server profile of clawsmith's one sandbox
+    /// policy (the state directory, hidden paths and `$HOME` outside its allowlist out of sight).
+    #[serde(default)]
+    pub unconfined: bool,
+}
+
+/// What an MCP server may do in the workspace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceAccess {
+    /// Read it (the default).
+    #[default]
+    Read,
+    /// Read and write it.
+    Write,
 }
 
 /// Longest server name.

@@ -131,10 +131,12 @@
 //!   Servers start together, so start-up waits for the slowest, not the sum of their timeouts.
 //!
 //! ## What this crate does not do
-//! It does not build the core (the CLI does: permission mode, sandbox, store, the approver), does
-//! not sandbox external MCP servers (they are programs the user configured, started over stdio
-//! as other MCP hosts start them; this crate is the one place besides `clawsmith-sandbox` that
-//! spawns a process, with `tokio::process`), does not speak HTTP transports,
+//! It does not build the core (the CLI does: permission mode, sandbox, store, the approver) and
+//! does not choose how external MCP servers are confined: each runs under the MCP-server profile
+//! of the sandbox configuration the host passes to [`connect_servers`] (through
+//! `clawsmith-sandbox`), loosened only by its own entry; a server configured `unconfined = true`
+//! is the one process this crate starts itself, with `tokio::process`, as other MCP hosts
+//! start them. It does not speak HTTP transports,
 //! resources, prompts or MRTR, and does not reconnect to a server that died (its tools then
 //! answer `tool_failed`).
 
@@ -155,7 +157,7 @@ pub use crate::client::{
 };
 pub use crate::config::{
     DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_SERVER_NAME_BYTES, McpConfig,
-    McpServerConfig,
+    McpServerConfig, WorkspaceAccess,
 };
 pub use crate::error::McpError;
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};

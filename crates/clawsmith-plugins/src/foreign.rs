@@ -273,5 +273,9 @@ fn stdio_server(
         risk: None,
         startup_timeout_ms: None,
         call_timeout_ms,
+        network: false,
+        workspace: clawsmith_mcp::WorkspaceAccess::Read,
+        writable: Vec::new(),
+        unconfined: false,
     })
 }

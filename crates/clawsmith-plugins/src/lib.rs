@@ -55,11 +55,10 @@
 //!   it sits in the manifest, the line and column; a plugin with an error loads nothing (half a
 //!   plugin would be a surprise), and the front end refuses to start rather than run without it.
 //!
-//! What it does not do: it does not confine a plugin's MCP servers or hooks. Those run as
-//! clawsmith-mcp and clawsmith-core run every MCP server and command hook — outside the sandbox,
-//! with a minimal environment — so a plugin's declared capabilities or risk for its MCP servers
-//! are not used (their tools stay `execute`), and loading a plugin with hooks trusts their code
-//! as much as a hook in `clawsmith.toml`. It does not install, update or fetch plugins, read
+//! A plugin's MCP servers and hooks are confined as clawsmith-mcp and clawsmith-core confine
+//! every MCP server and command hook (profiles of the host's one sandbox configuration); a
+//! plugin's declared capabilities or risk for its MCP servers are not used (their tools stay
+//! `execute`). What it does not do: it does not install, update or fetch plugins, read
 //! marketplaces, or run other agents' slash commands, sub-agents or hooks. Undo: the core
 //! captures the workspace around extension tools that declare `process.execute` or
 //! `filesystem.write` (and around those whose declaration failed closed), so what a plugin tool
@@ -76,7 +75,7 @@ mod tool;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clawsmith_core::{ExtensionTool, Hook};
+use clawsmith_core::{CommandHook, ExtensionTool};
 use clawsmith_mcp::McpConfig;
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_skills::SkillRoot;
@@ -173,12 +172,13 @@ impl PluginSet {
             .collect()
     }
 
-    /// The plugins' command hooks, for [`clawsmith_core::CoreConfig::hooks`].
-    pub fn hooks(&self) -> Vec<Arc<dyn Hook>> {
+    /// The plugins' command hooks, for [`clawsmith_core::CoreConfig::command_hooks`] (the core
+    /// runs them confined).
+    pub fn hooks(&self) -> Vec<CommandHook> {
         self.plugins
             .iter()
             .flat_map(|plugin| plugin.hooks.iter())
-            .map(|hook| Arc::new(hook.clone()) as Arc<dyn Hook>)
+            .cloned()
             .collect()
     }
 }

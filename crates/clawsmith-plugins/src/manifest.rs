@@ -301,8 +301,9 @@ fn input_schema(
 }
 
 /// A `[[mcp_servers]]` entry as in `clawsmith.toml`, renamed `<plugin>-<server>`. Its process
-/// runs outside the sandbox (as every MCP server clawsmith starts), so nothing enforces what the
-/// plugin declares about it: its tools keep the fail-closed `execute` risk, and the note says so.
+/// runs confined like every MCP server; what the plugin declares about its tools is not trusted
+/// (they keep the fail-closed `execute` risk, and the note says so), and a plugin cannot take its
+/// server out of the sandbox (`unconfined` is the user's key, in `clawsmith.toml`).
 fn mcp_server(
     source: &SourceFile,
     root: &PluginRoot,
@@ -319,6 +320,12 @@ fn mcp_server(
                 at(format!("[[mcp_servers]]: {}", error.message().trim()))
             })?;
     let declared = server.name.clone();
+    if server.unconfined {
+        return Err(at(format!(
+            "MCP server `{declared}`: a plugin cannot run a server unconfined; the user can, \
+             with `unconfined = true` in an [[mcp_servers]] entry of clawsmith.toml"
+        )));
+    }
     server.name = server_name(plugin, &declared).map_err(at)?;
     let mut argv = vec![server.command.clone()];
     argv.extend(server.args.iter().cloned());
@@ -329,8 +336,8 @@ fn mcp_server(
     server.args = resolved[1..].to_vec();
     let note = (server.capabilities.is_some() || server.risk.is_some()).then(|| {
         format!(
-            "MCP server `{declared}`: its declared capabilities and risk are not used (the server \
-             runs outside the sandbox, so nothing holds it to them); its tools are `execute`"
+            "MCP server `{declared}`: its declared capabilities and risk are not used (the \
+             sandbox bounds the server, not each of its tools); its tools are `execute`"
         )
     });
     server.capabilities = None;

@@ -1,7 +1,6 @@
 //! A plugin tool as a [`Tool`]: one sandboxed process per call, held by the kernel to what the
 //! tool declared.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use clawsmith_protocol::{
@@ -46,7 +45,8 @@ impl PluginTool {
         }
         sandbox.network_allowed =
             base.network_allowed && capabilities.contains(Capability::Network);
-        see_plugin_folder(&mut sandbox, &spec.root);
+        // Its own code, seen read-only wherever the folder is (under /tmp or an empty $HOME).
+        sandbox.read_only_roots.push(spec.root.clone());
         PluginTool { spec, sandbox }
     }
 
@@ -58,15 +58,6 @@ impl PluginTool {
     /// The sandbox configuration its processes run under.
     pub fn sandbox(&self) -> &SandboxConfig {
         &self.sandbox
-    }
-}
-
-/// The built view hides the host's `/tmp` behind a private one: a plugin folder there is bound
-/// back in, read-only (a writable root whose every path is protected).
-fn see_plugin_folder(sandbox: &mut SandboxConfig, root: &Path) {
-    if root.starts_with("/tmp") {
-        sandbox.extra_writable_roots.push(root.to_path_buf());
-        sandbox.protected_paths.push(root.to_path_buf());
     }
 }
 

@@ -86,7 +86,7 @@ fn main() {
     // Each sample is a batch of spawns; the sides alternate per batch.
     let (rounds, batch) = if quick { (5, 10) } else { (15, 20) };
     let temp = tempfile::tempdir().unwrap();
-    let mut config = SandboxConfig::new(temp.path());
+    let mut config = SandboxConfig::new(temp.path(), clawsmith_sandbox::StateDir::NotKept);
     let confined = KernelSupport::probe().landlock_abi.is_some();
     if !confined {
         eprintln!("Landlock unavailable: run_command is measured best-effort (unconfined)");

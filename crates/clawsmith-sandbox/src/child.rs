@@ -534,6 +534,14 @@ pub(crate) struct BaseView {
     pub(crate) writable: Vec<(CString, CString)>,
     /// Directories to create (in order) so that the targets exist inside private tmpfs mounts.
     pub(crate) mkdirs: Vec<CString>,
+    /// Host folders shown empty (a tmpfs, read-only once the roots inside are bound): the home
+    /// directory, the runtime folders, hidden folders that hold a writable root. Parents first.
+    pub(crate) empty_dirs: Vec<CString>,
+    /// Directories made inside the empty folders for what is bound back (parents first).
+    pub(crate) empty_mkdirs: Vec<CString>,
+    /// `(host source, target, whether a directory)` bound back read-only into the empty
+    /// folders (at most [`ALLOWED_MAX`]).
+    pub(crate) allowed: Vec<(CString, CString, bool)>,
     /// `staging/tmp` (covered again per command; here it only holds the roots that live
     /// under `/tmp`).
     pub(crate) tmp: CString,
@@ -557,6 +565,11 @@ pub(crate) struct BaseView {
     /// only reused while the host still has the same objects at those paths.
     pub(crate) identities: Vec<(u64, u64)>,
 }
+
+/// How many host paths a base view binds back into its empty folders, at most (their
+/// descriptors are opened before the host is bound, in a fixed array: the builder is a fork of
+/// a threaded process and does not allocate).
+pub(crate) const ALLOWED_MAX: usize = 48;
 
 /// The user and mount namespaces of a built [`BaseView`], held open by descriptor (no process
 /// lives in them between commands).
@@ -1812,6 +1825,16 @@ impl BaseView {
         for (index, (source, _)) in self.writable.iter().enumerate().skip(1).take(15) {
             sources[index] = open_path(source)?;
         }
+        // What goes back into the empty folders, opened while the host's paths still lead
+        // there (a source under the staging directory is covered once the host is bound).
+        let mut allowed: [RawFd; ALLOWED_MAX] = [-1; ALLOWED_MAX];
+        for (index, (source, _, is_dir)) in self.allowed.iter().enumerate().take(ALLOWED_MAX) {
+            allowed[index] = if *is_dir {
+                open_path(source)?
+            } else {
+                open_file(source)?
+            };
+        }
 
         // The whole host, read-only, no setuid, no devices.
         mount(
@@ -1826,8 +1849,46 @@ impl BaseView {
             MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
             0,
         )?;
-        // The host's /tmp out of sight (each command mounts its own on top), a minimal /dev.
+        // The home directory and the runtime folders empty, with the allowlisted entries
+        // bound back read-only.
         let tmpfs = c"tmpfs".as_ptr();
+        for dir in &self.empty_dirs {
+            mount(
+                tmpfs,
+                dir,
+                tmpfs,
+                libc::MS_NOSUID | libc::MS_NODEV,
+                Some(c"size=64k,mode=0755"),
+            )?;
+        }
+        for dir in &self.empty_mkdirs {
+            make_dir(dir, 0o755)?;
+        }
+        for (index, (_, target, is_dir)) in self.allowed.iter().enumerate().take(ALLOWED_MAX) {
+            if *is_dir {
+                make_dir(target, 0o755)?;
+            } else {
+                create_file(target)?;
+            }
+            let mut link = FdPath::new(allowed[index]);
+            mount(
+                link.as_ptr(),
+                target,
+                none,
+                libc::MS_BIND | libc::MS_REC,
+                None,
+            )?;
+            mount_setattr(
+                target,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                0,
+            )?;
+            // SAFETY: closing a descriptor this process opened.
+            unsafe {
+                libc::close(allowed[index]);
+            }
+        }
+        // The host's /tmp out of sight (each command mounts its own on top), a minimal /dev.
         mount(
             tmpfs,
             &self.tmp,
@@ -1883,6 +1944,20 @@ impl BaseView {
             unsafe {
                 libc::close(sources[index]);
             }
+        }
+        // Nothing new in the empty folders (the roots bound inside keep their own rights).
+        for dir in &self.empty_dirs {
+            mount(
+                none,
+                dir,
+                none,
+                libc::MS_REMOUNT
+                    | libc::MS_BIND
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV,
+                None,
+            )?;
         }
         bind_read_only(
             std::iter::empty(),

@@ -13,6 +13,32 @@ pub const DEFAULT_OUTPUT_CAP_BYTES: usize = 1024 * 1024;
 /// discarding stays cheap, but `yes` would otherwise spin until its timeout.
 pub const DEFAULT_OUTPUT_KILL_AFTER_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Home entries a command sees by default (read-only): toolchains and their caches. Everything
+/// else under `$HOME` is out of sight — `~/.gitconfig` too, since it can hold tokens (inline
+/// credential helpers, `http.extraHeader`, URLs with passwords).
+pub const DEFAULT_HOME_ALLOW: &[&str] = &[
+    ".cargo",
+    ".rustup",
+    ".npm",
+    ".nvm",
+    ".bun",
+    ".deno",
+    ".volta",
+    ".pyenv",
+    ".rbenv",
+    ".cache/pip",
+    ".cache/uv",
+    ".cache/go-build",
+    ".cache/node",
+    ".cache/yarn",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/pnpm",
+    "go",
+    ".config/git/ignore",
+    ".config/git/attributes",
+];
+
 /// Whether commands may run without the platform sandbox (C3).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum SandboxPolicy {
@@ -52,7 +78,8 @@ pub struct ResourceLimits {
     /// generous because V8 and wasm runtimes reserve large virtual ranges, small enough to stop a
     /// runaway allocation loop.
     pub address_space_bytes: Option<u64>,
-    /// Processes: default 4096. In the built view it is the `pid_max` of the command's own PID
+    /// Processes: default 1024 (a parallel build's compilers, test runners and their workers fit;
+    /// a fork flood is stopped early). In the built view it is the `pid_max` of the command's own PID
     /// namespace (it binds root too, and counts only the command's tree; at least 300); it is
     /// also set as `RLIMIT_NPROC`, which counts all of the user's processes and does not bind
     /// root.
@@ -70,7 +97,7 @@ impl Default for ResourceLimits {
             open_files: Some(4096),
             cpu_seconds: Some(900),
             address_space_bytes: Some(64 * 1024 * 1024 * 1024),
-            processes: Some(4096),
+            processes: Some(1024),
             tmp_bytes: Some(1 << 30),
         }
     }
@@ -114,8 +141,57 @@ impl KernelSupport {
     }
 }
 
-/// Everything a command runs with. Built once by the host; shared by `run_command` and the
-/// background command service.
+/// Where clawsmith keeps its state (the session database, configuration, logs): out of sight of
+/// every process it starts. Every [`SandboxConfig`] names it at construction, so no spawner can
+/// hold a configuration that forgot it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateDir {
+    /// The state directory: hidden in the built view, and read-only where it cannot be hidden
+    /// (inside a writable root).
+    At(PathBuf),
+    /// A host without a state directory (a library use with no store).
+    NotKept,
+}
+
+/// The kinds of process clawsmith starts. Each is confined by a profile of the one
+/// [`SandboxConfig`] the host assembled ([`SandboxConfig::for_process`]): the state directory,
+/// the hidden and protected paths, the home allowlist and the limits carry over to every kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// A model's command (`run_command`, `start_command`): the configuration as it is.
+    Command,
+    /// A plugin tool: writes the workspace (and the extra writable roots) only when it declared
+    /// `filesystem.write`, reaches the network only when it declared `network` and the host
+    /// allows the network at all.
+    PluginTool {
+        /// It declared `filesystem.write`.
+        writes: bool,
+        /// It declared `network`.
+        network: bool,
+    },
+    /// A hook (policy or plugin): reads the workspace, writes nothing but its private `/tmp`,
+    /// no network.
+    Hook,
+    /// A language server: the workspace read-only, `cache` its only writable folder, no
+    /// network.
+    LanguageServer {
+        /// Its private cache (outside the workspace and the state directory).
+        cache: PathBuf,
+    },
+    /// An external MCP server: the workspace read-only and no network unless its configuration
+    /// says otherwise.
+    McpServer {
+        /// `workspace = "write"` in its configuration.
+        writes: bool,
+        /// `network = true` in its configuration.
+        network: bool,
+        /// Folders it may write (its `writable` list), besides its private `/tmp`.
+        writable: Vec<PathBuf>,
+    },
+}
+
+/// Everything a command runs with. Built once by the host; every process clawsmith starts is
+/// confined by a profile of it ([`SandboxConfig::for_process`]).
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
     /// The workspace: the default working directory and the main writable root.
@@ -138,6 +214,10 @@ pub struct SandboxConfig {
     /// Extra writable roots besides the workspace and the private temp dir (e.g. a cargo or npm
     /// cache).
     pub extra_writable_roots: Vec<PathBuf>,
+    /// Folders every process sees read-only wherever they are — under the private `/tmp`, the
+    /// empty home directory — and cannot change (e.g. a plugin's folder: its code). Kept by every
+    /// profile of [`for_process`](Self::for_process).
+    pub read_only_roots: Vec<PathBuf>,
     /// Paths commands must not write even inside a writable root. The workspace's `.git` is
     /// always pinned and its code paths (`hooks`, `config`, `commondir`, …) always protected.
     pub protected_paths: Vec<PathBuf>,
@@ -145,8 +225,19 @@ pub struct SandboxConfig {
     /// directory or `/dev/null` in the built view. `$HOME` secrets (`.ssh`, `.aws`, …) are
     /// always hidden.
     pub hidden_paths: Vec<PathBuf>,
-    /// The home directory whose secrets are hidden (default: `$HOME`).
+    /// The home directory (default: `$HOME`). In the built view it is an empty read-only
+    /// directory with only [`home_allow`](Self::home_allow) bound back, so a secret under a name
+    /// nobody listed stays out of sight.
     pub home: Option<PathBuf>,
+    /// Entries of the home directory bound back read-only into the built view, relative to
+    /// it (default [`DEFAULT_HOME_ALLOW`]): toolchains and caches commands need. Inside them,
+    /// the credential files of those tools stay covered. A writable
+    /// root under the home directory (the workspace, `writable_roots`) is bound as well.
+    pub home_allow: Vec<String>,
+    /// Host folders of runtime state shown empty in the built view (default
+    /// [`RUNTIME_DIRS`](crate::platform::RUNTIME_DIRS) and `$XDG_RUNTIME_DIR`): a daemon's socket
+    /// there, bound before or while a command runs, is out of reach.
+    pub runtime_dirs: Vec<PathBuf>,
     /// `(st_dev, st_ino)` of the workspace root as the session opened it (the file tools'
     /// descriptor). A command refuses to run when the path names anything else (the root was
     /// swapped, e.g. for a symlink). `None`: the root as found when the command starts.
@@ -169,11 +260,16 @@ pub struct SandboxConfig {
     pub kernel_support: Option<KernelSupport>,
     /// Seconds between TERM and KILL when a command is stopped (default 2 s).
     pub kill_grace: Duration,
+    /// Variables passed exactly as the host has them, even names that look like secrets: what
+    /// the user listed for an MCP server (`env = ["GITHUB_TOKEN"]`). Empty for commands.
+    pub env_exact: Vec<String>,
+    /// Where clawsmith keeps its state; set at construction only.
+    state_dir: StateDir,
 }
 
 impl SandboxConfig {
-    /// The defaults for `workspace_root`.
-    pub fn new(workspace_root: impl Into<PathBuf>) -> SandboxConfig {
+    /// The defaults for `workspace_root`, with clawsmith's state directory out of sight.
+    pub fn new(workspace_root: impl Into<PathBuf>, state_dir: StateDir) -> SandboxConfig {
         SandboxConfig {
             workspace_root: workspace_root.into(),
             default_timeout: DEFAULT_TIMEOUT,
@@ -183,9 +279,23 @@ impl SandboxConfig {
             limits: ResourceLimits::default(),
             env_allow: Vec::new(),
             extra_writable_roots: Vec::new(),
+            read_only_roots: Vec::new(),
             protected_paths: Vec::new(),
             hidden_paths: Vec::new(),
             home: None,
+            home_allow: DEFAULT_HOME_ALLOW
+                .iter()
+                .map(|entry| (*entry).to_owned())
+                .collect(),
+            runtime_dirs: crate::platform::RUNTIME_DIRS
+                .iter()
+                .map(PathBuf::from)
+                .chain(
+                    std::env::var_os("XDG_RUNTIME_DIR")
+                        .map(PathBuf::from)
+                        .filter(|dir| dir.is_absolute()),
+                )
+                .collect(),
             workspace_identity: None,
             workspace_writable: true,
             network_allowed: false,
@@ -193,7 +303,82 @@ impl SandboxConfig {
             temp_root: None,
             kernel_support: None,
             kill_grace: Duration::from_secs(2),
+            env_exact: Vec::new(),
+            state_dir,
         }
+    }
+
+    /// This configuration with the folders of the files that `words` (a program and its
+    /// arguments) name by absolute path bound read-only ([`read_only_roots`](Self::read_only_roots))
+    /// where the view would not show them — under `/tmp`, `/var/tmp` or the home directory: a
+    /// configured hook's or MCP server's own script stays visible. The home directory itself
+    /// (or a folder above it) is never bound, so a script directly in `~` is not seen: keep it
+    /// in a folder of its own. A state directory inside a bound folder stays covered.
+    pub fn seeing_code_of(mut self, words: &[String]) -> SandboxConfig {
+        let home = self.home_dir().and_then(|home| home.canonicalize().ok());
+        for word in words {
+            let file = std::path::Path::new(word);
+            if !file.is_absolute() || !file.is_file() {
+                continue;
+            }
+            let Some(folder) = file.parent().and_then(|parent| parent.canonicalize().ok()) else {
+                continue;
+            };
+            let out_of_sight = folder.starts_with("/tmp")
+                || folder.starts_with("/var/tmp")
+                || home.as_ref().is_some_and(|home| folder.starts_with(home));
+            let too_wide = ["/", "/tmp", "/var/tmp"]
+                .iter()
+                .any(|wide| folder == std::path::Path::new(wide))
+                || home.as_ref().is_some_and(|home| home.starts_with(&folder));
+            if out_of_sight && !too_wide && !self.read_only_roots.contains(&folder) {
+                self.read_only_roots.push(folder);
+            }
+        }
+        self
+    }
+
+    /// The state directory every process of this configuration is kept from.
+    pub fn state_dir(&self) -> &StateDir {
+        &self.state_dir
+    }
+
+    /// The configuration a process of `kind` runs under: this one, narrowed. Nothing of the
+    /// state directory, hidden and protected paths, home allowlist or limits is dropped; a
+    /// profile only takes rights away (writes, the network) or names a private folder.
+    pub fn for_process(&self, kind: ProcessKind) -> SandboxConfig {
+        let mut config = self.clone();
+        config.env_exact.clear();
+        match kind {
+            ProcessKind::Command => {}
+            ProcessKind::PluginTool { writes, network } => {
+                if !writes {
+                    config.workspace_writable = false;
+                    config.extra_writable_roots.clear();
+                }
+                config.network_allowed = self.network_allowed && network;
+            }
+            ProcessKind::Hook => {
+                config.workspace_writable = false;
+                config.extra_writable_roots.clear();
+                config.network_allowed = false;
+            }
+            ProcessKind::LanguageServer { cache } => {
+                config.workspace_writable = false;
+                config.extra_writable_roots = vec![cache];
+                config.network_allowed = false;
+            }
+            ProcessKind::McpServer {
+                writes,
+                network,
+                writable,
+            } => {
+                config.workspace_writable = writes;
+                config.extra_writable_roots = writable;
+                config.network_allowed = network;
+            }
+        }
+        config
     }
 
     /// The configured home, or `$HOME`.

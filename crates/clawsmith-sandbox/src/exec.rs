@@ -538,6 +538,14 @@ impl SpawnRequest<'_> {
             &temp_path,
             self.trace,
         );
+        // What the user listed for this process by name (an MCP server's API key) passes as the
+        // host has it; command profiles have none.
+        for name in &config.env_exact {
+            if let Some(value) = std::env::var_os(name) {
+                env.retain(|(existing, _)| existing != name.as_str());
+                env.push((name.into(), value));
+            }
+        }
         if pty {
             // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
             for (name, value) in &mut env {

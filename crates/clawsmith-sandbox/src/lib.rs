@@ -147,13 +147,14 @@ mod spare;
 mod tool;
 
 pub use config::{
-    DEFAULT_OUTPUT_CAP_BYTES, DEFAULT_OUTPUT_KILL_AFTER_BYTES, DEFAULT_TIMEOUT, KernelSupport,
-    MAX_TIMEOUT, ResourceLimits, SandboxConfig, SandboxPolicy,
+    DEFAULT_HOME_ALLOW, DEFAULT_OUTPUT_CAP_BYTES, DEFAULT_OUTPUT_KILL_AFTER_BYTES, DEFAULT_TIMEOUT,
+    KernelSupport, MAX_TIMEOUT, ProcessKind, ResourceLimits, SandboxConfig, SandboxPolicy,
+    StateDir,
 };
 pub use env::looks_secret;
 pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};
 pub use output::BoundedOutput;
-pub use piped::{PipedIo, PipedProcess, spawn_piped};
+pub use piped::{PipedIo, PipedProcess, argv_script, shell_quote, spawn_piped, spawn_piped_argv};
 pub use platform::SandboxReport;
 pub use service::{
     CommandExecutionService, CommandSnapshot, CommandState, DEFAULT_MAX_COMMANDS,

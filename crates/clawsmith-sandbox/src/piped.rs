@@ -97,6 +97,31 @@ pub fn spawn_piped(
     ))
 }
 
+/// Spawns `program` with `args` as [`spawn_piped`] does, without a shell in between: the
+/// script is `exec` of the quoted words, which the sandbox runs as one `exec` of the program.
+pub fn spawn_piped_argv(
+    config: &SandboxConfig,
+    program: &str,
+    args: &[String],
+) -> Result<(PipedProcess, PipedIo), RunError> {
+    spawn_piped(config, &argv_script(program, args))
+}
+
+/// `exec 'program' 'arg' …`: a script that runs exactly these words.
+pub fn argv_script(program: &str, args: &[String]) -> String {
+    let mut script = String::from("exec");
+    for word in std::iter::once(program).chain(args.iter().map(String::as_str)) {
+        script.push(' ');
+        script.push_str(&shell_quote(word));
+    }
+    script
+}
+
+/// `text` as one single-quoted shell word.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 impl PipedProcess {
     /// What the sandbox enforces for this process.
     pub fn report(&self) -> &SandboxReport {

@@ -9,10 +9,14 @@
 //!   `touch` and `chattr` outside fail with `EROFS`); the workspace (by the descriptor the session
 //!   holds, checked by device and inode) and the extra roots read-write; a private tmpfs `/tmp`
 //!   and `/dev/shm` (size-limited); a minimal `/dev` (null, zero, full, random, urandom, tty and
-//!   a new devpts instance); a fresh `/proc` of the PID namespace; the state dir, `$HOME` secrets
-//!   (`.ssh`, `.aws`, …), configured hidden paths and every pathname unix socket the host has
-//!   bound (`/proc/net/unix`) covered. The workspace's `.git` is bound onto itself (it cannot be
-//!   renamed or replaced) and its hooks, config and the other code-execution points read-only.
+//!   a new devpts instance); a fresh `/proc` of the PID namespace. The view is built from
+//!   allowlists: the home directory and the runtime folders (`/run`, `/var/tmp`,
+//!   `$XDG_RUNTIME_DIR`, …) are empty tmpfs mounts with only the allowlisted home entries (and
+//!   the resolver's file) bound back read-only; the state dir, credential files inside the
+//!   allowlisted entries, configured hidden paths, host files only clawsmith's root may read
+//!   (by mode) and every pathname unix socket the host has bound (`/proc/net/unix`) are
+//!   covered. The workspace's `.git` is bound onto itself (it cannot be renamed or replaced)
+//!   and its hooks, config and the other code-execution points read-only.
 //! - **Second walls**: all capabilities dropped, `no_new_privs`, Landlock (reads on `/`, writes
 //!   only beneath the writable roots, the private `/tmp` and `/dev`, no device ioctls outside
 //!   `/dev`), seccomp (no `TIOCSTI`/`TIOCLINUX`, no device `mknod`, no keyring, no mount API, no
@@ -50,7 +54,10 @@ const HOST_VIEW_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/de
 /// Device files bound into the built `/dev`.
 const VIEW_DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
-/// Secrets under `$HOME` no command sees (covered in the view; absent ones are skipped).
+/// Credential files that stay covered inside home entries the view binds back
+/// ([`SandboxConfig::home_allow`]): a user who allows `.config` or `.cargo` still does not hand
+/// commands `gh`'s token or cargo's registry credentials. Everything else under `$HOME` that is
+/// not allowlisted is out of sight whatever its name.
 pub const HIDDEN_HOME_PATHS: &[&str] = &[
     ".ssh",
     ".aws",
@@ -58,7 +65,10 @@ pub const HIDDEN_HOME_PATHS: &[&str] = &[
     ".config/gcloud",
     ".config/gh",
     ".config/hub",
+    ".config/git/credentials",
+    ".config/containers/auth.json",
     ".config/clawsmith",
+    ".claude/.credentials.json",
     ".kube",
     ".docker",
     ".gnupg",
@@ -69,8 +79,11 @@ pub const HIDDEN_HOME_PATHS: &[&str] = &[
     ".git-credentials",
     ".npmrc",
     ".pypirc",
+    ".pgpass",
+    ".vault-token",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    ".gem/credentials",
     ".bash_history",
     ".zsh_history",
     ".python_history",
@@ -81,18 +94,29 @@ pub const HIDDEN_HOME_PATHS: &[&str] = &[
     ".lesshst",
 ];
 
-/// Host files only root may read that a root command would still read as their owner (a user
-/// namespace maps root to itself): covered too. Host ssh keys are added by name
-/// (`/etc/ssh/ssh_host_*_key`).
-pub const HIDDEN_SYSTEM_PATHS: &[&str] = &[
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/security/opasswd",
+/// Host folders of runtime state — daemons' sockets, other sessions' files — shown empty in the
+/// built view (a socket bound there later cannot appear either), with only what commands need
+/// bound back (the resolver's configuration when `/etc/resolv.conf` leads there).
+/// `$XDG_RUNTIME_DIR` joins them ([`SandboxConfig::runtime_dirs`]). `/tmp`, `/dev/shm` and `/dev/pts` are private per command.
+pub const RUNTIME_DIRS: &[&str] = &["/run", "/var/run", "/var/lock", "/var/tmp"];
+
+/// Where the view looks, when clawsmith runs as root, for host files and folders that only
+/// root may read (decided by their mode): a root command, holding no capability, would still
+/// read them as their owner. The home directory and the runtime folders are covered whole.
+const ROOT_ONLY_SCAN: &[&str] = &[
+    "/etc",
+    "/var",
+    "/opt",
+    "/srv",
+    "/usr/local",
+    "/boot",
+    "/root",
+    "/mnt",
+    "/media",
 ];
+
+/// Entries the root-only scan looks at, at most; beyond, the report says the scan was cut.
+const ROOT_ONLY_SCAN_MAX: usize = 50_000;
 
 /// Paths inside a repository's git dir that make git run code or point it elsewhere; bound
 /// read-only when they exist.
@@ -301,7 +325,11 @@ fn build_world(
         spare: None,
     });
 
-    let extra = writable.len() - 1;
+    let extra = config
+        .extra_writable_roots
+        .iter()
+        .filter(|root| root.exists())
+        .count();
     let workspace = if config.workspace_writable {
         "the workspace"
     } else {
@@ -312,7 +340,8 @@ fn build_world(
         confined: true,
         filesystem: format!(
             "namespaces (user, mount, pid, ipc{}); read-only host; writable: {workspace}{}, a \
-             private /tmp and /dev/shm; secrets and unix sockets hidden; landlock v{abi}, seccomp, \
+             private /tmp and /dev/shm; home and runtime folders empty but for the allowlist; \
+             root-only files, secrets and unix sockets hidden; landlock v{abi}, seccomp, \
              no capabilities",
             if config.network_allowed { "" } else { ", net" },
             if extra > 0 {
@@ -416,10 +445,15 @@ fn prepared(view: BaseView) -> Result<Arc<BaseNamespaces>, Unavailable> {
     Ok(base)
 }
 
-/// The workspace first, then the extra roots that exist (canonical).
+/// The workspace first, then the extra roots that exist (canonical), then the read-only roots
+/// (bound like the others, then made read-only: see `view`).
 fn writable_roots(config: &SandboxConfig, workspace: &Path) -> Vec<PathBuf> {
     let mut writable = vec![workspace.to_path_buf()];
-    for root in &config.extra_writable_roots {
+    for root in config
+        .extra_writable_roots
+        .iter()
+        .chain(&config.read_only_roots)
+    {
         if let Ok(real) = root.canonicalize()
             && !writable.contains(&real)
         {
@@ -445,13 +479,131 @@ fn staged(staging: &Path, path: &Path) -> PathBuf {
     staging.join(relative)
 }
 
-/// Whether a host path can be seen in the built view (the private `/tmp`, `/dev` and `/proc`
-/// hide the host's, except where a writable root is bound back in).
-fn visible(path: &Path, writable: &[PathBuf]) -> bool {
-    writable.iter().any(|root| path.starts_with(root))
-        || !["/tmp", "/dev", "/proc"]
+/// Host folders a built view shows empty, and what it binds back into them.
+#[derive(Debug, Default)]
+struct Covers {
+    /// Canonical host directories covered by an empty tmpfs (the home directory and the
+    /// runtime folders), outermost only.
+    dirs: Vec<PathBuf>,
+    /// `(host source, path in the view, whether it is a directory)` bound back read-only into
+    /// one of `dirs`: the allowlisted home entries, the resolver's configuration.
+    allowed: Vec<(PathBuf, PathBuf, bool)>,
+}
+
+/// The empty folders of the view and what is bound back into them, from the configuration and
+/// the host as it is now. A home directory inside a writable root is not among them: [`hidden`]
+/// covers it whole after the root is bound.
+fn covers(config: &SandboxConfig, writable: &[PathBuf]) -> Covers {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let runtime = config.runtime_dirs.iter().cloned();
+    let home = config.home_dir().and_then(|home| home.canonicalize().ok());
+    let home = home.filter(|home| {
+        home_can_be_covered(home) && !writable.iter().any(|root| home.starts_with(root))
+    });
+    for dir in runtime.chain(home.clone()) {
+        let Ok(real) = dir.canonicalize() else {
+            continue;
+        };
+        if real.is_dir() && real != Path::new("/") && !dirs.contains(&real) {
+            dirs.push(real);
+        }
+    }
+    let outer = dirs.clone();
+    dirs.retain(|dir| !outer.iter().any(|o| o != dir && dir.starts_with(o)));
+    let under_cover = |path: &Path| dirs.iter().any(|dir| path.starts_with(dir));
+    let mut allowed = Vec::new();
+    if let Some(home) = home.as_ref().filter(|home| under_cover(home)) {
+        for entry in &config.home_allow {
+            let relative = Path::new(entry);
+            if !relative
+                .components()
+                .all(|part| matches!(part, Component::Normal(_)))
+            {
+                continue;
+            }
+            let in_view = home.join(relative);
+            let Ok(real) = in_view.canonicalize() else {
+                continue;
+            };
+            // An entry that is a link leading back into a covered folder (`~/.cache/pip ->
+            // ~/.ssh`) would uncover what the allowlist leaves out: not bound.
+            if real != in_view && under_cover(&real) {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(&real) else {
+                continue;
+            };
+            if meta.is_dir() || meta.is_file() {
+                allowed.push((real, in_view, meta.is_dir()));
+            }
+        }
+    }
+    if let Ok(resolver) = Path::new("/etc/resolv.conf").canonicalize()
+        && under_cover(&resolver)
+        && resolver.is_file()
+    {
+        allowed.push((resolver.clone(), resolver, false));
+    }
+    Covers { dirs, allowed }
+}
+
+/// Whether a home directory may be shown empty: not `/` and not a folder of the system itself
+/// (a service account's home can be `/var/lib/…`, never `/usr` or `/etc`).
+fn home_can_be_covered(home: &Path) -> bool {
+    const SYSTEM: &[&str] = &[
+        "/", "/usr", "/etc", "/var", "/opt", "/bin", "/sbin", "/lib", "/lib64", "/srv", "/tmp",
+        "/proc", "/dev", "/sys", "/run",
+    ];
+    !SYSTEM.iter().any(|system| home == Path::new(system))
+        && !home.starts_with("/usr")
+        && !home.starts_with("/etc")
+}
+
+/// What of the host a built view shows.
+struct Sight<'a> {
+    writable: &'a [PathBuf],
+    covers: &'a Covers,
+}
+
+impl Sight<'_> {
+    /// Where a host path appears in the view: under the allowlisted home entry bound from the
+    /// folder it lies in, else at itself.
+    fn in_view(&self, path: &Path) -> PathBuf {
+        self.covers
+            .allowed
+            .iter()
+            .find_map(|(source, in_view, _)| {
+                path.strip_prefix(source).ok().map(|rest| {
+                    if rest.as_os_str().is_empty() {
+                        in_view.clone()
+                    } else {
+                        in_view.join(rest)
+                    }
+                })
+            })
+            .unwrap_or_else(|| path.to_path_buf())
+    }
+
+    /// Whether a host path can be seen in the built view: the private `/tmp`, `/dev` and
+    /// `/proc` hide the host's and the covered folders show only what is bound back, except
+    /// where a writable root is bound in.
+    fn shows(&self, path: &Path) -> bool {
+        if self.writable.iter().any(|root| path.starts_with(root)) {
+            return true;
+        }
+        if ["/tmp", "/dev", "/proc"]
             .iter()
             .any(|hidden| path.starts_with(hidden))
+        {
+            return false;
+        }
+        !self.covers.dirs.iter().any(|dir| path.starts_with(dir))
+            || self
+                .covers
+                .allowed
+                .iter()
+                .any(|(source, _, _)| path.starts_with(source))
+    }
 }
 
 fn cstring(text: &str) -> Result<CString, Unavailable> {
@@ -549,7 +701,16 @@ fn view(
         base_read_only.push(at(target.workspace)?);
         protected_names.push("the workspace".to_owned());
     }
-    for path in &config.protected_paths {
+    let state = match config.state_dir() {
+        crate::config::StateDir::At(state) => Some(state),
+        crate::config::StateDir::NotKept => None,
+    };
+    for path in config
+        .protected_paths
+        .iter()
+        .chain(&config.read_only_roots)
+        .chain(state)
+    {
         let Ok(real) = path.canonicalize() else {
             continue;
         };
@@ -603,8 +764,47 @@ fn view(
         }
     }
 
-    let (hidden_dirs, hidden_files, hidden_identities) = hidden(config, writable, &at)?;
+    let covers = covers(config, writable);
+    if covers.allowed.len() > child::ALLOWED_MAX {
+        return Err(Unavailable(format!(
+            "more than {} home_allow entries exist; name fewer",
+            child::ALLOWED_MAX
+        )));
+    }
+    let mut empty_mkdirs: Vec<CString> = Vec::new();
+    let mut allowed = Vec::new();
+    for (source, in_view, is_dir) in &covers.allowed {
+        let Some(cover) = covers.dirs.iter().find(|dir| in_view.starts_with(dir)) else {
+            continue;
+        };
+        let mut prefix = cover.clone();
+        let parents = in_view
+            .parent()
+            .and_then(|parent| parent.strip_prefix(cover).ok());
+        for component in parents.into_iter().flat_map(Path::components) {
+            prefix.push(component);
+            let dir = at(&prefix)?;
+            if !empty_mkdirs.contains(&dir) {
+                empty_mkdirs.push(dir);
+            }
+        }
+        allowed.push((cpath(source)?, at(in_view)?, *is_dir));
+        identity(source);
+    }
+    let mut empty_dirs = covers
+        .dirs
+        .iter()
+        .map(|dir| at(dir))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sight = Sight {
+        writable,
+        covers: &covers,
+    };
+    let (hidden_dirs, hidden_files, hidden_identities, emptied) = hidden(config, &sight, &at)?;
     identities.extend(hidden_identities);
+    // Parents before the folders inside them.
+    empty_dirs.extend(emptied);
+    empty_dirs.sort_by_key(|dir| dir.as_bytes().len());
     let base = BaseView {
         staging: cpath(staging)?,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
@@ -614,6 +814,9 @@ fn view(
         identity: target.identity,
         writable: writable_pairs,
         mkdirs,
+        empty_dirs,
+        empty_mkdirs,
+        allowed,
         tmp: at(Path::new("/tmp"))?,
         dev: (at(Path::new("/dev"))?, cstring("size=64k,mode=0755")?),
         devices,
@@ -641,39 +844,38 @@ fn view(
     Ok((base, view, protected_names))
 }
 
-/// Directories and files to cover, and the `(st_dev, st_ino)` of each (directories first).
-type Hidden = (Vec<CString>, Vec<CString>, Vec<(u64, u64)>);
+/// Directories and files to cover, the `(st_dev, st_ino)` of each (directories first), and the
+/// hidden directories that hold a writable root (shown empty, the root bound in).
+type Hidden = (Vec<CString>, Vec<CString>, Vec<(u64, u64)>, Vec<CString>);
 
-/// Directories and files to cover: `$HOME` secrets, the configured hidden paths, and every
-/// pathname unix socket the host has bound.
+/// Directories and files to cover: credential files inside the allowlisted home entries, the
+/// configured hidden paths, what only clawsmith's user may read in the host's system folders
+/// (when that user is root), and every pathname unix socket the host has bound.
 fn hidden(
     config: &SandboxConfig,
-    writable: &[PathBuf],
+    sight: &Sight<'_>,
     at: &dyn Fn(&Path) -> Result<CString, Unavailable>,
 ) -> Result<Hidden, Unavailable> {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(home) = config.home_dir() {
-        // One listing of `$HOME` says which secrets can be there at all: most are absent, and a
-        // stat each was most of this function's time in a profile of a spawn.
-        let names: Option<std::collections::HashSet<std::ffi::OsString>> = std::fs::read_dir(&home)
-            .ok()
-            .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect());
-        candidates.extend(
-            HIDDEN_HOME_PATHS
-                .iter()
-                .filter(|name| {
-                    let first = name.split('/').next().unwrap_or(name);
-                    names
-                        .as_ref()
-                        .is_none_or(|names| names.contains(std::ffi::OsStr::new(first)))
-                })
-                .map(|name| home.join(name)),
-        );
+        // A home inside a writable root is bound with it: covered whole (the workspace itself
+        // is never covered, so a home that is the workspace keeps only the names below hidden).
+        if sight
+            .writable
+            .iter()
+            .any(|root| home.starts_with(root) && home != *root)
+        {
+            candidates.push(home.clone());
+        }
+        candidates.extend(HIDDEN_HOME_PATHS.iter().map(|name| home.join(name)));
+    }
+    if let crate::config::StateDir::At(state) = config.state_dir() {
+        candidates.push(state.clone());
     }
     candidates.extend(config.hidden_paths.iter().cloned());
-    candidates.extend(HIDDEN_SYSTEM_PATHS.iter().map(PathBuf::from));
-    candidates.extend(host_ssh_keys());
+    candidates.extend(root_only_paths(sight.covers).iter().cloned());
     candidates.extend(host_unix_sockets());
+    let mut emptied: Vec<CString> = Vec::new();
     // (staged path, (st_dev, st_ino)) of each.
     let mut dirs: Vec<(CString, (u64, u64))> = Vec::new();
     let mut files: Vec<(CString, (u64, u64))> = Vec::new();
@@ -692,11 +894,18 @@ fn hidden(
         let Some(real) = real else {
             continue;
         };
-        if !visible(&real, writable) || real == Path::new("/") {
+        if !sight.shows(&real) || real == Path::new("/") {
             continue;
         }
-        // A workspace inside a hidden directory stays usable: hide what is not the workspace.
-        if writable.iter().any(|root| root.starts_with(&real)) {
+        // A workspace inside a hidden directory stays usable: the directory is shown empty
+        // with the writable roots bound in.
+        if sight.writable.iter().any(|root| root.starts_with(&real)) {
+            if first.is_dir() || std::fs::metadata(&real).is_ok_and(|meta| meta.is_dir()) {
+                let staged_dir = at(&real)?;
+                if !emptied.contains(&staged_dir) {
+                    emptied.push(staged_dir);
+                }
+            }
             continue;
         }
         // A path that is already its real path (never a symlink) names what the first stat
@@ -709,7 +918,7 @@ fn hidden(
             };
             meta
         };
-        let entry = (at(&real)?, (meta.dev(), meta.ino()));
+        let entry = (at(&sight.in_view(&real))?, (meta.dev(), meta.ino()));
         if meta.is_dir() {
             if !dirs.iter().any(|(path, _)| *path == entry.0) {
                 dirs.push(entry);
@@ -741,6 +950,7 @@ fn hidden(
         dirs.into_iter().map(|(path, _)| path).collect(),
         files.into_iter().map(|(path, _)| path).collect(),
         identities,
+        emptied,
     ))
 }
 
@@ -776,20 +986,97 @@ impl RealParents {
     }
 }
 
-/// The host's private ssh keys (`/etc/ssh/ssh_host_*_key`).
-fn host_ssh_keys() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir("/etc/ssh") else {
-        return Vec::new();
+/// Host files and folders under [`ROOT_ONLY_SCAN`] that clawsmith's user may read only as
+/// their owner or group — not readable by others, decided by mode, whatever their name
+/// (`/etc/shadow`, `/etc/ssl/private`, host ssh keys, `/var/lib/private`) — when that user is
+/// root; empty otherwise (other users' files are guarded by their modes already, and the
+/// user's own live in the covered home directory). A folder is covered whole and not entered
+/// (one holding a writable root is shown empty with the root bound in: [`hidden`]). Scanned at
+/// most once per
+/// [`BASE_MAX_AGE`] and [`ROOT_ONLY_SCAN_MAX`] entries.
+fn root_only_paths(covers: &Covers) -> Arc<Vec<PathBuf>> {
+    type Scan = Option<(std::time::Instant, Arc<Vec<PathBuf>>)>;
+    static SCAN: Mutex<Scan> = Mutex::new(None);
+    if !nix::unistd::getuid().is_root() {
+        return Arc::new(Vec::new());
+    }
+    let mut kept = SCAN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, paths)) = kept.as_ref()
+        && at.elapsed() < BASE_MAX_AGE
+    {
+        return Arc::clone(paths);
+    }
+    let paths = Arc::new(scan_root_only(covers));
+    *kept = Some((std::time::Instant::now(), Arc::clone(&paths)));
+    paths
+}
+
+fn scan_root_only(covers: &Covers) -> Vec<PathBuf> {
+    let groups: Vec<u32> = std::iter::once(nix::unistd::getgid().as_raw())
+        .chain(
+            nix::unistd::getgroups()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|gid| gid.as_raw()),
+        )
+        .collect();
+    let uid = nix::unistd::getuid().as_raw();
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    // Root by root, in the order listed (`/etc` first): a budget spent in a large tree leaves
+    // the small system folders scanned.
+    let roots = ROOT_ONLY_SCAN
+        .iter()
+        .map(PathBuf::from)
+        .filter(|root| !covers.dirs.iter().any(|dir| root.starts_with(dir)));
+    for root in roots {
+        let mut stack = vec![root];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                seen += 1;
+                if seen > ROOT_ONLY_SCAN_MAX {
+                    return found;
+                }
+                let Ok(meta) = entry.metadata() else {
+                    continue;
+                };
+                let path = entry.path();
+                if covers.dirs.iter().any(|dir| path.starts_with(dir)) {
+                    continue;
+                }
+                if only_we_may(&meta, uid, &groups) {
+                    found.push(path);
+                } else if meta.is_dir() {
+                    stack.push(path);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether `meta` gives the user `uid` (in `groups`) a right others lack: reading a file,
+/// connecting to a socket, listing or entering a folder. Links are never followed.
+fn only_we_may(meta: &std::fs::Metadata, uid: u32, groups: &[u32]) -> bool {
+    let mode = meta.mode();
+    let ours = if meta.uid() == uid {
+        (mode >> 6) & 0o7
+    } else if groups.contains(&meta.gid()) {
+        (mode >> 3) & 0o7
+    } else {
+        return false;
     };
-    entries
-        .flatten()
-        .filter(|entry| {
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("ssh_host_") && name.ends_with("_key")
-        })
-        .map(|entry| entry.path())
-        .collect()
+    let others = mode & 0o7;
+    let rights = match meta.file_type() {
+        kind if kind.is_dir() => 0o5,
+        kind if kind.is_file() => 0o4,
+        kind if kind.is_socket() => 0o2,
+        _ => return false,
+    };
+    ours & !others & rights != 0
 }
 
 /// Paths of the pathname unix sockets bound in the host's network namespace.

@@ -707,7 +707,7 @@ mod tests {
 
     impl Fixture {
         fn config(&self) -> SandboxConfig {
-            let mut config = SandboxConfig::new(&self.workspace);
+            let mut config = SandboxConfig::new(&self.workspace, crate::config::StateDir::NotKept);
             config.temp_root = Some(self.dir.path().join("tmp"));
             let meta = std::fs::metadata(&self.workspace).unwrap();
             config.workspace_identity = Some((meta.dev(), meta.ino()));
@@ -1506,7 +1506,7 @@ mod tests {
         enable();
         run(&config, "true", None).await;
         spare_ready(&config).await;
-        let socket = fixture.dir.path().join("outside/agent.sock");
+        let socket = fixture.workspace.join("agent.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         let before = started();
         let probe = format!(

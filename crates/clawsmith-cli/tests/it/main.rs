@@ -5,6 +5,7 @@ mod call_exit;
 mod command_undo;
 mod commands;
 mod concurrency;
+mod confinement;
 mod demo;
 mod hostile_state;
 mod human;

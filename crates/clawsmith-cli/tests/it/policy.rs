@@ -367,6 +367,16 @@ fn invalid_configuration_is_refused_at_start_with_file_line_and_reason() {
             "timeout_seconds must be at least 1",
         ),
         ("[sandbox]\ntimeout = 5\n", "2:1", "unknown field `timeout`"),
+        (
+            "[sandbox]\nhome_allow = [\"../.ssh\"]\n",
+            "2:15",
+            "must be a path inside the home directory",
+        ),
+        (
+            "[sandbox]\nhome_allow = [\"/root/.ssh\"]\n",
+            "2:15",
+            "must be a path inside the home directory",
+        ),
         ("mode = ", "1:8", ""),
     ];
     for (text, place, message) in table {

@@ -716,7 +716,10 @@ fn core_with_background_commands(
     std::sync::Arc<clawsmith_sandbox::CommandExecutionService>,
     clawsmith_core::AgentCore,
 ) {
-    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(
+        &fixture.workspace,
+        clawsmith_sandbox::StateDir::NotKept,
+    );
     let service = std::sync::Arc::new(
         clawsmith_sandbox::CommandExecutionService::new(clawsmith_sandbox::ServiceConfig::new(
             sandbox,

@@ -75,7 +75,7 @@ async fn command_hook_table() {
     for (script, status, code, shows) in cases {
         let hook = sh("h", script).with_timeout(Duration::from_millis(300));
         let session = fixture
-            .core(|config| config.hooks.push(Arc::new(hook)))
+            .core(|config| config.command_hooks.push(hook))
             .open_session(None)
             .unwrap();
         let result = one(&session, "read_file", r#"{"path": "a.txt"}"#).await;
@@ -88,7 +88,7 @@ async fn command_hook_table() {
     }
     let missing = CommandHook::new("gone", "/nonexistent/hook", vec![]);
     let session = fixture
-        .core(|config| config.hooks.push(Arc::new(missing)))
+        .core(|config| config.command_hooks.push(missing))
         .open_session(None)
         .unwrap();
     let result = one(&session, "read_file", r#"{"path": "a.txt"}"#).await;
@@ -96,18 +96,16 @@ async fn command_hook_table() {
     assert!(result.content.contains("could not be started"));
 }
 
+/// The hook's input, as the hook saw it: the hook denies with its whole stdin as the reason.
 #[tokio::test]
 async fn command_hook_sees_normalized_facts() {
     let fixture = Fixture::new();
-    let seen = fixture.dir.path().join("seen.json");
-    let script = format!(
-        r#"cat > '{}'; echo '{{"decision":"allow"}}'"#,
-        seen.display()
-    );
+    let script = "python3 -c 'import json, sys; print(json.dumps({\"decision\": \"deny\", \
+                  \"reason\": sys.stdin.read()}))'";
     let session = fixture
         .core(|config| {
             config.policy = PermissionPolicy::new(PermissionMode::AcceptEdits);
-            config.hooks.push(Arc::new(sh("spy", &script)));
+            config.command_hooks.push(sh("spy", script));
         })
         .open_session(None)
         .unwrap();
@@ -117,8 +115,13 @@ async fn command_hook_sees_normalized_facts() {
         r#"{"path": "n.txt", "content": "x"}"#,
     )
     .await;
-    assert_status(&result, ToolStatus::Success, None);
-    let input: serde_json::Value = serde_json::from_slice(&std::fs::read(&seen).unwrap()).unwrap();
+    assert_status(&result, ToolStatus::Denied, Some("hook_denied"));
+    let start = result.content.find("{\"").expect("the input in the reason");
+    let input: serde_json::Value = serde_json::Deserializer::from_str(&result.content[start..])
+        .into_iter()
+        .next()
+        .unwrap()
+        .unwrap();
     assert_eq!(input["toolName"], "write_file");
     assert_eq!(input["risk"], "workspace-write");
     assert_eq!(input["sideEffect"], true);
@@ -130,6 +133,43 @@ async fn command_hook_sees_normalized_facts() {
             .contains(&"filesystem.write".into())
     );
     assert_eq!(input["sessionId"], session.id());
+}
+
+/// A hook runs confined by the core's hook profile: the state database is out of sight, the
+/// workspace and everything outside it read-only. Each row is an attempt the
+/// hook makes; it allows the call only when the attempt failed.
+#[tokio::test]
+async fn command_hooks_run_confined() {
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "alpha\n");
+    let attempts = [
+        (
+            "read the state database",
+            format!("head -c 16 '{}'", fixture.db.display()),
+        ),
+        (
+            "write the workspace",
+            format!("echo x > '{}/planted'", fixture.workspace.display()),
+        ),
+    ];
+    for (what, attempt) in attempts {
+        let script = format!(
+            "cat >/dev/null; if {attempt} >/dev/null 2>&1; then echo \
+             '{{\"decision\":\"deny\",\"reason\":\"ESCAPED\"}}'; else echo '{{\"decision\":\"allow\"}}'; fi"
+        );
+        let session = fixture
+            .core(|config| config.command_hooks.push(sh("jail", &script)))
+            .open_session(None)
+            .unwrap();
+        let result = one(&session, "read_file", r#"{"path": "a.txt"}"#).await;
+        assert_status(&result, ToolStatus::Success, None);
+        assert!(
+            !result.content.contains("ESCAPED"),
+            "{what}: {}",
+            result.content
+        );
+    }
+    assert!(!fixture.workspace.join("planted").exists());
 }
 
 struct AskHook;

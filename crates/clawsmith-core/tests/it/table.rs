@@ -194,7 +194,10 @@ fn a_session_of_another_workspace_is_refused() {
 #[test]
 fn a_command_service_adds_its_eight_tools() {
     let fixture = Fixture::new();
-    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(
+        &fixture.workspace,
+        clawsmith_sandbox::StateDir::NotKept,
+    );
     let service = clawsmith_sandbox::CommandExecutionService::new(
         clawsmith_sandbox::ServiceConfig::new(sandbox, fixture.dir.path().join("logs")),
     )
@@ -228,7 +231,10 @@ fn a_command_service_adds_its_eight_tools() {
 #[test]
 fn every_shipped_schema_compiles() {
     let fixture = Fixture::new();
-    let sandbox = clawsmith_sandbox::SandboxConfig::new(&fixture.workspace);
+    let sandbox = clawsmith_sandbox::SandboxConfig::new(
+        &fixture.workspace,
+        clawsmith_sandbox::StateDir::NotKept,
+    );
     let service = clawsmith_sandbox::CommandExecutionService::new(
         clawsmith_sandbox::ServiceConfig::new(sandbox, fixture.dir.path().join("logs")),
     )

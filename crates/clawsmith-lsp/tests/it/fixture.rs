@@ -6,12 +6,13 @@ use serde_json::json;
 
 use crate::{Harness, installed_or_skip};
 
-/// The fixture server's script, copied where the confined server can read it: the sandbox
-/// hides the host's `/tmp`, and a checkout may live there (CI clones anywhere).
+/// The fixture server's script, copied into a folder of its own (the confined server sees a
+/// configured server's own folder, read-only, wherever it is).
 fn script() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        let dir = std::path::Path::new("/var/tmp");
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lsp-fixture");
+        std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("clawsmith-lsp-test-fake_lsp.py");
         let partial = dir.join(format!(
             "clawsmith-lsp-test-fake_lsp.py.{}",
@@ -218,7 +219,7 @@ fn the_usual_servers_on_path_are_looked_up_at_first_use_not_at_construction() {
     let service = LspService::new(
         LspConfig::default(),
         &workspace,
-        SandboxConfig::new(&workspace),
+        SandboxConfig::new(&workspace, clawsmith_sandbox::StateDir::NotKept),
         dir.path().join("state/lsp-cache"),
         ServiceOptions::default(),
     )

@@ -57,7 +57,7 @@ impl Harness {
             LspService::new(
                 config,
                 &workspace,
-                SandboxConfig::new(&workspace),
+                SandboxConfig::new(&workspace, clawsmith_sandbox::StateDir::NotKept),
                 dir.path().join("state/lsp-cache"),
                 options,
             )

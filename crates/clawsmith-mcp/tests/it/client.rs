@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use clawsmith_core::sandbox::{SandboxConfig, StateDir};
 use clawsmith_core::{ExtensionTool, NullSink};
 use clawsmith_mcp::{McpConfig, McpError, McpServerConfig, McpStartup, connect_servers, tool_name};
 use clawsmith_protocol::{Risk, ToolCall, ToolStatus};
@@ -17,6 +18,14 @@ use crate::support::{CoreSpec, TestClient, assert_outcome, connect, setup, text}
 type RiskCase = (Option<&'static [&'static str]>, Option<Risk>, Risk);
 
 const FIXTURE: &str = env!("CARGO_BIN_EXE_clawsmith-mcp-fixture");
+
+/// The host's sandbox policy the servers are confined by: a workspace under the target
+/// directory, no state directory.
+fn sandbox() -> SandboxConfig {
+    let workspace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    SandboxConfig::new(workspace, StateDir::NotKept)
+}
 
 fn fixture(capabilities: Option<&[&str]>, risk: Option<Risk>) -> McpServerConfig {
     let mut config = McpConfig::from_toml_str(&format!(
@@ -34,7 +43,7 @@ async fn connect_fixture(capabilities: Option<&[&str]>, risk: Option<Risk>) -> V
     let config = McpConfig {
         mcp_servers: vec![fixture(capabilities, risk)],
     };
-    let startup = connect_servers(&config).await;
+    let startup = connect_servers(&config, &sandbox()).await;
     assert!(startup.problems.is_empty(), "{:?}", startup.problems);
     startup.tools
 }
@@ -327,9 +336,12 @@ async fn a_server_that_cannot_start_is_reported_and_left_out() {
     let mut not_mcp = fixture(None, None);
     not_mcp.name = "not-mcp".to_owned();
     not_mcp.command = "/bin/true".to_owned();
-    let startup = connect_servers(&McpConfig {
-        mcp_servers: vec![missing, fixture(None, None), not_mcp],
-    })
+    let startup = connect_servers(
+        &McpConfig {
+            mcp_servers: vec![missing, fixture(None, None), not_mcp],
+        },
+        &sandbox(),
+    )
     .await;
     let [spawn, connect] = &startup.problems[..] else {
         panic!("two problems: {:?}", startup.problems)
@@ -461,9 +473,12 @@ async fn connect_all(servers: Vec<McpServerConfig>) -> McpStartup {
     let config = McpConfig {
         mcp_servers: servers,
     };
-    tokio::time::timeout(Duration::from_secs(120), connect_servers(&config))
-        .await
-        .expect("start-up finished (harness deadline)")
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        connect_servers(&config, &sandbox()),
+    )
+    .await
+    .expect("start-up finished (harness deadline)")
 }
 
 #[tokio::test]
@@ -707,17 +722,31 @@ async fn a_server_flooding_requests_stalls_its_own_connection_not_this_process()
 async fn servers_start_together_so_start_up_waits_for_the_slowest_not_the_sum() {
     // Two servers that each wait for the other to exist before answering: started one after
     // the other, the first would time out.
+    // They meet in a folder they write: confined, a server writes only what its entry names.
     let dir = tempfile::tempdir().unwrap();
-    let rendezvous = |own: &str, other: &str| {
+    let rendezvous = |own: &str, other: &str, writable: bool| {
         let mut server = fixture(None, None);
         server.name = own.to_owned();
         server.args = ["rendezvous", &dir.path().to_string_lossy(), own, other]
             .map(str::to_owned)
             .to_vec();
         server.startup_timeout_ms = Some(5000);
+        if writable {
+            server.writable = vec![dir.path().to_path_buf()];
+        }
         server
     };
-    let startup = connect_all(vec![rendezvous("a", "b"), rendezvous("b", "a")]).await;
+    // Without the key, each fails, and the report names the keys that loosen it.
+    let refused = connect_all(vec![rendezvous("a", "b", false)]).await;
+    let [problem] = &refused.problems[..] else {
+        panic!("one problem: {:?}", refused.problems)
+    };
+    assert!(
+        problem.to_string().contains("it runs confined")
+            && problem.to_string().contains("`writable = [...]`"),
+        "{problem}"
+    );
+    let startup = connect_all(vec![rendezvous("a", "b", true), rendezvous("b", "a", true)]).await;
     assert!(startup.problems.is_empty(), "{:?}", startup.problems);
     let names = tool_names(&startup);
     assert_eq!(names.len(), 10, "{names:?}");

@@ -44,7 +44,7 @@ fn core_config(fixture: &Fixture, set: &PluginSet) -> CoreConfig {
     let store = Arc::new(Store::open(fixture.dir.path().join("state.db")).unwrap());
     let mut config = CoreConfig::new(&fixture.workspace, store);
     config.policy = PermissionPolicy::new(PermissionMode::Full);
-    config.sandbox = SandboxConfig::new(&fixture.workspace);
+    config.sandbox = SandboxConfig::new(&fixture.workspace, clawsmith_sandbox::StateDir::NotKept);
     config.extension_tools = set.extension_tools(&config.sandbox);
     config
 }
@@ -299,7 +299,7 @@ async fn a_plugin_hook_is_consulted_and_a_deferred_tool_waits_for_search() {
     let mut config = CoreConfig::new(&fixture.workspace, store);
     config.policy = PermissionPolicy::new(PermissionMode::Full);
     config.extension_tools = set.extension_tools(&config.sandbox);
-    config.hooks = set.hooks();
+    config.command_hooks = set.hooks();
     let core = AgentCore::new(config).unwrap();
 
     let hidden = core.tools().get("kit__hidden").unwrap();

@@ -101,7 +101,7 @@ struct Row {
 const INIT_PROBE: &str = include_str!("../data/init_probe.py");
 
 /// The table. `outside` is a throwaway directory beside the workspace, `secret` a file in it.
-fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row> {
+fn table(fixture: &Fixture, home: &Path, state: &Path, runtime: &Path, host_pid: u32) -> Vec<Row> {
     let outside = fixture.outside.display().to_string();
     let shm_name = format!("clawsmith-attack-{}", std::process::id());
     let python = if Path::new("/usr/bin/python3").exists() {
@@ -160,7 +160,8 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
             script: format!(
                 "cat {home}/.aws/credentials {home}/.ssh/id_ed25519 {home}/.netrc \
                  {home}/.bash_history; ls -a {home}/.ssh; cat {state}/clawsmith.db; cat \
-                 /etc/shadow /etc/gshadow; cat /etc/ssh/ssh_host_*_key",
+                 /etc/shadow /etc/gshadow; cat /etc/ssh/ssh_host_*_key /etc/ssl/private/*.key; ls \
+                 /etc/ssl/private",
                 home = home.display(),
                 state = state.display()
             ),
@@ -239,6 +240,34 @@ fn table(fixture: &Fixture, home: &Path, state: &Path, host_pid: u32) -> Vec<Row
             ),
             output_must_not_contain: &["LEFTOVER-IPC"],
         },
+        Row {
+            name: "12 the home directory is an allowlist: secrets under any name are out of sight",
+            script: format!(
+                "cd {home}; cat .pgpass .config/git/credentials .claude/.credentials.json \
+                 .config/containers/auth.json .vault-token .unlisted/anything \
+                 .cargo/credentials.toml; ls -a . .config .cargo; cat .cargo/bin/tool",
+                home = home.display()
+            ),
+            output_must_not_contain: &[
+                "pgpass-attack",
+                "gitcred-attack",
+                "claude-attack",
+                "containers-attack",
+                "vault-attack",
+                "unlisted-attack",
+                "cargo-cred-attack",
+            ],
+        },
+        Row {
+            name: "13 runtime folders are empty: a daemon's socket bound again mid-command is out of reach",
+            script: format!(
+                "sleep 1; ls -a {runtime}; {python} -c 'import socket\ns=socket.socket(socket.AF_UNIX)\n\
+                 try:\n  s.connect(\"{runtime}/daemon.sock\"); s.send(b\"LEAK\"); \
+                 print(\"CONNECTED\")\nexcept OSError as e: print(\"refused\", e.errno)'",
+                runtime = runtime.display()
+            ),
+            output_must_not_contain: &["CONNECTED", "daemon.sock"],
+        },
     ]
 }
 
@@ -292,13 +321,38 @@ impl Drop for HostIpc {
 /// Runs the table in `fixture` and asserts each row; returns how many rows ran.
 async fn run_table() -> usize {
     let fixture = Fixture::new();
-    // Inside the workspace, where the view shows them unless they are hidden: the state dir
-    // may live there, and it tests the same covering as a home anywhere on the host.
-    let home = fixture.workspace.join("home");
+    // The home directory beside the workspace, as on a host; the state dir inside the
+    // workspace, where the view shows it unless it is hidden.
+    let home = fixture.dir.path().join("home");
     let state = fixture.workspace.join("state");
-    for dir in [home.join(".aws"), home.join(".ssh"), state.clone()] {
+    let runtime = fixture.dir.path().join("run");
+    for dir in [
+        home.join(".aws"),
+        home.join(".ssh"),
+        home.join(".config/git"),
+        home.join(".config/containers"),
+        home.join(".claude"),
+        home.join(".unlisted"),
+        home.join(".cargo/bin"),
+        state.clone(),
+        runtime.clone(),
+    ] {
         std::fs::create_dir_all(&dir).unwrap();
     }
+    for (path, secret) in [
+        (".pgpass", "pgpass-attack"),
+        (".config/git/credentials", "gitcred-attack"),
+        (".claude/.credentials.json", "claude-attack"),
+        (".config/containers/auth.json", "containers-attack"),
+        (".vault-token", "vault-attack"),
+        (".unlisted/anything", "unlisted-attack"),
+        (".cargo/credentials.toml", "cargo-cred-attack"),
+        (".cargo/bin/tool", "cargo-tool-visible"),
+    ] {
+        std::fs::write(home.join(path), secret).unwrap();
+    }
+    let daemon = runtime.join("daemon.sock");
+    let mut daemon_listener = Some(std::os::unix::net::UnixListener::bind(&daemon).unwrap());
     std::fs::write(home.join(".aws/credentials"), "AKIA-ATTACK").unwrap();
     std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE-KEY-ATTACK").unwrap();
     std::fs::write(home.join(".netrc"), "netrc-attack").unwrap();
@@ -320,18 +374,43 @@ async fn run_table() -> usize {
 
     let mut config = fixture.config();
     config.home = Some(home.clone());
+    config.runtime_dirs.push(runtime.clone());
     // As the core passes them: the state dir and the database files in it.
     config.hidden_paths = vec![state.clone(), state.join("clawsmith.db")];
-    let rows = table(&fixture, &home, &state, std::process::id());
+    let rows = table(&fixture, &home, &state, &runtime, std::process::id());
     let (host_key, made_key) = sysv_keys(std::process::id());
     let _host_ipc = HostIpc::make(host_key);
     let before = Outside::take(&fixture.outside);
     let git_before = Outside::take(&fixture.workspace.join(".git"));
     let mut ran = 0;
+    let mut rebound = None;
     for row in &rows {
+        if row.name.starts_with("13 ") {
+            // The daemon restarts while the command runs: its socket is removed and bound anew.
+            let daemon = daemon.clone();
+            let old = daemon_listener.take();
+            rebound = Some(std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                drop(old);
+                std::fs::remove_file(&daemon).unwrap();
+                let listener = std::os::unix::net::UnixListener::bind(&daemon).unwrap();
+                listener.set_nonblocking(true).unwrap();
+                listener
+            }));
+        }
         let outcome = run(&config, &row.script, Some(Duration::from_secs(30)))
             .await
             .unwrap_or_else(|error| panic!("{}: {error}", row.name));
+        if row.name.starts_with("12 ") {
+            // The allowlisted toolchain folder is there, and nothing else of the home.
+            assert!(
+                outcome.output.contains("cargo-tool-visible")
+                    && outcome.output.contains(".:\n.\n..\n.cargo\n\n"),
+                "{}: {}",
+                row.name,
+                outcome.output
+            );
+        }
         assert!(
             outcome.sandbox.confined,
             "{}: {:?}",
@@ -366,6 +445,12 @@ async fn run_table() -> usize {
         }
         ran += 1;
     }
+    // Row 13: nothing reached the daemon's new socket.
+    let listener = rebound.expect("row 13 ran").join().unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "the re-bound runtime socket was reached"
+    );
     // Row 1: nothing on the host's /dev/shm.
     let shm = format!("/dev/shm/clawsmith-attack-{}", std::process::id());
     assert!(!Path::new(&shm).exists(), "{shm} was created on the host");
@@ -492,7 +577,7 @@ async fn attack_table() {
         return;
     }
     let ran = run_table().await;
-    assert_eq!(ran, 14);
+    assert_eq!(ran, 16);
     println!("attack rows ran: {ran} as uid {}", nix::unistd::geteuid());
     // And again as an unprivileged user, when we are root and setpriv is there.
     if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
@@ -533,7 +618,7 @@ async fn attack_table() {
         String::from_utf8_lossy(&rerun.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 14 as uid 65534"),
+        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 16 as uid 65534"),
         "{}",
         String::from_utf8_lossy(&rerun.stdout)
     );

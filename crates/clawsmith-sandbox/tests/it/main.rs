@@ -23,14 +23,18 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Fixture {
-        // Not under /tmp: the built view replaces /tmp with a private tmpfs, so an "outside"
-        // there would be out of sight and the write checks would prove nothing.
-        let base = std::path::Path::new("/var/tmp");
-        let dir = if base.is_dir() {
-            tempfile::tempdir_in(base).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
+        // Not under /tmp or /var/tmp: the built view shows both empty, so an "outside" there
+        // would be out of sight and the write checks would prove nothing. Under the target
+        // directory, in a folder every user may write (the attack table runs again as uid
+        // 65534).
+        let base = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
+        std::fs::create_dir_all(&base).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        if std::fs::metadata(&base).unwrap().permissions().mode() & 0o7777 != 0o1777 {
+            // Only its owner can change it; another user finds it made already.
+            let _ = std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777));
+        }
+        let dir = tempfile::tempdir_in(&base).unwrap();
         let workspace = dir.path().join("ws");
         let outside = dir.path().join("outside");
         std::fs::create_dir_all(&workspace).unwrap();
@@ -44,7 +48,7 @@ impl Fixture {
     }
 
     pub fn config(&self) -> SandboxConfig {
-        let mut config = SandboxConfig::new(&self.workspace);
+        let mut config = SandboxConfig::new(&self.workspace, clawsmith_sandbox::StateDir::NotKept);
         config.temp_root = Some(self.dir.path().join("tmp"));
         config
     }

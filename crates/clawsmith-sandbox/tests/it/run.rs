@@ -932,7 +932,7 @@ async fn roots_under_tmp_are_attached_back_into_the_private_tmp() {
         std::fs::create_dir_all(path).unwrap();
     }
     std::fs::write(root.join("neighbour"), "host /tmp").unwrap();
-    let mut config = SandboxConfig::new(&workspace);
+    let mut config = SandboxConfig::new(&workspace, clawsmith_sandbox::StateDir::NotKept);
     config.extra_writable_roots = vec![cache.clone()];
     for round in 0..3 {
         let command = format!(
