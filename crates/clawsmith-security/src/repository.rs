@@ -239,7 +239,10 @@ impl Reader {
         for operand in operands(args) {
             if self.names_history(operand) {
                 self.push(spelled(command), &operand.text, "deletes", Reach::History);
-            } else if recursive && self.reaches_root(operand) {
+            } else if recursive
+                && !is_home_or_filesystem_root(operand)
+                && self.reaches_root(operand)
+            {
                 let text = &operand.text;
                 self.push(spelled(command), text, "deletes", Reach::WorkspaceRoot);
             }
@@ -372,6 +375,18 @@ impl Reader {
             Err(_) => false,
         }
     }
+}
+
+/// `/`, `/*`, `~`, `$HOME`, `${HOME}/*`: the disaster check of `clawsmith-sandbox` refuses a
+/// recursive delete of these in every mode, so asking about one would ask about a command that
+/// cannot run (and hide the disaster check's reason).
+fn is_home_or_filesystem_root(word: &Word) -> bool {
+    let text = word.text.as_str();
+    let rest = ["~", "$HOME", "${HOME}", ""].iter().find_map(|home| {
+        text.strip_prefix(home)
+            .filter(|_| !home.is_empty() || text.starts_with('/'))
+    });
+    rest.is_some_and(|rest| rest.split('/').all(|part| matches!(part, "" | "." | "*")))
 }
 
 /// `$PWD`, `${PWD}`, `$(pwd)`, `` `pwd` ``: the working directory; the rest of the word after it.
