@@ -162,8 +162,9 @@ pub enum UnknownProgram {
     StandardInput,
     /// `xargs sh -c`: a shell given its script from what `xargs` reads.
     InputArguments,
-    /// `alias ls=rm`: an alias changes what a later name runs.
-    Alias,
+    /// `alias ls=rm`, `hash -p /bin/rm ls`, `enable -f lib.so x`: a later name runs something
+    /// else than its text says.
+    NameBinding,
     /// `script` without `-c` runs the user's shell, reading what it is fed.
     ScriptWithoutCommand,
 }
@@ -245,7 +246,9 @@ impl UnknownProgram {
             UnknownProgram::ScriptFile => "it runs a script file whose content is not in the text",
             UnknownProgram::StandardInput => "a shell reads its script from standard input",
             UnknownProgram::InputArguments => "a shell gets its script from what xargs reads",
-            UnknownProgram::Alias => "an alias changes what a later name runs",
+            UnknownProgram::NameBinding => {
+                "`alias`, `hash -p` or `enable -f` changes what a later name runs"
+            }
             UnknownProgram::ScriptWithoutCommand => "`script` without -c runs the user's shell",
         }
     }

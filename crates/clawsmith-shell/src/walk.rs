@@ -550,7 +550,14 @@ fn runs_unknown_script(
         "alias" => args
             .iter()
             .any(|a| a.contains('='))
-            .then_some(UnknownProgram::Alias),
+            .then_some(UnknownProgram::NameBinding),
+        "hash" | "enable" => {
+            let option = if program == "hash" { 'p' } else { 'f' };
+            args.iter()
+                .take_while(|a| a.starts_with('-'))
+                .any(|a| !a.starts_with("--") && a.contains(option))
+                .then_some(UnknownProgram::NameBinding)
+        }
         "script" => (!matches!(unwrapped, Unwrapped::Script(_)))
             .then_some(UnknownProgram::ScriptWithoutCommand),
         _ => None,

@@ -87,6 +87,7 @@ const WRAPPERS: &[Wrapper] = &[
     wrapper(
         &[
             "nohup",
+            "coproc",
             "builtin",
             "setsid",
             "unbuffer",
