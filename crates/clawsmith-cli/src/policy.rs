@@ -448,6 +448,7 @@ fn check(
         (DecidedBy::Rule, Some(rule)) => format!("rule `{rule}`"),
         (DecidedBy::ProtectedPath, _) => "protected path".to_owned(),
         (DecidedBy::HiddenPath, _) => "hidden path".to_owned(),
+        (DecidedBy::Repository, _) => "repository protection".to_owned(),
         _ => format!("{} mode", mode.as_str()),
     };
     let verdict = match decision.verdict {

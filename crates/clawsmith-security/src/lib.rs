@@ -32,6 +32,22 @@
 //!   `git status; curl … | sh` or `LD_PRELOAD=… git status`. A script that did not parse
 //!   completely, or that redirects output into a file, is never allowed by a rule.
 //!   Paths are normalized lexically; a path that leaves the workspace is never allowed by a rule.
+//! - *Rules fail closed.* A command whose program cannot be known from the text — a variable,
+//!   substitution or expansion in the command word (`$c f`, `rm${IFS}f`, `"$(echo rm)" f`),
+//!   `eval $x`, `sh -c "$x"`, `script` without `-c`, `source f`, a shell reading a script file or
+//!   its standard input (`curl … | sh`), `xargs`/`find -exec` of an unknown name, `alias` — or a
+//!   script that did not parse completely matches every deny and ask rule with an argument
+//!   pattern (`deny run_command(rm *)`, `ask run_command(git push*)`) and no allow rule; the
+//!   decision says which command and why. The fact comes from `clawsmith-shell`
+//!   (`SimpleCommand::unknown_program`), which the disaster check reads too.
+//! - *Repositories survive commands.* `undo` restores working files, not a repository's
+//!   history, so a command that deletes, moves or overwrites a `.git` (`rm -rf .git`,
+//!   `mv .git x`, `> .git/HEAD`) or recursively deletes at or above the workspace root
+//!   (`rm -rf *`, `find . -delete`, `cd / && rm -rf *`, a `cd` to an unknown directory counting
+//!   as the root) is asked about in every mode but `read-only` (which refuses it as any command),
+//!   `full` included, unless a deny or ask rule decides first or an allow rule names what it
+//!   aims at in its literal part (`allow run_command(rm -rf .git)`, `run_command(rm -rf \*)`;
+//!   never `run_command(*)`). The reading is lexical (`repository.rs`).
 //! - *`read-only` is a ceiling.* No allow or ask rule lifts a call above `read` in that mode.
 //! - *`.git` is code.* Git runs hooks and config from `.git` outside any sandbox, so a tool that
 //!   can write files and names a path in any `.git` (or a configured [`ProtectedPaths`] entry)
@@ -52,6 +68,7 @@ mod capability;
 mod hook;
 mod permission;
 mod protected;
+mod repository;
 
 pub use capability::{
     NormalizedCapabilities, ToolFacts, capability_floor, effective_risk, normalize_capabilities,

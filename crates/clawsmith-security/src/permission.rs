@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::capability::ToolFacts;
 use crate::protected::{PathSet, ProtectedPaths, Protection};
+use crate::repository::{RepositoryDamage, repository_damage};
 
 /// The default per effective risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
@@ -192,6 +193,34 @@ impl Rule {
 
     /// Whether the rule applies to a call of `tool` with `input`.
     pub fn matches(&self, tool: &ToolFacts, subjects: &CallSubjects) -> bool {
+        self.match_reason(tool, subjects).is_some()
+    }
+
+    /// How the rule applies, if it does: by the call's text, or — for a deny or ask rule with an
+    /// argument pattern — because a command's program cannot be known from the text.
+    fn match_reason<'s>(
+        &self,
+        tool: &ToolFacts,
+        subjects: &'s CallSubjects,
+    ) -> Option<RuleMatch<'s>> {
+        if self.matches_text(tool, subjects) {
+            return Some(RuleMatch::Text);
+        }
+        let target_matches = match &self.target {
+            RuleTarget::Tool(glob) => glob.is_match(&tool.name),
+            RuleTarget::Capability(capability) => tool.capabilities.contains(*capability),
+        };
+        if !target_matches || self.effect == RuleEffect::Allow {
+            return None;
+        }
+        subjects
+            .items
+            .iter()
+            .find_map(|subject| subject.unknown_program.as_deref())
+            .map(RuleMatch::UnknownProgram)
+    }
+
+    fn matches_text(&self, tool: &ToolFacts, subjects: &CallSubjects) -> bool {
         let target_matches = match &self.target {
             RuleTarget::Tool(glob) => glob.is_match(&tool.name),
             RuleTarget::Capability(capability) => tool.capabilities.contains(*capability),
@@ -226,6 +255,15 @@ impl Rule {
             }
         }
     }
+}
+
+/// How a rule applies to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RuleMatch<'s> {
+    /// Its pattern matches the call's text.
+    Text,
+    /// A deny or ask rule applies because what a command runs cannot be known (the sentence).
+    UnknownProgram(&'s str),
 }
 
 /// Compiles `pattern` of the rule (or protected path) `rule`; with `literal_separator`, `*`
@@ -312,22 +350,25 @@ impl RuleSet {
     /// The first matching rule in deny → ask → allow order.
     pub fn first_match(&self, tool: &ToolFacts, subjects: &CallSubjects) -> Option<&Rule> {
         self.first_match_where(tool, subjects, |_| true)
+            .map(|(rule, _)| rule)
     }
 
     /// [`RuleSet::first_match`] where an allow rule also has to pass `allow_counts`.
-    fn first_match_where(
-        &self,
+    fn first_match_where<'r, 's>(
+        &'r self,
         tool: &ToolFacts,
-        subjects: &CallSubjects,
+        subjects: &'s CallSubjects,
         allow_counts: impl Fn(&Rule) -> bool,
-    ) -> Option<&Rule> {
+    ) -> Option<(&'r Rule, RuleMatch<'s>)> {
         [RuleEffect::Deny, RuleEffect::Ask, RuleEffect::Allow]
             .into_iter()
             .find_map(|effect| {
-                self.rules.iter().find(|rule| {
-                    rule.effect == effect
-                        && rule.matches(tool, subjects)
-                        && (effect != RuleEffect::Allow || allow_counts(rule))
+                self.rules.iter().find_map(|rule| {
+                    if rule.effect != effect || (effect == RuleEffect::Allow && !allow_counts(rule))
+                    {
+                        return None;
+                    }
+                    Some((rule, rule.match_reason(tool, subjects)?))
                 })
             })
     }
@@ -344,6 +385,8 @@ pub enum DecidedBy {
     ProtectedPath,
     /// The call names a hidden path.
     HiddenPath,
+    /// The command would destroy a repository's history and no allow rule naming it matched.
+    Repository,
     /// The mode's default for the effective risk.
     Mode,
 }
@@ -389,6 +432,11 @@ impl PermissionPolicy {
     /// A tool that can write files and names a protected path (see [`ProtectedPaths`]) is asked
     /// about in every mode below `full`, and refused in `full` when the path is where git
     /// executes from; only an allow rule whose pattern names the protected place lifts either.
+    ///
+    /// A command whose program cannot be known from the text matches every deny and ask rule
+    /// with an argument pattern and no allow rule. A command that would destroy a repository's
+    /// history (`rm -rf .git`, `cd / && rm -rf *`) is asked about in every mode but `read-only`
+    /// unless an allow rule naming what it aims at matches.
     pub fn decide(&self, tool: &ToolFacts, input: &serde_json::Value) -> PermissionDecision {
         self.explain(tool, input).decision
     }
@@ -414,16 +462,22 @@ impl PermissionPolicy {
         }
         let risk = tool.effective_risk;
         let protected = self.protected_subjects(tool, subjects);
-        let names_every_protected_path = |rule: &Rule| {
+        let damage: Vec<&RepositoryDamage> = subjects
+            .items
+            .iter()
+            .flat_map(|subject| &subject.repository_damage)
+            .collect();
+        let names_what_it_protects = |rule: &Rule| {
+            let pattern = rule.argument.as_ref().map(|pattern| pattern.text.as_str());
             protected.iter().all(|(path, _)| {
-                rule.argument
-                    .as_ref()
-                    .is_some_and(|pattern| self.protected_paths.named_by(&pattern.text, path))
-            })
+                pattern.is_some_and(|pattern| self.protected_paths.named_by(pattern, path))
+            }) && damage
+                .iter()
+                .all(|damage| pattern.is_some_and(|pattern| names_damage(pattern, damage)))
         };
-        if let Some(rule) = self
-            .rules
-            .first_match_where(tool, subjects, names_every_protected_path)
+        if let Some((rule, how)) =
+            self.rules
+                .first_match_where(tool, subjects, names_what_it_protects)
         {
             let verdict = match rule.effect {
                 RuleEffect::Deny => Verdict::Deny,
@@ -439,15 +493,28 @@ impl PermissionPolicy {
                     RuleEffect::Ask => "ask",
                     RuleEffect::Allow => "allow",
                 };
+                let mut reason = format!("rule `{effect} {}` matched {}", rule.text, tool.name);
+                if let RuleMatch::UnknownProgram(why) = how {
+                    reason = format!(
+                        "{reason}: {why}; it matches every deny and ask rule on {}",
+                        tool.name
+                    );
+                }
                 return Explanation {
                     decision: PermissionDecision {
                         verdict,
-                        reason: format!("rule `{effect} {}` matched {}", rule.text, tool.name),
+                        reason,
                         rule: Some(format!("{effect} {}", rule.text)),
                     },
                     decided_by: DecidedBy::Rule,
                 };
             }
+        }
+        if let Some(decision) = self.repository_decision(tool, &damage) {
+            return Explanation {
+                decision,
+                decided_by: DecidedBy::Repository,
+            };
         }
         if let Some(decision) = self.protected_decision(tool, &protected) {
             return Explanation {
@@ -497,6 +564,30 @@ impl PermissionPolicy {
             .collect();
         protected.sort_by_key(|(_, level)| std::cmp::Reverse(*level));
         protected
+    }
+
+    /// What the mode does with a command that would destroy a repository's history and that no
+    /// rule decided: `read-only` keeps its refusal, every other mode asks.
+    fn repository_decision(
+        &self,
+        tool: &ToolFacts,
+        damage: &[&RepositoryDamage],
+    ) -> Option<PermissionDecision> {
+        let first = damage.first()?;
+        if self.mode == PermissionMode::ReadOnly {
+            return None;
+        }
+        let example = format!("allow {}({})", tool.name, escape_glob(&first.command));
+        Some(PermissionDecision {
+            verdict: Verdict::Ask,
+            reason: format!(
+                "{}; undo does not restore it, so {} mode asks before it (an allow rule naming \
+                 it, e.g. `{example}`, allows it)",
+                first.describe(),
+                self.mode.as_str()
+            ),
+            rule: None,
+        })
     }
 
     /// A refusal when a path subject of the call (as spelled or where it really leads) is hidden.
@@ -586,6 +677,12 @@ struct Subject {
     spellings: Vec<String>,
     /// What an allow rule must match, every one of them; `None` when no rule may allow it.
     allow_spellings: Option<Vec<String>>,
+    /// For commands: why what the command runs cannot be known from the text, as a sentence
+    /// (`the program of `$c f` cannot be known from the text (a variable in the command word)`).
+    /// Such a command matches every deny and ask rule.
+    unknown_program: Option<String>,
+    /// For commands: what in it would destroy a repository's history.
+    repository_damage: Vec<RepositoryDamage>,
 }
 
 impl Subject {
@@ -597,6 +694,8 @@ impl Subject {
             allow_spellings: allowable.then(|| vec![text.clone()]),
             text,
             spellings: Vec::new(),
+            unknown_program: None,
+            repository_damage: Vec::new(),
         }
     }
 
@@ -607,7 +706,11 @@ impl Subject {
     /// assignments included, so `allow run_command(cargo test*)` covers neither
     /// `LD_PRELOAD=x cargo test` nor `cargo test; rm x` nor `/tmp/cargo test`. No rule allows a
     /// script that did not parse completely, nor one that redirects output into a file.
-    fn command(command: &str) -> Subject {
+    ///
+    /// A command whose program cannot be known from the text (see
+    /// [`clawsmith_shell::UnknownProgram`]), or a script that did not parse completely, matches
+    /// every deny and ask rule and no allow rule.
+    fn command(command: &str, workspace_root: Option<&Path>) -> Subject {
         let text = command.trim().to_owned();
         let script = clawsmith_shell::parse(command);
         let mut spellings = Vec::new();
@@ -623,6 +726,11 @@ impl Subject {
             if let Some(program) = &simple.program {
                 let args = simple.args().iter().map(text_of);
                 spellings.push(spell(std::iter::once(program.as_str()).chain(args), simple));
+                // `../../bin/rm f` runs a file named `rm`: a refusal matches that name too.
+                if let Some((_, base)) = program.rsplit_once('/') {
+                    let args = simple.args().iter().map(text_of);
+                    spellings.push(spell(std::iter::once(base).chain(args), simple));
+                }
             }
             spellings.push(as_written.clone());
             allow_spellings.push(as_written);
@@ -634,12 +742,26 @@ impl Subject {
         let writes_file = script
             .redirects()
             .any(|redirect| redirect.writes_file() && redirect.target.text != "/dev/null");
-        let allowable = script.is_complete() && !writes_file;
+        let unknown_program = match script.unknown_program() {
+            Some((simple, reason)) => Some(format!(
+                "the program of `{}` cannot be known from the text ({})",
+                spell(simple.words.iter().map(|word| word.text.as_str()), simple),
+                reason.describe()
+            )),
+            None if !script.is_complete() => Some(format!(
+                "`{text}` could not be parsed in full, so what it runs cannot be known from the \
+                 text"
+            )),
+            None => None,
+        };
+        let allowable = unknown_program.is_none() && !writes_file;
         Subject {
             kind: SubjectKind::Command,
+            repository_damage: repository_damage(&script, workspace_root),
             text,
             spellings,
             allow_spellings: allowable.then_some(allow_spellings),
+            unknown_program,
         }
     }
 
@@ -648,9 +770,39 @@ impl Subject {
     }
 }
 
+/// Whether an allow rule's argument pattern names what `damage` aims at: the pattern's literal
+/// part (before its first glob character, `\*` read as `*`) holds the target word —
+/// `run_command(rm -rf .git)` and `run_command(rm -rf \*)` do, `run_command(rm *)` does not.
+fn names_damage(pattern: &str, damage: &RepositoryDamage) -> bool {
+    let mut literal = String::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => literal.extend(chars.next()),
+            '*' | '?' | '[' | '{' => break,
+            _ => literal.push(c),
+        }
+    }
+    literal
+        .split_whitespace()
+        .any(|word| word.trim_end_matches('/') == damage.target.trim_end_matches('/'))
+}
+
+/// `text` with glob characters escaped, so a rule made of it matches only itself.
+fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// `words` joined by spaces; ` …` stands for the arguments `xargs` appends at run time, so
 /// `rm *` matches `xargs rm` while `git status` (no star) does not match `xargs git status`.
-fn spell<'w>(words: impl Iterator<Item = &'w str>, command: &SimpleCommand) -> String {
+pub(crate) fn spell<'w>(words: impl Iterator<Item = &'w str>, command: &SimpleCommand) -> String {
     let mut text = words.collect::<Vec<_>>().join(" ");
     if command.input_arguments {
         text.push_str(" …");
@@ -692,7 +844,7 @@ impl CallSubjects {
         let field = |name: &str| input.get(name).and_then(serde_json::Value::as_str);
         let mut items = Vec::new();
         if let Some(command) = field("command") {
-            items.push(Subject::command(command));
+            items.push(Subject::command(command, workspace_root));
             return CallSubjects { items };
         }
         for name in ["path", "from", "to"] {

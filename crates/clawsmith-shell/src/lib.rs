@@ -28,6 +28,17 @@
 //! [`SimpleCommand::program`] is `None` for it. `/bin/rm` runs the program `rm`, and so do
 //! `$(which rm)` and `` `command -v rm` ``.
 //!
+//! ## Programs the text does not name
+//! A command records *why* what it runs cannot be known from the text
+//! ([`SimpleCommand::unknown_program`], an [`UnknownProgram`]): a variable, substitution,
+//! parameter expansion (`rm${IFS}f`, `"${a[@]}"`), glob or brace expansion in the command word;
+//! the `{}` of `find -exec` or the replace string of `xargs -I` as the name; a shell given a
+//! script file (`sh f`, `sh <(…)`, `source f`), its standard input (`curl … | sh`, `sh < f`) or
+//! what `xargs` reads; `alias`; `script` without `-c`. Strings handed to a shell again are
+//! parsed again, so `sh -c "$x"` and `eval $x` yield a command `$x` whose name is a variable.
+//! Both judges read this one fact: the permission rules match such a command against every
+//! deny and ask rule.
+//!
 //! ## Fail closed
 //! Text tree-sitter cannot parse cleanly (a syntax error anywhere in the script or in a nested
 //! one) and scripts nested too deep are reported as [`Unparsed`] parts, after whatever could be
@@ -101,6 +112,11 @@ pub struct SimpleCommand {
     /// The program the name runs: `rm` for `rm`, `\rm`, `/bin/rm` and `$(which rm)`; a relative
     /// path (`./init`) stays whole. `None` when the name is only known at run time or absent.
     pub program: Option<String>,
+    /// Why what this command runs cannot be known from the text, when it cannot: its name is
+    /// only known at run time (`$c f`, `rm${IFS}f`, `{rm,f}`; `program` is then `None`), or it
+    /// hands a shell a script the text does not hold (`source f`, `curl … | sh`, `script`).
+    /// A judge must fail closed on such a command.
+    pub unknown_program: Option<UnknownProgram>,
     /// More arguments are appended at run time (the command `xargs` runs gets what it reads).
     pub input_arguments: bool,
 }
@@ -124,6 +140,33 @@ pub struct Function {
     /// Whether the body runs something in parallel: a self call in a pipeline or in the
     /// background, or anything backgrounded with `&`.
     pub forks: bool,
+}
+
+/// Why the program a command runs cannot be known from the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UnknownProgram {
+    /// `$c f`: a variable in the command word.
+    Variable,
+    /// `"$(echo rm)" f`, `` `x` f ``: a command substitution in the command word.
+    CommandSubstitution,
+    /// `rm${IFS}f`, `"${a[@]}"`: a parameter expansion in the command word.
+    ParameterExpansion,
+    /// `{rm,f}`, `/bin/r?`, `$((…))`: another expansion in the command word.
+    Expansion,
+    /// `find . -exec {} \;`, `xargs -I X X`: a name the wrapper fills in at run time.
+    Placeholder,
+    /// `source f`, `. f`, `sh f`, `sh <(…)`: a script file, whose content the text does not hold.
+    ScriptFile,
+    /// `curl … | sh`, `sh < f`: a shell reading its script from standard input.
+    StandardInput,
+    /// `xargs sh -c`: a shell given its script from what `xargs` reads.
+    InputArguments,
+    /// `alias ls=rm`, `hash -p /bin/rm ls`, `enable -f lib.so x`: a later name runs something
+    /// else than its text says.
+    NameBinding,
+    /// `script` without `-c` runs the user's shell, reading what it is fed.
+    ScriptWithoutCommand,
 }
 
 /// Text the parse could not read.
@@ -158,6 +201,12 @@ impl Script {
         })
     }
 
+    /// The first simple command whose program cannot be known from the text, if any.
+    pub fn unknown_program(&self) -> Option<(&SimpleCommand, UnknownProgram)> {
+        self.commands()
+            .find_map(|command| Some((command, command.unknown_program?)))
+    }
+
     /// Every file redirect, in source order.
     pub fn redirects(&self) -> impl Iterator<Item = &Redirect> {
         self.parts.iter().filter_map(|part| match part {
@@ -180,6 +229,28 @@ impl SimpleCommand {
     /// The arguments after the command name.
     pub fn args(&self) -> &[Word] {
         self.words.get(1..).unwrap_or(&[])
+    }
+}
+
+impl UnknownProgram {
+    /// Why, in a few words a person reads: `a variable in the command word`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            UnknownProgram::Variable => "a variable in the command word",
+            UnknownProgram::CommandSubstitution => "a command substitution in the command word",
+            UnknownProgram::ParameterExpansion => "a parameter expansion in the command word",
+            UnknownProgram::Expansion => {
+                "a glob, brace or arithmetic expansion in the command word"
+            }
+            UnknownProgram::Placeholder => "a name the wrapper fills in at run time",
+            UnknownProgram::ScriptFile => "it runs a script file whose content is not in the text",
+            UnknownProgram::StandardInput => "a shell reads its script from standard input",
+            UnknownProgram::InputArguments => "a shell gets its script from what xargs reads",
+            UnknownProgram::NameBinding => {
+                "`alias`, `hash -p` or `enable -f` changes what a later name runs"
+            }
+            UnknownProgram::ScriptWithoutCommand => "`script` without -c runs the user's shell",
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-use crate::{Part, UnparsedReason, parse, program_name};
+use crate::{Part, UnknownProgram, UnparsedReason, parse, program_name};
 
 /// Each simple command as `ASSIGNMENTS WORDS`, with ` …` when xargs appends arguments.
 fn commands(script: &str) -> Vec<String> {
@@ -188,4 +188,107 @@ fn parser_crashers_are_defused() {
         let _ = parse(script);
     }
     assert!(commands("{\u{F0000}; sudo id").contains(&"sudo id".to_owned()));
+}
+
+#[test]
+fn programs_unknown_from_the_text_are_reported() {
+    use UnknownProgram::*;
+    // (script, the first command whose program cannot be known and why; None: every program
+    // is known)
+    let table: &[(&str, Option<(&str, UnknownProgram)>)] = &[
+        ("c=rm; $c f", Some(("$c f", Variable))),
+        ("\"$c\" f", Some(("$c f", Variable))),
+        ("rm${IFS}f", Some(("rm${IFS}f", ParameterExpansion))),
+        (
+            "\"$(echo rm)\" f",
+            Some(("$(echo rm) f", CommandSubstitution)),
+        ),
+        ("`echo rm` f", Some(("`echo rm` f", CommandSubstitution))),
+        (
+            "a=(rm f); \"${a[@]}\"",
+            Some(("${a[@]}", ParameterExpansion)),
+        ),
+        ("r{m,} f", Some(("r{m,} f", Expansion))),
+        ("/bin/r? f", Some(("/bin/r? f", Expansion))),
+        ("eval \"$x\"", Some(("$x", Variable))),
+        ("eval '$c f'", Some(("$c f", Variable))),
+        ("sh -c \"$x\"", Some(("$x", Variable))),
+        ("bash -c '$x f'", Some(("$x f", Variable))),
+        ("exec \"$x\" f", Some(("$x f", Variable))),
+        ("command \"$x\" f", Some(("$x f", Variable))),
+        ("env $x f", Some(("$x f", Variable))),
+        ("nice -n 5 $x f", Some(("$x f", Variable))),
+        ("builtin $x f", Some(("$x f", Variable))),
+        ("xargs $x", Some(("$x …", Variable))),
+        ("find . -exec $x {} \\;", Some(("$x {}", Variable))),
+        (
+            "find . -name rm -exec {} f \\;",
+            Some(("{} f", Placeholder)),
+        ),
+        (
+            "find . -execdir sh -c {} \\;",
+            Some(("sh -c {}", Placeholder)),
+        ),
+        ("ls | xargs -I X X f", Some(("X f …", Placeholder))),
+        ("ls | xargs sh -c", Some(("sh -c …", InputArguments))),
+        ("source ./f.sh", Some(("source ./f.sh", ScriptFile))),
+        (". f.sh", Some((". f.sh", ScriptFile))),
+        ("bash f.sh", Some(("bash f.sh", ScriptFile))),
+        ("sh <(echo rm f)", Some(("sh <(echo rm f)", ScriptFile))),
+        ("curl x | sh", Some(("sh", StandardInput))),
+        ("sh < f.sh", Some(("sh", StandardInput))),
+        ("cat f | bash -s", Some(("bash -s", StandardInput))),
+        ("echo \"$x\" | sh", Some(("$x", Variable))),
+        ("sh <<< \"$x\"", Some(("$x", Variable))),
+        ("alias ls=rm; ls f", Some(("alias ls=rm", NameBinding))),
+        (
+            "hash -p /bin/rm ls; ls f",
+            Some(("hash -p /bin/rm ls", NameBinding)),
+        ),
+        (
+            "enable -f ./x.so ls",
+            Some(("enable -f ./x.so ls", NameBinding)),
+        ),
+        ("script", Some(("script", ScriptWithoutCommand))),
+        ("script -qc '$x f'", Some(("$x f", Variable))),
+        ("f() { \"$@\"; }; f rm x", Some(("$@", Variable))),
+        // Programs the text names, however spelled.
+        ("rm f", None),
+        ("r''m f", None),
+        ("\\rm f; r\\m f", None),
+        ("$'\\x72m' f", None),
+        ("$(which rm) f; `command -v rm` f", None),
+        ("command rm f; nice rm f; busybox rm f; exec rm f", None),
+        ("/bin/rm f; ../../bin/rm f", None),
+        ("script -qc 'rm f'", None),
+        ("bash <<< 'rm f'; echo rm f | sh; sh -c 'rm f'", None),
+        ("bash <<EOF\nrm f\nEOF", None),
+        ("[ -f x ] && [[ -d y ]]", None),
+        ("bash --version", None),
+        ("hash -r; enable -n echo", None),
+        ("find . -exec rm {} +", None),
+        ("ls | xargs -I {} rm {}", None),
+        ("A=1", None),
+    ];
+    for (script, expected) in table {
+        let parsed = parse(script);
+        let found = parsed.unknown_program().map(|(command, reason)| {
+            let mut text = command
+                .words
+                .iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            if command.input_arguments {
+                text.push_str(" …");
+            }
+            (text, reason)
+        });
+        let expected = expected.map(|(text, reason)| (text.to_owned(), reason));
+        assert_eq!(found, expected, "{script:?}");
+        assert!(parsed.is_complete(), "{script:?} should parse");
+    }
+    // A lone brace expansion is not read by tree-sitter-bash at all: the parse is incomplete,
+    // which a judge treats as unknown too.
+    assert!(!parse("{rm,f}").is_complete());
 }

@@ -4,11 +4,13 @@ use std::borrow::Cow;
 
 use tree_sitter::{Node, Parser};
 
-use crate::word::{looked_up_name, unescape_ansi_c, unescape_double_quoted, unescape_word};
-use crate::wrapper::{SHELLS, Unwrapped, unwrap};
+use crate::word::{
+    looked_up_name, unescape_ansi_c, unescape_double_quoted, unescape_word, unknown_name,
+};
+use crate::wrapper::{SHELLS, Unwrapped, unwrap, xargs_placeholder};
 use crate::{
-    Function, MAX_NESTING, Part, Redirect, SimpleCommand, Unparsed, UnparsedReason, Word,
-    program_name,
+    Function, MAX_NESTING, Part, Redirect, SimpleCommand, UnknownProgram, Unparsed, UnparsedReason,
+    Word, program_name,
 };
 
 /// Parses `text` (handed to a shell `depth` times already) and appends its parts to `out`.
@@ -65,6 +67,18 @@ fn parser_safe(text: &str) -> Cow<'_, str> {
     )
 }
 
+/// What the surroundings of a simple command tell about it.
+#[derive(Debug, Clone, Default)]
+struct Surroundings {
+    /// More arguments are appended at run time (the command `xargs` runs).
+    input_arguments: bool,
+    /// A word the wrapper replaces at run time (`{}` of `find -exec`, `xargs -I R`).
+    placeholder: Option<String>,
+    /// Standard input is a script the text holds (`echo '…' | sh`, `sh <<< '…'`), parsed
+    /// where it is fed.
+    static_stdin: bool,
+}
+
 struct Walker<'s, 'o> {
     source: &'s [u8],
     depth: usize,
@@ -82,7 +96,11 @@ impl Walker<'_, '_> {
         match node.kind() {
             "command" => {
                 let (assignments, words) = self.command_words(node);
-                self.command(assignments, words, false);
+                let surroundings = Surroundings {
+                    static_stdin: self.stdin_is_static_script(node),
+                    ..Surroundings::default()
+                };
+                self.command(assignments, words, surroundings);
                 self.shell_stdin_redirect(node);
             }
             "declaration_command" | "unset_command" => self.declaration(node),
@@ -103,7 +121,7 @@ impl Walker<'_, '_> {
                         .map(|n| self.resolve(n))
                         .collect()
                 };
-                self.command(assignments, Vec::new(), false);
+                self.command(assignments, Vec::new(), Surroundings::default());
             }
             "file_redirect" => self.redirect(node),
             "function_definition" => self.function(node),
@@ -229,8 +247,8 @@ impl Walker<'_, '_> {
     }
 
     /// Records a simple command, then what it runs if it is a wrapper.
-    fn command(&mut self, assignments: Vec<Word>, words: Vec<Word>, input_arguments: bool) {
-        let program = words
+    fn command(&mut self, assignments: Vec<Word>, words: Vec<Word>, around: Surroundings) {
+        let mut program = words
             .first()
             .and_then(|first| match looked_up_name(&first.text) {
                 Some(name) => Some(program_name(&name).to_owned()),
@@ -238,26 +256,65 @@ impl Walker<'_, '_> {
                 None => Some(program_name(&first.text).to_owned()),
             });
         let args: Vec<Word> = words.get(1..).unwrap_or(&[]).to_vec();
+        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
+        let placeholder = around.placeholder.as_deref().filter(|p| !p.is_empty());
+        let mut unknown_program = match words.first() {
+            Some(first) if placeholder.is_some_and(|p| first.text.contains(p)) => {
+                Some(UnknownProgram::Placeholder)
+            }
+            Some(first) if program.is_none() || looked_up_name(&first.text).is_none() => {
+                unknown_name(first)
+            }
+            _ => None,
+        };
+        if unknown_program.is_some() {
+            program = None;
+        }
+        let unwrapped = match &program {
+            Some(program) => unwrap(program, &texts),
+            None => Unwrapped::Nothing,
+        };
+        if let (Unwrapped::Script(script), Some(placeholder)) = (&unwrapped, placeholder)
+            && script.contains(placeholder)
+        {
+            unknown_program = Some(UnknownProgram::Placeholder);
+        }
+        if let Some(program) = &program
+            && unknown_program.is_none()
+        {
+            unknown_program = runs_unknown_script(program, &texts, &unwrapped, &around);
+        }
         self.out.push(Part::Command(SimpleCommand {
             assignments,
             words,
             program: program.clone(),
-            input_arguments,
+            unknown_program,
+            input_arguments: around.input_arguments,
         }));
-        let Some(program) = program else { return };
-        let texts: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
-        match unwrap(&program, &texts) {
+        let inner = |input_arguments: bool, placeholder: Option<String>| Surroundings {
+            input_arguments,
+            placeholder,
+            static_stdin: around.static_stdin,
+        };
+        match unwrapped {
             Unwrapped::Command {
                 start,
                 input_arguments: appended,
-            } => self.command(
-                Vec::new(),
-                args[start..].to_vec(),
-                input_arguments || appended,
-            ),
+            } => {
+                let placeholder = match appended {
+                    true => xargs_placeholder(&texts),
+                    false => around.placeholder.clone(),
+                };
+                self.command(
+                    Vec::new(),
+                    args[start..].to_vec(),
+                    inner(around.input_arguments || appended, placeholder),
+                );
+            }
             Unwrapped::Commands(ranges) => {
                 for range in ranges {
-                    self.command(Vec::new(), args[range].to_vec(), false);
+                    let around = inner(false, Some("{}".to_owned()));
+                    self.command(Vec::new(), args[range].to_vec(), around);
                 }
             }
             Unwrapped::Script(script) => parse_into(&script, self.depth + 1, self.out),
@@ -280,7 +337,7 @@ impl Walker<'_, '_> {
                 },
             })
             .collect();
-        self.command(Vec::new(), words, false);
+        self.command(Vec::new(), words, Surroundings::default());
     }
 
     /// `> /dev/sda`, `>> log`, `2>&1`, `< input`.
@@ -364,7 +421,7 @@ impl Walker<'_, '_> {
                     text: t.to_owned(),
                     dynamic: false,
                 }));
-                self.command(Vec::new(), argv, false);
+                self.command(Vec::new(), argv, Surroundings::default());
             }
             if !self.is_bare_shell(consumer) {
                 continue;
@@ -416,6 +473,26 @@ impl Walker<'_, '_> {
         }
     }
 
+    /// Whether a bare shell run by `command` reads a script the text holds: a here-string or
+    /// here-document, or static `echo`/`printf` output piped in.
+    fn stdin_is_static_script(&self, command: Node<'_>) -> bool {
+        let outer = match command.parent() {
+            Some(parent) if parent.kind() == "redirected_statement" => parent,
+            _ => command,
+        };
+        let fed_here = [command, outer].iter().any(|node| {
+            let mut cursor = node.walk();
+            node.children(&mut cursor)
+                .any(|c| matches!(c.kind(), "herestring_redirect" | "heredoc_redirect"))
+        });
+        let piped_static = outer.parent().is_some_and(|p| p.kind() == "pipeline")
+            && outer
+                .prev_named_sibling()
+                .and_then(as_command)
+                .is_some_and(|producer| self.static_output(producer).is_some());
+        fed_here || piped_static
+    }
+
     /// What `echo`/`printf` with static arguments prints, roughly.
     fn static_output(&self, producer: Node<'_>) -> Option<String> {
         let argv = self.argv(producer);
@@ -439,6 +516,51 @@ impl Walker<'_, '_> {
         };
         SHELLS.contains(&program_name(&first.text))
             && argv[1..].iter().all(|w| w.text.starts_with('-'))
+    }
+}
+
+/// Why a command with a known program runs a script the text does not hold: a shell given a
+/// script file, its standard input or what xargs reads; `source`; `alias`; `script` without
+/// `-c`.
+fn runs_unknown_script(
+    program: &str,
+    args: &[&str],
+    unwrapped: &Unwrapped,
+    around: &Surroundings,
+) -> Option<UnknownProgram> {
+    let operands = args
+        .iter()
+        .any(|a| !a.starts_with('-') && !a.starts_with('+'));
+    match program {
+        _ if SHELLS.contains(&program) => {
+            let informational = args.iter().any(|a| matches!(*a, "--version" | "--help"));
+            if matches!(unwrapped, Unwrapped::Script(_)) || informational {
+                None
+            } else if operands {
+                Some(UnknownProgram::ScriptFile)
+            } else if around.input_arguments {
+                Some(UnknownProgram::InputArguments)
+            } else if !around.static_stdin {
+                Some(UnknownProgram::StandardInput)
+            } else {
+                None
+            }
+        }
+        "source" | "." => Some(UnknownProgram::ScriptFile),
+        "alias" => args
+            .iter()
+            .any(|a| a.contains('='))
+            .then_some(UnknownProgram::NameBinding),
+        "hash" | "enable" => {
+            let option = if program == "hash" { 'p' } else { 'f' };
+            args.iter()
+                .take_while(|a| a.starts_with('-'))
+                .any(|a| !a.starts_with("--") && a.contains(option))
+                .then_some(UnknownProgram::NameBinding)
+        }
+        "script" => (!matches!(unwrapped, Unwrapped::Script(_)))
+            .then_some(UnknownProgram::ScriptWithoutCommand),
+        _ => None,
     }
 }
 

@@ -1,5 +1,7 @@
 //! Quote removal and what program a command name runs.
 
+use crate::{UnknownProgram, Word};
+
 /// The program a command name runs: `/usr/bin/rm` → `rm`. A relative path (`./init`) names a
 /// program of the workspace, not the system's, and is kept whole.
 pub fn program_name(name: &str) -> &str {
@@ -86,4 +88,23 @@ pub(crate) fn unescape_ansi_c(raw: &str) -> String {
         }
     }
     out
+}
+
+/// Why the command name `name` (after quote removal) does not say which program runs: an
+/// expansion only resolved at run time. `[` and `[[` are the test commands, not globs.
+pub(crate) fn unknown_name(name: &Word) -> Option<UnknownProgram> {
+    let text = name.text.as_str();
+    if name.dynamic {
+        return Some(if text.contains("$(") || text.contains('`') {
+            UnknownProgram::CommandSubstitution
+        } else if text.contains("${") {
+            UnknownProgram::ParameterExpansion
+        } else if text.contains("$((") || text.contains("$[") || !text.contains('$') {
+            UnknownProgram::Expansion
+        } else {
+            UnknownProgram::Variable
+        });
+    }
+    let expands = !matches!(text, "[" | "[[") && text.contains(['*', '?', '[', '{', '}']);
+    expands.then_some(UnknownProgram::Expansion)
 }

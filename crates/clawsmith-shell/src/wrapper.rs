@@ -57,12 +57,37 @@ const fn wrapper(
     }
 }
 
+/// The options of `xargs` that take the next word as their value.
+const XARGS_OPTIONS_WITH_VALUE: &[&str] = &[
+    "-I",
+    "-i",
+    "-n",
+    "-P",
+    "-L",
+    "-l",
+    "-d",
+    "-E",
+    "-e",
+    "-s",
+    "-a",
+    "--max-args",
+    "--max-procs",
+    "--max-lines",
+    "--delimiter",
+    "--eof",
+    "--max-chars",
+    "--arg-file",
+    "--replace",
+    "--process-slot-var",
+];
+
 /// The plain wrappers. Those that need more than options and operands (`env`, `command`,
 /// shells, `eval`, `find`, …) are in [`unwrap`].
 const WRAPPERS: &[Wrapper] = &[
     wrapper(
         &[
             "nohup",
+            "coproc",
             "builtin",
             "setsid",
             "unbuffer",
@@ -136,28 +161,7 @@ const WRAPPERS: &[Wrapper] = &[
     wrapper(&["pkexec"], &["--user"], 0),
     Wrapper {
         names: &["xargs"],
-        options_with_value: &[
-            "-I",
-            "-i",
-            "-n",
-            "-P",
-            "-L",
-            "-l",
-            "-d",
-            "-E",
-            "-e",
-            "-s",
-            "-a",
-            "--max-args",
-            "--max-procs",
-            "--max-lines",
-            "--delimiter",
-            "--eof",
-            "--max-chars",
-            "--arg-file",
-            "--replace",
-            "--process-slot-var",
-        ],
+        options_with_value: XARGS_OPTIONS_WITH_VALUE,
         operands: 0,
         input_arguments: true,
     },
@@ -224,6 +228,10 @@ pub(crate) fn unwrap(program: &str, args: &[&str]) -> Unwrapped {
             _ => Unwrapped::Nothing,
         },
         "find" => Unwrapped::Commands(find_exec_commands(args)),
+        "script" => match script_command(args) {
+            Some(script) => Unwrapped::Script(script.to_owned()),
+            None => Unwrapped::Nothing,
+        },
         _ => Unwrapped::Nothing,
     }
 }
@@ -278,6 +286,60 @@ fn unwrap_env(args: &[&str]) -> Unwrapped {
         break;
     }
     command_at(args, i, false)
+}
+
+/// `script -c CMD`, `script -qc CMD`, `script -cCMD`, `script --command=CMD`: the command
+/// `script` hands to the user's shell.
+pub(crate) fn script_command<'a>(args: &[&'a str]) -> Option<&'a str> {
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i];
+        if let Some(command) = t.strip_prefix("--command=") {
+            return Some(command);
+        }
+        if t == "--command" {
+            return args.get(i + 1).copied();
+        }
+        if let Some(cluster) = t.strip_prefix('-').filter(|c| !c.starts_with('-'))
+            && let Some(at) = cluster.find('c')
+        {
+            let rest = &cluster[at + 1..];
+            return if rest.is_empty() {
+                args.get(i + 1).copied()
+            } else {
+                Some(rest)
+            };
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The replace string of `xargs -I R`, `-IR`, `-i[R]` or `--replace[=R]`: wherever it appears in
+/// the command, xargs puts what it reads.
+pub(crate) fn xargs_placeholder(args: &[&str]) -> Option<String> {
+    let end = skip_options(args, XARGS_OPTIONS_WITH_VALUE);
+    let mut i = 0;
+    while i < end.min(args.len()) {
+        let t = args[i];
+        if t == "-I" {
+            return args.get(i + 1).map(|r| (*r).to_owned());
+        }
+        if let Some(r) = t
+            .strip_prefix("-I")
+            .or_else(|| t.strip_prefix("--replace="))
+        {
+            return Some(r.to_owned());
+        }
+        if t == "--replace" || t == "-i" {
+            return Some("{}".to_owned());
+        }
+        if let Some(r) = t.strip_prefix("-i") {
+            return Some(r.to_owned());
+        }
+        i += 1;
+    }
+    None
 }
 
 /// `bash -c 'script'`, `sh -xc 'script'`, `bash -l -c 'script'`: the index of the script.
@@ -373,6 +435,23 @@ mod tests {
     }
 
     #[test]
+    fn xargs_replace_strings() {
+        // (xargs arguments, the replace string)
+        let table = [
+            ("-I X X f", Some("X")),
+            ("-IX X f", Some("X")),
+            ("-i rm {}", Some("{}")),
+            ("--replace=@ rm @", Some("@")),
+            ("-n 1 rm", None),
+            ("rm -I x", None),
+        ];
+        for (args, expected) in table {
+            let args: Vec<&str> = args.split_whitespace().collect();
+            assert_eq!(xargs_placeholder(&args).as_deref(), expected, "{args:?}");
+        }
+    }
+
+    #[test]
     fn where_the_wrapped_command_starts() {
         check("timeout", "5 rm x", at(1));
         check("timeout", "-s KILL 5 rm x", at(3));
@@ -411,6 +490,14 @@ mod tests {
             Unwrapped::Commands(vec![2..4, 6..7]),
         );
         check("find", ". -exec", Unwrapped::Commands(vec![]));
+        check("script", "-qc ls", Unwrapped::Script("ls".to_owned()));
+        check(
+            "script",
+            "-q -c ls /dev/null",
+            Unwrapped::Script("ls".to_owned()),
+        );
+        check("script", "--command=ls", Unwrapped::Script("ls".to_owned()));
+        check("script", "-q", Unwrapped::Nothing);
         check("ls", "rm", Unwrapped::Nothing);
     }
 }

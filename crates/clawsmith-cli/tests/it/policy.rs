@@ -127,6 +127,13 @@ rule = "run_command(rm *)"
         "nohup nice -n 5 rm a.txt",
         "find . -name a.txt -exec rm {} \\;",
         "sh <<< 'rm a.txt'",
+        // Programs the text does not name fail closed.
+        "c=rm; $c a.txt",
+        "rm${IFS}a.txt",
+        "\"$(echo rm)\" a.txt",
+        "script -qc 'rm a.txt' /dev/null",
+        "script -qc \"$c a.txt\" /dev/null",
+        "echo rm a.txt | sh",
     ];
     for command in spellings {
         let result = f.call_with(
@@ -413,49 +420,79 @@ fn policy_check_explains_without_running() {
          [[rules]]\ndecision = \"deny\"\nrule = \"run_command(rm *)\"\n\
          [[hooks]]\nname = \"audit\"\ncommand = \"/bin/false\"\n",
     );
-    // (tool, arguments, verdict, decided by)
+    // (tool, arguments, verdict, decided by, part of the reason)
     let table = [
         (
             "run_command",
             r#"{"command":"rm -rf ."}"#,
             "deny",
             "rule `deny run_command(rm *)`",
+            "matched run_command",
+        ),
+        (
+            "run_command",
+            r#"{"command":"c=rm; $c f"}"#,
+            "deny",
+            "rule `deny run_command(rm *)`",
+            "the program of `$c f` cannot be known from the text (a variable in the command \
+             word); it matches every deny and ask rule on run_command",
+        ),
+        (
+            "run_command",
+            r#"{"command":"mv .git x"}"#,
+            "ask",
+            "repository protection",
+            "`mv .git x` moves the repository's history (.git); undo does not restore it",
+        ),
+        (
+            "run_command",
+            r#"{"command":"cd / && find . -delete"}"#,
+            "ask",
+            "repository protection",
+            "(after `cd /` the working directory is the workspace, above it or unknown)",
         ),
         (
             "run_command",
             r#"{"command":"ls"}"#,
             "ask",
             "accept-edits mode",
+            "",
         ),
         (
             "edit_file",
             r#"{"path":".git/config","oldText":"a","newText":"b"}"#,
             "ask",
             "protected path",
+            "",
         ),
         (
             "write_file",
             r#"{"path":"src/x.rs","content":""}"#,
             "allow",
             "accept-edits mode",
+            "",
         ),
         (
             "read_file",
             r#"{"path":"a.txt"}"#,
             "allow",
             "accept-edits mode",
+            "",
         ),
         (
             "read_file",
             r#"{"path":"secrets/prod/key.pem"}"#,
             "deny",
             "hidden path",
+            "",
         ),
     ];
-    for (tool, arguments, verdict, decided_by) in table {
+    for (tool, arguments, verdict, decided_by, reason) in table {
         let explanation = f.policy_check(&path, true, tool, arguments).json();
         assert_eq!(explanation["decision"]["verdict"], verdict, "{explanation}");
         assert_eq!(explanation["decidedBy"], decided_by, "{explanation}");
+        let why = explanation["decision"]["reason"].as_str().unwrap();
+        assert!(why.contains(reason), "{explanation}");
         assert_eq!(explanation["hooks"], json!(["audit"]));
         assert_eq!(explanation["hiddenPaths"], json!(["secrets/**"]));
     }
@@ -470,6 +507,17 @@ fn policy_check_explains_without_running() {
                 .stdout
                 .contains("hooks consulted first (not run here): audit")
             && people.stdout.contains("disaster check"),
+        "{}",
+        people.stdout
+    );
+    let people = f.policy_check(&path, false, "run_command", r#"{"command":"rm${IFS}f"}"#);
+    assert!(
+        people.stdout.contains("run_command: deny")
+            && people.stdout.contains(
+                "why: rule `deny run_command(rm *)` matched run_command: the program of \
+                 `rm${IFS}f` cannot be known from the text (a parameter expansion in the command \
+                 word)"
+            ),
         "{}",
         people.stdout
     );

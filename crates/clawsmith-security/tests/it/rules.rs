@@ -2,16 +2,14 @@ use clawsmith_protocol::{Capability, CapabilityDeclaration, Risk, Verdict};
 use clawsmith_security::*;
 use serde_json::{Value, json};
 
+use crate::run_command;
+
 fn tool(name: &str, risk: Risk, capabilities: &[Capability]) -> ToolFacts {
     ToolFacts::from_declaration(
         name,
         risk,
         &CapabilityDeclaration::Declared(capabilities.to_vec()),
     )
-}
-
-fn run_command() -> ToolFacts {
-    tool("run_command", Risk::Execute, &[Capability::ProcessExecute])
 }
 
 fn edit_file() -> ToolFacts {
@@ -27,17 +25,7 @@ fn read_file() -> ToolFacts {
 }
 
 fn policy(mode: PermissionMode, rules: &[(RuleEffect, &str)]) -> PermissionPolicy {
-    let mut set = RuleSet::new();
-    for (effect, text) in rules {
-        set.push(Rule::parse(*effect, text).unwrap());
-    }
-    PermissionPolicy {
-        mode,
-        rules: set,
-        workspace_root: Some("/ws".into()),
-        protected_paths: ProtectedPaths::new(),
-        hidden_paths: PathSet::new(),
-    }
+    crate::policy_at("/ws", mode, rules)
 }
 
 fn check(policy: &PermissionPolicy, facts: &ToolFacts, input: Value, expected: Verdict) {
