@@ -1,59 +1,59 @@
-//! The post-command check of the workspace's repositories' code-execution points.
+//! Keeping the workspace's repositories from being turned against the user: what a command's
+//! view makes read-only in each `.git` ([`GitLock`]), and the check after the command that takes
+//! back what it could still create.
 //!
 //! During a command, the built view keeps every repository's `.git` of the workspace pinned (it
-//! cannot be renamed, removed or replaced) and binds read-only every code path that *exists*:
-//! `hooks`, `config`, `commondir`, `worktrees`, … (see [`scan`] for which repositories: the
-//! workspace's own and the nested ones, `sub/.git`). A bind mount cannot protect a path that does
-//! not exist yet, so a command could still create `.git/commondir` (pointing git at a directory
-//! with its own hooks), `.git/config.worktree`, `.git/worktrees/*`, or a whole new repository
-//! (`git init` at the root or in any subdirectory) with planted hooks or a `core.fsmonitor` in its
-//! config. This check runs after the command's whole process tree is gone (so nothing races it),
-//! takes back whatever the command created there — a new repository keeps its objects and refs,
-//! loses what would run — and reports it: the user's next `git` command, in the workspace or in a
-//! nested repository, runs no planted code.
+//! cannot be renamed, removed or replaced; see [`scan`] for which repositories: the workspace's
+//! own and the nested ones, `sub/.git`) and makes part of it read-only:
+//! - **`start_command` and piped processes ([`GitLock::Whole`])**: the whole git dir. Nothing can
+//!   be created or changed in it while the command runs, however long: there is no moment at which
+//!   the user's own `git` could meet a planted `commondir`, hook or config key. The price: git
+//!   commands that write the repository (`add`, `commit`, `checkout`, `fetch`) fail inside
+//!   background commands (`Unable to create '.git/index.lock': Read-only file system`); they
+//!   belong in `run_command`.
+//! - **`run_command` ([`GitLock::CodePaths`])**: every code path that *exists* (`hooks`, `config`,
+//!   `commondir`, `worktrees`, …), so `git add`, `commit` and `checkout` keep working. A bind mount
+//!   cannot protect a path that does not exist yet, and git needs to create files at the top of
+//!   its git dir (`index.lock`, `HEAD.lock`, `ORIG_HEAD`), so a command can create a missing
+//!   `.git/commondir` (pointing git at a directory with its own hooks), `config.worktree`,
+//!   `worktrees/*`, a first `hooks/`, until it ends. That window is open for the foreground
+//!   command's duration (bounded by its timeout) and is closed by the check below.
+//!
+//! Ways considered to close the foreground window, and why not: creating the missing code paths
+//! beforehand so they can be bound read-only works for directories only (an empty `hooks/`), and
+//! changes the user's repository, read-only workspaces included; a missing *file* has no harmless
+//! stand-in (git uses any `commondir` content as the common dir, and dies on an empty or unreadable
+//! one). Watching the git dirs (inotify) and removing what appears still leaves a window per
+//! write, which a loop rewriting the file keeps open. Landlock and seccomp cannot tell
+//! `index.lock` from `commondir`: both are a new file in the same directory.
+//!
+//! After the command's whole process tree is gone (so nothing races it), [`Repositories::restore`]
+//! takes back whatever the command created at a missing code path and makes every repository the
+//! command made (`git init` at the root or in any subdirectory, a `.git` file or link) harmless:
+//! a `.git` file or link is removed; a new git dir keeps its objects and refs and loses
+//! `commondir`, `gitdir`, `config.worktree`, `worktrees`, `modules` and every hook that is not a
+//! `.sample`, and its `config` keeps only the allowlist's inert keys as the host's git reads
+//! them (`allowlist`). New repositories are cleaned at that moment — when the command ends, for
+//! background commands too: during a long `start_command`, a repository it made in a
+//! subdirectory (or at the root of a workspace that had none) can hold planted code until it
+//! ends. The workspace's existing repositories are not affected by that.
 //!
 //! [`scan`] walks directories only, without following links, skipping the usual heavy trees
 //! (`node_modules`, `target`, virtual environments, caches) and stopping after
 //! [`SCAN_MAX_DIRS`] directories; a repository beyond is not protected, and the report says the
 //! scan was cut.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::platform::GIT_CODE_PATHS;
 
+mod allowlist;
+
+/// The git that reads configs (found on clawsmith's `PATH`).
+const GIT: &str = "git";
+
 /// Hook names git ships as samples; anything else in a new repository's `hooks/` would run.
 const SAMPLE_SUFFIX: &str = ".sample";
-
-/// `section.key` (lowercase; `*` for any subsection) whose value makes git run a program or
-/// read more configuration.
-const DANGEROUS_KEYS: &[&str] = &[
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.sshcommand",
-    "core.editor",
-    "core.pager",
-    "core.askpass",
-    "core.gitproxy",
-    "core.worktree",
-    "sequence.editor",
-    "diff.external",
-    "gpg.program",
-    "gpg.*.program",
-    "credential.helper",
-    "credential.*.helper",
-    "include.path",
-    "includeif.*.path",
-    "filter.*.clean",
-    "filter.*.smudge",
-    "filter.*.process",
-    "diff.*.textconv",
-    "diff.*.command",
-    "merge.*.driver",
-    "uploadpack.packobjectshook",
-    "alias.*",
-    "pager.*",
-];
 
 /// Directories the repository scan visits at most, per scan.
 pub(crate) const SCAN_MAX_DIRS: usize = 20_000;
@@ -115,10 +115,24 @@ pub(crate) struct GitSnapshot {
     missing: Vec<&'static str>,
 }
 
+/// How much of each repository's git dir a command's view makes read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GitLock {
+    /// The existing code paths (`run_command`): the rest stays writable, so `git add`,
+    /// `commit` and `checkout` work; what the command creates at a missing code path is taken
+    /// back when it ends.
+    CodePaths,
+    /// The whole git dir (`start_command`, piped processes): nothing can be created in it while
+    /// the command runs, so there is nothing to take back and no moment the user's git could
+    /// meet a planted code path. Git commands that write the repository fail in these commands.
+    Whole,
+}
+
 /// Every repository of the workspace before the command.
 #[derive(Debug)]
 pub(crate) struct Repositories {
     workspace: PathBuf,
+    lock: GitLock,
     /// The workspace's own `.git` (present or not) first, then the nested ones found.
     snapshots: Vec<GitSnapshot>,
     /// Whether the scan was cut (repositories deeper than it went are not protected).
@@ -127,7 +141,7 @@ pub(crate) struct Repositories {
 
 impl Repositories {
     /// Scans `workspace` and takes the snapshot of each repository.
-    pub(crate) fn before(workspace: &Path) -> Repositories {
+    pub(crate) fn before(workspace: &Path, lock: GitLock) -> Repositories {
         let own = workspace.join(".git");
         let (found, cut) = scan(workspace);
         let mut snapshots = vec![snapshot(&own)];
@@ -139,9 +153,15 @@ impl Repositories {
         );
         Repositories {
             workspace: workspace.to_path_buf(),
+            lock,
             snapshots,
             cut,
         }
+    }
+
+    /// How much of each git dir the view makes read-only.
+    pub(crate) fn lock(&self) -> GitLock {
+        self.lock
     }
 
     /// The `.git` entries that exist now, for the view to pin and protect.
@@ -278,11 +298,8 @@ impl GitSnapshot {
                 if remove_any(&config) {
                     restored.push(".git/config".to_owned());
                 }
-            } else if let Ok(text) = std::fs::read_to_string(&config) {
-                let (kept, removed) = without_dangerous_keys(&text);
-                if !removed.is_empty() && std::fs::write(&config, kept).is_ok() {
-                    restored.extend(removed.into_iter().map(|key| format!(".git/config: {key}")));
-                }
+            } else {
+                restored.extend(clean_config(&config));
             }
         }
         restored
@@ -298,92 +315,22 @@ fn remove_any(path: &Path) -> bool {
     }
 }
 
-/// The config text without the entries that make git run code (and without `[include]`
-/// sections' paths); the removed `section.key` names.
-pub(crate) fn without_dangerous_keys(text: &str) -> (String, BTreeSet<String>) {
-    let mut kept = String::with_capacity(text.len());
-    let mut removed = BTreeSet::new();
-    let mut section = String::new();
-    let mut subsection = false;
-    for line in text.split_inclusive('\n') {
-        let trimmed = line.trim();
-        if let Some(header) = trimmed.strip_prefix('[') {
-            let header = header.split(']').next().unwrap_or_default();
-            let mut parts = header.splitn(2, [' ', '.']);
-            section = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
-            subsection = parts.next().is_some();
-            kept.push_str(line);
-            continue;
+/// Reduces a repository's config to its inert keys (see `allowlist`); what it removed, for the
+/// report (`.git/config: core.fsmonitor`, `.git/config: replaced (…)`).
+fn clean_config(config: &Path) -> Vec<String> {
+    match allowlist::clean(Path::new(GIT), config) {
+        Ok(allowlist::Cleaned::Kept) => Vec::new(),
+        Ok(allowlist::Cleaned::Removed(keys)) => keys
+            .into_iter()
+            .map(|key| format!(".git/config: {key}"))
+            .collect(),
+        Ok(allowlist::Cleaned::Replaced(reason)) => {
+            vec![format!(".git/config: replaced ({reason})")]
         }
-        let key = trimmed
-            .split(['=', ' ', '\t'])
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if key.is_empty() || key.starts_with(['#', ';']) {
-            kept.push_str(line);
-            continue;
-        }
-        let name = if subsection {
-            format!("{section}.*.{key}")
-        } else {
-            format!("{section}.{key}")
-        };
-        let dangerous = DANGEROUS_KEYS.iter().any(|pattern| {
-            *pattern == name
-                || pattern
-                    .strip_suffix(".*")
-                    .is_some_and(|prefix| !subsection && section == prefix)
-        });
-        if dangerous {
-            removed.insert(name);
-        } else {
-            kept.push_str(line);
-        }
-    }
-    (kept, removed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_dangerous_keys;
-
-    #[test]
-    fn dangerous_keys_are_removed_and_the_rest_kept() {
-        let cases = [
-            (
-                "[core]\n\tfsmonitor = evil\n\tbare = false\n",
-                "[core]\n\tbare = false\n",
-                1,
-            ),
-            ("[core]\nhooksPath=/x\n", "[core]\n", 1),
-            (
-                "[filter \"lfs\"]\n\tclean = evil %f\n",
-                "[filter \"lfs\"]\n",
-                1,
-            ),
-            ("[alias]\n\tst = !evil\n", "[alias]\n", 1),
-            ("[include]\n\tpath = ../x\n", "[include]\n", 1),
-            (
-                "[includeIf \"gitdir:/\"]\n\tpath = x\n",
-                "[includeIf \"gitdir:/\"]\n",
-                1,
-            ),
-            (
-                "[user]\n\tname = A\n# comment\n",
-                "[user]\n\tname = A\n# comment\n",
-                0,
-            ),
-            (
-                "[remote \"origin\"]\n\turl = x\n",
-                "[remote \"origin\"]\n\turl = x\n",
-                0,
-            ),
-        ];
-        for (input, expected, count) in cases {
-            let (kept, removed) = without_dangerous_keys(input);
-            assert_eq!(kept, expected, "{input:?}");
-            assert_eq!(removed.len(), count, "{input:?}: {removed:?}");
-        }
+        // Neither cleaned nor replaced: take it away rather than leave it.
+        Err(_) => match std::fs::remove_file(config) {
+            Ok(()) => vec![".git/config: removed".to_owned()],
+            Err(_) => vec![".git/config: could not be cleaned".to_owned()],
+        },
     }
 }
