@@ -33,10 +33,13 @@
 //! a `.git` file or link is removed; a new git dir keeps its objects and refs and loses
 //! `commondir`, `gitdir`, `config.worktree`, `worktrees`, `modules` and every hook that is not a
 //! `.sample`, and its `config` keeps only the allowlist's inert keys as the host's git reads
-//! them (`allowlist`). New repositories are cleaned at that moment — when the command ends, for
-//! background commands too: during a long `start_command`, a repository it made in a
-//! subdirectory (or at the root of a workspace that had none) can hold planted code until it
-//! ends. The workspace's existing repositories are not affected by that.
+//! them (`allowlist`). A repository made by `run_command` is cleaned then, when the command
+//! ends: until then (bounded by its timeout) the user's own git inside it could meet what the
+//! command planted. One made by a background command is cleaned as it appears, by a watch
+//! (`watch`: inotify from before the command starts until its tree is gone) doing the same
+//! cleaning; the window left is the time between a write and its cleaning, which a command
+//! rewriting the file in a loop keeps reopening. Existing repositories have no window: their
+//! code paths are bound read-only before the command's first instruction.
 //!
 //! [`scan`] walks directories only, without following links, skipping the usual heavy trees
 //! (`node_modules`, `target`, virtual environments, caches) and stopping after
@@ -48,6 +51,9 @@ use std::path::{Path, PathBuf};
 use crate::platform::GIT_CODE_PATHS;
 
 mod allowlist;
+mod watch;
+
+use watch::Watch;
 
 /// The git that reads configs (found on clawsmith's `PATH`).
 const GIT: &str = "git";
@@ -137,6 +143,8 @@ pub(crate) struct Repositories {
     snapshots: Vec<GitSnapshot>,
     /// Whether the scan was cut (repositories deeper than it went are not protected).
     cut: bool,
+    /// For [`GitLock::Whole`]: the watch cleaning new repositories while the command runs.
+    watch: Option<Watch>,
 }
 
 impl Repositories {
@@ -151,11 +159,22 @@ impl Repositories {
                 .filter(|git| **git != own)
                 .map(|git| snapshot(git)),
         );
+        let watch = (lock == GitLock::Whole)
+            .then(|| {
+                let known = snapshots
+                    .iter()
+                    .filter(|snapshot| !snapshot.absent)
+                    .map(|snapshot| snapshot.git_dir.clone())
+                    .collect();
+                Watch::start(workspace, known)
+            })
+            .flatten();
         Repositories {
             workspace: workspace.to_path_buf(),
             lock,
             snapshots,
             cut,
+            watch,
         }
     }
 
@@ -174,20 +193,12 @@ impl Repositories {
 
     /// Takes back what the command created at any repository's code paths, and cleans the
     /// repositories it made; returns what it did, relative to the workspace.
-    pub(crate) fn restore(&self) -> Vec<String> {
-        let mut restored = Vec::new();
-        let relative = |git: &Path, what: String| {
-            let base = git
-                .parent()
-                .and_then(|dir| dir.strip_prefix(&self.workspace).ok())
-                .filter(|dir| !dir.as_os_str().is_empty())
-                .map(|dir| format!("{}/", dir.display()))
-                .unwrap_or_default();
-            format!("{base}{what}")
-        };
+    pub(crate) fn restore(mut self) -> Vec<String> {
+        // What the watch cleaned while the command ran, first.
+        let mut restored = self.watch.take().map(Watch::stop).unwrap_or_default();
         for snapshot in &self.snapshots {
             for what in snapshot.restore() {
-                restored.push(relative(&snapshot.git_dir, what));
+                restored.push(relative(&self.workspace, &snapshot.git_dir, what));
             }
         }
         // Repositories the command made anywhere else in the workspace.
@@ -196,14 +207,7 @@ impl Repositories {
             if self.snapshots.iter().any(|s| s.git_dir == git) {
                 continue;
             }
-            let new = GitSnapshot {
-                git_dir: git.clone(),
-                absent: true,
-                missing: Vec::new(),
-            };
-            for what in new.restore() {
-                restored.push(relative(&git, what));
-            }
+            restored.extend(clean_new(&self.workspace, &git));
         }
         if self.cut && !restored.is_empty() {
             restored.push(format!(
@@ -212,6 +216,31 @@ impl Repositories {
         }
         restored
     }
+}
+
+/// `what` (a path in the git dir `git`, `.git/…`) relative to the workspace, for the report.
+fn relative(workspace: &Path, git: &Path, what: String) -> String {
+    let base = git
+        .parent()
+        .and_then(|dir| dir.strip_prefix(workspace).ok())
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| format!("{}/", dir.display()))
+        .unwrap_or_default();
+    format!("{base}{what}")
+}
+
+/// Makes the repository at `git` (which the command made) harmless; what it removed or cleaned,
+/// relative to the workspace.
+pub(crate) fn clean_new(workspace: &Path, git: &Path) -> Vec<String> {
+    let new = GitSnapshot {
+        git_dir: git.to_path_buf(),
+        absent: true,
+        missing: Vec::new(),
+    };
+    new.restore()
+        .into_iter()
+        .map(|what| relative(workspace, git, what))
+        .collect()
 }
 
 /// Takes the snapshot of one `.git` (a directory, a `gitdir:` file, or nothing).

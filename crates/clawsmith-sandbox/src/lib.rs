@@ -61,7 +61,8 @@
 //!   `commondir`, `worktrees`, `modules`, …), so `git add`, `commit` and `checkout` keep working.
 //!   After the command (`git_guard`) whatever it created at a code path that did not exist — or
 //!   the hooks of a repository it made, and every config key of it not on an allowlist of inert
-//!   keys, as the host's git reads the file — is taken back and reported.
+//!   keys, as the host's git reads the file — is taken back and reported; a repository a
+//!   background command makes is cleaned the same way as soon as it appears (an inotify watch).
 //! - **The tree dies with the call, and with clawsmith.** Each confined command is a relay
 //!   (the process clawsmith spawned), an init (pid 1 of the PID namespace) and the shell (see
 //!   the `child` module). The init exits when the shell does and the kernel kills the rest of

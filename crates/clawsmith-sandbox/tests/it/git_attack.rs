@@ -51,6 +51,9 @@ struct Row {
     gone: &'static [&'static str],
     /// Keys that must still be there.
     kept: &'static [&'static str],
+    /// Paths (relative to the workspace) a background command made that the watch must clean
+    /// while it still runs; the checks wait (bounded) until they are gone.
+    settle: &'static [&'static str],
     /// What the command must print with the sandbox on (empty: anything).
     prints: &'static str,
     /// Whether the payload runs at the user's git when nothing cleans (false where a key only
@@ -67,6 +70,7 @@ fn table() -> Vec<Row> {
         repo: ".",
         gone,
         kept,
+        settle: &[],
         prints: "",
         runs_unguarded: true,
     };
@@ -225,7 +229,48 @@ fn table() -> Vec<Row> {
                 &["core.repositoryformatversion"],
             )
         },
+        Row {
+            mode: Mode::Background,
+            host_repo: true,
+            repo: "sub",
+            settle: &["sub/.git/hooks/pre-commit"],
+            ..row(
+                "22 a background command makes a nested repository with a hook and core.fsmonitor",
+                r#"mkdir sub && cd sub && INIT && printf '#!/bin/sh\ntouch MARK\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && git config core.fsmonitor 'touch MARK'; echo written; sleep 60"#,
+                &["core.fsmonitor"],
+                &["core.repositoryformatversion"],
+            )
+        },
+        Row {
+            mode: Mode::Background,
+            settle: &[".git"],
+            ..row(
+                "23 a background command plants a .git file (gitdir:) at a workspace without one",
+                r#"git init -q --bare evil.git && git -C evil.git config core.bare false && git -C evil.git config core.fsmonitor 'touch MARK' && echo "gitdir: $PWD/evil.git" > .git && echo a > f && git add f && git -c user.name=t -c user.email=t@example.invalid commit -qm one; echo written; sleep 60"#,
+                &[],
+                &[],
+            )
+        },
     ]
+}
+
+/// Waits (bounded polling, not a timing assertion) until the watch cleaned what `row` names.
+async fn settle(row: &Row, fixture: &Fixture, repo: &Path) {
+    for _ in 0..1000 {
+        let keys = config_keys(fixture, repo);
+        let cleaned = row
+            .settle
+            .iter()
+            .all(|path| std::fs::symlink_metadata(fixture.workspace.join(path)).is_err())
+            && !row
+                .gone
+                .iter()
+                .any(|gone| keys.iter().any(|key| key.starts_with(gone)));
+        if cleaned {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Runs `git` on the host as the user would, with no system or global config and a stand-in
@@ -388,7 +433,15 @@ async fn run_row(row: &Row, policy: SandboxPolicy) -> bool {
             let state = service.status(&id).unwrap().state;
             assert_eq!(state, CommandState::Running, "{}", row.name);
             if guarded {
+                settle(row, &fixture, &repo).await;
                 check_keys(row, &fixture, &repo, &output);
+                for path in row.settle {
+                    assert!(
+                        std::fs::symlink_metadata(fixture.workspace.join(path)).is_err(),
+                        "{}: {path} still there while the command runs",
+                        row.name
+                    );
+                }
                 for planted in ["commondir", "config.worktree", "hooks/pre-commit"] {
                     assert!(
                         !repo.join(".git").join(planted).exists(),
