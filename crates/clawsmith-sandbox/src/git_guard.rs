@@ -46,7 +46,11 @@
 //! [`SCAN_MAX_DIRS`] directories; a repository beyond is not protected, and the report says the
 //! scan was cut.
 
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 
 use crate::platform::GIT_CODE_PATHS;
 
@@ -197,7 +201,7 @@ impl Repositories {
         // What the watch cleaned while the command ran, first.
         let mut restored = self.watch.take().map(Watch::stop).unwrap_or_default();
         for snapshot in &self.snapshots {
-            for what in snapshot.restore() {
+            for what in snapshot.restore(&self.workspace) {
                 restored.push(relative(&self.workspace, &snapshot.git_dir, what));
             }
         }
@@ -232,12 +236,7 @@ fn relative(workspace: &Path, git: &Path, what: String) -> String {
 /// Makes the repository at `git` (which the command made) harmless; what it removed or cleaned,
 /// relative to the workspace.
 pub(crate) fn clean_new(workspace: &Path, git: &Path) -> Vec<String> {
-    let new = GitSnapshot {
-        git_dir: git.to_path_buf(),
-        absent: true,
-        missing: Vec::new(),
-    };
-    new.restore()
+    clean_new_at(workspace, git)
         .into_iter()
         .map(|what| relative(workspace, git, what))
         .collect()
@@ -265,23 +264,14 @@ fn snapshot(git_dir: &Path) -> GitSnapshot {
 impl GitSnapshot {
     /// Takes back what the command created at the repository's code paths; returns what it
     /// removed or cleaned (relative to the workspace), for the report.
-    pub(crate) fn restore(&self) -> Vec<String> {
+    pub(crate) fn restore(&self, workspace: &Path) -> Vec<String> {
+        if self.absent {
+            return clean_new_at(workspace, &self.git_dir);
+        }
         let mut restored = Vec::new();
         let Ok(meta) = std::fs::symlink_metadata(&self.git_dir) else {
             return restored;
         };
-        if self.absent {
-            // A repository the command made: keep it, without anything that would run.
-            if meta.file_type().is_symlink() || meta.is_file() {
-                // A link or `gitdir:` file pointing git somewhere the command chose.
-                if std::fs::remove_file(&self.git_dir).is_ok() {
-                    restored.push(".git".to_owned());
-                }
-                return restored;
-            }
-            restored.extend(self.clean_new_repository());
-            return restored;
-        }
         if !meta.is_dir() {
             return restored;
         }
@@ -293,46 +283,117 @@ impl GitSnapshot {
         }
         restored
     }
+}
 
-    fn clean_new_repository(&self) -> Vec<String> {
-        let mut restored = Vec::new();
-        for name in [
-            "commondir",
-            "gitdir",
-            "config.worktree",
-            "worktrees",
-            "modules",
-        ] {
-            if remove_any(&self.git_dir.join(name)) {
-                restored.push(format!(".git/{name}"));
+/// Makes the repository at `git_dir` (which the command made) harmless, touching only what lies
+/// beneath `workspace`: every directory on the way is opened without following links and the
+/// work is done through those descriptors (`/proc/self/fd/N/…`), so a command still running
+/// (see `watch`) that swaps a component for a link cannot turn the cleaning on another path.
+/// What it removed or cleaned, relative to the git dir (`.git/…`).
+fn clean_new_at(workspace: &Path, git_dir: &Path) -> Vec<String> {
+    let mut restored = Vec::new();
+    let (Some(parent), Some(name)) = (git_dir.parent(), git_dir.file_name()) else {
+        return restored;
+    };
+    let Some(parent) = PinnedDir::open(workspace, parent) else {
+        return restored;
+    };
+    let entry = parent.path.join(name);
+    let Ok(meta) = std::fs::symlink_metadata(&entry) else {
+        return restored;
+    };
+    if !meta.is_dir() {
+        // A link or `gitdir:` file pointing git somewhere the command chose.
+        if std::fs::remove_file(&entry).is_ok() {
+            restored.push(".git".to_owned());
+        }
+        return restored;
+    }
+    let Some(git) = parent.child(name) else {
+        return restored;
+    };
+    for name in [
+        "commondir",
+        "gitdir",
+        "config.worktree",
+        "worktrees",
+        "modules",
+    ] {
+        if remove_any(&git.path.join(name)) {
+            restored.push(format!(".git/{name}"));
+        }
+    }
+    match git.child("hooks".as_ref()) {
+        Some(hooks) => {
+            let entries = std::fs::read_dir(&hooks.path)
+                .into_iter()
+                .flatten()
+                .flatten();
+            for entry in entries {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !name.ends_with(SAMPLE_SUFFIX) && remove_any(&hooks.path.join(entry.file_name()))
+                {
+                    restored.push(format!(".git/hooks/{name}"));
+                }
             }
         }
-        let hooks = self.git_dir.join("hooks");
-        if let Ok(meta) = std::fs::symlink_metadata(&hooks) {
-            if meta.is_dir() {
-                let entries = std::fs::read_dir(&hooks).into_iter().flatten().flatten();
-                for entry in entries {
-                    let name = entry.file_name().to_string_lossy().into_owned();
-                    if !name.ends_with(SAMPLE_SUFFIX) && remove_any(&entry.path()) {
-                        restored.push(format!(".git/hooks/{name}"));
-                    }
-                }
-            } else if remove_any(&hooks) {
+        // Not a directory (a link, a file): taken away.
+        None => {
+            if remove_any(&git.path.join("hooks")) {
                 restored.push(".git/hooks".to_owned());
             }
         }
-        let config = self.git_dir.join("config");
-        if let Ok(meta) = std::fs::symlink_metadata(&config) {
-            if !meta.is_file() {
-                if remove_any(&config) {
-                    restored.push(".git/config".to_owned());
-                }
-            } else {
-                restored.extend(clean_config(&config));
-            }
-        }
-        restored
     }
+    let config = git.path.join("config");
+    if let Ok(meta) = std::fs::symlink_metadata(&config) {
+        if !meta.is_file() {
+            if remove_any(&config) {
+                restored.push(".git/config".to_owned());
+            }
+        } else {
+            restored.extend(clean_config(&git.path));
+        }
+    }
+    restored
+}
+
+/// A directory opened without following links (`O_PATH`), and the path that names it
+/// whatever is renamed or swapped meanwhile (`/proc/self/fd/N`).
+struct PinnedDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl PinnedDir {
+    /// `dir`, opened from `workspace` one component at a time; `None` when a component is a
+    /// link, not a directory, or gone, or `dir` is not beneath `workspace`.
+    fn open(workspace: &Path, dir: &Path) -> Option<PinnedDir> {
+        let relative = dir.strip_prefix(workspace).ok()?;
+        let fd = nix::fcntl::open(workspace, pin_flags(), Mode::empty()).ok()?;
+        let mut pinned = PinnedDir::from_fd(fd);
+        for component in relative.components() {
+            let Component::Normal(name) = component else {
+                return None;
+            };
+            pinned = pinned.child(name)?;
+        }
+        Some(pinned)
+    }
+
+    /// The directory `name` in this one, not following a link.
+    fn child(&self, name: &std::ffi::OsStr) -> Option<PinnedDir> {
+        let fd = nix::fcntl::openat(&self.fd, name, pin_flags(), Mode::empty()).ok()?;
+        Some(PinnedDir::from_fd(fd))
+    }
+
+    fn from_fd(fd: OwnedFd) -> PinnedDir {
+        let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        PinnedDir { fd, path }
+    }
+}
+
+fn pin_flags() -> OFlag {
+    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
 }
 
 /// Removes a file, link or directory tree without following links; whether something was there.
@@ -344,10 +405,10 @@ fn remove_any(path: &Path) -> bool {
     }
 }
 
-/// Reduces a repository's config to its inert keys (see `allowlist`); what it removed, for the
-/// report (`.git/config: core.fsmonitor`, `.git/config: replaced (…)`).
-fn clean_config(config: &Path) -> Vec<String> {
-    match allowlist::clean(Path::new(GIT), config) {
+/// Reduces the config of the git dir `git` to its inert keys (see `allowlist`); what it
+/// removed, for the report (`.git/config: core.fsmonitor`, `.git/config: replaced (…)`).
+fn clean_config(git: &Path) -> Vec<String> {
+    match allowlist::clean(Path::new(GIT), git) {
         Ok(allowlist::Cleaned::Kept) => Vec::new(),
         Ok(allowlist::Cleaned::Removed(keys)) => keys
             .into_iter()
@@ -357,9 +418,60 @@ fn clean_config(config: &Path) -> Vec<String> {
             vec![format!(".git/config: replaced ({reason})")]
         }
         // Neither cleaned nor replaced: take it away rather than leave it.
-        Err(_) => match std::fs::remove_file(config) {
+        Err(_) => match std::fs::remove_file(git.join("config")) {
             Ok(()) => vec![".git/config: removed".to_owned()],
             Err(_) => vec![".git/config: could not be cleaned".to_owned()],
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean_new_at;
+
+    /// A repository the command made whose parts are links out of the workspace: the cleaning
+    /// removes the links and never writes or removes what they point at.
+    #[test]
+    fn cleaning_a_new_repository_never_follows_its_links_out() {
+        // (the link the command planted, relative to the workspace; its target, in outside;
+        //  the git dir cleaned; what the report names)
+        let cases: &[(&str, &str, &str, &[&str])] = &[
+            (".git", "repo", ".git", &[".git"]),
+            ("a/.git/config", "repo/config", "a/.git", &[".git/config"]),
+            ("b/.git/hooks", "repo/hooks", "b/.git", &[".git/hooks"]),
+            ("c", "repo", "c/.git", &[]),
+            ("d/.git/modules", "repo", "d/.git", &[".git/modules"]),
+        ];
+        for (link, target, git, report) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let workspace = dir.path().join("ws");
+            let outside = dir.path().join("outside");
+            std::fs::create_dir_all(outside.join("repo/hooks")).unwrap();
+            std::fs::create_dir_all(outside.join("repo/.git")).unwrap();
+            std::fs::write(outside.join("repo/config"), "[core]\n\tfsmonitor = x\n").unwrap();
+            std::fs::write(outside.join("repo/hooks/pre-commit"), "kept").unwrap();
+            std::fs::write(
+                outside.join("repo/.git/config"),
+                "[core]\n\tfsmonitor = x\n",
+            )
+            .unwrap();
+            std::fs::create_dir_all(&workspace).unwrap();
+            let planted = workspace.join(link);
+            std::fs::create_dir_all(planted.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(outside.join(target), &planted).unwrap();
+            let cleaned = clean_new_at(&workspace, &workspace.join(git));
+            assert_eq!(&cleaned, report, "{link}");
+            for (file, bytes) in [
+                ("repo/config", "[core]\n\tfsmonitor = x\n"),
+                ("repo/hooks/pre-commit", "kept"),
+                ("repo/.git/config", "[core]\n\tfsmonitor = x\n"),
+            ] {
+                assert_eq!(
+                    std::fs::read_to_string(outside.join(file)).unwrap(),
+                    bytes,
+                    "{link}: {file}"
+                );
+            }
+        }
     }
 }

@@ -10,8 +10,9 @@
 //! subsection that cannot be written back, or no git at all replaces the file with
 //! [`MINIMAL_CONFIG`]: what cannot be read is never kept.
 
-use std::io;
-use std::path::{Path, PathBuf};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// `section.key` (lowercase; `section.*.key` for any subsection) a cleaned config keeps: the
@@ -66,35 +67,39 @@ pub(crate) enum Cleaned {
 /// One `key=value` as git lists it; `None` for a key without `=` (a boolean true).
 type Entry = (Vec<u8>, Option<Vec<u8>>);
 
-/// Reduces the config file `config` to its inert keys, listing it with the git at `git`.
-pub(crate) fn clean(git: &Path, config: &Path) -> io::Result<Cleaned> {
-    let entries = match list(git, config) {
+/// Reduces the config of the git dir `git` to its inert keys, listing it with the git at
+/// `git_program`. The command may still be running (see the parent's `watch`): the config is
+/// read without following a link, parsed and checked as private copies, and the result takes
+/// its place by a rename, which replaces whatever is there without following it.
+pub(crate) fn clean(git_program: &Path, git: &Path) -> io::Result<Cleaned> {
+    let config = git.join("config");
+    let original = read_regular(&config)?;
+    let copy = private_copy(&original)?;
+    let entries = match list(git_program, copy.path()) {
         Ok(entries) => entries,
         Err(reason) => {
-            std::fs::write(config, MINIMAL_CONFIG)?;
+            install(git, MINIMAL_CONFIG.as_bytes())?;
             return Ok(Cleaned::Replaced(reason));
         }
     };
     let (kept, removed): (Vec<Entry>, Vec<Entry>) =
         entries.into_iter().partition(|(key, _)| is_inert(key));
     let Some(text) = write_config(&kept) else {
-        std::fs::write(config, MINIMAL_CONFIG)?;
+        install(git, MINIMAL_CONFIG.as_bytes())?;
         return Ok(Cleaned::Replaced(
             "a subsection that cannot be written back".to_owned(),
         ));
     };
-    if std::fs::read(config)? != text {
-        // Written beside it and read back by git before it takes the config's place.
-        let staged = staged_path(config);
-        std::fs::write(&staged, &text)?;
-        if list(git, &staged).ok().as_ref() != Some(&kept) {
-            std::fs::remove_file(&staged)?;
-            std::fs::write(config, MINIMAL_CONFIG)?;
+    if original != text {
+        // Read back by git before it takes the config's place.
+        let written = private_copy(&text)?;
+        if list(git_program, written.path()).ok().as_ref() != Some(&kept) {
+            install(git, MINIMAL_CONFIG.as_bytes())?;
             return Ok(Cleaned::Replaced(
                 "git read the cleaned config differently".to_owned(),
             ));
         }
-        std::fs::rename(&staged, config)?;
+        install(git, &text)?;
     }
     if removed.is_empty() {
         return Ok(Cleaned::Kept);
@@ -105,6 +110,46 @@ pub(crate) fn clean(git: &Path, config: &Path) -> io::Result<Cleaned> {
         .collect();
     names.dedup();
     Ok(Cleaned::Removed(names))
+}
+
+/// The bytes of `path` if it is a regular file (not a link, FIFO or device), opened without
+/// following a link and without blocking.
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `bytes` in a private temporary file (outside the workspace), for git to read.
+fn private_copy(bytes: &[u8]) -> io::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::NamedTempFile::new()?;
+    file.write_all(bytes)?;
+    file.flush()?;
+    Ok(file)
+}
+
+/// Puts `bytes` in place of the git dir's `config`: written to a new file beside it (created,
+/// never opened through a link) and renamed over it.
+fn install(git: &Path, bytes: &[u8]) -> io::Result<()> {
+    let staged = git.join("config.clawsmith-clean");
+    // Whatever the command left there (a link included) goes first; the new file is exclusive.
+    let _ = std::fs::remove_file(&staged);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(&staged)?;
+    file.write_all(bytes)?;
+    drop(file);
+    std::fs::rename(&staged, git.join("config"))
 }
 
 /// Whether git's name of a key (`section.key` or `section.subsection.key`, section and key
@@ -233,13 +278,6 @@ fn escape(bytes: &[u8], text: &mut Vec<u8>) {
     }
 }
 
-/// Where the cleaned config is written before it replaces `config`.
-fn staged_path(config: &Path) -> PathBuf {
-    let mut name = config.file_name().unwrap_or_default().to_os_string();
-    name.push(".clawsmith-clean");
-    config.with_file_name(name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,7 +287,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config");
         std::fs::write(&config, input).unwrap();
-        let cleaned = clean(Path::new(git), &config).unwrap();
+        let cleaned = clean(Path::new(git), dir.path()).unwrap();
         let listed = list(Path::new("git"), &config).unwrap();
         let listed = listed
             .iter()

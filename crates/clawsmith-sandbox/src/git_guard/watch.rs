@@ -4,7 +4,9 @@
 //! is outside the read-only binds (it did not exist when the view was built). This watch
 //! (inotify on every directory the repository scan would visit, and on every new git dir) runs
 //! from before the command starts until its tree is gone, and cleans a new repository — the
-//! same cleaning as at the end — as soon as anything in it or at its `.git` changes. What
+//! same cleaning as at the end, through directories opened without following links, since the
+//! command is still running and may swap one for a link — as soon as anything in it or at its
+//! `.git` changes. What
 //! remains is the time between a write and its cleaning (one inotify wake-up and, for a config,
 //! two runs of `git config`): a command rewriting the file in a loop keeps that window
 //! reopening. Directories past the scan's limits, or past the kernel's inotify watch limit, are
