@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
-use super::{SCAN_MAX_DIRS, SCAN_SKIP, clean_new};
+use super::{SCAN_MAX_DIRS, SCAN_SKIP, clean_new, scan};
 
 /// A running watch; [`Watch::stop`] (or dropping it) ends it.
 #[derive(Debug)]
@@ -116,6 +116,12 @@ impl State {
             }
             while let Ok(events) = self.inotify.read_events() {
                 for event in events {
+                    if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                        // Events were lost: look at every repository the scan finds.
+                        let (found, _) = scan(&self.workspace);
+                        dirty.extend(found.into_iter().filter(|git| !self.known.contains(git)));
+                        continue;
+                    }
                     let Some(dir) = self.directories.get(&event.wd.as_raw()).cloned() else {
                         continue;
                     };
