@@ -77,7 +77,7 @@ enum ServerProcess {
     /// Confined by the MCP-server profile of the host's sandbox policy.
     Confined {
         /// Held for its drop, which kills the tree.
-        _process: clawsmith_core::sandbox::PipedProcess,
+        _process: Box<clawsmith_core::sandbox::PipedProcess>,
     },
     /// `unconfined = true` in its configuration.
     Unconfined {
@@ -339,7 +339,9 @@ async fn spawn(
     handshake(
         server,
         transport,
-        ServerProcess::Confined { _process: process },
+        ServerProcess::Confined {
+            _process: Box::new(process),
+        },
         stderr,
         deadline,
     )

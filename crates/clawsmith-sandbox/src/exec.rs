@@ -22,6 +22,7 @@ use crate::classify::{CommandVerdict, check_command};
 use crate::config::{SandboxConfig, SandboxPolicy};
 use crate::direct;
 use crate::env::command_environment;
+use crate::git_guard::GitLock;
 use crate::output::BoundedOutput;
 use crate::platform::{self, SandboxReport, Target, Unavailable, World};
 
@@ -365,12 +366,14 @@ pub(crate) fn effective_timeout(
 }
 
 /// Disaster check, cwd check, sandbox plan, spawn: the steps every command goes through.
+/// `git_lock` says how much of the repositories' git dirs the view makes read-only.
 pub(crate) fn spawn_checked(
     config: &SandboxConfig,
     command: &str,
     cwd: Option<&str>,
     io: ChildIo,
     trace: Option<&TraceHeaders>,
+    git_lock: GitLock,
 ) -> Result<Spawned, RunError> {
     let verdict = check_command(command);
     if verdict.is_blocked() {
@@ -404,7 +407,7 @@ pub(crate) fn spawn_checked(
         }
     );
     let git = (config.policy != SandboxPolicy::Off)
-        .then(|| crate::git_guard::Repositories::before(&workspace));
+        .then(|| crate::git_guard::Repositories::before(&workspace, git_lock));
     let request = SpawnRequest {
         config,
         command,
@@ -904,6 +907,7 @@ pub async fn run_command(
             errors: errors_write,
         },
         request.trace.as_ref(),
+        GitLock::CodePaths,
     )?;
     // `ChildIo` (and with it our copy of the write end) is gone: EOF comes when the group ends.
     let Spawned {

@@ -13,6 +13,7 @@ use crate::config::SandboxConfig;
 use crate::exec::{
     ChildIo, ExitKind, GroupGuard, RunError, Spawned, kill_unreaped, spawn_checked, wait_tree_gone,
 };
+use crate::git_guard::GitLock;
 use crate::platform::SandboxReport;
 
 /// The three pipes of a [`PipedProcess`], taken once by whoever speaks to it.
@@ -75,6 +76,7 @@ pub fn spawn_piped(
             stderr: stderr_write,
         },
         None,
+        GitLock::Whole,
     )?;
     // `ChildIo` (our copies of the child's ends) is gone: EOF comes when the process ends.
     let Spawned {

@@ -746,7 +746,10 @@ fn view(
             .display()
             .to_string();
         pinned.push(cpath(git)?);
-        if meta.is_file() {
+        let whole = target
+            .repositories
+            .is_some_and(|r| r.lock() == crate::git_guard::GitLock::Whole);
+        if meta.is_file() || whole {
             read_only.push(cpath(git)?);
             protected_names.push(name);
             continue;

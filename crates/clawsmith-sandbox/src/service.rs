@@ -26,6 +26,7 @@ use crate::exec::{
     ChildIo, ExitKind, GroupGuard, ProcessTree, RunError, Spawned, kill_tree, kill_unreaped,
     maybe_sleep, spawn_checked, wait_tree_gone,
 };
+use crate::git_guard::GitLock;
 use crate::platform::SandboxReport;
 
 /// Default bytes of log kept on disk per command.
@@ -423,6 +424,8 @@ impl CommandExecutionService {
             request.cwd.as_deref(),
             io,
             None,
+            // Runs beside the user's own git for as long as it likes: no window at all.
+            GitLock::Whole,
         ) {
             Ok(spawned) => spawned,
             Err(error) => {

@@ -580,47 +580,13 @@ async fn attack_table() {
     assert_eq!(ran, 16);
     println!("attack rows ran: {ran} as uid {}", nix::unistd::geteuid());
     // And again as an unprivileged user, when we are root and setpriv is there.
-    if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
+    let secret = [("CLAWSMITH_ATTACK_SECRET", "attack-secret-value")];
+    let Some(stdout) = crate::rerun_unprivileged("attack::attack_table", &secret) else {
         return;
-    }
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("attack_table ran as uid {} only", nix::unistd::geteuid());
-        return;
-    }
-    if !Path::new("/usr/bin/setpriv").exists() {
-        eprintln!("SKIP attack_table (unprivileged): setpriv is not installed");
-        return;
-    }
-    let rerun = std::process::Command::new("/usr/bin/setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "attack::attack_table",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("CLAWSMITH_ATTACK_UNPRIVILEGED", "1")
-        .env("CLAWSMITH_ATTACK_SECRET", "attack-secret-value")
-        .env("HOME", "/nonexistent")
-        .env("TMPDIR", "/tmp")
-        .output()
-        .unwrap();
+    };
     assert!(
-        rerun.status.success(),
-        "the unprivileged run failed:\n{}{}",
-        String::from_utf8_lossy(&rerun.stdout),
-        String::from_utf8_lossy(&rerun.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&rerun.stdout).contains("attack rows ran: 16 as uid 65534"),
-        "{}",
-        String::from_utf8_lossy(&rerun.stdout)
+        stdout.contains("attack rows ran: 16 as uid 65534"),
+        "{stdout}"
     );
 }
 

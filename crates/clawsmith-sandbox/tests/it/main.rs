@@ -4,6 +4,7 @@
 
 mod attack;
 mod classify_corpus;
+mod git_attack;
 mod piped;
 mod run;
 mod service;
@@ -62,4 +63,46 @@ pub fn landlock_or_skip(test: &str) -> bool {
         return false;
     }
     true
+}
+
+/// Runs the test `test` (`module::name`) again as the unprivileged uid 65534 through `setpriv`,
+/// with `CLAWSMITH_ATTACK_UNPRIVILEGED` and `env` set, when we are root and not that rerun
+/// already; its standard output, or `None` (saying why) when it does not rerun. Panics when the
+/// rerun fails.
+#[allow(clippy::disallowed_methods)]
+pub fn rerun_unprivileged(test: &str, env: &[(&str, &str)]) -> Option<String> {
+    let short = test.rsplit("::").next().unwrap_or(test);
+    if std::env::var_os("CLAWSMITH_ATTACK_UNPRIVILEGED").is_some() {
+        return None;
+    }
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("{short} ran as uid {} only", nix::unistd::geteuid());
+        return None;
+    }
+    if !std::path::Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIP {short} (unprivileged): setpriv is not installed");
+        return None;
+    }
+    let rerun = std::process::Command::new("/usr/bin/setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env("CLAWSMITH_ATTACK_UNPRIVILEGED", "1")
+        .envs(env.iter().copied())
+        .env("HOME", "/nonexistent")
+        .env("TMPDIR", "/tmp")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&rerun.stdout).into_owned();
+    assert!(
+        rerun.status.success(),
+        "the unprivileged run failed:\n{stdout}{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    Some(stdout)
 }
