@@ -513,7 +513,19 @@ fn covers(config: &SandboxConfig, writable: &[PathBuf]) -> Covers {
     let under_cover = |path: &Path| dirs.iter().any(|dir| path.starts_with(dir));
     let mut allowed = Vec::new();
     if let Some(home) = home.as_ref().filter(|home| under_cover(home)) {
+        // One listing of the home directory says which entries can be there at all: most are
+        // absent, and resolving each path was a measurable part of a spawn.
+        let names: Option<std::collections::HashSet<std::ffi::OsString>> = std::fs::read_dir(home)
+            .ok()
+            .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect());
         for entry in &config.home_allow {
+            let first = entry.split('/').next().unwrap_or(entry);
+            if names
+                .as_ref()
+                .is_some_and(|names| !names.contains(std::ffi::OsStr::new(first)))
+            {
+                continue;
+            }
             let relative = Path::new(entry);
             if !relative
                 .components()
@@ -870,7 +882,25 @@ fn hidden(
         {
             candidates.push(home.clone());
         }
-        candidates.extend(HIDDEN_HOME_PATHS.iter().map(|name| home.join(name)));
+        // In a home shown empty, only what lies in a bound entry can be seen: the others are
+        // left out before any system call.
+        let home_real = home.canonicalize().ok();
+        let covered_home = home_real
+            .as_ref()
+            .is_some_and(|real| sight.covers.dirs.iter().any(|dir| real.starts_with(dir)));
+        candidates.extend(
+            HIDDEN_HOME_PATHS
+                .iter()
+                .filter(|name| {
+                    !covered_home
+                        || sight.covers.allowed.iter().any(|(_, in_view, _)| {
+                            home_real
+                                .as_ref()
+                                .is_some_and(|real| real.join(name).starts_with(in_view))
+                        })
+                })
+                .map(|name| home.join(name)),
+        );
     }
     if let crate::config::StateDir::At(state) = config.state_dir() {
         candidates.push(state.clone());

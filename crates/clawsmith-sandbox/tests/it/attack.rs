@@ -365,6 +365,7 @@ async fn run_table() -> usize {
     std::fs::create_dir_all(fixture.workspace.join("sub")).unwrap();
     for dir in [fixture.workspace.clone(), fixture.workspace.join("sub")] {
         let git = std::process::Command::new("git")
+            .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
             .args(["init", "-q"])
             .current_dir(&dir)
             .status();
@@ -503,12 +504,14 @@ async fn run_table() -> usize {
     let before_code = code_paths(git_before);
     assert_eq!(after, before_code, "hooks or config changed");
     let status = std::process::Command::new("git")
+        .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
         .args(["status", "--short"])
         .current_dir(&fixture.workspace)
         .output()
         .unwrap();
     assert!(status.status.success(), "{status:?}");
     let commit = std::process::Command::new("git")
+        .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
         .args([
             "-c",
             "user.name=t",
@@ -551,6 +554,7 @@ async fn run_table() -> usize {
     );
     for dir in [&sub, &made] {
         let commit = std::process::Command::new("git")
+            .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
             .args(["-c", "user.email=t@example.invalid", "-c", "user.name=t"])
             .args(["commit", "-q", "--allow-empty", "-m", "after"])
             .current_dir(dir)
@@ -558,6 +562,7 @@ async fn run_table() -> usize {
             .unwrap();
         assert!(commit.status.success(), "{commit:?}");
         let status = std::process::Command::new("git")
+            .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
             .arg("status")
             .current_dir(dir)
             .output()

@@ -291,6 +291,9 @@ fn host_git(fixture: &Fixture, dir: &Path, args: &[&str], input: Option<&str>) -
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_TERMINAL_PROMPT", "0")
+        // The fixture lives under the checkout's target directory: a row whose repository is
+        // gone must not let git find the checkout's own repository above it.
+        .env("GIT_CEILING_DIRECTORIES", fixture.dir.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
