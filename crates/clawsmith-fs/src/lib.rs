@@ -126,12 +126,14 @@
 
 mod error;
 mod escape;
+mod hidden;
 mod recorder;
 mod tools;
 mod workspace;
 
 pub use error::FsError;
 pub use escape::escape_control;
+pub use hidden::{HIDDEN_WALK_MAX_ENTRIES, HiddenPaths};
 pub use recorder::{
     ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, PriorState, RecorderError,
 };
