@@ -261,7 +261,8 @@ pub fn build_core(
         &workspace,
     )?;
     config.hooks = file_policy.core_hooks();
-    file_policy.apply_to_sandbox(&mut sandbox, &workspace);
+    let hidden = file_policy.hidden_set(&workspace)?;
+    file_policy.apply_to_sandbox(&mut sandbox, &workspace, &hidden);
     config.approver = if options.yes {
         Some(Arc::new(ApproveAll))
     } else {
@@ -286,6 +287,7 @@ pub fn build_core(
         config_file.as_deref(),
         &workspace,
         &sandbox,
+        &hidden,
         &mut config,
     )?;
     // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
@@ -296,6 +298,7 @@ pub fn build_core(
         config_file.as_deref(),
         &workspace,
         &plugins.skill_roots(),
+        &hidden,
     )?);
     // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
     crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);

@@ -25,7 +25,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use rustix::fs::{FileType, Mode, OFlags, Stat};
 
 use crate::error::FsError;
-use crate::workspace::Workspace;
+use crate::workspace::{DirectoryEntry, Workspace};
 
 /// The most directory entries the walk behind [`Workspace::hidden_matches`] and the hard-link
 /// check lists; past it the answer is incomplete (reported, and hard links fail closed).
@@ -76,6 +76,9 @@ struct Covered {
     /// Whether the walk stopped at [`HIDDEN_WALK_MAX_ENTRIES`].
     truncated: bool,
 }
+
+/// A walk listed [`HIDDEN_WALK_MAX_ENTRIES`] entries and stopped.
+struct BudgetSpent;
 
 const GLOB_CHARACTERS: [char; 4] = ['*', '?', '[', '{'];
 
@@ -149,19 +152,64 @@ impl HiddenPaths {
         self.entries.iter().map(|entry| entry.text.as_str())
     }
 
-    /// The absolute paths the glob entries match now (top-most: a matched directory, not its
-    /// content), found by a walk beneath the root that never follows a symlink and lists at
-    /// most [`HIDDEN_WALK_MAX_ENTRIES`] entries. Literal entries are not listed (their paths
-    /// are known without a walk). What a command's view must cover besides the literals.
-    pub fn glob_matches(&self) -> Vec<PathBuf> {
-        if self.entries.iter().all(|entry| entry.literal) {
+    /// What a command's view must cover now, as absolute paths: every literal entry (whether
+    /// or not it exists yet), what the glob entries match (top-most: a matched directory, not
+    /// its content), and every other name of a covered file with several links (a hard link
+    /// elsewhere in the workspace). Found by walks beneath the root that never follow a
+    /// symlink, each listing at most [`HIDDEN_WALK_MAX_ENTRIES`] entries; the second (the
+    /// whole workspace) runs only when a covered file has several links.
+    pub fn command_paths(&self) -> Vec<PathBuf> {
+        let mut relative: Vec<String> = Vec::new();
+        let mut paths: Vec<PathBuf> = Vec::new();
+        for entry in self.entries.iter().filter(|entry| entry.literal) {
+            // `join` keeps an absolute entry as it is.
+            paths.push(self.root().join(&entry.text));
+            relative.push(entry.text.clone());
+        }
+        if self.is_empty() {
+            return paths;
+        }
+        let covered = self.walk(true);
+        let linked = self.linked_names(&covered.linked);
+        for path in covered.paths.into_iter().chain(linked) {
+            if !relative.contains(&path) {
+                paths.push(self.root().join(&path));
+                relative.push(path);
+            }
+        }
+        paths
+    }
+
+    /// The names beneath the root of the files in `linked` (by identity), outside the places
+    /// the entries cover by name.
+    fn linked_names(&self, linked: &HashMap<(u64, u64), usize>) -> Vec<String> {
+        if linked.is_empty() {
             return Vec::new();
         }
-        self.walk(false)
-            .paths
-            .into_iter()
-            .map(|relative| self.root().join(relative))
-            .collect()
+        let inodes: std::collections::HashSet<u64> = linked.keys().map(|(_, ino)| *ino).collect();
+        let mut names = Vec::new();
+        let mut budget = HIDDEN_WALK_MAX_ENTRIES;
+        let mut pending = vec![String::new()];
+        while let Some(directory) = pending.pop() {
+            let Ok(children) = self.children(&directory, &mut budget) else {
+                return names;
+            };
+            for (child, entry) in children {
+                match entry.kind {
+                    FileType::Directory => pending.push(child),
+                    FileType::RegularFile if inodes.contains(&entry.ino) => {
+                        if self.entry_index(&child).is_none()
+                            && let Some(stat) = self.base.lstat_beneath(&child)
+                            && linked.contains_key(&(stat.st_dev, stat.st_ino))
+                        {
+                            names.push(child);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        names
     }
 
     /// The entry matching the absolute path `path`, if any.
@@ -251,23 +299,11 @@ impl HiddenPaths {
                         if matched.is_some() && !identities {
                             continue;
                         }
-                        let Ok(entries) = self.base.list_directory(&relative) else {
-                            continue;
+                        let Ok(children) = self.children(&relative, &mut budget) else {
+                            covered.truncated = true;
+                            return covered;
                         };
-                        for entry in entries {
-                            if budget == 0 {
-                                covered.truncated = true;
-                                return covered;
-                            }
-                            budget -= 1;
-                            let Some(name) = entry.name.to_str() else {
-                                continue;
-                            };
-                            let child = if relative.is_empty() {
-                                name.to_owned()
-                            } else {
-                                format!("{relative}/{name}")
-                            };
+                        for (child, entry) in children {
                             pending.push((child, entry.kind, matched));
                         }
                     }
@@ -285,6 +321,32 @@ impl HiddenPaths {
         }
         covered.paths.sort_unstable();
         covered
+    }
+
+    /// The entries of `directory` with UTF-8 names, as workspace-relative paths (none when it
+    /// cannot be listed), each taken from `budget`; `Err` once the budget is spent.
+    fn children(
+        &self,
+        directory: &str,
+        budget: &mut usize,
+    ) -> Result<Vec<(String, DirectoryEntry)>, BudgetSpent> {
+        let Ok(entries) = self.base.list_directory(directory) else {
+            return Ok(Vec::new());
+        };
+        let mut children = Vec::with_capacity(entries.len());
+        for entry in entries {
+            *budget = budget.checked_sub(1).ok_or(BudgetSpent)?;
+            let Some(name) = entry.name.to_str() else {
+                continue;
+            };
+            let child = if directory.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{directory}/{name}")
+            };
+            children.push((child, entry));
+        }
+        Ok(children)
     }
 
     fn entry_index(&self, relative: &str) -> Option<usize> {

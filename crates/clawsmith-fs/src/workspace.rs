@@ -267,12 +267,12 @@ impl Workspace {
         self.hidden.as_ref()
     }
 
-    /// The absolute paths the glob entries of the hidden set match now (see
-    /// [`HiddenPaths::glob_matches`]); empty without a hidden set.
+    /// The absolute paths a command's view must cover for the hidden set now (see
+    /// [`HiddenPaths::command_paths`]); empty without a hidden set.
     pub fn hidden_matches(&self) -> Vec<PathBuf> {
         self.hidden
             .as_ref()
-            .map_or_else(Vec::new, |hidden| hidden.glob_matches())
+            .map_or_else(Vec::new, |hidden| hidden.command_paths())
     }
 
     /// A check of the hidden set as it is now, for one call.
@@ -625,7 +625,8 @@ impl Workspace {
                 }
                 known => known,
             };
-            entries.push(DirectoryEntry { name, kind });
+            let ino = entry.ino();
+            entries.push(DirectoryEntry { name, kind, ino });
         }
         Ok(entries)
     }
@@ -1069,6 +1070,8 @@ impl Workspace {
 pub(crate) struct DirectoryEntry {
     pub name: std::ffi::OsString,
     pub kind: FileType,
+    /// The inode number the directory lists (`d_ino`).
+    pub ino: u64,
 }
 
 /// Why [`Workspace::read_untrusted`] would not read a file.

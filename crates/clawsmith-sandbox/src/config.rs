@@ -1,6 +1,7 @@
 //! What a command runs with: workspace, limits, environment, sandbox policy.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default timeout of a command (C2).
@@ -114,6 +115,12 @@ impl KernelSupport {
     }
 }
 
+/// Where the paths hidden from a command come from when they change between commands.
+pub trait HiddenPathSource: Send + Sync + std::fmt::Debug {
+    /// The absolute paths to cover in the view of the command about to start.
+    fn hidden_paths(&self) -> Vec<PathBuf>;
+}
+
 /// Everything a command runs with. Built once by the host; shared by `run_command` and the
 /// background command service.
 #[derive(Debug, Clone)]
@@ -145,6 +152,10 @@ pub struct SandboxConfig {
     /// directory or `/dev/null` in the built view. `$HOME` secrets (`.ssh`, `.aws`, …) are
     /// always hidden.
     pub hidden_paths: Vec<PathBuf>,
+    /// Paths to hide that are known only when a command starts (the files the workspace's
+    /// `hidden_paths` globs match now): asked again for every command's view, so a match
+    /// created after the configuration was built is covered too.
+    pub hidden_path_source: Option<Arc<dyn HiddenPathSource>>,
     /// The home directory whose secrets are hidden (default: `$HOME`).
     pub home: Option<PathBuf>,
     /// `(st_dev, st_ino)` of the workspace root as the session opened it (the file tools'
@@ -185,6 +196,7 @@ impl SandboxConfig {
             extra_writable_roots: Vec::new(),
             protected_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            hidden_path_source: None,
             home: None,
             workspace_identity: None,
             workspace_writable: true,

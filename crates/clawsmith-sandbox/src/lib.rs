@@ -147,8 +147,8 @@ mod spare;
 mod tool;
 
 pub use config::{
-    DEFAULT_OUTPUT_CAP_BYTES, DEFAULT_OUTPUT_KILL_AFTER_BYTES, DEFAULT_TIMEOUT, KernelSupport,
-    MAX_TIMEOUT, ResourceLimits, SandboxConfig, SandboxPolicy,
+    DEFAULT_OUTPUT_CAP_BYTES, DEFAULT_OUTPUT_KILL_AFTER_BYTES, DEFAULT_TIMEOUT, HiddenPathSource,
+    KernelSupport, MAX_TIMEOUT, ResourceLimits, SandboxConfig, SandboxPolicy,
 };
 pub use env::looks_secret;
 pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};

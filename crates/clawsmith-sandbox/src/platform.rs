@@ -671,6 +671,9 @@ fn hidden(
         );
     }
     candidates.extend(config.hidden_paths.iter().cloned());
+    if let Some(source) = &config.hidden_path_source {
+        candidates.extend(source.hidden_paths());
+    }
     candidates.extend(HIDDEN_SYSTEM_PATHS.iter().map(PathBuf::from));
     candidates.extend(host_ssh_keys());
     candidates.extend(host_unix_sockets());

@@ -273,36 +273,72 @@ fn restores_and_checkpoint_reads_still_work_on_hidden_files() {
 }
 
 #[test]
-fn glob_matches_name_what_commands_must_not_see() {
-    // (entries, files present, expected matches relative to the root)
-    let table: &[(&[&str], &[&str], &[&str])] = &[
-        (&[".env"], &[".env"], &[]),
+fn hidden_matches_name_what_commands_must_not_see() {
+    // (entries, files present, hard links (existing, new name), expected relative paths)
+    type Case = (
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+    );
+    let table: &[Case] = &[
+        (&[".env"], &[".env"], &[], &[".env"]),
+        (&["absent"], &[], &[], &["absent"]),
         (
             &["secrets/**"],
             &["secrets/a", "secrets/b/c"],
+            &[],
             &["secrets/a", "secrets/b"],
         ),
         (
             &["**/*.pem"],
             &["a.pem", "x/y/b.pem", "c.txt"],
+            &[],
             &["a.pem", "x/y/b.pem"],
         ),
         (
             &["keys/*"],
             &["keys/one", "keys/sub/two"],
+            &[],
             &["keys/one", "keys/sub"],
         ),
-        (&["nothing/**"], &["c.txt"], &[]),
+        (&["nothing/**"], &["c.txt"], &[], &[]),
+        // Another name of a hidden file is covered too.
+        (
+            &[".env"],
+            &[".env"],
+            &[(".env", "d/copy")],
+            &[".env", "d/copy"],
+        ),
+        (
+            &["secrets/**"],
+            &["secrets/a", "other"],
+            &[("secrets/a", "x/linked")],
+            &["secrets/a", "x/linked"],
+        ),
+        (
+            &["secrets"],
+            &["secrets/a"],
+            &[("secrets/a", "top")],
+            &["secrets", "top"],
+        ),
     ];
-    for (entries, files, expected) in table {
+    for (entries, files, links, expected) in table {
         let fixture = Fixture::new();
         for file in *files {
             fixture.write(file, "x");
         }
+        for (existing, name) in *links {
+            let target = fixture.ws.join(name);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::hard_link(fixture.ws.join(existing), target).unwrap();
+        }
         let hidden = Arc::new(HiddenPaths::new(&fixture.ws, entries.iter().copied()).unwrap());
         let workspace = Workspace::open(&fixture.ws).unwrap().with_hidden(hidden);
+        let mut found = workspace.hidden_matches();
+        found.sort();
         let expected: Vec<_> = expected.iter().map(|path| fixture.ws.join(path)).collect();
-        assert_eq!(workspace.hidden_matches(), expected, "{entries:?}");
+        assert_eq!(found, expected, "{entries:?} {links:?}");
     }
 }
 
