@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use clawsmith_core::fs::HiddenPaths;
 use clawsmith_core::{CoreConfig, ExtensionTool};
 use clawsmith_lsp::{LspConfig, LspService, ServiceOptions, lsp_tools};
 use clawsmith_sandbox::SandboxConfig;
@@ -17,6 +18,7 @@ pub fn add_to_core(
     config_file: Option<&Path>,
     workspace: &Path,
     sandbox: &SandboxConfig,
+    hidden: &Arc<HiddenPaths>,
     config: &mut CoreConfig,
 ) -> Result<()> {
     let servers = match config_file {
@@ -37,6 +39,7 @@ pub fn add_to_core(
         ServiceOptions::default(),
     )
     .context("preparing the language-server tools")?
+    .with_hidden(hidden.clone())
     .with_defaults_on_path(std::env::var_os("PATH"));
     config
         .extension_tools

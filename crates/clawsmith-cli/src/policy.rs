@@ -12,11 +12,13 @@
 use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use clawsmith_core::CommandHook;
+use clawsmith_core::fs::HiddenPaths;
+use clawsmith_core::{CommandHook, HiddenGlobMatches};
 use clawsmith_protocol::{Capability, Verdict};
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_security::{
@@ -60,9 +62,10 @@ pub struct PolicyConfig {
     sandbox: SandboxSection,
     writable_roots: Vec<PathBuf>,
     protected_paths: Vec<String>,
-    /// `hidden_paths`: every tool call naming one is refused (the permission policy), and the
-    /// literal ones (relative to the workspace, or absolute) are covered in every command's view
-    /// (`SandboxConfig::hidden_paths`); shown by `policy check`.
+    /// `hidden_paths`: every tool call naming one is refused (the permission policy); every
+    /// reader refuses or leaves out a file that is one by any name (`hidden_set`: resolved path
+    /// and identity); the literal ones (relative to the workspace, or absolute) and the files
+    /// the globs match when a command starts are covered in its view; shown by `policy check`.
     pub hidden_paths: Vec<String>,
 }
 
@@ -341,9 +344,23 @@ impl PolicyConfig {
         self.hooks.clone()
     }
 
-    /// Applies `[sandbox]`, `writable_roots` and the literal `protected_paths` and
-    /// `hidden_paths` (a glob cannot be a sandbox path; file tools still honour it) to `sandbox`.
-    pub fn apply_to_sandbox(&self, sandbox: &mut SandboxConfig, workspace: &Path) {
+    /// The hidden set every reader enforces by resolved path and identity (the file tools,
+    /// skills, memory, documents), and whose glob matches commands do not see.
+    pub fn hidden_set(&self, workspace: &Path) -> Result<Arc<HiddenPaths>> {
+        HiddenPaths::new(workspace, &self.hidden_paths)
+            .map(Arc::new)
+            .context("preparing hidden_paths")
+    }
+
+    /// Applies `[sandbox]`, `writable_roots`, the literal `protected_paths` and the
+    /// `hidden_paths` to `sandbox`: through `hidden`, which lists the literal ones and the files
+    /// the glob ones match again for each command's view.
+    pub fn apply_to_sandbox(
+        &self,
+        sandbox: &mut SandboxConfig,
+        workspace: &Path,
+        hidden: &Arc<HiddenPaths>,
+    ) {
         let limits = &self.sandbox;
         if let Some(seconds) = &limits.timeout_seconds {
             sandbox.default_timeout = Duration::from_secs(*seconds.get_ref());
@@ -383,13 +400,7 @@ impl PolicyConfig {
             }
             sandbox.protected_paths.push(workspace.join(pattern));
         }
-        for pattern in &self.hidden_paths {
-            if pattern.contains(['*', '?', '[', '{']) {
-                continue;
-            }
-            // `join` keeps an absolute path as it is.
-            sandbox.hidden_paths.push(workspace.join(pattern));
-        }
+        sandbox.hidden_path_source = Some(Arc::new(HiddenGlobMatches(hidden.clone())));
     }
 }
 

@@ -266,7 +266,8 @@ pub fn build_core(
         &workspace,
     )?;
     config.command_hooks = file_policy.core_hooks();
-    file_policy.apply_to_sandbox(&mut sandbox, &workspace);
+    let hidden = file_policy.hidden_set(&workspace)?;
+    file_policy.apply_to_sandbox(&mut sandbox, &workspace, &hidden);
     // Plugins are loaded before any process starts: a plugin folder is code, read-only to every
     // process of the policy (a command could otherwise rewrite a hook a later call runs).
     let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;
@@ -297,6 +298,7 @@ pub fn build_core(
         config_file.as_deref(),
         &workspace,
         &sandbox,
+        &hidden,
         &mut config,
     )?;
     // clawsmith-skills: skill_view (the catalog of the skills found) and memory_search.
@@ -306,6 +308,7 @@ pub fn build_core(
         config_file.as_deref(),
         &workspace,
         &plugins.skill_roots(),
+        &hidden,
     )?);
     // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
     crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);

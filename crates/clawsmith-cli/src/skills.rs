@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Subcommand, ValueEnum};
 use clawsmith_core::ExtensionTool;
+use clawsmith_core::fs::HiddenPaths;
 use clawsmith_skills::{
     MEMORY_INDEX_FILE, Memory, MemoryConfig, SearchScope, SkillRoot, SkillSet, SkillStatus,
     SkillsConfig, UserDirs,
@@ -104,13 +105,25 @@ fn memory(state_dir: &Path, workspace: Option<PathBuf>) -> Result<Memory> {
         workspace,
         dirs: UserDirs::from_env(),
         index_path: state_dir.join(MEMORY_INDEX_FILE),
+        // The person at the terminal searches their own memory: nothing is hidden from them.
+        hidden: None,
     }))
 }
 
 /// The skills of `workspace` (standard roots, then `extra_roots`), problems reported on stderr.
-fn find_skills(workspace: &Path, config: &SkillsConfig, extra_roots: &[SkillRoot]) -> SkillSet {
-    let set =
-        clawsmith_skills::workspace_skills(workspace, &UserDirs::from_env(), config, extra_roots);
+fn find_skills(
+    workspace: &Path,
+    config: &SkillsConfig,
+    extra_roots: &[SkillRoot],
+    hidden: Option<&Arc<HiddenPaths>>,
+) -> SkillSet {
+    let set = clawsmith_skills::workspace_skills(
+        workspace,
+        &UserDirs::from_env(),
+        config,
+        extra_roots,
+        hidden,
+    );
     for problem in &set.problems {
         crate::output::notice(crate::output::Level::Warning, problem);
     }
@@ -124,13 +137,15 @@ pub fn core_tools(
     config: Option<&Path>,
     workspace: &Path,
     extra_roots: &[SkillRoot],
+    hidden: &Arc<HiddenPaths>,
 ) -> Result<Vec<ExtensionTool>> {
     let config = skills_config(config)?;
-    let skills = find_skills(workspace, &config, extra_roots);
+    let skills = find_skills(workspace, &config, extra_roots, Some(hidden));
     let memory = Memory::new(MemoryConfig {
         workspace: Some(workspace.to_path_buf()),
         dirs: UserDirs::from_env(),
         index_path: state_dir.join(MEMORY_INDEX_FILE),
+        hidden: Some(hidden.clone()),
     });
     Ok(clawsmith_skills::extension_tools(
         Arc::new(skills),
@@ -147,7 +162,7 @@ pub fn run_skills(state_dir: &Path, command: SkillsCommand, out: &Output) -> Res
         .with_context(|| format!("workspace {} does not exist", workspace.display()))?;
     let config_path = crate::run::config_file(state_dir, config.as_deref())?;
     let config = skills_config(config_path.as_deref())?;
-    let set = find_skills(&workspace, &config, &[]);
+    let set = find_skills(&workspace, &config, &[], None);
     if out.json {
         out.json_line(&set)?;
         return Ok(0);

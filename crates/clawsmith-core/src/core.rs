@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawsmith_checkpoint::{CheckpointRecorder, Store};
-use clawsmith_fs::{ChangeRecorder, Workspace};
+use clawsmith_fs::{ChangeRecorder, HiddenPaths, Workspace};
 use clawsmith_protocol::Tool;
 use clawsmith_sandbox::{
-    CommandExecutionService, ProcessKind, RunCommandTool, SandboxConfig, command_tools,
+    CommandExecutionService, HiddenPathSource, ProcessKind, RunCommandTool, SandboxConfig,
+    command_tools,
 };
 use clawsmith_security::PermissionPolicy;
 
@@ -167,6 +168,18 @@ impl Shared {
     }
 }
 
+/// The hidden paths as a command's view must cover them when it starts (the literal entries,
+/// and the files the glob entries match then): the [`HiddenPathSource`] for
+/// [`SandboxConfig::hidden_path_source`].
+#[derive(Debug)]
+pub struct HiddenGlobMatches(pub Arc<HiddenPaths>);
+
+impl HiddenPathSource for HiddenGlobMatches {
+    fn hidden_paths(&self) -> Vec<PathBuf> {
+        self.0.command_paths()
+    }
+}
+
 /// The agent core: a frozen tool table plus the pipeline every call goes through. Cloning is
 /// cheap and shares everything (table, store, activations).
 #[derive(Clone)]
@@ -215,13 +228,24 @@ impl AgentCore {
             tracer,
             trace_parent,
         } = config;
-        let workspace =
-            Arc::new(
-                Workspace::open(&workspace_root).map_err(|error| CoreError::Workspace {
-                    path: workspace_root.display().to_string(),
-                    message: error.to_string(),
-                })?,
-            );
+        let workspace_error = |error: clawsmith_fs::FsError| CoreError::Workspace {
+            path: workspace_root.display().to_string(),
+            message: error.to_string(),
+        };
+        // Hidden paths hold by identity in every file tool, and their glob matches are hidden
+        // from each command's view as they are when it starts.
+        let hidden = Arc::new(
+            HiddenPaths::new(&workspace_root, policy.hidden_paths.patterns())
+                .map_err(workspace_error)?,
+        );
+        let workspace = Arc::new(
+            Workspace::open(&workspace_root)
+                .map_err(workspace_error)?
+                .with_hidden(hidden.clone()),
+        );
+        if sandbox.hidden_path_source.is_none() {
+            sandbox.hidden_path_source = Some(Arc::new(HiddenGlobMatches(hidden)));
+        }
         if policy.workspace_root.is_none() {
             policy.workspace_root = Some(workspace.root().to_path_buf());
         }

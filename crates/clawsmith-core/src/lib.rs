@@ -180,7 +180,9 @@ pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
 };
 pub use crate::capture::{CAPTURE_CONTENT_LIMIT, COMMAND_ORIGIN, CapturePasses};
-pub use crate::core::{AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL};
+pub use crate::core::{
+    AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL, HiddenGlobMatches,
+};
 pub use crate::error::CoreError;
 pub use crate::hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, Hook, HookFuture};
 pub use crate::normalize::{

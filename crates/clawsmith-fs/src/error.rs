@@ -58,6 +58,21 @@ pub enum FsError {
     /// was written. Reading it again and redoing the change is safe.
     #[error("{} changed while editing; read it again", escape_control(path))]
     Changed { path: String },
+    /// The file is in the workspace's hidden set (`hidden_paths`), reached by this name or by
+    /// another one (a symlink, a hard link, a parent directory's link): it is never read or
+    /// changed for the model. Names the matched entry, never the content.
+    #[error(
+        "`{}` is hidden (hidden_paths entry `{}`): it may not be read or written, by this or any other name",
+        escape_control(path),
+        escape_control(entry)
+    )]
+    Hidden { path: String, entry: String },
+    /// A `hidden_paths` entry is not a valid glob.
+    #[error(
+        "hidden_paths entry `{}` is not a valid glob: {message}",
+        escape_control(pattern)
+    )]
+    HiddenPattern { pattern: String, message: String },
     /// Any other system error, with the operation and path it happened on.
     /// The cause is in the message and not returned as `source()` (printed once).
     #[error("Cannot {operation} {}: {cause}", escape_control(path))]

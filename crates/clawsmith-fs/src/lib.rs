@@ -76,6 +76,21 @@
 //!   One that is a FIFO, socket or device, leads outside the workspace, or is too large is
 //!   skipped, and the result says so (`[skipped .gitignore: not a regular file (a FIFO); its
 //!   ignore rules were not applied]`); so is a FIFO, socket or device among the walked files.
+//! - **Hidden paths hold by identity, not by spelling.** A handle may carry a [`HiddenPaths`]
+//!   set ([`Workspace::with_hidden`]; the core and the CLI build one from `hidden_paths`, and
+//!   skills, memory and LSP handles inside the workspace carry the same one). After each open
+//!   for a reader (`read_file`, the read of a read-modify-write, a search candidate, a glob
+//!   hit) the opened file is checked: its resolved path (`/proc/self/fd/N`) against every
+//!   literal and glob entry, its device and inode against each literal entry's (stat'd again
+//!   for each call, so a hidden file replaced by a new inode stays hidden, and a hard link is
+//!   caught), and, for a file with several links, against the identities of every covered file
+//!   (a bounded walk of [`HIDDEN_WALK_MAX_ENTRIES`] entries; past it such files are refused).
+//!   An explicit read is refused as `permission_denied` naming the entry
+//!   (`` `notes.txt` is hidden (hidden_paths entry `.env`) ``); search and glob leave hidden
+//!   files out and say how many (`[2 hidden file(s) skipped (hidden_paths)]`). Restores and
+//!   checkpoint snapshots are not reads for the model and ignore the set.
+//!   [`Workspace::hidden_matches`] lists what a command's view must cover now (literal
+//!   entries, glob matches, other names of hard-linked covered files).
 //! - **Compare-and-swap edits.** `edit_file`, `rename_file` and `delete_file` keep the
 //!   [`FileVersion`] of what they read. Right before the change the file must still have the same
 //!   device, inode, size, modification and change times, and (when its change time is within two
@@ -126,12 +141,14 @@
 
 mod error;
 mod escape;
+mod hidden;
 mod recorder;
 mod tools;
 mod workspace;
 
 pub use error::FsError;
 pub use escape::escape_control;
+pub use hidden::{HIDDEN_WALK_MAX_ENTRIES, HiddenPaths};
 pub use recorder::{
     ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, PriorState, RecorderError,
 };

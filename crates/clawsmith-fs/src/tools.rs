@@ -355,6 +355,17 @@ fn cancelled(tool: &str) -> ToolExecutionResult {
     ToolExecutionResult::failure(ErrorCode::CANCELLED, format!("{tool} was cancelled"))
 }
 
+/// A workspace failure as a result: a hidden file is `permission_denied` (no retry helps),
+/// anything else `tool_failed`.
+fn fs_failure(error: crate::FsError) -> ToolExecutionResult {
+    match error {
+        crate::FsError::Hidden { .. } => {
+            ToolExecutionResult::failure(ErrorCode::PERMISSION_DENIED, error.to_string())
+        }
+        error => ToolExecutionResult::tool_failed(error.to_string()),
+    }
+}
+
 fn invalid_arguments(message: impl AsRef<str>) -> ToolExecutionResult {
     ToolExecutionResult::failure(ErrorCode::INVALID_ARGUMENTS, message)
 }

@@ -15,6 +15,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags, Stat};
@@ -23,6 +24,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::FsError;
 use crate::escape::escape_control;
+use crate::hidden::{HiddenCheck, HiddenMatch, HiddenPaths};
 use crate::recorder::{PostState, PriorState};
 
 mod manifest;
@@ -61,6 +63,9 @@ const TIMESTAMP_DOUBT: std::time::Duration = std::time::Duration::from_secs(2);
 pub struct Workspace {
     root: PathBuf,
     root_fd: OwnedFd,
+    /// The hidden paths every read through this handle is checked against (by resolved path
+    /// and identity, see [`HiddenPaths`]).
+    hidden: Option<Arc<HiddenPaths>>,
 }
 
 /// A path that passed the lexical check: workspace-relative, `/`-separated, without `.`, `..` or
@@ -179,6 +184,23 @@ impl FileVersion {
     }
 }
 
+/// What opening a walked file gave.
+pub(crate) enum WalkedOpen {
+    Opened(File, u64),
+    /// A regular file the hidden set covers by identity (a hard link): left closed unread.
+    Hidden,
+    /// Gone, not a regular file (any more), or not openable.
+    Unusable,
+}
+
+/// What a walked entry is now.
+pub(crate) enum WalkedEntry {
+    Regular,
+    /// A regular file the hidden set covers by identity.
+    Hidden,
+    Other,
+}
+
 /// The parts of a `stat` that change when a file is written, replaced or re-created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
@@ -224,7 +246,61 @@ impl Workspace {
             root: root.clone(),
             cause: errno.into(),
         })?;
-        Ok(Workspace { root, root_fd })
+        Ok(Workspace {
+            root,
+            root_fd,
+            hidden: None,
+        })
+    }
+
+    /// This handle with `hidden` enforced on every read for a model (`open_for_read`, the
+    /// search and glob walks, `read_versioned`). `hidden` may belong to an enclosing workspace
+    /// (a memory folder inside it): entries are matched against where a file really is.
+    pub fn with_hidden(mut self, hidden: Arc<HiddenPaths>) -> Workspace {
+        self.hidden = (!hidden.is_empty()).then_some(hidden);
+        self
+    }
+
+    /// The hidden set this handle enforces, to hand to other handles opened for the same
+    /// workspace.
+    pub fn hidden_paths(&self) -> Option<&Arc<HiddenPaths>> {
+        self.hidden.as_ref()
+    }
+
+    /// The absolute paths a command's view must cover for the hidden set now (see
+    /// [`HiddenPaths::command_paths`]); empty without a hidden set.
+    pub fn hidden_matches(&self) -> Vec<PathBuf> {
+        self.hidden
+            .as_ref()
+            .map_or_else(Vec::new, |hidden| hidden.command_paths())
+    }
+
+    /// A check of the hidden set as it is now, for one call.
+    pub(crate) fn hidden_check(&self) -> HiddenCheck<'_> {
+        HiddenCheck::new(self.hidden.as_deref())
+    }
+
+    /// Refuses an opened file the hidden set covers, naming the entry, never the content.
+    fn refuse_hidden(
+        &self,
+        check: &HiddenCheck<'_>,
+        fd: BorrowedFd<'_>,
+        stat: &Stat,
+        path: &WorkspacePath,
+    ) -> Result<(), FsError> {
+        if check.is_empty() {
+            return Ok(());
+        }
+        let found = check
+            .by_path(&self.root.join(path.as_str()))
+            .or_else(|| check.by_open_file(fd, stat));
+        match found {
+            Some(HiddenMatch { entry }) => Err(FsError::Hidden {
+                path: path.requested().to_owned(),
+                entry,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The canonical root.
@@ -294,22 +370,36 @@ impl Workspace {
         path: &WorkspacePath,
         limit: u64,
     ) -> Result<PriorState, FsError> {
-        Ok(match self.read_versioned(path, limit)? {
-            None => PriorState::Absent,
-            Some((content, version)) => PriorState::File {
-                content,
-                mode: version.mode,
+        // A checkpoint's snapshot is not a read for the model: the hidden set does not apply.
+        Ok(
+            match self.read_versioned_as(path, limit, &HiddenCheck::new(None))? {
+                None => PriorState::Absent,
+                Some((content, version)) => PriorState::File {
+                    content,
+                    mode: version.mode,
+                },
             },
-        })
+        )
     }
 
     /// The content of the regular file at `path` (never following a final symlink) with the
     /// [`FileVersion`] a later compare-and-swap checks; `None` when it or its parent is absent.
     /// Files larger than `limit` bytes are refused before they are read.
+    /// A hidden file (by name, resolved path or identity, a hard link included) is refused with
+    /// [`FsError::Hidden`] before it is read.
     pub fn read_versioned(
         &self,
         path: &WorkspacePath,
         limit: u64,
+    ) -> Result<Option<(Vec<u8>, FileVersion)>, FsError> {
+        self.read_versioned_as(path, limit, &self.hidden_check())
+    }
+
+    fn read_versioned_as(
+        &self,
+        path: &WorkspacePath,
+        limit: u64,
+        hidden: &HiddenCheck<'_>,
     ) -> Result<Option<(Vec<u8>, FileVersion)>, FsError> {
         let Some(dir) = self.open_parent_if_exists(path)? else {
             return Ok(None);
@@ -319,6 +409,7 @@ impl Workspace {
         let Some((mut file, stat)) = open_regular_entry(dir.as_fd(), name, path)? else {
             return Ok(None);
         };
+        self.refuse_hidden(hidden, file.as_fd(), &stat, path)?;
         let size = file_size(&stat);
         let too_large = |size: u64| FsError::TooLarge {
             path: path.display().to_owned(),
@@ -420,9 +511,13 @@ impl Workspace {
 
     /// Opens the regular file at `path` for reading. Symlinks are followed as long as they stay
     /// beneath the root; special files are refused before they are opened for reading.
+    /// A hidden file (by name, resolved path or identity) is refused with [`FsError::Hidden`].
     pub fn open_for_read(&self, path: &WorkspacePath) -> Result<(File, u64), FsError> {
         match self.open_regular_beneath(path.open_arg()) {
-            Ok((file, stat)) => Ok((file, file_size(&stat))),
+            Ok((file, stat)) => {
+                self.refuse_hidden(&self.hidden_check(), file.as_fd(), &stat, path)?;
+                Ok((file, file_size(&stat)))
+            }
             Err(OpenRefusal::Errno(errno)) => Err(open_error(errno, path)),
             Err(OpenRefusal::NotRegular(_)) => Err(FsError::NotRegularFile {
                 path: path.display().to_owned(),
@@ -438,11 +533,37 @@ impl Workspace {
     /// an entry swapped for something else since is opened non-blocking, found not regular by
     /// `fstat`, and closed unread, exactly as when the swap falls between a probe and the open.
     /// `None` if it cannot be opened or is not a regular file (any more).
-    pub(crate) fn open_walked_for_read(&self, relative: &str) -> Option<(File, u64)> {
+    /// A file `hidden` covers by identity (a hard link) is `None` too; the walk already left
+    /// out the ones it covers by name.
+    pub(crate) fn open_walked_for_read(
+        &self,
+        relative: &str,
+        hidden: &HiddenCheck<'_>,
+    ) -> WalkedOpen {
         let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::NOFOLLOW;
-        let fd = openat_beneath(self.root_fd.as_fd(), relative, flags, Mode::empty()).ok()?;
-        let stat = rustix::fs::fstat(&fd).ok()?;
-        is_regular(&stat).then(|| (File::from(fd), file_size(&stat)))
+        let Ok(fd) = openat_beneath(self.root_fd.as_fd(), relative, flags, Mode::empty()) else {
+            return WalkedOpen::Unusable;
+        };
+        let Ok(stat) = rustix::fs::fstat(&fd) else {
+            return WalkedOpen::Unusable;
+        };
+        if !is_regular(&stat) {
+            WalkedOpen::Unusable
+        } else if hidden.by_identity(&stat).is_some() {
+            WalkedOpen::Hidden
+        } else {
+            WalkedOpen::Opened(File::from(fd), file_size(&stat))
+        }
+    }
+
+    /// `openat2` beneath the root (for the hidden set's own stats and walk).
+    pub(crate) fn open_beneath_raw(
+        &self,
+        relative: &str,
+        flags: OFlags,
+        mode: Mode,
+    ) -> Result<OwnedFd, Errno> {
+        openat_beneath(self.root_fd.as_fd(), relative, flags, mode)
     }
 
     /// Reads a file the walk does not trust (an ignore file): beneath the root (symlinks inside
@@ -504,7 +625,8 @@ impl Workspace {
                 }
                 known => known,
             };
-            entries.push(DirectoryEntry { name, kind });
+            let ino = entry.ino();
+            entries.push(DirectoryEntry { name, kind, ino });
         }
         Ok(entries)
     }
@@ -549,15 +671,29 @@ impl Workspace {
     /// Whether the entry at `relative` (already normalized) can be reached beneath the root
     /// without following a final symlink. The search walk re-checks every hit with this, so a
     /// directory swapped for a symlink behind the walker's back cannot leak outside names.
-    pub(crate) fn entry_is_regular_beneath(&self, relative: &str) -> bool {
-        match openat_beneath(
+    /// A file `hidden` covers by identity (a hard link) does not count.
+    pub(crate) fn entry_is_regular_beneath(
+        &self,
+        relative: &str,
+        hidden: &HiddenCheck<'_>,
+    ) -> bool {
+        matches!(self.walked_entry(relative, hidden), WalkedEntry::Regular)
+    }
+
+    /// What the walked entry `relative` is now, reached without following a final symlink.
+    pub(crate) fn walked_entry(&self, relative: &str, hidden: &HiddenCheck<'_>) -> WalkedEntry {
+        let stat = openat_beneath(
             self.root_fd.as_fd(),
             relative,
             OFlags::PATH | OFlags::NOFOLLOW,
             Mode::empty(),
-        ) {
-            Ok(fd) => rustix::fs::fstat(&fd).is_ok_and(|stat| is_regular(&stat)),
-            Err(_) => false,
+        )
+        .and_then(rustix::fs::fstat);
+        match stat {
+            Ok(stat) if !is_regular(&stat) => WalkedEntry::Other,
+            Ok(stat) if hidden.by_identity(&stat).is_some() => WalkedEntry::Hidden,
+            Ok(_) => WalkedEntry::Regular,
+            Err(_) => WalkedEntry::Other,
         }
     }
 
@@ -934,6 +1070,8 @@ impl Workspace {
 pub(crate) struct DirectoryEntry {
     pub name: std::ffi::OsString,
     pub kind: FileType,
+    /// The inode number the directory lists (`d_ino`).
+    pub ino: u64,
 }
 
 /// Why [`Workspace::read_untrusted`] would not read a file.

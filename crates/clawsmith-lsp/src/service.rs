@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use clawsmith_fs::{FsError, Workspace, WorkspacePath};
+use clawsmith_fs::{FsError, HiddenPaths, Workspace, WorkspacePath};
 use clawsmith_sandbox::SandboxConfig;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -165,6 +165,14 @@ impl LspService {
             slots: Mutex::new(HashMap::new()),
             shut_down: AtomicBool::new(false),
         })
+    }
+
+    /// Documents are read through a handle enforcing `hidden` (the workspace's `hidden_paths`):
+    /// a hidden file is never sent to a server, whatever name reaches it. (The servers
+    /// themselves run sandboxed; their view hides what the sandbox configuration hides.)
+    pub fn with_hidden(mut self, hidden: Arc<HiddenPaths>) -> LspService {
+        self.workspace = self.workspace.with_hidden(hidden);
+        self
     }
 
     /// Adds, on first use, the usual servers found on `path_env` (a `PATH` value) for the

@@ -1,6 +1,7 @@
 //! What a command runs with: workspace, limits, environment, sandbox policy.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default timeout of a command (C2).
@@ -141,6 +142,12 @@ impl KernelSupport {
     }
 }
 
+/// Where the paths hidden from a command come from when they change between commands.
+pub trait HiddenPathSource: Send + Sync + std::fmt::Debug {
+    /// The absolute paths to cover in the view of the command about to start.
+    fn hidden_paths(&self) -> Vec<PathBuf>;
+}
+
 /// Where clawsmith keeps its state (the session database, configuration, logs): out of sight of
 /// every process it starts. Every [`SandboxConfig`] names it at construction, so no spawner can
 /// hold a configuration that forgot it.
@@ -225,6 +232,10 @@ pub struct SandboxConfig {
     /// directory or `/dev/null` in the built view. `$HOME` secrets (`.ssh`, `.aws`, …) are
     /// always hidden.
     pub hidden_paths: Vec<PathBuf>,
+    /// Paths to hide that are known only when a command starts (the files the workspace's
+    /// `hidden_paths` globs match now): asked again for every command's view, so a match
+    /// created after the configuration was built is covered too.
+    pub hidden_path_source: Option<Arc<dyn HiddenPathSource>>,
     /// The home directory (default: `$HOME`). In the built view it is an empty read-only
     /// directory with only [`home_allow`](Self::home_allow) bound back, so a secret under a name
     /// nobody listed stays out of sight.
@@ -282,6 +293,7 @@ impl SandboxConfig {
             read_only_roots: Vec::new(),
             protected_paths: Vec::new(),
             hidden_paths: Vec::new(),
+            hidden_path_source: None,
             home: None,
             home_allow: DEFAULT_HOME_ALLOW
                 .iter()

@@ -151,8 +151,8 @@ mod tool;
 
 pub use config::{
     DEFAULT_HOME_ALLOW, DEFAULT_OUTPUT_CAP_BYTES, DEFAULT_OUTPUT_KILL_AFTER_BYTES, DEFAULT_TIMEOUT,
-    KernelSupport, MAX_TIMEOUT, ProcessKind, ResourceLimits, SandboxConfig, SandboxPolicy,
-    StateDir,
+    HiddenPathSource, KernelSupport, MAX_TIMEOUT, ProcessKind, ResourceLimits, SandboxConfig,
+    SandboxPolicy, StateDir,
 };
 pub use env::looks_secret;
 pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};

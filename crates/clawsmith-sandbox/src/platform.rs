@@ -906,6 +906,9 @@ fn hidden(
         candidates.push(state.clone());
     }
     candidates.extend(config.hidden_paths.iter().cloned());
+    if let Some(source) = &config.hidden_path_source {
+        candidates.extend(source.hidden_paths());
+    }
     candidates.extend(root_only_paths(sight.covers).iter().cloned());
     candidates.extend(host_unix_sockets());
     let mut emptied: Vec<CString> = Vec::new();

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clawsmith_fs::Workspace;
+use clawsmith_fs::{HiddenPaths, Workspace};
 use serde::Serialize;
 
 use crate::config::{SkillsConfig, UserDirs};
@@ -145,6 +145,17 @@ pub fn standard_roots(workspace: &Path, dirs: &UserDirs, config: &SkillsConfig) 
 /// reported as shadowed). A root under `workspace` may not lead outside it, through a symlink
 /// of the root or of a skill folder. Names in `disabled` are found but not loaded.
 pub fn discover(workspace: &Path, roots: &[SkillRoot], disabled: &[String]) -> SkillSet {
+    discover_hiding(workspace, roots, disabled, None)
+}
+
+/// [`discover`] with the workspace's hidden paths enforced on every skill folder's handle: a
+/// `SKILL.md` or a file `skill_view` reads that is (or leads to) a hidden file is refused.
+pub fn discover_hiding(
+    workspace: &Path,
+    roots: &[SkillRoot],
+    disabled: &[String],
+    hidden: Option<&Arc<HiddenPaths>>,
+) -> SkillSet {
     let canonical_workspace = std::fs::canonicalize(workspace).unwrap_or(workspace.to_path_buf());
     let mut set = SkillSet::default();
     for root in roots {
@@ -152,7 +163,7 @@ pub fn discover(workspace: &Path, roots: &[SkillRoot], disabled: &[String]) -> S
             .dir
             .starts_with(workspace)
             .then_some(canonical_workspace.as_path());
-        scan_root(root, boundary, &mut set);
+        scan_root(root, boundary, hidden, &mut set);
     }
     let mut winners: HashMap<String, String> = HashMap::new();
     for skill in &mut set.skills {
@@ -171,7 +182,12 @@ pub fn discover(workspace: &Path, roots: &[SkillRoot], disabled: &[String]) -> S
     set
 }
 
-fn scan_root(root: &SkillRoot, boundary: Option<&Path>, set: &mut SkillSet) {
+fn scan_root(
+    root: &SkillRoot,
+    boundary: Option<&Path>,
+    hidden: Option<&Arc<HiddenPaths>>,
+    set: &mut SkillSet,
+) {
     if std::fs::symlink_metadata(&root.dir).is_err() {
         return;
     }
@@ -207,11 +223,16 @@ fn scan_root(root: &SkillRoot, boundary: Option<&Path>, set: &mut SkillSet) {
     folders.sort_unstable();
     folders.dedup();
     for folder in folders {
-        set.skills.push(load_skill(root, boundary, folder));
+        set.skills.push(load_skill(root, boundary, hidden, folder));
     }
 }
 
-fn load_skill(root: &SkillRoot, boundary: Option<&Path>, folder: &str) -> Skill {
+fn load_skill(
+    root: &SkillRoot,
+    boundary: Option<&Path>,
+    hidden: Option<&Arc<HiddenPaths>>,
+    folder: &str,
+) -> Skill {
     let name = match &root.prefix {
         Some(prefix) => format!("{prefix}:{folder}"),
         None => folder.to_owned(),
@@ -227,7 +248,10 @@ fn load_skill(root: &SkillRoot, boundary: Option<&Path>, folder: &str) -> Skill 
     };
     let invalid = |reason: String| SkillStatus::Invalid { reason };
     let handle = match Workspace::open(&dir) {
-        Ok(handle) => handle,
+        Ok(handle) => match hidden {
+            Some(hidden) => handle.with_hidden(hidden.clone()),
+            None => handle,
+        },
         Err(error) => {
             skill.status = invalid(format!("the folder cannot be opened: {error}"));
             return skill;

@@ -75,7 +75,8 @@ use clawsmith_core::ExtensionTool;
 pub use catalog::{Catalog, MIN_DESCRIPTION_CHARS, build_catalog};
 pub use config::{DEFAULT_CATALOG_BUDGET, SkillsConfig, UserDirs};
 pub use discovery::{
-    SKILL_FILE_MAX_BYTES, Skill, SkillRoot, SkillSet, SkillStatus, discover, standard_roots,
+    SKILL_FILE_MAX_BYTES, Skill, SkillRoot, SkillSet, SkillStatus, discover, discover_hiding,
+    standard_roots,
 };
 pub use error::SkillsError;
 pub use frontmatter::{
@@ -106,10 +107,11 @@ pub fn workspace_skills(
     dirs: &UserDirs,
     config: &SkillsConfig,
     extra_roots: &[SkillRoot],
+    hidden: Option<&Arc<clawsmith_fs::HiddenPaths>>,
 ) -> SkillSet {
     let mut roots = standard_roots(workspace, dirs, config);
     roots.extend(extra_roots.iter().cloned());
-    discover(workspace, &roots, &config.disabled)
+    discover_hiding(workspace, &roots, &config.disabled, hidden)
 }
 
 /// The extension tools: `skill_view` when at least one skill is loaded (an empty catalog would

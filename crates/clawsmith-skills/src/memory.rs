@@ -11,7 +11,7 @@ use clawsmith_checkpoint::{
     IndexedSource, MemoryChunk, MemoryHit, MemoryIndex, MemoryNote, MemoryQuery, MemoryScope,
     MemorySourceKey, MemoryTerm,
 };
-use clawsmith_fs::Workspace;
+use clawsmith_fs::{HiddenPaths, Workspace};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -51,6 +51,9 @@ pub struct MemoryConfig {
     pub dirs: UserDirs,
     /// The index file (in the state directory, never in the workspace).
     pub index_path: PathBuf,
+    /// The workspace's hidden paths: a memory file that is (or leads to) a hidden file is
+    /// skipped with a note, whatever its name (`AGENTS.md` as a link to `.env`).
+    pub hidden: Option<Arc<HiddenPaths>>,
 }
 
 /// One hit as people and the model see it.
@@ -322,12 +325,17 @@ impl Memory {
                 let Some(workspace) = &self.config.workspace else {
                     return Ok(());
                 };
-                (self.workspace_key(), workspace_sources(workspace, notes))
+                let hidden = self.config.hidden.as_ref();
+                (
+                    self.workspace_key(),
+                    workspace_sources(workspace, hidden, notes),
+                )
             }
             MemoryScope::User => {
                 let current = match self.config.dirs.config_home() {
                     Some(config_home) => {
-                        folder_sources(&config_home.join("clawsmith/memory"), None, notes)
+                        let dir = config_home.join("clawsmith/memory");
+                        folder_sources(&dir, None, self.config.hidden.as_ref(), notes)
                     }
                     None => Vec::new(),
                 };
@@ -375,10 +383,27 @@ impl Memory {
     }
 }
 
+/// A handle on `dir` enforcing `hidden` (matched by where files really are, so it holds for a
+/// folder inside the workspace as for the workspace itself).
+fn open_hiding(
+    dir: &Path,
+    hidden: Option<&Arc<HiddenPaths>>,
+) -> Result<Workspace, clawsmith_fs::FsError> {
+    let handle = Workspace::open(dir)?;
+    Ok(match hidden {
+        Some(hidden) => handle.with_hidden(hidden.clone()),
+        None => handle,
+    })
+}
+
 /// The workspace's memory: the three root files, then `.clawsmith/memory/**/*.md`, each read
 /// through the workspace handle (a symlink out of the workspace is refused by the kernel).
-fn workspace_sources(workspace: &Path, notes: &mut Vec<String>) -> Vec<CurrentSource> {
-    let handle = match Workspace::open(workspace) {
+fn workspace_sources(
+    workspace: &Path,
+    hidden: Option<&Arc<HiddenPaths>>,
+    notes: &mut Vec<String>,
+) -> Vec<CurrentSource> {
+    let handle = match open_hiding(workspace, hidden) {
         Ok(handle) => handle,
         Err(error) => {
             notes.push(format!("workspace memory skipped: {error}"));
@@ -394,6 +419,7 @@ fn workspace_sources(workspace: &Path, notes: &mut Vec<String>) -> Vec<CurrentSo
     sources.extend(folder_sources(
         &handle.root().join(WORKSPACE_MEMORY_DIR),
         Some((handle.root(), WORKSPACE_MEMORY_DIR)),
+        hidden,
         notes,
     ));
     sources
@@ -404,12 +430,13 @@ fn workspace_sources(workspace: &Path, notes: &mut Vec<String>) -> Vec<CurrentSo
 fn folder_sources(
     dir: &Path,
     inside: Option<(&Path, &str)>,
+    hidden: Option<&Arc<HiddenPaths>>,
     notes: &mut Vec<String>,
 ) -> Vec<CurrentSource> {
     if std::fs::symlink_metadata(dir).is_err() {
         return Vec::new();
     }
-    let handle = match Workspace::open(dir) {
+    let handle = match open_hiding(dir, hidden) {
         Ok(handle) => handle,
         Err(error) => {
             notes.push(format!("memory folder skipped: {error}"));

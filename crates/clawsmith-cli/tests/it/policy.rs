@@ -296,6 +296,54 @@ fn hidden_paths_are_refused_to_file_tools_in_every_mode() {
 }
 
 #[test]
+fn hidden_paths_hold_by_identity_through_every_reader() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    std::fs::write(ws.join(".env"), "TOKEN=s3cr3t\n").unwrap();
+    std::fs::create_dir(ws.join("secrets")).unwrap();
+    std::fs::write(ws.join("secrets/x"), "s3cr3t in a glob entry\n").unwrap();
+    std::fs::write(ws.join("README.md"), "ordinary\n").unwrap();
+    std::os::unix::fs::symlink(".env", ws.join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink("secrets/x", ws.join("elsewhere")).unwrap();
+    std::fs::hard_link(ws.join(".env"), ws.join("hard.txt")).unwrap();
+    std::os::unix::fs::symlink(".env", ws.join("AGENTS.md")).unwrap();
+    let config = "mode = \"full\"\nhidden_paths = [\".env\", \"secrets/**\"]\n";
+    // (tool, arguments, expected status) — no answer may hold the secret.
+    let table = [
+        ("read_file", json!({"path": "notes.txt"}), "denied"),
+        ("read_file", json!({"path": "hard.txt"}), "denied"),
+        ("read_file", json!({"path": "elsewhere"}), "denied"),
+        ("read_file", json!({"path": "AGENTS.md"}), "denied"),
+        (
+            "edit_file",
+            json!({"path": "hard.txt", "oldText": "s3cr3t", "newText": "x"}),
+            "denied",
+        ),
+        ("search_files", json!({"query": "TOKEN"}), "success"),
+        ("glob_files", json!({"pattern": "**/*"}), "success"),
+        ("memory_search", json!({"query": "TOKEN"}), "success"),
+        (
+            "run_command",
+            json!({"command": "cat secrets/x"}),
+            "success",
+        ),
+        (
+            "run_command",
+            json!({"command": "cat elsewhere hard.txt"}),
+            "success",
+        ),
+        ("read_file", json!({"path": "README.md"}), "success"),
+    ];
+    for (tool, arguments, status) in table {
+        let result = f.call_with(config, &[], tool, arguments.clone());
+        let content = result["content"].as_str().unwrap();
+        assert!(!content.contains("s3cr3t"), "{tool} {arguments}: {content}");
+        assert_eq!(result["status"], status, "{tool} {arguments}: {content}");
+    }
+    assert_eq!(crate::read(&ws.join(".env")), "TOKEN=s3cr3t\n");
+}
+
+#[test]
 fn the_mode_comes_from_the_flag_then_the_file() {
     let f = Fixture::new();
     let write = |path: &str| json!({"path": path, "content": "x"});

@@ -9,6 +9,7 @@ mod capture;
 mod codes;
 mod commits;
 mod crash;
+mod hidden;
 mod hooks;
 mod normalize;
 mod parallel;

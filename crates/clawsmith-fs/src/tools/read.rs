@@ -77,7 +77,7 @@ impl FileTool for ReadFile {
         };
         let (file, size) = match self.workspace.open_for_read(&path) {
             Ok(opened) => opened,
-            Err(error) => return ToolExecutionResult::tool_failed(error.to_string()),
+            Err(error) => return super::fs_failure(error),
         };
         match read(&file, size, &path, &input) {
             Ok(result) => result,

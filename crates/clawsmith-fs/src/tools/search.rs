@@ -19,7 +19,8 @@ use serde::Deserialize;
 use super::walk::{Skipped, Walk, Walked, WalkedFile, skipped_notes};
 use super::{FileTool, cancelled, clip, invalid_arguments};
 use crate::escape::escape_control;
-use crate::workspace::{Workspace, WorkspacePath};
+use crate::hidden::HiddenCheck;
+use crate::workspace::{WalkedEntry, WalkedOpen, Workspace, WorkspacePath};
 
 /// Results returned when `maxResults` is not given.
 pub const SEARCH_DEFAULT_RESULTS: usize = 50;
@@ -182,6 +183,8 @@ fn search(
     let mut visited = 0usize;
     let mut bytes_read = 0u64;
     let mut buffer = Vec::new();
+    let hidden = workspace.hidden_check();
+    let mut hidden_by_identity = 0u64;
     let mut walk = Walk::new(workspace, &scope);
     for walked in walk.by_ref() {
         if context.cancellation.is_cancelled() {
@@ -211,7 +214,7 @@ fn search(
         }
         let shown_path = escape_control(&file.relative);
         if matcher.is_match(file.name().as_bytes()).unwrap_or(false)
-            && workspace.entry_is_regular_beneath(&file.relative)
+            && workspace.entry_is_regular_beneath(&file.relative, &hidden)
         {
             hits.push(shown_path.to_string());
             if hits.len() > max_results {
@@ -224,9 +227,16 @@ fn search(
             budgets.bytes_limited = true;
             break;
         }
-        let Some(size) = read_candidate(workspace, &file, room, &mut buffer) else {
-            budgets.unreadable_files += 1;
-            continue;
+        let size = match read_candidate(workspace, &file, room, &mut buffer, &hidden) {
+            Candidate::Read(size) => size,
+            Candidate::Hidden => {
+                hidden_by_identity += 1;
+                continue;
+            }
+            Candidate::Unreadable => {
+                budgets.unreadable_files += 1;
+                continue;
+            }
         };
         bytes_read += buffer.len() as u64;
         if size > buffer.len() as u64 {
@@ -264,6 +274,7 @@ fn search(
         }
     }
     budgets.skipped_names = walk.skipped_non_utf8;
+    let hidden_skipped = walk.hidden_skipped + hidden_by_identity;
     let mut skipped = std::mem::take(&mut walk.skipped);
     skipped.append(&mut budgets.special_files);
     if budgets.results_limited {
@@ -322,6 +333,7 @@ fn search(
             budgets.skipped_names
         ));
     }
+    notes.extend(hidden_note(hidden_skipped));
     notes.extend(skipped_notes(&skipped));
 
     let title = format!("search {:?}", input.query);
@@ -358,9 +370,14 @@ fn read_candidate(
     file: &WalkedFile,
     room: u64,
     buffer: &mut Vec<u8>,
-) -> Option<u64> {
+    hidden: &HiddenCheck<'_>,
+) -> Candidate {
     buffer.clear();
-    let (opened, size) = workspace.open_walked_for_read(&file.relative)?;
+    let (opened, size) = match workspace.open_walked_for_read(&file.relative, hidden) {
+        WalkedOpen::Opened(file, size) => (file, size),
+        WalkedOpen::Hidden => return Candidate::Hidden,
+        WalkedOpen::Unusable => return Candidate::Unreadable,
+    };
     let allowed = room.min(SEARCH_MAX_BYTES_PER_FILE);
     let wanted = if size == 0 {
         allowed
@@ -371,8 +388,10 @@ fn read_candidate(
         // `wanted` is at most 1 MiB, so it fits a `usize`.
         buffer.reserve(usize::try_from(wanted).unwrap_or(0));
     }
-    opened.take(wanted).read_to_end(buffer).ok()?;
-    Some(size)
+    match opened.take(wanted).read_to_end(buffer) {
+        Ok(_) => Candidate::Read(size),
+        Err(_) => Candidate::Unreadable,
+    }
 }
 
 /// A matched line with its control characters escaped, tabs kept (code is indented with them and
@@ -423,6 +442,8 @@ fn glob(
         Err(_) => false,
     };
     let mut skipped = Vec::new();
+    let hidden = workspace.hidden_check();
+    let mut hidden_skipped = 0;
     if scope_exists {
         let mut walk = Walk::new(workspace, &scope);
         let mut special_files = Vec::new();
@@ -444,9 +465,15 @@ fn glob(
                 break;
             }
             visited += 1;
-            if matcher.is_match(&file.relative)
-                && workspace.entry_is_regular_beneath(&file.relative)
-            {
+            if matcher.is_match(&file.relative) {
+                match workspace.walked_entry(&file.relative, &hidden) {
+                    WalkedEntry::Regular => {}
+                    WalkedEntry::Hidden => {
+                        hidden_skipped += 1;
+                        continue;
+                    }
+                    WalkedEntry::Other => continue,
+                }
                 if hits.len() == max_results {
                     results_limited = true;
                     break;
@@ -456,6 +483,7 @@ fn glob(
         }
         skipped = std::mem::take(&mut walk.skipped);
         skipped.append(&mut special_files);
+        hidden_skipped += walk.hidden_skipped;
     }
     let mut notes = Vec::new();
     if results_limited {
@@ -477,6 +505,7 @@ fn glob(
              prefix to list the rest]"
         ));
     }
+    notes.extend(hidden_note(hidden_skipped));
     notes.extend(skipped_notes(&skipped));
     let body = hits.join("\n");
     let mut content = if hits.is_empty() {
@@ -623,6 +652,20 @@ impl FileFilter {
             self.matcher.is_match(file.name())
         }
     }
+}
+
+/// What reading one walked candidate gave.
+enum Candidate {
+    /// Its size (the bytes are in the buffer).
+    Read(u64),
+    /// The hidden set covers it (a hard link to a hidden file): never read.
+    Hidden,
+    Unreadable,
+}
+
+/// The note for files the hidden set left out: their number, never their names.
+fn hidden_note(count: u64) -> Option<String> {
+    (count > 0).then(|| format!("[{count} hidden file(s) skipped (hidden_paths)]"))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::FileType;
 
 use crate::escape::escape_control;
+use crate::hidden::HiddenCheck;
 use crate::workspace::{DirectoryEntry, Workspace, WorkspacePath, file_kind_name};
 
 /// Directories never entered, whatever the ignore files say.
@@ -97,6 +98,10 @@ pub(crate) struct Walk<'w> {
     /// Every directory the walk entered (workspace-relative, the root as `""`): what it did not
     /// enter is ignored or skipped.
     pub entered: Vec<String>,
+    /// The hidden set as of this walk: covered files and folders are left out by name.
+    hidden: HiddenCheck<'w>,
+    /// Files left out because the hidden set covers them (folders count as one).
+    pub hidden_skipped: u64,
 }
 
 /// A directory being walked: its remaining entries and its ignore rules.
@@ -119,6 +124,8 @@ impl<'w> Walk<'w> {
             skipped_non_utf8: 0,
             skipped: Vec::new(),
             entered: Vec::new(),
+            hidden: workspace.hidden_check(),
+            hidden_skipped: 0,
         };
         walk.enter(String::new());
         walk
@@ -201,6 +208,11 @@ impl Iterator for Walk<'_> {
                 continue;
             }
             if !in_scope(&relative, &self.scope, is_dir) || self.ignored(&relative, is_dir) {
+                continue;
+            }
+            if !self.hidden.is_empty() && self.hidden.by_path(&self.root.join(&relative)).is_some()
+            {
+                self.hidden_skipped += 1;
                 continue;
             }
             let file = WalkedFile {

@@ -491,7 +491,7 @@ fn diff_display(path: &WorkspacePath, verb: &str, old: &str, new: &str) -> Displ
 /// again and redoing the change is safe, and nothing was written).
 fn failed(error: FsError) -> ToolExecutionResult {
     let retryable = matches!(error, FsError::Changed { .. });
-    let mut result = ToolExecutionResult::tool_failed(error.to_string());
+    let mut result = super::fs_failure(error);
     if retryable {
         result.metadata.retryable = Some(true);
     }

@@ -4,6 +4,7 @@
 
 mod attack;
 mod escape;
+mod hidden;
 mod manifest;
 mod property;
 mod race;

@@ -1,6 +1,7 @@
 //! Skills and memory against real folders, real files and a real SQLite index in temp dirs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod hidden;
 mod memory;
 mod skills;
 

@@ -12,6 +12,7 @@ fn memory(f: &Fixture) -> Memory {
         workspace: Some(f.ws()),
         dirs: f.dirs(),
         index_path: f.path("state/memory.db"),
+        hidden: None,
     })
 }
 

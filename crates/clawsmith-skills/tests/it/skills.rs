@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::{Fixture, call, code, symlink};
 
 fn found(fixture: &Fixture, config: &SkillsConfig, extra: &[SkillRoot]) -> SkillSet {
-    workspace_skills(&fixture.ws(), &fixture.dirs(), config, extra)
+    workspace_skills(&fixture.ws(), &fixture.dirs(), config, extra, None)
 }
 
 fn status_of<'a>(set: &'a SkillSet, name: &str, source_part: &str) -> &'a SkillStatus {
