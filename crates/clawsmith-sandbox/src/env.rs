@@ -103,9 +103,94 @@ pub fn command_environment(
     env
 }
 
+/// The author and committer variables git reads (`GIT_AUTHOR_NAME`, …) from the `[user]` name
+/// and email of the user's git configuration (`~/.gitconfig`, else `~/.config/git/config`):
+/// the built view shows neither file (they can hold tokens), and `git commit` in a command still
+/// needs an identity. Only those two values are read, by a plain scan of the file (includes,
+/// conditional sections and every other key are ignored); nothing here runs a program.
+pub fn git_identity(home: &Path) -> Vec<(OsString, OsString)> {
+    let text = ["/.gitconfig", "/.config/git/config"]
+        .iter()
+        .find_map(|file| std::fs::read(format!("{}{file}", home.display())).ok())
+        .unwrap_or_default();
+    let (name, email) = user_name_and_email(&String::from_utf8_lossy(&text));
+    let mut env = Vec::new();
+    for (value, variables) in [
+        (name, ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"]),
+        (email, ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"]),
+    ] {
+        if let Some(value) = value {
+            for variable in variables {
+                env.push((variable.into(), value.clone().into()));
+            }
+        }
+    }
+    env
+}
+
+/// `user.name` and `user.email` of a git config text (the last of each wins, as in git).
+fn user_name_and_email(text: &str) -> (Option<String>, Option<String>) {
+    let (mut name, mut email) = (None, None);
+    let mut in_user = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(header) = line.strip_prefix('[') {
+            let section = header.split(']').next().unwrap_or("").trim();
+            in_user = section.eq_ignore_ascii_case("user");
+            continue;
+        }
+        if !in_user {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let value = value.split(['#', ';']).next().unwrap_or("").trim();
+        let value = value.trim_matches('"').to_owned();
+        if value.is_empty() || value.contains(['\n', '\0']) {
+            continue;
+        }
+        match key.trim().to_ascii_lowercase().as_str() {
+            "name" => name = Some(value),
+            "email" => email = Some(value),
+            _ => {}
+        }
+    }
+    (name, email)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_identity_reads_the_user_section_only() {
+        // (config text, name, email)
+        let table = [
+            (
+                "[user]\n\tname = Ada L\n\temail = ada@example.invalid\n",
+                Some("Ada L"),
+                Some("ada@example.invalid"),
+            ),
+            (
+                "[User]\nname = \"Ada\" # who\n[core]\nname = no\n",
+                Some("Ada"),
+                None,
+            ),
+            (
+                "[credential]\nhelper = store\n[user]\nemail=a@b\n",
+                None,
+                Some("a@b"),
+            ),
+            ("[include]\npath = ~/.other\n", None, None),
+            ("[user]\nname =\n", None, None),
+        ];
+        for (text, name, email) in table {
+            let (found_name, found_email) = user_name_and_email(text);
+            assert_eq!(found_name.as_deref(), name, "{text:?}");
+            assert_eq!(found_email.as_deref(), email, "{text:?}");
+        }
+    }
 
     #[test]
     fn secrets_never_pass() {

@@ -541,6 +541,14 @@ impl SpawnRequest<'_> {
             &temp_path,
             self.trace,
         );
+        // The view hides the user's git configuration; their identity still signs commits.
+        if let Some(home) = config.home_dir() {
+            for (name, value) in crate::env::git_identity(&home) {
+                if !env.iter().any(|(existing, _)| *existing == name) {
+                    env.push((name, value));
+                }
+            }
+        }
         // What the user listed for this process by name (an MCP server's API key) passes as the
         // host has it; command profiles have none.
         for name in &config.env_exact {

@@ -978,3 +978,64 @@ async fn roots_under_tmp_are_attached_back_into_the_private_tmp() {
         assert!(!std::path::Path::new(&format!("/tmp/t{round}")).exists());
     }
 }
+
+/// Everyday commands work in the view built from the default allowlist: `git commit` with the
+/// identity of a `~/.gitconfig` the view does not show, and the toolchains of the user running
+/// the tests (bound read-only from their home; a tool that is not installed is skipped and
+/// named).
+#[tokio::test]
+async fn everyday_commands_work_with_the_default_allowlist() {
+    if !landlock_or_skip("everyday_commands_work_with_the_default_allowlist") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let home = fixture.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".gitconfig"),
+        "[user]\n\tname = Ada\n\temail = ada@example.invalid\n[credential]\n\thelper = store\n",
+    )
+    .unwrap();
+    let mut config = fixture.config();
+    config.home = Some(home.clone());
+    let outcome = run(
+        &config,
+        "git init -q . && echo x > f && git add f && git commit -qm one && git log \
+         --format='%an <%ae>' && cat ~/.gitconfig",
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.exit, ExitKind::Code(0), "{}", outcome.output);
+    assert!(
+        outcome.output.starts_with("Ada <ada@example.invalid>\n"),
+        "{}",
+        outcome.output
+    );
+    assert!(!outcome.output.contains("helper"), "{}", outcome.output);
+
+    // The host's own toolchains, as the user running the tests has them.
+    let config = fixture.config();
+    for (tool, command) in [
+        ("cargo", "cargo --version"),
+        ("rustc", "rustc --version"),
+        ("python3", "python3 -c 'import json, sqlite3; print(1)'"),
+        ("pip", "python3 -m pip --version"),
+        ("npm", "npm --version"),
+    ] {
+        let installed = std::process::Command::new("sh")
+            .args(["-c", &format!("{command} >/dev/null 2>&1")])
+            .status()
+            .is_ok_and(|status| status.success());
+        if !installed {
+            eprintln!("SKIP {tool}: not installed on this host");
+            continue;
+        }
+        let outcome = run(&config, command).await.unwrap();
+        assert_eq!(
+            outcome.exit,
+            ExitKind::Code(0),
+            "{tool}: {}",
+            outcome.output
+        );
+    }
+}
