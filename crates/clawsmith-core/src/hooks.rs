@@ -34,8 +34,8 @@ pub const HOOK_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 /// and exit 0. A non-zero exit, output that is not a decision, or running past the timeout
 /// denies the call, and the refusal says which of these happened.
 ///
-/// This is the hook as configured; the core runs it only confined ([`CoreConfig::command_hooks`]
-/// (crate::CoreConfig::command_hooks)): through `clawsmith-sandbox` under the hook profile of the
+/// This is the hook as configured; the core runs it only confined
+/// ([`CoreConfig::command_hooks`](crate::CoreConfig::command_hooks)): through `clawsmith-sandbox` under the hook profile of the
 /// core's sandbox — the workspace read-only, no network, the state directory, hidden paths and
 /// everything of `$HOME` outside its allowlist out of sight, the command environment (no
 /// secrets), its own private `/tmp` — and its whole process tree is killed at the timeout.

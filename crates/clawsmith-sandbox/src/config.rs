@@ -246,7 +246,7 @@ pub struct SandboxConfig {
     /// root under the home directory (the workspace, `writable_roots`) is bound as well.
     pub home_allow: Vec<String>,
     /// Host folders of runtime state shown empty in the built view (default
-    /// [`RUNTIME_DIRS`](crate::platform::RUNTIME_DIRS) and `$XDG_RUNTIME_DIR`): a daemon's socket
+    /// `/run`, `/var/run`, `/var/lock`, `/var/tmp` and `$XDG_RUNTIME_DIR`): a daemon's socket
     /// there, bound before or while a command runs, is out of reach.
     pub runtime_dirs: Vec<PathBuf>,
     /// `(st_dev, st_ino)` of the workspace root as the session opened it (the file tools'
