@@ -357,3 +357,39 @@ async fn logs_are_bounded() {
     let text = harness.wait_for(&id, "log truncated at 1000 bytes").await;
     assert!(text.starts_with(&"x".repeat(1000)));
 }
+
+/// A background command gets the host's one configuration, state directory included: it cannot
+/// read the session database (other files' checkpointed contents) any more than `run_command`.
+#[tokio::test]
+async fn a_background_command_is_kept_from_the_state_directory() {
+    if !crate::landlock_or_skip("a_background_command_is_kept_from_the_state_directory") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let state = fixture.dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("clawsmith.db"), "SQLite format 3 state-attack").unwrap();
+    let mut sandbox = clawsmith_sandbox::SandboxConfig::new(
+        &fixture.workspace,
+        clawsmith_sandbox::StateDir::At(state.clone()),
+    );
+    sandbox.temp_root = Some(fixture.dir.path().join("tmp"));
+    let service = Arc::new(
+        CommandExecutionService::new(ServiceConfig::new(sandbox, fixture.dir.path().join("logs")))
+            .unwrap(),
+    );
+    let harness = Harness {
+        tools: command_tools(service),
+        _fixture: fixture,
+    };
+    let started = harness
+        .ok(
+            "start_command",
+            json!({"command": format!("cat {0}/clawsmith.db; ls -a {0}; echo end", state.display())}),
+        )
+        .await;
+    let id = started["commandId"].as_str().unwrap().to_owned();
+    let output = harness.wait_for(&id, "end").await;
+    assert!(!output.contains("state-attack"), "{output}");
+    assert!(!output.contains("clawsmith.db\n"), "{output}");
+}
