@@ -36,12 +36,10 @@ impl Harness {
         servers: Vec<LspServerConfig>,
         options: ServiceOptions,
     ) -> Harness {
-        let base = Path::new("/var/tmp");
-        let dir = if base.is_dir() {
-            tempfile::tempdir_in(base).unwrap()
-        } else {
-            tempfile::tempdir().unwrap()
-        };
+        // Where the built view shows the host (not under /tmp or /var/tmp, which it empties).
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("lsp-harness");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
         let workspace = dir.path().join("ws");
         for (path, content) in files {
             let path = workspace.join(path);
@@ -57,7 +55,12 @@ impl Harness {
             LspService::new(
                 config,
                 &workspace,
-                SandboxConfig::new(&workspace, clawsmith_sandbox::StateDir::NotKept),
+                // As the CLI runs them: the cache inside the state directory, which the
+                // server's view hides but for the cache.
+                SandboxConfig::new(
+                    &workspace,
+                    clawsmith_sandbox::StateDir::At(dir.path().join("state")),
+                ),
                 dir.path().join("state/lsp-cache"),
                 options,
             )
