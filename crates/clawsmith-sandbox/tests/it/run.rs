@@ -984,6 +984,7 @@ async fn roots_under_tmp_are_attached_back_into_the_private_tmp() {
 /// the tests (bound read-only from their home; a tool that is not installed is skipped and
 /// named).
 #[tokio::test]
+#[allow(clippy::disallowed_methods)] // asks the host whether each tool is installed
 async fn everyday_commands_work_with_the_default_allowlist() {
     if !landlock_or_skip("everyday_commands_work_with_the_default_allowlist") {
         return;
