@@ -151,6 +151,7 @@ mod journal;
 mod lease;
 mod memory;
 mod recorder;
+mod repository;
 mod retention;
 mod schema;
 mod session;
@@ -171,6 +172,10 @@ pub use memory::{
     MemoryNote, MemoryQuery, MemoryScope, MemorySourceKey, MemoryTerm, TRIGRAM_FACTOR,
 };
 pub use recorder::CheckpointRecorder;
+pub use repository::{
+    REPOSITORY_DIR, REPOSITORY_FILE_LIMIT, REPOSITORY_FILES_MAX, REPOSITORY_MIRROR_SUFFIX,
+    RepositorySnapshot, RepositoryUndo,
+};
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
 pub use session::{PendingApproval, SessionInfo, Todo, TodoStatus};

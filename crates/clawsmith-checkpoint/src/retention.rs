@@ -264,12 +264,22 @@ fn prune_in(
         )
         .ctx("pruning journals")? as u64;
 
+    // Repository changes of turns whose checkpoints are gone can no longer be undone.
+    tx.execute(
+        "DELETE FROM repository_changes WHERE NOT EXISTS (SELECT 1 FROM checkpoints c
+             WHERE c.session_id = repository_changes.session_id
+               AND c.turn_id = repository_changes.turn_id)",
+        [],
+    )
+    .ctx("pruning repository changes")?;
+
     if pending_plans(tx, None)? == 0 {
         let unreferenced = "FROM blobs WHERE
                 NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.pre_hash = blobs.hash)
             AND NOT EXISTS (SELECT 1 FROM checkpoint_files f WHERE f.post_hash = blobs.hash)
             AND NOT EXISTS (SELECT 1 FROM artifacts a WHERE a.blob_hash = blobs.hash)
-            AND NOT EXISTS (SELECT 1 FROM command_captures c WHERE c.manifest_hash = blobs.hash)";
+            AND NOT EXISTS (SELECT 1 FROM command_captures c WHERE c.manifest_hash = blobs.hash)
+            AND NOT EXISTS (SELECT 1 FROM repository_changes r WHERE r.pre_hash = blobs.hash)";
         let (count, bytes): (u64, u64) = tx
             .query_row(
                 &format!("SELECT count(*), COALESCE(SUM(size), 0) {unreferenced}"),

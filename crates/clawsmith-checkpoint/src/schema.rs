@@ -452,9 +452,32 @@ CREATE TRIGGER IF NOT EXISTS checkpoints_retire AFTER DELETE ON checkpoints BEGI
 END;
 "#;
 
+/// Version 18: what commands changed in the workspace's repository (`repository.rs`): per call,
+/// each `.git` file's content before and after (hex SHA-256 of a blob and mode, NULL = absent),
+/// or an object it deleted (`object = 1`, kept by name in the mirror beside the database).
+/// `undone` marks the rows an undo already went over.
+const V18: &str = r#"
+CREATE TABLE IF NOT EXISTS repository_changes (
+    id          INTEGER PRIMARY KEY,
+    session_id  TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id     TEXT NOT NULL,
+    call_id     TEXT NOT NULL,
+    path        TEXT NOT NULL,
+    object      INTEGER NOT NULL,
+    pre_hash    TEXT,
+    pre_mode    INTEGER,
+    post_hash   TEXT,
+    post_mode   INTEGER,
+    undone      INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS repository_changes_session
+    ON repository_changes (session_id, undone);
+CREATE INDEX IF NOT EXISTS repository_changes_pre_hash ON repository_changes (pre_hash);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
 ];
 
 /// The schema version this build writes.

@@ -99,6 +99,9 @@ pub struct UndoReport {
     /// Directories removed with them: parents of removed files, born during the turns and empty
     /// now (a `mkdir` the turn ran). Directories that existed before stay.
     pub removed_directories: Vec<String>,
+    /// What the turns' commands changed in the workspace's repository, put back (files rewound
+    /// also appear in `restored` and `removed`).
+    pub repository: crate::RepositoryUndo,
 }
 
 /// What [`Store::recover_restores`] did with one interrupted restore.
@@ -200,6 +203,7 @@ impl Store {
                 restored: Vec::new(),
                 removed: Vec::new(),
                 removed_directories: Vec::new(),
+                repository: crate::RepositoryUndo::default(),
             };
             require_session(tx, session_id)?;
             if pending_plans(tx, Some(session_id))? > 0 {
@@ -317,6 +321,16 @@ impl Store {
                 Some(_) => report.restored.push(action.path.clone()),
                 None => report.removed.push(action.path.clone()),
             }
+        }
+        if !plan.files_checkpoints.is_empty() {
+            let turns: Vec<String> = report.turns.clone();
+            report.repository = self.undo_repository(session_id, &turns, workspace)?;
+            report
+                .restored
+                .extend(report.repository.restored.iter().cloned());
+            report
+                .removed
+                .extend(report.repository.removed.iter().cloned());
         }
         self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
         // Best effort, after the plan: a directory left behind is empty, never wrong content.

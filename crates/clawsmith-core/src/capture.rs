@@ -76,7 +76,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clawsmith_checkpoint::Store;
+use clawsmith_checkpoint::{REPOSITORY_DIR, RepositorySnapshot, Store};
 use clawsmith_fs::{
     ChangeOrigin, ChangeRecorder, FileListing, FileStamp, ListingChanges, OTHER_ENTRIES_MAX,
     PostState, PriorState, SYMLINK_MODE, Uncaptured, Workspace, WorkspaceWatch, escape_control,
@@ -1051,19 +1051,20 @@ pub(crate) async fn execute_with_capture(
         let shared = Arc::clone(shared);
         let origin = origin.clone();
         tokio::task::spawn_blocking(move || {
-            shared.captures.before_command(
+            let manifest = shared.captures.before_command(
                 &shared.workspace,
                 &shared.store,
                 shared.recorder.as_ref(),
                 &origin,
-            )
+            );
+            (manifest, keep_repository(&shared))
         })
         .await
     };
     let label = change_label(entry).to_owned();
     let mut result = execute_tool(shared, entry, input, context, cancellation).await;
     let not_captured = match before {
-        Ok(before) => {
+        Ok((before, repository_before)) => {
             let shared = Arc::clone(shared);
             let origin = origin.clone();
             tokio::task::spawn_blocking(move || {
@@ -1071,13 +1072,22 @@ pub(crate) async fn execute_with_capture(
                     origin: &origin,
                     label: &label,
                 };
-                shared.captures.after_command(
+                let mut not_captured = shared.captures.after_command(
                     &shared.workspace,
                     &shared.store,
                     shared.recorder.as_ref(),
                     &who,
                     before,
-                )
+                );
+                let repository_after = keep_repository(&shared);
+                record_repository(
+                    &shared,
+                    &origin,
+                    repository_before.as_ref(),
+                    repository_after.as_ref(),
+                    &mut not_captured,
+                );
+                not_captured
             })
             .await
             .unwrap_or_else(|error| {
@@ -1097,6 +1107,73 @@ pub(crate) async fn execute_with_capture(
         result.content.push_str(&note);
     }
     result
+}
+
+/// The workspace's repository as the store keeps it (`None` when the store refused: the
+/// command's repository changes then go unrecorded, as the result says).
+fn keep_repository(shared: &Shared) -> Option<RepositorySnapshot> {
+    shared
+        .store
+        .keep_repository(&shared.workspace)
+        .inspect_err(|error| tracing::warn!(%error, "the repository could not be kept"))
+        .ok()
+}
+
+/// Records what the command changed in the repository. The repository's paths then leave the
+/// "not captured" note (undo puts them back), except those the keeper could not keep.
+fn record_repository(
+    shared: &Shared,
+    origin: &ChangeOrigin,
+    before: Option<&RepositorySnapshot>,
+    after: Option<&RepositorySnapshot>,
+    not_captured: &mut Vec<NotCaptured>,
+) {
+    let (Some(before), Some(after)) = (before, after) else {
+        return;
+    };
+    if !before.present && !after.present {
+        return;
+    }
+    // The workspace listing saw every entry of `.git` whose stamp moved.
+    let touched: Vec<&str> = not_captured
+        .iter()
+        .map(|entry| entry.path.as_str())
+        .collect();
+    if let Err(error) = shared.store.record_repository_changes(
+        &origin.session_id,
+        &origin.turn_id,
+        &origin.tool_call_id,
+        before,
+        after,
+        &touched,
+    ) {
+        tracing::warn!(%error, "the command's repository changes could not be recorded");
+        return;
+    }
+    let in_repository = |path: &str| {
+        path == REPOSITORY_DIR
+            || path
+                .strip_prefix(REPOSITORY_DIR)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    let unkept: HashMap<&str, &str> = before
+        .not_kept
+        .iter()
+        .chain(&after.not_kept)
+        .map(|(path, reason)| (path.as_str(), reason.as_str()))
+        .collect();
+    not_captured.retain_mut(|entry| {
+        if !in_repository(&entry.path) {
+            return true;
+        }
+        match unkept.get(entry.path.as_str()) {
+            Some(reason) => {
+                entry.reason = format!("the repository keeper left it out: {reason}");
+                true
+            }
+            None => false,
+        }
+    });
 }
 
 /// Starts a background command with the session's manifest brought up to date first (what

@@ -599,6 +599,53 @@ impl Workspace {
         Ok(Some(content))
     }
 
+    /// The regular files beneath the directory `path`, workspace-relative and sorted, at most
+    /// `max` of them (the `bool` says whether the listing stopped there). Every directory is
+    /// opened beneath the root without following a symlink, and symlinks, special files and
+    /// names that are not UTF-8 are left out. `None` when `path` is not a directory (absent, a
+    /// symlink, a file).
+    pub fn regular_files_beneath(
+        &self,
+        path: &WorkspacePath,
+        max: usize,
+    ) -> Option<(Vec<String>, bool)> {
+        let mut files = Vec::new();
+        let mut pending = vec![path.as_str().to_owned()];
+        let mut first = true;
+        while let Some(directory) = pending.pop() {
+            let entries = match self.list_directory(&directory) {
+                Ok(entries) => entries,
+                Err(_) if first => return None,
+                // A folder gone or swapped since its parent was listed: nothing below it.
+                Err(_) => continue,
+            };
+            first = false;
+            for entry in entries {
+                let Some(name) = entry.name.to_str() else {
+                    continue;
+                };
+                let relative = if directory.is_empty() {
+                    name.to_owned()
+                } else {
+                    format!("{directory}/{name}")
+                };
+                match entry.kind {
+                    FileType::Directory => pending.push(relative),
+                    FileType::RegularFile => {
+                        if files.len() == max {
+                            files.sort();
+                            return Some((files, true));
+                        }
+                        files.push(relative);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        files.sort();
+        Some((files, false))
+    }
+
     /// The entries of the directory `relative` (already normalized; `""` is the root), opened
     /// beneath the root without following a final symlink, with their kinds, unsorted.
     pub(crate) fn list_directory(&self, relative: &str) -> Result<Vec<DirectoryEntry>, Errno> {

@@ -581,8 +581,8 @@ impl PermissionPolicy {
         Some(PermissionDecision {
             verdict: Verdict::Ask,
             reason: format!(
-                "{}; undo does not restore it, so {} mode asks before it (an allow rule naming \
-                 it, e.g. `{example}`, allows it)",
+                "{}; {} mode asks before a command ends a repository, even one undo can put \
+                 back (an allow rule naming it, e.g. `{example}`, allows it)",
                 first.describe(),
                 self.mode.as_str()
             ),

@@ -490,7 +490,7 @@ fn policy_check_explains_without_running() {
             r#"{"command":"mv .git x"}"#,
             "ask",
             "repository protection",
-            "`mv .git x` moves the repository's history (.git); undo does not restore it",
+            "`mv .git x` moves the repository's history (.git); accept-edits mode asks",
         ),
         (
             "run_command",

@@ -53,26 +53,6 @@ fn tree(root: &Path) -> BTreeMap<String, Entry> {
     found
 }
 
-fn session(fixture: &Fixture) -> SessionHandle {
-    fixture
-        .core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full))
-        .open_session(None)
-        .unwrap()
-}
-
-/// Runs `command` as one turn; returns the turn id and the command's result content.
-async fn run(session: &SessionHandle, command: &str) -> (String, String) {
-    let arguments = serde_json::json!({ "command": command }).to_string();
-    let sink = clawsmith_core::CollectingSink::new();
-    let outcome = session
-        .run_turn(vec![call("c1", "run_command", &arguments)], &sink)
-        .await
-        .unwrap();
-    let result = &outcome.results[0].1;
-    assert_eq!(result.status(), ToolStatus::Success, "{}", result.content);
-    (outcome.turn_id.clone(), result.content.clone())
-}
-
 fn undo_files(fixture: &Fixture, session: &SessionHandle, turn: &str) -> UndoOutcome {
     let workspace = Workspace::open(&fixture.workspace).unwrap();
     fixture
@@ -146,9 +126,9 @@ async fn check(name: &str, files: &[(&str, &str)], command: &str, changes: bool)
     for (path, content) in files {
         fixture.write(path, content);
     }
-    let session = session(&fixture);
+    let session = fixture.full_session();
     let before = tree(&fixture.workspace);
-    let (turn, _) = run(&session, command).await;
+    let (turn, _) = command_turn(&session, command).await;
     let after = tree(&fixture.workspace);
     assert_eq!(
         before != after,
@@ -189,9 +169,9 @@ async fn a_generator_of_a_thousand_files_is_undone() {
     }
     let fixture = Fixture::new();
     fixture.write("keep.txt", "kept\n");
-    let session = session(&fixture);
+    let session = fixture.full_session();
     let before = tree(&fixture.workspace);
-    let (turn, _) = run(
+    let (turn, _) = command_turn(
         &session,
         "mkdir gen && for i in $(seq 1 1000); do echo \"file $i\" > gen/f$i.txt; done",
     )
@@ -241,9 +221,9 @@ async fn git_checkout_of_a_file_is_undone() {
         "tracked.txt",
         "work in progress the user had not committed\n",
     );
-    let session = session(&fixture);
+    let session = fixture.full_session();
     let before = tree(&fixture.workspace);
-    let (turn, _) = run(&session, "git checkout -- tracked.txt").await;
+    let (turn, _) = command_turn(&session, "git checkout -- tracked.txt").await;
     assert_eq!(fixture.read("tracked.txt"), "committed\n");
     assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
     assert_eq!(tree(&fixture.workspace), before);
@@ -257,8 +237,8 @@ async fn a_user_edit_after_the_command_makes_undo_refuse_and_change_nothing() {
     let fixture = Fixture::new();
     fixture.write("a.txt", "one\n");
     fixture.write("b.txt", "bee\n");
-    let session = session(&fixture);
-    let (turn, _) = run(&session, "sed -i s/one/uno/ a.txt && rm b.txt").await;
+    let session = fixture.full_session();
+    let (turn, _) = command_turn(&session, "sed -i s/one/uno/ a.txt && rm b.txt").await;
     fixture.write("a.txt", "the user's own edit\n");
     let edited = tree(&fixture.workspace);
     match undo_files(&fixture, &session, &turn) {
@@ -282,14 +262,14 @@ async fn later_commands_hash_only_what_changed_and_undo_in_order() {
     }
     let fixture = Fixture::new();
     fixture.write("a.txt", "1\n");
-    let session = session(&fixture);
+    let session = fixture.full_session();
     let start = tree(&fixture.workspace);
-    let (first, _) = run(&session, "echo 2 > a.txt").await;
+    let (first, _) = command_turn(&session, "echo 2 > a.txt").await;
     let middle = tree(&fixture.workspace);
     // A user edit between two commands is the second command's starting point.
     fixture.write("b.txt", "user\n");
     let with_user_file = tree(&fixture.workspace);
-    let (second, _) = run(&session, "echo 3 > a.txt && rm b.txt").await;
+    let (second, _) = command_turn(&session, "echo 3 > a.txt && rm b.txt").await;
     assert_eq!(undo_files(&fixture, &session, &second), UndoOutcome::Undone);
     assert_eq!(tree(&fixture.workspace), with_user_file);
     std::fs::remove_file(fixture.workspace.join("b.txt")).unwrap();
@@ -306,9 +286,8 @@ async fn ignored_paths_are_never_touched_by_undo() {
     let fixture = Fixture::new();
     fixture.write(".gitignore", "build/\n");
     fixture.write("src.txt", "source\n");
-    let session = session(&fixture);
-    let (turn, content) = run(
-        &session,
+    let session = fixture.full_session();
+    let (turn, content) = command_turn(&session,
         "mkdir -p target build && echo bin > target/out && echo obj > build/o && echo new > src.txt",
     )
     .await;
@@ -346,9 +325,9 @@ async fn symlinks_a_command_makes_changes_or_removes_are_undone() {
         if *with_link {
             std::os::unix::fs::symlink("target.txt", fixture.workspace.join("link")).unwrap();
         }
-        let session = session(&fixture);
+        let session = fixture.full_session();
         let before = tree(&fixture.workspace);
-        let (turn, content) = run(&session, command).await;
+        let (turn, content) = command_turn(&session, command).await;
         assert_ne!(tree(&fixture.workspace), before, "{command}");
         assert!(!content.contains("not captured"), "{command}: {content}");
         assert_eq!(
@@ -371,8 +350,8 @@ async fn a_file_where_the_command_left_a_link_makes_undo_refuse() {
     }
     let fixture = Fixture::new();
     fixture.write("target.txt", "target.txt");
-    let session = session(&fixture);
-    let (turn, _) = run(&session, "ln -s target.txt link").await;
+    let session = fixture.full_session();
+    let (turn, _) = command_turn(&session, "ln -s target.txt link").await;
     // The user replaces the link by a file holding the link's target: not what the turn left.
     std::fs::remove_file(fixture.workspace.join("link")).unwrap();
     fixture.write("link", "target.txt");
@@ -392,8 +371,8 @@ async fn a_file_over_the_content_limit_is_named_as_not_captured() {
     let fixture = Fixture::new();
     let size = clawsmith_core::CAPTURE_CONTENT_LIMIT as usize + 1;
     std::fs::write(fixture.workspace.join("big.bin"), vec![b'x'; size]).unwrap();
-    let session = session(&fixture);
-    let (_, content) = run(&session, "echo y >> big.bin").await;
+    let session = fixture.full_session();
+    let (_, content) = command_turn(&session, "echo y >> big.bin").await;
     assert!(
         content.contains("[not captured for undo: big.bin: larger than 8 MiB"),
         "{content}"
@@ -417,7 +396,7 @@ async fn the_content_limit_is_configurable() {
         })
         .open_session(None)
         .unwrap();
-    let (turn, content) = run(&session, "echo y >> big.txt && echo y >> small.txt").await;
+    let (turn, content) = command_turn(&session, "echo y >> big.txt && echo y >> small.txt").await;
     assert!(
         content.contains("[not captured for undo: big.txt: larger than 1 KiB"),
         "{content}"
@@ -499,13 +478,13 @@ async fn a_session_whose_manifest_was_dropped_is_still_captured() {
     fixture.write("a.txt", "one\n");
     let core = fixture.core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full));
     let first = core.open_session(None).unwrap();
-    run(&first, "true").await;
+    command_turn(&first, "true").await;
     for index in 0..6 {
         let other = core.open_session(None).unwrap();
-        run(&other, &format!("echo {index} > other{index}.txt")).await;
+        command_turn(&other, &format!("echo {index} > other{index}.txt")).await;
     }
     let before = tree(&fixture.workspace);
-    let (turn, _) = run(&first, "sed -i s/one/uno/ a.txt && rm other0.txt").await;
+    let (turn, _) = command_turn(&first, "sed -i s/one/uno/ a.txt && rm other0.txt").await;
     assert_eq!(undo_files(&fixture, &first, &turn), UndoOutcome::Undone);
     assert_eq!(tree(&fixture.workspace), before);
 }
@@ -520,8 +499,9 @@ async fn a_file_that_becomes_ignored_is_named_and_the_rest_undone() {
     let fixture = Fixture::new();
     fixture.write(".gitignore", "build/\n");
     fixture.write("a.txt", "one\n");
-    let session = session(&fixture);
-    let (turn, content) = run(&session, "echo a.txt >> .gitignore && echo two > a.txt").await;
+    let session = fixture.full_session();
+    let (turn, content) =
+        command_turn(&session, "echo a.txt >> .gitignore && echo two > a.txt").await;
     assert!(
         content.contains("[not captured for undo: a.txt: ignored"),
         "{content}"
@@ -671,7 +651,7 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
     fixture.write("target/cache", "c\n");
     let core = fixture.core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full));
     let session = core.open_session(None).unwrap();
-    run(&session, "true").await;
+    command_turn(&session, "true").await;
     let commands = [
         ("sed -i s/one/uno/ a.txt", true),
         ("echo hello > new.txt", true),
@@ -692,7 +672,7 @@ async fn a_long_lived_core_refreshes_from_events_and_undoes_every_command() {
         fixture.write(&format!("user{index}.txt"), "user\n");
         fixture.write("notes.txt", &format!("edited by the user {index}\n"));
         let before = tree(&fixture.workspace);
-        let (turn, _) = run(&session, command).await;
+        let (turn, _) = command_turn(&session, command).await;
         assert_eq!(before != tree(&fixture.workspace), changes, "{command}");
         assert_eq!(
             undo_files(&fixture, &session, &turn),
@@ -767,7 +747,7 @@ async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
         .unwrap();
     assert_eq!(ended.exit_code, Some(0), "{ended:?}");
     assert!(fixture.workspace.join("made.txt").exists());
-    let (second, _) = run(&session, "true").await;
+    let (second, _) = command_turn(&session, "true").await;
     let changes = fixture.store.change_list(session.id(), &second).unwrap();
     let mut named: Vec<(&str, Option<&str>, Option<&str>)> = changes
         .iter()
@@ -840,13 +820,13 @@ async fn directories_a_command_made_are_removed_by_undo_every_time() {
     }
     let fixture = Fixture::new();
     fixture.write("old/keep.txt", "k\n");
-    let session = session(&fixture);
+    let session = fixture.full_session();
     for round in 0..12 {
         let before = tree(&fixture.workspace);
         let command = format!(
             "mkdir -p a{round}/b/c && touch a{round}/b/c/f && mkdir -p old/new{round}/x && touch old/new{round}/x/g"
         );
-        let (turn, _) = run(&session, &command).await;
+        let (turn, _) = command_turn(&session, &command).await;
         let made = fixture
             .store
             .created_directories(session.id(), &turn)
@@ -867,7 +847,7 @@ async fn directories_a_command_made_are_removed_by_undo_every_time() {
     }
     // A folder the user makes after the command is not the command's: it stays.
     let before = tree(&fixture.workspace);
-    let (turn, _) = run(&session, "mkdir made && echo x > made/f").await;
+    let (turn, _) = command_turn(&session, "mkdir made && echo x > made/f").await;
     std::fs::create_dir(fixture.workspace.join("made/users")).unwrap();
     assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
     assert!(fixture.workspace.join("made/users").is_dir());
@@ -887,9 +867,9 @@ async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
     fixture.write("a.txt", "a\n");
     let (service, core) = core_with_background_commands(&fixture);
     let session = core.open_session(None).unwrap();
-    run(&session, "true").await;
-    run(&session, "true").await;
-    run(&session, "true").await;
+    command_turn(&session, "true").await;
+    command_turn(&session, "true").await;
+    command_turn(&session, "true").await;
     let watched = core.capture_passes();
     assert!(watched.from_events >= 2, "{watched:?}");
     let sink = clawsmith_core::CollectingSink::new();
@@ -901,7 +881,7 @@ async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
     let started: serde_json::Value = serde_json::from_str(&outcome.results[0].1.content).unwrap();
     let command_id = started["commandId"].as_str().unwrap().to_owned();
     let before = core.capture_passes();
-    run(&session, "echo b > b.txt").await;
+    command_turn(&session, "echo b > b.txt").await;
     let during = core.capture_passes();
     assert_eq!(during.from_events, before.from_events, "{during:?}");
     assert!(during.full > before.full, "{during:?}");
@@ -911,8 +891,8 @@ async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
         .await
         .unwrap();
     // The first refresh after one that saw it running is full too; later ones use the events.
-    run(&session, "true").await;
-    run(&session, "true").await;
+    command_turn(&session, "true").await;
+    command_turn(&session, "true").await;
     let after = core.capture_passes();
     assert!(after.from_events > during.from_events, "{after:?}");
 }

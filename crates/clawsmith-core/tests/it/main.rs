@@ -14,6 +14,7 @@ mod hooks;
 mod normalize;
 mod parallel;
 mod protected;
+mod repository;
 mod search;
 mod table;
 mod todos;

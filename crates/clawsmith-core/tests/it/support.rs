@@ -193,6 +193,37 @@ impl Fixture {
     pub fn read(&self, path: &str) -> String {
         std::fs::read_to_string(self.workspace.join(path)).unwrap()
     }
+
+    /// A session of a core in `full` mode, where commands run without asking.
+    #[allow(dead_code)]
+    pub fn full_session(&self) -> SessionHandle {
+        self.core(|config| {
+            config.policy =
+                clawsmith_security::PermissionPolicy::new(clawsmith_security::PermissionMode::Full)
+        })
+        .open_session(None)
+        .unwrap()
+    }
+}
+
+/// Runs `command` as one turn, asserting it succeeded; returns the turn id and the command's
+/// result content.
+#[allow(dead_code)]
+pub async fn command_turn(session: &SessionHandle, command: &str) -> (String, String) {
+    let arguments = serde_json::json!({ "command": command }).to_string();
+    let sink = CollectingSink::new();
+    let outcome = session
+        .run_turn(vec![call("c1", "run_command", &arguments)], &sink)
+        .await
+        .unwrap();
+    let result = &outcome.results[0].1;
+    assert_eq!(
+        result.status(),
+        ToolStatus::Success,
+        "{command}: {}",
+        result.content
+    );
+    (outcome.turn_id.clone(), result.content.clone())
 }
 
 pub fn call(id: &str, name: &str, arguments: &str) -> ToolCall {

@@ -94,7 +94,9 @@ fn history_destroyers_are_asked_about_in_every_mode() {
             if by == DecidedBy::Repository {
                 assert!(
                     decision.reason.contains(reach)
-                        && decision.reason.contains("undo does not restore it"),
+                        && decision
+                            .reason
+                            .contains("mode asks before a command ends a repository"),
                     "{command:?}: {}",
                     decision.reason
                 );
@@ -242,16 +244,16 @@ fn the_decision_says_why() {
     let explanation = explain(&policy(PermissionMode::Full, &[]), "rm -rf .git");
     assert_eq!(
         explanation.decision.reason,
-        "`rm -rf .git` deletes the repository's history (.git); undo does not restore it, so \
-         full mode asks before it (an allow rule naming it, e.g. `allow run_command(rm -rf \
-         .git)`, allows it)"
+        "`rm -rf .git` deletes the repository's history (.git); full mode asks before a command \
+         ends a repository, even one undo can put back (an allow rule naming it, e.g. `allow \
+         run_command(rm -rf .git)`, allows it)"
     );
     let explanation = explain(&policy(PermissionMode::Full, &[]), "cd / && rm -rf *");
     assert_eq!(
         explanation.decision.reason,
         "`rm -rf *` deletes everything under the workspace root, the repository's history \
          (.git) with it (after `cd /` the working directory is the workspace, above it or \
-         unknown); undo does not restore it, so full mode asks before it (an allow rule naming \
-         it, e.g. `allow run_command(rm -rf \\*)`, allows it)"
+         unknown); full mode asks before a command ends a repository, even one undo can put \
+         back (an allow rule naming it, e.g. `allow run_command(rm -rf \\*)`, allows it)"
     );
 }
