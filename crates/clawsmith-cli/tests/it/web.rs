@@ -1010,9 +1010,13 @@ fn json_display_session(f: &Fixture) {
                    "body": "{\"id\":7,\"state\":\"running\"}"}},
         "status": "success", "output": "{\"id\":7,\"state\":\"running\"}"
     });
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     for payload in [json!({"type": "turn.started", "turnId": "t1"}), completed] {
         store
-            .append_event("bg", serde_json::from_value(payload).unwrap(), 1)
+            .append_event("bg", serde_json::from_value(payload).unwrap(), now_ms)
             .unwrap();
     }
 }
