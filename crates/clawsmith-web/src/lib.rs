@@ -49,8 +49,8 @@
 //!   no ambient credential at all, but `EventSource` (the live timeline) cannot send a header
 //!   and every new tab would need the token again; the prefix keeps plain links and the
 //!   browser's own navigation working. What it assumes: the prefix is as private as the
-//!   address bar (whoever reads a URL of the running server off a screen can send the browser
-//!   there from another port, and then the browser sends the cookie).
+//!   address bar. A local server that learned it (from a screenshot, say) could have the
+//!   browser open the same path on its own port, and the browser would send it the cookie.
 //! - **Any directory, one workspace for undo.** The server reads the whole store; the workspace
 //!   it is given ([`UndoWorkspace`]) matters only to undo. Every page says where an undo would
 //!   write, or why undo is off.
