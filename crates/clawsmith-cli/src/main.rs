@@ -175,7 +175,7 @@ enum Command {
         command: UndoCommand,
     },
     /// A local web view of sessions, tool calls, checkpoints and diffs, with undo; prints
-    /// `http://127.0.0.1:PORT/?token=…` and serves until stopped.
+    /// `http://127.0.0.1:PORT/s/<secret>/?token=…` and serves until stopped.
     Web(web::WebOptions),
     /// Delete expired or over-quota checkpoints and collect unreferenced blobs.
     Prune {

@@ -1,12 +1,13 @@
 //! `clawsmith web`: the local web view of the state database (the `clawsmith-web` crate), bound
-//! to 127.0.0.1 and guarded by a token printed once.
+//! to 127.0.0.1 under a secret path, and guarded by a token printed once. It starts from any
+//! directory: the workspace matters only to undo.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clawsmith_fs::Workspace;
-use clawsmith_web::{WebConfig, WebServer};
+use clawsmith_web::{UndoWorkspace, WebConfig, WebServer};
 
 /// Options of `clawsmith web`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,19 +18,30 @@ pub struct WebOptions {
     /// Open the printed URL in the default browser (`xdg-open`).
     #[arg(long)]
     pub open: bool,
-    /// The workspace undo may write in (default: the current directory). Sessions that work
-    /// elsewhere are shown, and their undo is refused, as `clawsmith undo` refuses them.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub workspace: PathBuf,
+    /// The workspace undo may write in. Without it: the current directory when it can be one
+    /// (not the directory holding the state directory, such as $HOME), else undo is off and the
+    /// pages say why. Sessions that work elsewhere are shown, and their undo is refused, as
+    /// `clawsmith undo` refuses them.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
 }
 
 pub fn run(state_dir: &Path, options: &WebOptions) -> Result<i32> {
     let store = crate::state::open_existing_store(state_dir)?;
-    let undo_workspace = Workspace::open(&options.workspace)
-        .with_context(|| format!("opening the workspace {}", options.workspace.display()))?
-        .root()
-        .to_path_buf();
-    crate::state::ensure_outside(state_dir, &undo_workspace)?;
+    let undo = match &options.workspace {
+        Some(dir) => {
+            let root = Workspace::open(dir)
+                .with_context(|| format!("opening the workspace {}", dir.display()))?
+                .root()
+                .to_path_buf();
+            crate::state::ensure_outside(state_dir, &root)?;
+            UndoWorkspace::In(root)
+        }
+        None => current_directory_for_undo(state_dir),
+    };
+    if let UndoWorkspace::Off(reason) = &undo {
+        crate::output::notice(crate::output::Level::Note, reason);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -38,7 +50,7 @@ pub fn run(state_dir: &Path, options: &WebOptions) -> Result<i32> {
         let server = WebServer::bind(WebConfig {
             store,
             port: options.port,
-            undo_workspace: Some(undo_workspace),
+            undo,
         })
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", options.port))?;
@@ -54,6 +66,38 @@ pub fn run(state_dir: &Path, options: &WebOptions) -> Result<i32> {
         server.serve().await.context("serving the web view")
     })?;
     Ok(crate::exit::OK)
+}
+
+/// Without `--workspace`, undo writes in the current directory when it can be a workspace whose
+/// tools could not reach the state directory; otherwise undo is off, for the reason returned.
+fn current_directory_for_undo(state_dir: &Path) -> UndoWorkspace {
+    const HOW: &str =
+        "start `clawsmith web --workspace DIR` with a session's workspace to undo there";
+    let current = match std::env::current_dir() {
+        Ok(current) => current,
+        Err(error) => {
+            return UndoWorkspace::Off(format!(
+                "undo is off: the current directory cannot be read ({error}); {HOW}"
+            ));
+        }
+    };
+    let root = match Workspace::open(&current) {
+        Ok(workspace) => workspace.root().to_path_buf(),
+        Err(error) => {
+            return UndoWorkspace::Off(format!(
+                "undo is off: the current directory {} is not a workspace ({error}); {HOW}",
+                current.display()
+            ));
+        }
+    };
+    if crate::state::ensure_outside(state_dir, &root).is_err() {
+        return UndoWorkspace::Off(format!(
+            "undo is off: the current directory {} holds the state directory {}; {HOW}",
+            root.display(),
+            state_dir.display()
+        ));
+    }
+    UndoWorkspace::In(root)
 }
 
 /// Best effort: the URL is printed either way.

@@ -3,6 +3,9 @@
 "use strict";
 
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
+// Every page and the API live under this instance's secret prefix (`/s/<hex>/`); no URL the page
+// builds leaves it.
+const base = document.querySelector('meta[name="base-path"]').content;
 const main = document.getElementById("main");
 
 function el(tag, attrs, ...children) {
@@ -34,7 +37,7 @@ async function api(path, options) {
     init.headers["X-CSRF-Token"] = csrf;
     init.body = JSON.stringify(options.body);
   }
-  const response = await fetch(path, init);
+  const response = await fetch(base + path.replace(/^\//, ""), init);
   const data = await response.json();
   if (!response.ok && !(options && options.accept && options.accept.includes(response.status))) {
     const error = new Error((data.error && data.error.message) || response.statusText);
@@ -59,31 +62,43 @@ function failure(error) {
 
 // ---- sessions ----
 
+// Where an undo from this server writes, or why undo is off: every page says it.
+function undoNote(undo) {
+  return undo.workspace
+    ? el("p", { class: "muted small", id: "undo-workspace" }, "Undo writes only in ", el("span", { class: "mono" }, undo.workspace), ".")
+    : el("p", { class: "muted small", id: "undo-workspace" }, undo.off);
+}
+
 async function sessionsPage() {
   crumbs(["sessions"]);
-  const search = el("input", { id: "search", type: "search", placeholder: "search sessions by id or workspace", autofocus: true });
+  const server = await api("/api/server");
+  const search = el("input", { id: "search", type: "search", placeholder: "search sessions by request, id or workspace", autofocus: true });
   const table = el("tbody", { id: "sessions" });
   const load = async () => {
     const data = await api(`/api/sessions?q=${enc(search.value)}`);
     fill(table, 
       ...data.sessions.map((s) =>
         el("tr", { class: "session", "data-id": s.id },
-          el("td", {}, el("a", { href: `/sessions/${enc(s.id)}`, class: "mono" }, s.id)),
-          el("td", { class: "muted" }, time(s.createdAtMs)),
-          el("td", { class: "mono small" }, s.workspaceRoot),
+          el("td", {},
+            el("a", { href: `${base}sessions/${enc(s.id)}`, class: `title${s.title ? "" : " mono"}`, "data-source": s.titleSource }, s.title || s.id),
+            s.title ? el("div", { class: "muted small mono session-id" }, s.id) : null),
+          el("td", { class: "mono small workspace" }, s.workspaceRoot),
+          el("td", { class: "small counts" }, `${s.turns} turn${s.turns === 1 ? "" : "s"} · ${s.changes} change${s.changes === 1 ? "" : "s"}`),
+          el("td", { class: "muted small activity" }, time(s.lastActivityMs)),
           el("td", { class: "links" },
-            s.parentId ? el("span", { class: "fork" }, "fork of ", el("a", { href: `/sessions/${enc(s.parentId)}`, class: "mono" }, s.parentId)) : null,
-            s.children.length ? el("span", { class: "children" }, "forks: ", ...s.children.map((c) => el("a", { href: `/sessions/${enc(c)}`, class: "mono" }, c))) : null))),
+            s.parentId ? el("span", { class: "fork" }, "fork of ", el("a", { href: `${base}sessions/${enc(s.parentId)}`, class: "mono" }, s.parentId)) : null,
+            s.children.length ? el("span", { class: "children" }, "forks: ", ...s.children.map((c) => el("a", { href: `${base}sessions/${enc(c)}`, class: "mono" }, c))) : null))),
     );
-    if (!data.sessions.length) table.append(el("tr", {}, el("td", { colspan: 4, class: "muted" }, "no sessions")));
+    if (!data.sessions.length) table.append(el("tr", {}, el("td", { colspan: 5, class: "muted" }, "no sessions")));
   };
   let timer;
   search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(load, 150); });
   fill(main, 
     el("h1", {}, "Sessions"),
-    el("p", { class: "muted" }, "Newest first. Forks link to their parent and children."),
+    el("p", { class: "muted" }, "Newest first, each named by its first request (or first tool call). Forks link to their parent and children."),
+    undoNote(server.undo),
     search,
-    el("table", { class: "list" }, el("thead", {}, el("tr", {}, el("th", {}, "session"), el("th", {}, "started (UTC)"), el("th", {}, "workspace"), el("th", {}, "family"))), table),
+    el("table", { class: "list" }, el("thead", {}, el("tr", {}, el("th", {}, "session"), el("th", {}, "workspace"), el("th", {}, "turns · changes"), el("th", {}, "last activity (UTC)"), el("th", {}, "family"))), table),
   );
   await load();
 }
@@ -197,7 +212,7 @@ class Timeline {
     switch (event.type) {
       case "turn.started": {
         const section = el("section", { class: "turn", "data-turn": event.turnId },
-          el("h3", {}, "Turn ", el("a", { href: `/sessions/${enc(this.sessionId)}/turns/${enc(event.turnId)}`, class: "mono" }, event.turnId), el("span", { class: "muted small" }, `  #${event.sequence} · ${time(event.timestampMs)}`)));
+          el("h3", {}, "Turn ", el("a", { href: `${base}sessions/${enc(this.sessionId)}/turns/${enc(event.turnId)}`, class: "mono" }, event.turnId), el("span", { class: "muted small" }, `  #${event.sequence} · ${time(event.timestampMs)}`)));
         this.list.append(section);
         this.turn = section;
         break;
@@ -254,7 +269,7 @@ class Timeline {
 }
 
 async function sessionPage(id) {
-  crumbs(["sessions", "/"], [id]);
+  crumbs(["sessions", base], [id]);
   const data = await api(`/api/sessions/${enc(id)}`);
   const s = data.session;
   const list = el("div", { id: "timeline" });
@@ -266,7 +281,7 @@ async function sessionPage(id) {
   let source = null;
   const startLive = () => {
     if (source) return;
-    source = new EventSource(`/api/sessions/${enc(id)}/live?after=${after}`);
+    source = new EventSource(`${base}api/sessions/${enc(id)}/live?after=${after}`);
     document.getElementById("live").hidden = false;
     source.addEventListener("events", (message) => {
       const page = JSON.parse(message.data);
@@ -291,15 +306,16 @@ async function sessionPage(id) {
     el("div", { class: "meta" },
       el("span", {}, "workspace ", el("span", { class: "mono" }, s.workspaceRoot)),
       el("span", {}, "started ", time(s.createdAtMs)),
-      s.parentId ? el("span", { class: "fork" }, "fork of ", el("a", { href: `/sessions/${enc(s.parentId)}`, class: "mono" }, s.parentId)) : null,
-      s.children.length ? el("span", { class: "children" }, "forks: ", ...s.children.map((c) => el("a", { href: `/sessions/${enc(c)}`, class: "mono" }, c))) : null),
+      s.parentId ? el("span", { class: "fork" }, "fork of ", el("a", { href: `${base}sessions/${enc(s.parentId)}`, class: "mono" }, s.parentId)) : null,
+      s.children.length ? el("span", { class: "children" }, "forks: ", ...s.children.map((c) => el("a", { href: `${base}sessions/${enc(c)}`, class: "mono" }, c))) : null),
+    data.undoAvailable ? undoNote(data.undo) : el("p", { class: "muted small", id: "undo-workspace" }, data.undoRefusal),
     el("div", { class: "columns" },
       el("div", { class: "col-main" }, el("h2", {}, "Timeline ", counter), list, more),
       el("aside", { class: "col-side" },
         el("h2", {}, "Checkpoints"),
         data.checkpoints.length
           ? el("ul", { class: "checkpoints" }, ...data.checkpoints.map((c) => el("li", { class: c.filesUndone || c.sessionUndone ? "undone" : "" },
-              el("a", { href: `/sessions/${enc(id)}/turns/${enc(c.turnId)}`, class: "mono" }, c.turnId),
+              el("a", { href: `${base}sessions/${enc(id)}/turns/${enc(c.turnId)}`, class: "mono" }, c.turnId),
               el("div", { class: "muted small" }, `${time(c.createdAtMs)} · ${c.state} · ${c.fileCount} file(s)`))))
           : el("p", { class: "muted" }, "no checkpoints"),
         data.todos.length ? el("h2", {}, "Todos") : null,
@@ -311,7 +327,7 @@ async function sessionPage(id) {
 // ---- a turn's checkpoint ----
 
 async function turnPage(id, turn) {
-  crumbs(["sessions", "/"], [id, `/sessions/${enc(id)}`], [`turn ${turn}`]);
+  crumbs(["sessions", base], [id, `${base}sessions/${enc(id)}`], [`turn ${turn}`]);
   const [data, session] = await Promise.all([
     api(`/api/sessions/${enc(id)}/turns/${enc(turn)}`),
     api(`/api/sessions/${enc(id)}`),
@@ -359,7 +375,7 @@ async function turnPage(id, turn) {
       confirm));
   };
   if (session.undoAvailable) {
-    undoPanel.append(el("h2", {}, "Undo"), el("p", { class: "muted small" }, "Undo rewinds this turn and every later one. Preview first: files changed since are listed and nothing is touched."),
+    undoPanel.append(el("h2", {}, "Undo"), undoNote(session.undo), el("p", { class: "muted small" }, "Undo rewinds this turn and every later one. Preview first: files changed since are listed and nothing is touched."),
       el("div", { class: "toolbar" }, ...["files", "session", "all"].map((scope) => el("button", { id: `preview-${scope}`, onclick: () => preview(scope).catch((e) => fill(result, el("p", { class: "error" }, `${e.code}: ${e.message}`))) }, `Preview undo ${scope}`))), result);
   } else {
     undoPanel.append(el("h2", {}, "Undo"), el("p", { class: "muted", id: "undo-off" }, session.undoRefusal));
@@ -367,7 +383,7 @@ async function turnPage(id, turn) {
   fill(main, 
     el("h1", {}, "Turn ", el("span", { class: "mono" }, turn)),
     el("div", { class: "meta" },
-      el("span", {}, "session ", el("a", { href: `/sessions/${enc(id)}`, class: "mono" }, id)),
+      el("span", {}, "session ", el("a", { href: `${base}sessions/${enc(id)}`, class: "mono" }, id)),
       el("span", {}, `started ${time(c.createdAtMs)}`),
       c.finishedAtMs ? el("span", {}, `finished ${time(c.finishedAtMs)}`) : null,
       badge(c.state, `state-${c.state}`),
@@ -382,7 +398,7 @@ async function turnPage(id, turn) {
 // ---- routing ----
 
 function route() {
-  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = location.pathname.slice(base.length).split("/").filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return sessionsPage();
   if (parts[0] === "sessions" && parts.length === 2) return sessionPage(parts[1]);
   if (parts[0] === "sessions" && parts.length === 4 && parts[2] === "turns") return turnPage(parts[1], parts[3]);

@@ -22,7 +22,8 @@ use clawsmith_core::fs::Workspace;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{AppState, LIVE_POLL, MAX_PAGE};
+use crate::summary::summarize;
+use crate::{AppState, LIVE_POLL, MAX_PAGE, UndoWorkspace};
 
 /// The events a page holds unless it asks for fewer.
 const DEFAULT_PAGE: u64 = 200;
@@ -33,20 +34,23 @@ const ARTIFACT_PAGE_MAX_BYTES: u64 = 64 * 1024;
 /// The most lines of an artifact one request returns.
 const ARTIFACT_PAGE_MAX_LINES: u64 = 2_000;
 
-pub(crate) fn router() -> Router<Arc<AppState>> {
+/// The API's routes, under the instance's prefix (`/s/<hex>/`).
+pub(crate) fn router(prefix: &str) -> Router<Arc<AppState>> {
+    let at = |path: &str| format!("{prefix}api/{path}");
     Router::new()
-        .route("/api/sessions", get(sessions))
-        .route("/api/sessions/{id}", get(session))
-        .route("/api/sessions/{id}/events", get(events))
-        .route("/api/sessions/{id}/live", get(live))
-        .route("/api/sessions/{id}/turns/{turn}", get(turn))
-        .route("/api/sessions/{id}/turns/{turn}/diff", get(diff))
+        .route(&at("server"), get(server))
+        .route(&at("sessions"), get(sessions))
+        .route(&at("sessions/{id}"), get(session))
+        .route(&at("sessions/{id}/events"), get(events))
+        .route(&at("sessions/{id}/live"), get(live))
+        .route(&at("sessions/{id}/turns/{turn}"), get(turn))
+        .route(&at("sessions/{id}/turns/{turn}/diff"), get(diff))
         .route(
-            "/api/sessions/{id}/turns/{turn}/undo-preview",
+            &at("sessions/{id}/turns/{turn}/undo-preview"),
             post(undo_preview),
         )
-        .route("/api/sessions/{id}/turns/{turn}/undo", post(undo))
-        .route("/api/sessions/{id}/artifacts/{artifact}", get(artifact))
+        .route(&at("sessions/{id}/turns/{turn}/undo"), post(undo))
+        .route(&at("sessions/{id}/artifacts/{artifact}"), get(artifact))
 }
 
 /// A refusal or failure as JSON: `{"error": {"code", "message"}}`.
@@ -148,7 +152,21 @@ struct SearchQuery {
     q: String,
 }
 
-/// Every session, newest first; `q` keeps those whose id or workspace contains it.
+/// What this server is: where undo writes, or why it is off.
+async fn server(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({ "undo": undo_json(&state.undo) }))
+}
+
+fn undo_json(undo: &UndoWorkspace) -> Value {
+    match undo {
+        UndoWorkspace::In(root) => json!({"workspace": root.display().to_string(), "off": null}),
+        UndoWorkspace::Off(reason) => json!({"workspace": null, "off": reason}),
+    }
+}
+
+/// Every session, newest first, each with what a person recognises it by (its first request or
+/// tool call, turns, changes, last activity); `q` keeps those whose id, workspace or title
+/// contains it.
 async fn sessions(
     State(state): State<Arc<AppState>>,
     Query(query): Query<SearchQuery>,
@@ -157,15 +175,30 @@ async fn sessions(
         let sessions = store.list_sessions().map_err(store_error)?;
         let children = children_of(&sessions);
         let needle = query.q.to_lowercase();
-        let list: Vec<Value> = sessions
-            .iter()
-            .filter(|s| {
-                needle.is_empty()
-                    || s.id.to_lowercase().contains(&needle)
-                    || s.workspace_root.to_lowercase().contains(&needle)
-            })
-            .map(|s| session_json(s, children.get(s.id.as_str()).map_or(&[], Vec::as_slice)))
-            .collect();
+        let mut list = Vec::new();
+        for session in &sessions {
+            let summary = summarize(store, session).map_err(store_error)?;
+            let matches = needle.is_empty()
+                || session.id.to_lowercase().contains(&needle)
+                || session.workspace_root.to_lowercase().contains(&needle)
+                || summary
+                    .title
+                    .as_ref()
+                    .is_some_and(|title| title.to_lowercase().contains(&needle));
+            if !matches {
+                continue;
+            }
+            let mut entry = session_json(
+                session,
+                children.get(session.id.as_str()).map_or(&[], Vec::as_slice),
+            );
+            if let (Value::Object(entry), Ok(Value::Object(summary))) =
+                (&mut entry, serde_json::to_value(&summary))
+            {
+                entry.extend(summary);
+            }
+            list.push(entry);
+        }
         Ok(Json(json!({ "sessions": list })))
     })
     .await
@@ -173,7 +206,7 @@ async fn sessions(
 
 /// One session: its facts, todos, checkpoints (newest first) and last event sequence.
 async fn session(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
-    let undo_workspace = state.undo_workspace.clone();
+    let shared = state.clone();
     blocking(&state, move |store| {
         let session = require_session(store, &id)?;
         let children: Vec<String> = store
@@ -187,14 +220,15 @@ async fn session(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> 
         let mut checkpoints = store.checkpoints(&id).map_err(store_error)?;
         checkpoints.sort_by_key(|c| std::cmp::Reverse(c.created_at_ms));
         let last_sequence = store.last_event_sequence(&id).map_err(store_error)?;
-        let undo = undo_refusal(undo_workspace.as_deref(), &session);
+        let refusal = undo_refusal(&shared.undo, &session);
         Ok(Json(json!({
             "session": session_json(&session, &children),
             "todos": todos,
             "checkpoints": checkpoints.iter().map(checkpoint_json).collect::<Vec<_>>(),
             "lastSequence": last_sequence,
-            "undoAvailable": undo.is_none(),
-            "undoRefusal": undo,
+            "undo": undo_json(&shared.undo),
+            "undoAvailable": refusal.is_none(),
+            "undoRefusal": refusal.map(|(_, message)| message),
         })))
     })
     .await
@@ -411,25 +445,29 @@ struct UndoRequest {
     confirm: bool,
 }
 
-/// Why undo is refused for this session from this server (`None` = allowed).
-fn undo_refusal(workspace: Option<&std::path::Path>, session: &SessionInfo) -> Option<String> {
-    match workspace {
-        None => Some("this server was started without a workspace; undo is off".to_owned()),
-        Some(root) if root.display().to_string() != session.workspace_root => Some(format!(
-            "session {} works in {}; undo writes only in the workspace `clawsmith web` was \
-             started in ({}): run it there with --workspace {}",
-            session.id,
-            session.workspace_root,
-            root.display(),
-            session.workspace_root
+/// Why undo is refused for this session from this server, as an error code and a message
+/// (`None` = allowed).
+fn undo_refusal(undo: &UndoWorkspace, session: &SessionInfo) -> Option<(&'static str, String)> {
+    match undo {
+        UndoWorkspace::Off(reason) => Some(("undo_off", reason.clone())),
+        UndoWorkspace::In(root) if root.display().to_string() != session.workspace_root => Some((
+            "workspace_mismatch",
+            format!(
+                "session {} works in {}; this server undoes only in {}: start \
+                     `clawsmith web --workspace {}` to undo it",
+                session.id,
+                session.workspace_root,
+                root.display(),
+                session.workspace_root
+            ),
         )),
-        Some(_) => None,
+        UndoWorkspace::In(_) => None,
     }
 }
 
 fn undo_workspace(state: &AppState, session: &SessionInfo) -> Result<Workspace, Response> {
-    if let Some(reason) = undo_refusal(state.undo_workspace.as_deref(), session) {
-        return Err(error(StatusCode::CONFLICT, "workspace_mismatch", reason));
+    if let Some((code, reason)) = undo_refusal(&state.undo, session) {
+        return Err(error(StatusCode::CONFLICT, code, reason));
     }
     Workspace::open(std::path::Path::new(&session.workspace_root)).map_err(|e| {
         error(

@@ -7,24 +7,53 @@
 //!
 //! ## Main types
 //! - [`WebServer`]: bound by [`WebServer::bind`] from a [`WebConfig`] (the store, the port, the
-//!   workspace undo may write in); [`WebServer::url`] is the one URL that lets a browser in;
+//!   [`UndoWorkspace`]); [`WebServer::url`] is the one URL that lets a browser in;
 //!   [`WebServer::serve`] runs until the future is dropped.
-//! - `security.rs`: the guard every request passes (Host, token or cookie, CSRF on POST, the
-//!   response headers); `api.rs`: the JSON API under `/api/`; `pages.rs`: the HTML shell and the
-//!   embedded assets (`assets/`).
+//! - `security.rs`: the guard every request passes (Host, Origin, the prefix, token or cookie,
+//!   CSRF on POST, the response headers); `api.rs`: the JSON API under `/s/<hex>/api/`;
+//!   `pages.rs`: the HTML shell and the embedded assets (`assets/`); `summary.rs`: what the
+//!   session list names a session by (its first request or first tool call, turns, changes,
+//!   last activity), from a few indexed reads of the store per session.
 //!
 //! ## Decisions
-//! - **Safe on a developer's machine.** The server binds `127.0.0.1` only. A fresh 128-bit token
-//!   from the operating system's random source is printed once in the URL; presenting it sets an
-//!   `HttpOnly; SameSite=Strict` cookie (`clawsmith_web_PORT`: browsers keep cookies per host, so
-//!   servers on other ports keep theirs) and redirects to the same page without it (the token
-//!   leaves the address bar and history). Every request without the token or the cookie is `401`;
-//!   a `Host` other than `127.0.0.1:PORT` or `localhost:PORT` is refused (`403 foreign_host`) so a
-//!   DNS-rebinding page cannot reach the API; every state-changing request is a `POST` carrying
-//!   the CSRF token (`X-CSRF-Token`), which is derived from the cookie's token (SHA-256) and
-//!   handed only to pages that already hold the cookie. Secrets are compared in constant time.
-//!   Responses carry a Content-Security-Policy without inline scripts or styles, `nosniff`,
-//!   `no-referrer`, `frame-ancestors 'none'`; no CORS headers are ever sent.
+//! - **A credential no other local server can borrow.** The server binds `127.0.0.1` only.
+//!   Browsers keep cookies per host, not per port, and treat every port of `127.0.0.1` as the
+//!   same site (so `SameSite` does not separate them): a cookie scoped to `/` would be sent to a
+//!   dev server or any other process listening on another port, which could then read `/api/`
+//!   and post an undo. So each instance draws three independent 128-bit secrets from the
+//!   operating system's random source:
+//!   - the **prefix** (`/s/<hex>/`): every page, asset and `/api/` route lives under it, and a
+//!     request outside it is `404 not_found` and never sets a cookie. It is what the address bar
+//!     shows; no page links outside it and `Referrer-Policy: no-referrer` keeps it from leaking
+//!     to another site through a link.
+//!   - the **login token**, printed once in the URL (`/s/<hex>/?token=…`). Presenting it sets
+//!     the cookie [`COOKIE_NAME`] with `Path=/s/<hex>/; HttpOnly; SameSite=Strict` and redirects
+//!     to the same page without it (the token leaves the address bar and history). The browser
+//!     sends that cookie only to URLs under the prefix, which another server neither knows nor
+//!     can learn from the browser, and no script can read it. Every request under the prefix
+//!     without the cookie is `401 unauthorized`.
+//!   - the **CSRF secret**: drawn on its own (nothing derives it from the token or the
+//!     cookie), handed only to pages served with the cookie (a `<meta>` a page of another
+//!     origin cannot read: no CORS headers are ever sent), and required as `X-CSRF-Token` on
+//!     every state-changing request (a `POST`: undo and its preview). Other methods are `405`.
+//!
+//!   Secrets are compared in constant time. A `Host` other than `127.0.0.1:PORT` or
+//!   `localhost:PORT` is refused (`403 foreign_host`) so a DNS-rebinding page cannot reach the
+//!   API, and so is a request whose `Origin` is not this server (`403 foreign_origin`). The
+//!   redirect after login never leaves the prefix: its target is the prefix plus the requested
+//!   page when that is one of ours, else the prefix alone (no open redirect). Responses carry a
+//!   Content-Security-Policy without inline scripts or styles, `nosniff`, `no-referrer`,
+//!   `frame-ancestors 'none'`.
+//!
+//!   The alternative, a token kept by the page in `sessionStorage` and sent as a header, holds
+//!   no ambient credential at all, but `EventSource` (the live timeline) cannot send a header
+//!   and every new tab would need the token again; the prefix keeps plain links and the
+//!   browser's own navigation working. What it assumes: the prefix is as private as the
+//!   address bar. A local server that learned it (from a screenshot, say) could have the
+//!   browser open the same path on its own port, and the browser would send it the cookie.
+//! - **Any directory, one workspace for undo.** The server reads the whole store; the workspace
+//!   it is given ([`UndoWorkspace`]) matters only to undo. Every page says where an undo would
+//!   write, or why undo is off.
 //! - **Everything from the store's public API.** Sessions, event pages, checkpoints, change lists,
 //!   diffs, artifacts, [`clawsmith_checkpoint::Store::undo_preview`] and
 //!   [`clawsmith_checkpoint::Store::undo`]; the store is synchronous, so each read runs on
@@ -45,12 +74,14 @@
 mod api;
 mod pages;
 mod security;
+mod summary;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use clawsmith_checkpoint::Store;
 
 /// The most events one page of the timeline (and of `/api/.../events`) holds.
@@ -59,9 +90,8 @@ pub const MAX_PAGE: u64 = 500;
 /// How often a live view asks the store whether its session grew.
 pub const LIVE_POLL: Duration = Duration::from_millis(250);
 
-/// The cookie the token sets is `clawsmith_web_PORT`: browsers keep cookies per host, not per
-/// port, so two servers on one machine must not overwrite each other's.
-pub const COOKIE_PREFIX: &str = "clawsmith_web_";
+/// The cookie the login token sets, scoped to the instance's prefix (`Path=/s/<hex>/`).
+pub const COOKIE_NAME: &str = "clawsmith_web";
 
 /// What [`WebServer::bind`] needs.
 #[derive(Debug, Clone)]
@@ -70,8 +100,18 @@ pub struct WebConfig {
     pub store: Arc<Store>,
     /// The port on 127.0.0.1 (0 = any free port).
     pub port: u16,
-    /// The workspace undo may write in (canonical); `None` = undo refused everywhere.
-    pub undo_workspace: Option<PathBuf>,
+    /// Where undo may write, or why it is off.
+    pub undo: UndoWorkspace,
+}
+
+/// The one workspace undo may write in (sessions of other workspaces are shown, and their undo
+/// is refused), or the reason undo is off, which every page shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UndoWorkspace {
+    /// Undo writes here only (canonical).
+    In(PathBuf),
+    /// Undo is refused everywhere, for this reason (a sentence a person reads).
+    Off(String),
 }
 
 /// A bound, not yet serving, web view.
@@ -86,28 +126,31 @@ pub struct WebServer {
 pub(crate) struct AppState {
     pub(crate) store: Arc<Store>,
     pub(crate) port: u16,
+    /// `/s/<hex>/`: where every page and route lives.
+    pub(crate) prefix: String,
+    /// The login token, and the cookie's value.
     pub(crate) token: String,
+    /// The CSRF secret, independent of the token.
     pub(crate) csrf: String,
-    pub(crate) undo_workspace: Option<PathBuf>,
+    pub(crate) undo: UndoWorkspace,
 }
 
 impl WebServer {
-    /// Binds `127.0.0.1:port` and draws a fresh token.
+    /// Binds `127.0.0.1:port` and draws fresh secrets (prefix, login token, CSRF secret).
     pub async fn bind(config: WebConfig) -> std::io::Result<WebServer> {
         let listener =
             tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, config.port)))
                 .await?;
         let port = listener.local_addr()?.port();
-        let token = security::new_token()?;
-        let csrf = security::csrf_for(&token);
         Ok(WebServer {
             listener,
             state: Arc::new(AppState {
                 store: config.store,
                 port,
-                token,
-                csrf,
-                undo_workspace: config.undo_workspace,
+                prefix: format!("/s/{}/", security::new_secret()?),
+                token: security::new_secret()?,
+                csrf: security::new_secret()?,
+                undo: config.undo,
             }),
         })
     }
@@ -117,18 +160,27 @@ impl WebServer {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.state.port))
     }
 
-    /// `http://127.0.0.1:PORT/?token=…`: the URL that lets a browser in.
+    /// `http://127.0.0.1:PORT/s/<hex>/?token=…`: the URL that lets a browser in.
     pub fn url(&self) -> String {
         format!(
-            "http://127.0.0.1:{}/?token={}",
-            self.state.port, self.state.token
+            "http://127.0.0.1:{}{}?token={}",
+            self.state.port, self.state.prefix, self.state.token
         )
     }
 
     /// Serves until the returned future is dropped or the listener fails.
     pub async fn serve(self) -> std::io::Result<()> {
-        let router = api::router()
-            .merge(pages::router())
+        let prefix = self.state.prefix.clone();
+        let router = api::router(&prefix)
+            .merge(pages::router(&prefix))
+            // Inside the prefix and past the guard: a page or route that does not exist.
+            .fallback(|| async {
+                api::error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "no such page or API route",
+                )
+            })
             .layer(axum::middleware::from_fn_with_state(
                 self.state.clone(),
                 security::guard,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 
@@ -14,26 +14,33 @@ const SHELL: &str = include_str!("../assets/index.html");
 const SCRIPT: &str = include_str!("../assets/app.js");
 const STYLE: &str = include_str!("../assets/app.css");
 
-pub(crate) fn router() -> Router<Arc<AppState>> {
+/// The pages and assets, under the instance's prefix (`/s/<hex>/`).
+pub(crate) fn router(prefix: &str) -> Router<Arc<AppState>> {
     Router::new()
-        .route("/", get(shell))
-        .route("/sessions/{id}", get(shell))
-        .route("/sessions/{id}/turns/{turn}", get(shell))
+        .route(prefix, get(shell))
+        .route(&format!("{prefix}sessions/{{id}}"), get(shell))
         .route(
-            "/assets/app.js",
+            &format!("{prefix}sessions/{{id}}/turns/{{turn}}"),
+            get(shell),
+        )
+        .route(
+            &format!("{prefix}assets/app.js"),
             get(|| asset(SCRIPT, "text/javascript; charset=utf-8")),
         )
         .route(
-            "/assets/app.css",
+            &format!("{prefix}assets/app.css"),
             get(|| asset(STYLE, "text/css; charset=utf-8")),
         )
-        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
 }
 
-/// The page: the CSRF token travels in a `<meta>` only pages served with the cookie see; the
-/// script reads the path and renders from `/api/`.
+/// The page: the CSRF secret travels in a `<meta>` only pages served with the cookie see, the
+/// prefix in another; the script reads the path and renders from `/api/` under the prefix.
 async fn shell(State(state): State<Arc<AppState>>) -> Html<String> {
-    Html(SHELL.replace("{{CSRF}}", &state.csrf))
+    Html(
+        SHELL
+            .replace("{{CSRF}}", &state.csrf)
+            .replace("{{BASE}}", &state.prefix),
+    )
 }
 
 async fn asset(body: &'static str, content_type: &'static str) -> Response {

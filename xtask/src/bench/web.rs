@@ -19,6 +19,8 @@ const EVENTS: u64 = 10_000;
 struct WebProcess {
     child: Child,
     port: u16,
+    /// `/s/<hex>/`: where the pages and the API live.
+    prefix: String,
     cookie: String,
 }
 
@@ -102,23 +104,32 @@ pub(super) fn web_rows(bin: &Path, data: &Path, options: &Options) -> Result<Vec
         .context("starting clawsmith web")?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().context("no stdout")?).read_line(&mut line)?;
-    let (port, token) = line
+    // `http://127.0.0.1:PORT/s/<prefix>/?token=TOKEN`: every route lives under the prefix.
+    let (port, prefix, token) = line
         .trim()
         .strip_prefix("http://127.0.0.1:")
-        .and_then(|rest| rest.split_once("/?token="))
+        .and_then(|rest| rest.split_once('/'))
+        .and_then(|(port, rest)| {
+            let (prefix, token) = rest.split_once("?token=")?;
+            Some((port, format!("/{prefix}"), token))
+        })
         .with_context(|| format!("clawsmith web printed {line:?}"))?;
     let port: u16 = port.parse()?;
     let web = WebProcess {
         port,
-        cookie: format!("clawsmith_web_{port}={token}"),
+        prefix,
+        cookie: format!("clawsmith_web={token}"),
         child,
     };
     let mut rows = Vec::new();
     for (name, path) in [
-        ("page", format!("/sessions/{session}")),
+        ("page", format!("{}sessions/{session}", web.prefix)),
         (
             "JSON",
-            format!("/api/sessions/{session}/events?after=0&limit=200"),
+            format!(
+                "{}api/sessions/{session}/events?after=0&limit=200",
+                web.prefix
+            ),
         ),
     ] {
         let mut samples = Vec::new();
@@ -129,7 +140,8 @@ pub(super) fn web_rows(bin: &Path, data: &Path, options: &Options) -> Result<Vec
             name: format!(
                 "`clawsmith web`: time to first byte of a {EVENTS}-event session's {name}"
             ),
-            ours_label: format!("GET {}", path.replace(session, "ID")),
+            // Labelled without the random prefix, so runs compare.
+            ours_label: format!("GET /{}", path[web.prefix.len()..].replace(session, "ID")),
             theirs_label: String::new(),
             ours: samples,
             theirs: Vec::new(),

@@ -1,7 +1,10 @@
-//! `clawsmith web` end to end: the guard over plain HTTP (401 without the token, a foreign Host
-//! refused, a POST without the CSRF token refused), and the pages in a real headless Chromium
-//! driven over WebDriver (sessions, a timeline with every display kind, a diff, the undo flow with
-//! a conflict, a live update from a concurrent `clawsmith turn`).
+//! `clawsmith web` end to end: the guard over plain HTTP (404 outside the instance's prefix, 401
+//! without the token or cookie, a foreign Host or Origin refused, a POST without the CSRF secret
+//! refused), the login redirect that never leaves the server, a start from a home directory that
+//! holds the default state directory (undo off, and why), and the pages in a real headless
+//! Chromium driven over WebDriver (sessions named by what they did, a timeline with every display
+//! kind, a diff, the undo flow with a conflict, a live update from a concurrent `clawsmith turn`,
+//! and a server on another port that gets no credential and can neither read nor undo).
 //!
 //! With `CLAWSMITH_WEB_SCREENSHOTS=DIR` the browser test also saves the README's screenshots there.
 
@@ -20,6 +23,8 @@ use crate::Fixture;
 struct Web {
     child: Child,
     port: u16,
+    /// `/s/<hex>/`: where every page and route of this instance lives.
+    prefix: String,
     token: String,
 }
 
@@ -30,7 +35,8 @@ impl Web {
 
     /// `clawsmith web` whose undo may write in `workspace`.
     fn start_in(f: &Fixture, workspace: &Path) -> Web {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_clawsmith"));
+        command
             .args([
                 "--state-dir",
                 f.state().to_str().unwrap(),
@@ -38,9 +44,16 @@ impl Web {
                 "--workspace",
             ])
             .arg(workspace)
+            .stderr(Stdio::inherit());
+        Web::spawn(command)
+    }
+
+    /// Starts `command` (a `clawsmith web`) and reads the URL it prints.
+    fn spawn(mut command: Command) -> Web {
+        let mut child = command
+            .env_remove("CLAWSMITH_STATE_DIR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let mut line = String::new();
@@ -51,19 +64,34 @@ impl Web {
             .trim()
             .strip_prefix("http://127.0.0.1:")
             .unwrap_or_else(|| panic!("clawsmith web printed {line:?}"));
-        let (port, token) = rest.split_once("/?token=").unwrap();
-        assert_eq!(token.len(), 32, "128 bits as hex: {token}");
-        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        let (port, rest) = rest.split_once('/').unwrap();
+        let (prefix, token) = rest.split_once("?token=").unwrap();
+        let secret = prefix
+            .strip_prefix("s/")
+            .and_then(|p| p.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("the prefix is /s/<hex>/: {line:?}"));
+        for value in [secret, token] {
+            assert_eq!(value.len(), 32, "128 bits as hex: {value}");
+            assert!(value.bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+        assert_ne!(secret, token, "the prefix and the token are drawn apart");
         Web {
             child,
             port: port.parse().unwrap(),
+            prefix: format!("/{prefix}"),
             token: token.to_owned(),
         }
     }
 
-    /// The CSRF token a page served with the cookie carries.
+    /// The CSRF secret a page served with the cookie carries.
     fn csrf(&self) -> String {
-        let page = http(self.port, "GET", "/", &[("Cookie", &self.cookie())], "");
+        let page = http(
+            self.port,
+            "GET",
+            &self.path("/"),
+            &[("Cookie", &self.cookie())],
+            "",
+        );
         page.body
             .split("name=\"csrf-token\" content=\"")
             .nth(1)
@@ -72,12 +100,41 @@ impl Web {
             .to_owned()
     }
 
+    /// `path` under this instance's prefix.
+    fn path(&self, path: &str) -> String {
+        format!("{}{}", self.prefix, path.trim_start_matches('/'))
+    }
+
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{}", self.port, self.path(path))
+    }
+
+    /// The URL `clawsmith web` printed.
+    fn login_url(&self) -> String {
+        self.url(&format!("/?token={}", self.token))
     }
 
     fn cookie(&self) -> String {
-        format!("clawsmith_web_{}={}", self.port, self.token)
+        format!("clawsmith_web={}", self.token)
+    }
+
+    /// `GET path` (under the prefix) with the cookie, as JSON.
+    fn get(&self, path: &str) -> Value {
+        http(
+            self.port,
+            "GET",
+            &self.path(path),
+            &[("Cookie", &self.cookie())],
+            "",
+        )
+        .json()
+    }
+
+    /// `POST path` (under the prefix) with the cookie and the CSRF secret.
+    fn post(&self, path: &str, body: &str) -> Reply {
+        let headers = [("Cookie", self.cookie()), ("X-CSRF-Token", self.csrf())];
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        http(self.port, "POST", &self.path(path), &headers, body)
     }
 }
 
@@ -226,44 +283,81 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     let cookie = web.cookie();
     let cookie = cookie.as_str();
     let csrf = web.csrf();
-    assert_eq!(csrf.len(), 64);
+    assert_eq!(csrf.len(), 32);
+    assert_ne!(csrf, web.token, "the CSRF secret is not the token");
     let csrf = csrf.as_str();
-    let undo = format!("/api/sessions/s/turns/{turn_id}/undo");
+    let p = |path: &str| web.path(path);
+    let undo_outside = format!("/api/sessions/s/turns/{turn_id}/undo");
+    let undo = p(&undo_outside);
     let undo = undo.as_str();
     let confirmed = r#"{"scope":"files","confirm":true}"#;
-    let zeros = format!("clawsmith_web_{port}=00000000000000000000000000000000");
-    let zeros = zeros.as_str();
+    let zeros = "clawsmith_web=00000000000000000000000000000000";
     let evil = format!("evil.example:{port}");
     let next_port = format!("127.0.0.1:{}", port + 1);
+    let other_origin = format!("http://127.0.0.1:{}", port + 1);
+    let (root, page, script, sessions) = (
+        p("/"),
+        p("/sessions/s"),
+        p("/assets/app.js"),
+        p("/api/sessions"),
+    );
+    let login_zeros = p("/?token=00000000000000000000000000000000");
+    let other_prefix = format!(
+        "/s/00000000000000000000000000000000/api/sessions?token={}",
+        web.token
+    );
     let before = snapshot(&f.ws());
     check_refusals(
         port,
         &[
-            // No token, no cookie: 401 on pages, assets and API alike; a wrong one is no better.
-            ("GET", "/", vec![], "", 401, "unauthorized"),
-            ("GET", "/sessions/s", vec![], "", 401, "unauthorized"),
-            ("GET", "/assets/app.js", vec![], "", 401, "unauthorized"),
-            ("GET", "/api/sessions", vec![], "", 401, "unauthorized"),
+            // Outside the prefix nothing is served, with or without the token or the cookie.
+            ("GET", "/", vec![], "", 404, "not_found"),
+            ("GET", "/", vec![("Cookie", cookie)], "", 404, "not_found"),
             (
                 "GET",
                 "/api/sessions",
+                vec![("Cookie", cookie)],
+                "",
+                404,
+                "not_found",
+            ),
+            (
+                "GET",
+                &format!("/?token={}", web.token),
+                vec![],
+                "",
+                404,
+                "not_found",
+            ),
+            (
+                "POST",
+                &undo_outside,
+                vec![("Cookie", cookie), ("X-CSRF-Token", csrf)],
+                confirmed,
+                404,
+                "not_found",
+            ),
+            ("GET", &other_prefix, vec![], "", 404, "not_found"),
+            ("GET", "/favicon.ico", vec![], "", 404, "not_found"),
+            // Under the prefix, no cookie: 401 on pages, assets and API alike; a wrong one or a
+            // wrong token is no better.
+            ("GET", &root, vec![], "", 401, "unauthorized"),
+            ("GET", &page, vec![], "", 401, "unauthorized"),
+            ("GET", &script, vec![], "", 401, "unauthorized"),
+            ("GET", &sessions, vec![], "", 401, "unauthorized"),
+            (
+                "GET",
+                &sessions,
                 vec![("Cookie", zeros)],
                 "",
                 401,
                 "unauthorized",
             ),
-            (
-                "GET",
-                "/?token=00000000000000000000000000000000",
-                vec![],
-                "",
-                401,
-                "unauthorized",
-            ),
+            ("GET", &login_zeros, vec![], "", 401, "unauthorized"),
             // DNS rebinding: the right cookie under another name is refused.
             (
                 "GET",
-                "/api/sessions",
+                &sessions,
                 vec![("Host", "evil.example"), ("Cookie", cookie)],
                 "",
                 403,
@@ -271,7 +365,7 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
             ),
             (
                 "GET",
-                "/api/sessions",
+                &sessions,
                 vec![("Host", &evil), ("Cookie", cookie)],
                 "",
                 403,
@@ -279,13 +373,47 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
             ),
             (
                 "GET",
-                "/api/sessions",
+                &sessions,
                 vec![("Host", &next_port), ("Cookie", cookie)],
                 "",
                 403,
                 "foreign_host",
             ),
-            // A POST without the CSRF token, with another one, or with the cookie's token itself.
+            // A page of another origin (another port of this host included) is refused, even
+            // with the cookie and the CSRF secret.
+            (
+                "GET",
+                &sessions,
+                vec![("Cookie", cookie), ("Origin", "http://evil.example")],
+                "",
+                403,
+                "foreign_origin",
+            ),
+            (
+                "POST",
+                undo,
+                vec![
+                    ("Cookie", cookie),
+                    ("X-CSRF-Token", csrf),
+                    ("Origin", &other_origin),
+                ],
+                confirmed,
+                403,
+                "foreign_origin",
+            ),
+            (
+                "POST",
+                undo,
+                vec![
+                    ("Cookie", cookie),
+                    ("X-CSRF-Token", csrf),
+                    ("Origin", "null"),
+                ],
+                confirmed,
+                403,
+                "foreign_origin",
+            ),
+            // A POST without the CSRF secret, with another one, or with the token itself.
             (
                 "POST",
                 undo,
@@ -310,10 +438,19 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
                 403,
                 "csrf_refused",
             ),
+            // The CSRF secret without the cookie.
+            (
+                "POST",
+                undo,
+                vec![("X-CSRF-Token", csrf)],
+                confirmed,
+                401,
+                "unauthorized",
+            ),
             // Other methods are not served; an undo must be confirmed and well formed.
             (
                 "DELETE",
-                "/api/sessions/s",
+                &p("/api/sessions/s"),
                 vec![("Cookie", cookie)],
                 "",
                 405,
@@ -337,7 +474,7 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
             ),
             (
                 "GET",
-                "/api/sessions/nope",
+                &p("/api/sessions/nope"),
                 vec![("Cookie", cookie)],
                 "",
                 404,
@@ -345,7 +482,15 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
             ),
             (
                 "GET",
-                "/api/sessions/s/turns/nope",
+                &p("/api/sessions/s/turns/nope"),
+                vec![("Cookie", cookie)],
+                "",
+                404,
+                "not_found",
+            ),
+            (
+                "GET",
+                &p("/api/nothing"),
                 vec![("Cookie", cookie)],
                 "",
                 404,
@@ -355,37 +500,43 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     );
     assert_eq!(snapshot(&f.ws()), before);
 
-    // The token sets an HttpOnly, SameSite=Strict cookie and leaves the address bar.
-    let reply = http(port, "GET", &format!("/?token={}", web.token), &[], "");
+    // The token sets an HttpOnly, SameSite=Strict cookie that only URLs under the prefix receive,
+    // and leaves the address bar.
+    let reply = http(port, "GET", &p(&format!("/?token={}", web.token)), &[], "");
     assert_eq!(reply.status, 303);
     assert!(
-        reply.headers.contains("\r\nlocation: /\r\n"),
+        reply
+            .headers
+            .contains(&format!("\r\nlocation: {}\r\n", web.prefix)),
         "{}",
         reply.headers
     );
     let set_cookie = format!(
-        "set-cookie: {}; httponly; samesite=strict; path=/",
-        cookie.to_lowercase()
+        "set-cookie: clawsmith_web={}; path={}; httponly; samesite=strict\r\n",
+        web.token, web.prefix
     );
     assert!(reply.headers.contains(&set_cookie), "{}", reply.headers);
 
     // With the cookie: served under either name, with a CSP that allows no inline script, and
-    // no CORS even when another origin asks.
-    let page = http(port, "GET", "/sessions/s", &[("Cookie", cookie)], "");
+    // no CORS headers ever.
+    let page = http(port, "GET", &p("/sessions/s"), &[("Cookie", cookie)], "");
     assert_eq!(page.status, 200);
     assert!(
         page.headers
             .contains("content-security-policy: default-src 'none'; script-src 'self';")
     );
+    assert!(page.headers.contains("referrer-policy: no-referrer"));
     assert!(!page.headers.contains("unsafe-inline"));
     assert!(!page.body.contains("<script>"), "no inline script");
+    assert!(page.body.contains(&format!("content=\"{}\"", web.prefix)));
     let localhost = format!("localhost:{port}");
+    let own_origin = format!("http://localhost:{port}");
     let origin = [
         ("Cookie", cookie),
-        ("Origin", "http://evil.example"),
+        ("Origin", own_origin.as_str()),
         ("Host", localhost.as_str()),
     ];
-    let sessions = http(port, "GET", "/api/sessions", &origin, "");
+    let sessions = http(port, "GET", &p("/api/sessions"), &origin, "");
     assert_eq!(sessions.status, 200);
     assert!(!sessions.headers.contains("access-control-allow"));
     assert_eq!(sessions.json()["sessions"][0]["id"], "s");
@@ -394,7 +545,7 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     let page = http(
         port,
         "GET",
-        "/api/sessions/s/events?after=1&limit=2",
+        &p("/api/sessions/s/events?after=1&limit=2"),
         &[("Cookie", cookie)],
         "",
     )
@@ -411,7 +562,7 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
         (Some(3), Some(true))
     );
 
-    // With the CSRF token, a confirmed undo over a file changed since is refused with its
+    // With the CSRF secret, a confirmed undo over a file changed since is refused with its
     // conflict, and nothing changes.
     std::fs::write(f.ws().join("notes.txt"), "edited by a person\n").unwrap();
     let before = snapshot(&f.ws());
@@ -430,6 +581,84 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     assert_eq!(snapshot(&f.ws()), before);
 }
 
+/// The login's redirect never leaves the prefix, whatever the path carries: outside the prefix
+/// there is no redirect at all (and no cookie), inside it the target is ours.
+#[test]
+fn web_login_redirect_never_leaves_the_server() {
+    let f = Fixture::new();
+    session_with_a_write(&f);
+    let web = Web::start(&f);
+    let token = web.token.as_str();
+    let prefix = web.prefix.as_str();
+    let under = |rest: &str| format!("{prefix}{rest}?token={token}");
+    // (request target, status, where the redirect goes; None = no redirect)
+    let cases: Vec<(String, u16, Option<String>)> = vec![
+        (format!("//evil.example/?token={token}"), 404, None),
+        (format!("/%2F%2Fevil.example/?token={token}"), 404, None),
+        (format!("/%5Cevil.example/?token={token}"), 404, None),
+        (format!("/http://evil.example/?token={token}"), 404, None),
+        (format!("http://evil.example/?token={token}"), 404, None),
+        (
+            format!("http://evil.example{prefix}?token={token}"),
+            303,
+            Some(prefix.to_owned()),
+        ),
+        (under("/evil.example/"), 303, Some(prefix.to_owned())),
+        (under("//evil.example/"), 303, Some(prefix.to_owned())),
+        (under("%2F%2Fevil.example"), 303, Some(prefix.to_owned())),
+        (under("%5Cevil.example"), 303, Some(prefix.to_owned())),
+        (
+            under("sessions/..//evil.example"),
+            303,
+            Some(prefix.to_owned()),
+        ),
+        (
+            under("sessions/s/turns/../../../../evil.example"),
+            303,
+            Some(prefix.to_owned()),
+        ),
+        (under("https:/evil.example"), 303, Some(prefix.to_owned())),
+        (under("\\evil.example"), 303, Some(prefix.to_owned())),
+        (
+            under("sessions/\\evil.example"),
+            303,
+            Some(prefix.to_owned()),
+        ),
+        (format!("/\\evil.example/?token={token}"), 404, None),
+        (under(""), 303, Some(prefix.to_owned())),
+        (
+            under("sessions/s"),
+            303,
+            Some(format!("{prefix}sessions/s")),
+        ),
+    ];
+    for (target, status, location) in cases {
+        let reply = http(web.port, "GET", &target, &[], "");
+        let found = reply
+            .headers
+            .lines()
+            .find_map(|line| line.strip_prefix("location: "))
+            .map(str::to_owned);
+        assert_eq!(
+            (reply.status, found.as_deref()),
+            (
+                status,
+                location.as_deref().map(str::to_lowercase).as_deref()
+            ),
+            "{target}: {}",
+            reply.body
+        );
+        assert_eq!(
+            reply.headers.contains("set-cookie"),
+            location.is_some(),
+            "a cookie only with a redirect under the prefix: {target}"
+        );
+        if status == 404 {
+            assert_eq!(reply.code(), "not_found", "{target}");
+        }
+    }
+}
+
 #[test]
 fn web_undo_is_refused_for_a_session_of_another_workspace() {
     let f = Fixture::new();
@@ -437,14 +666,9 @@ fn web_undo_is_refused_for_a_session_of_another_workspace() {
     let other = f.dir.path().join("other");
     std::fs::create_dir(&other).unwrap();
     let web = Web::start_in(&f, &other);
-    let cookie = web.cookie();
-    let csrf = web.csrf();
     let before = snapshot(&f.ws());
-    let reply = http(
-        web.port,
-        "POST",
+    let reply = web.post(
         &format!("/api/sessions/s/turns/{turn_id}/undo"),
-        &[("Cookie", &cookie), ("X-CSRF-Token", &csrf)],
         r#"{"scope":"files","confirm":true}"#,
     );
     assert_eq!(
@@ -454,15 +678,179 @@ fn web_undo_is_refused_for_a_session_of_another_workspace() {
         reply.body
     );
     assert_eq!(snapshot(&f.ws()), before);
-    let session = http(
-        web.port,
-        "GET",
-        "/api/sessions/s",
-        &[("Cookie", &cookie)],
-        "",
-    )
-    .json();
+    let message = reply.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("clawsmith web --workspace") && message.contains("works in"),
+        "{message}"
+    );
+    let session = web.get("/api/sessions/s");
     assert_eq!(session["undoAvailable"], false);
+    assert_eq!(session["undoRefusal"], message.as_str());
+    let other = other.canonicalize().unwrap();
+    assert_eq!(session["undo"]["workspace"], other.to_str().unwrap());
+}
+
+/// A home directory of its own (never the real one), under the target directory: the state
+/// directory is the default one inside it, and a project sits next to it.
+struct FakeHome {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl FakeHome {
+    /// A home with `project/` whose session `s` wrote `notes.txt` in one turn (returned).
+    fn with_a_session() -> (FakeHome, String) {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("web-home");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(home.join("project")).unwrap();
+        let fake = FakeHome { _dir: dir, home };
+        let calls = json!([call(
+            "w1",
+            "write_file",
+            json!({"path": "notes.txt", "content": "by the agent\n"})
+        )]);
+        let project = fake.project();
+        let run = crate::run_binary_with(
+            &[
+                "turn",
+                "--workspace",
+                project.to_str().unwrap(),
+                "--mode",
+                "full",
+                "--session",
+                "s",
+            ],
+            &calls.to_string(),
+            |command| {
+                fake.environment(command);
+            },
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let turn = run.lines().pop().unwrap()["turnId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            fake.home
+                .join(".local/state/clawsmith/clawsmith.db")
+                .exists()
+        );
+        (fake, turn)
+    }
+
+    fn project(&self) -> PathBuf {
+        self.home.join("project")
+    }
+
+    /// HOME is this one, the state directory its default, the current directory the home.
+    fn environment(&self, command: &mut Command) {
+        command
+            .env("HOME", &self.home)
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("CLAWSMITH_STATE_DIR")
+            .current_dir(&self.home);
+    }
+
+    /// `clawsmith web EXTRA...` started in the home; its stderr goes to `stderr.txt` there.
+    fn web(&self, extra: &[&str]) -> Web {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_clawsmith"));
+        command.arg("web").args(extra);
+        self.environment(&mut command);
+        command.stderr(std::fs::File::create(self.home.join("stderr.txt")).unwrap());
+        Web::spawn(command)
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.home.join("stderr.txt")).unwrap()
+    }
+}
+
+#[test]
+fn web_starts_from_home_and_says_why_undo_is_off() {
+    let (home, turn_id) = FakeHome::with_a_session();
+    let web = home.web(&[]);
+    let reason = format!(
+        "undo is off: the current directory {} holds the state directory {}",
+        home.home.display(),
+        home.home.join(".local/state/clawsmith").display()
+    );
+    assert!(home.stderr().contains(&reason), "{}", home.stderr());
+    let server = web.get("/api/server");
+    assert_eq!(server["undo"]["workspace"], Value::Null);
+    assert!(
+        server["undo"]["off"].as_str().unwrap().starts_with(&reason),
+        "{server}"
+    );
+
+    // The list names the session by what it did, where, how much and when.
+    let sessions = web.get("/api/sessions");
+    let session = &sessions["sessions"][0];
+    assert_eq!(session["id"], "s");
+    assert_eq!(session["title"], "write_file: Create notes.txt (13 bytes)");
+    assert_eq!(session["titleSource"], "tool");
+    assert_eq!(
+        (session["turns"].as_u64(), session["changes"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(session["workspaceRoot"], home.project().to_str().unwrap());
+    assert!(
+        session["lastActivityMs"].as_u64().unwrap() >= session["createdAtMs"].as_u64().unwrap()
+    );
+    let found = web.get("/api/sessions?q=NOTES.txt");
+    assert_eq!(
+        found["sessions"].as_array().unwrap().len(),
+        1,
+        "the title is searched"
+    );
+
+    // Undo and its preview are refused with the reason; nothing changes.
+    let before = snapshot(&home.project());
+    for route in ["undo-preview", "undo"] {
+        let reply = web.post(
+            &format!("/api/sessions/s/turns/{turn_id}/{route}"),
+            r#"{"scope":"files","confirm":true}"#,
+        );
+        assert_eq!(
+            (reply.status, reply.code()),
+            (409, "undo_off".into()),
+            "{}",
+            reply.body
+        );
+        assert!(
+            reply.body.contains("clawsmith web --workspace DIR"),
+            "{}",
+            reply.body
+        );
+    }
+    assert_eq!(snapshot(&home.project()), before);
+    drop(web);
+
+    // Naming the home itself as the workspace is refused at once: it holds the state directory.
+    let run = crate::run_binary_with(&["web", "--workspace", "."], "", |command| {
+        home.environment(command);
+    });
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("is inside the workspace"),
+        "{}",
+        run.stderr
+    );
+
+    // From the home with the project named, undo works there.
+    let project = home.project();
+    let web = home.web(&["--workspace", project.to_str().unwrap()]);
+    let reply = web.post(
+        &format!("/api/sessions/s/turns/{turn_id}/undo"),
+        r#"{"scope":"files","confirm":true}"#,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["outcome"], "undone");
+    assert!(!project.join("notes.txt").exists());
 }
 
 /// A chromedriver and its headless Chromium, ended on drop.
@@ -622,9 +1010,13 @@ fn json_display_session(f: &Fixture) {
                    "body": "{\"id\":7,\"state\":\"running\"}"}},
         "status": "success", "output": "{\"id\":7,\"state\":\"running\"}"
     });
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
     for payload in [json!({"type": "turn.started", "turnId": "t1"}), completed] {
         store
-            .append_event("bg", serde_json::from_value(payload).unwrap(), 1)
+            .append_event("bg", serde_json::from_value(payload).unwrap(), now_ms)
             .unwrap();
     }
 }
@@ -639,10 +1031,7 @@ async fn web_pages_in_a_real_browser() {
     let client = &browser.client;
 
     // The printed URL lets the browser in; the token leaves the address bar.
-    client
-        .goto(&web.url(&format!("/?token={}", web.token)))
-        .await
-        .unwrap();
+    client.goto(&web.login_url()).await.unwrap();
     browser.wait_for("tr.session[data-id='s-fork']").await;
     assert_eq!(client.current_url().await.unwrap().as_str(), web.url("/"));
     let ids: Vec<String> = client
@@ -684,7 +1073,13 @@ async fn web_pages_in_a_real_browser() {
         )
         .await;
     assert_eq!(
-        browser.text("tr.session").await.split_whitespace().next(),
+        browser
+            .wait_for("tr.session")
+            .await
+            .attr("data-id")
+            .await
+            .unwrap()
+            .as_deref(),
         Some("s-fork")
     );
 
@@ -920,5 +1315,208 @@ async fn web_pages_in_a_real_browser() {
         std::fs::read_to_string(f.ws().join("src/main.rs")).unwrap(),
         "fn main() {\n    println!(\"hello\");\n}\n"
     );
+    browser.close().await;
+}
+
+/// A server on another port of 127.0.0.1, as a dev server or another user's process would be:
+/// it records the head of every request it receives and answers `GET /` with `page`.
+struct OtherServer {
+    port: u16,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl OtherServer {
+    fn start(page: String) -> OtherServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(value) = line.to_lowercase().strip_prefix("content-length:") {
+                        length = value.trim().parse().unwrap_or(0);
+                    }
+                    head.push_str(&line);
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let answer = if head.starts_with("GET / ") {
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                        page.len()
+                    )
+                } else {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .to_owned()
+                };
+                recorded.lock().unwrap().push(head);
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        OtherServer { port, requests }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// The other server's page: with everything but the credentials (the server's port, and even its
+/// prefix, the worst case), it tries to read the API and to post an undo, and shows what it got.
+fn other_page(web: &Web, turn: &str) -> String {
+    let origin = format!("http://127.0.0.1:{}", web.port);
+    format!(
+        r#"<!doctype html><title>another server</title><body><script>
+const origin = "{origin}", prefix = "{prefix}", turn = "{turn}";
+const results = {{ cookie: document.cookie }};
+async function read(name, url) {{
+  try {{ const r = await fetch(url, {{ credentials: "include" }}); results[name] = "read " + r.status + " " + await r.text(); }}
+  catch (e) {{ results[name] = "blocked"; }}
+}}
+async function post(name, url) {{
+  try {{
+    await fetch(url, {{ method: "POST", mode: "no-cors", credentials: "include",
+      headers: {{ "Content-Type": "text/plain" }}, body: JSON.stringify({{ scope: "files", confirm: true }}) }});
+    results[name] = "sent";
+  }} catch (e) {{ results[name] = "failed"; }}
+}}
+(async () => {{
+  await read("api", origin + "/api/sessions");
+  await read("apiUnderPrefix", origin + prefix + "api/sessions");
+  await read("page", origin + prefix);
+  await post("undo", origin + "/api/sessions/s/turns/" + turn + "/undo");
+  await post("undoUnderPrefix", origin + prefix + "api/sessions/s/turns/" + turn + "/undo");
+  document.body.dataset.results = JSON.stringify(results);
+}})();
+</script></body>"#,
+        prefix = web.prefix,
+    )
+}
+
+/// After a browser has logged in to `clawsmith web`, a server on another port of 127.0.0.1
+/// receives no credential (no cookie, no token, no prefix in a Referer), cannot read the API
+/// from its page, and cannot undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_credentials_stay_with_their_server_in_a_real_browser() {
+    let (home, turn_id) = FakeHome::with_a_session();
+    let project = home.project();
+    // Started from the home, the default state directory inside it: undo armed for the project.
+    let web = home.web(&["--workspace", project.to_str().unwrap()]);
+    let other = OtherServer::start(other_page(&web, &turn_id));
+    let browser = Browser::start().await;
+    let client = &browser.client;
+
+    client.goto(&web.login_url()).await.unwrap();
+    browser.wait_for("tr.session[data-id='s']").await;
+    assert_eq!(client.current_url().await.unwrap().as_str(), web.url("/"));
+    assert_eq!(
+        browser.text("tr.session[data-id='s'] a.title").await,
+        "write_file: Create notes.txt (13 bytes)"
+    );
+    assert_eq!(
+        browser.text("tr.session[data-id='s'] .counts").await,
+        "1 turn · 1 change"
+    );
+    assert!(
+        browser
+            .text("#undo-workspace")
+            .await
+            .contains(project.to_str().unwrap())
+    );
+    // The cookie is out of reach of scripts, and scoped to the prefix.
+    let cookie = client.get_named_cookie("clawsmith_web").await.unwrap();
+    assert_eq!(cookie.value(), web.token);
+    assert_eq!(cookie.path(), Some(web.prefix.as_str()));
+    assert_eq!(cookie.http_only(), Some(true));
+    let script_cookies = client
+        .execute("return document.cookie", vec![])
+        .await
+        .unwrap();
+    assert_eq!(script_cookies, json!(""));
+
+    // The page sends the browser to the other server (as a link would), which then probes.
+    let before = snapshot(&project);
+    client
+        .execute(
+            &format!("location.href = 'http://127.0.0.1:{}/'", other.port),
+            vec![],
+        )
+        .await
+        .unwrap();
+    browser
+        .wait_until(
+            "the other server's page has probed",
+            "return !!document.body && !!document.body.dataset.results",
+        )
+        .await;
+    let results: Value = serde_json::from_str(
+        client
+            .execute("return document.body.dataset.results", vec![])
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        results,
+        json!({"cookie": "", "api": "blocked", "apiUnderPrefix": "blocked", "page": "blocked",
+               "undo": "sent", "undoUnderPrefix": "sent"}),
+        "the other page reads nothing (its posts go out, opaque)"
+    );
+    let requests = other.requests();
+    let arrival = requests
+        .iter()
+        .find(|r| r.starts_with("GET / "))
+        .unwrap_or_else(|| panic!("{requests:?}"));
+    // No Referer names the page the browser came from (`no-referrer`).
+    assert!(!arrival.to_lowercase().contains("\nreferer:"), "{arrival}");
+    for request in &requests {
+        let lower = request.to_lowercase();
+        assert!(!lower.contains("cookie:"), "{request}");
+        assert!(!lower.contains("clawsmith_web"), "{request}");
+        assert!(!request.contains(&web.token), "{request}");
+        assert!(!request.contains(&web.prefix), "{request}");
+        assert!(
+            !lower.contains(&format!("127.0.0.1:{}", web.port)),
+            "{request}"
+        );
+    }
+
+    // Nothing was undone: the file is the agent's, and the turn is not marked undone.
+    assert_eq!(snapshot(&project), before);
+    let turn = web.get(&format!("/api/sessions/s/turns/{turn_id}"));
+    assert_eq!(turn["checkpoint"]["filesUndone"], false);
+
+    // Back at clawsmith web, the browser is still logged in (the cookie was not lost) and an
+    // open redirect in the printed URL's place goes nowhere else.
+    client.goto(&web.url("/")).await.unwrap();
+    browser.wait_for("tr.session[data-id='s']").await;
+    for target in [
+        format!("//evil.example/?token={}", web.token),
+        format!("/\\evil.example/?token={}", web.token),
+        format!("{}/evil.example/?token={}", web.prefix, web.token),
+        format!("{}%2F%2Fevil.example?token={}", web.prefix, web.token),
+    ] {
+        client
+            .goto(&format!("http://127.0.0.1:{}{target}", web.port))
+            .await
+            .unwrap();
+        let url = client.current_url().await.unwrap();
+        assert_eq!(
+            (url.host_str(), url.port()),
+            (Some("127.0.0.1"), Some(web.port)),
+            "{target} went to {url}"
+        );
+    }
     browser.close().await;
 }
