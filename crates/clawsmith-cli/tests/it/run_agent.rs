@@ -176,6 +176,71 @@ fn run_answers_records_evidence_resumes_and_keeps_the_key_out_of_the_state() {
     assert!(scan_for(&fixture.state(), KEY) > 0);
 }
 
+/// A short API key (`x`, `k`, `ollama`: what local model servers take) never changes what the
+/// model's calls do: the files are the bytes it asked for, the command ran as written, and the
+/// stored history masks the key only where it stands as a whole token.
+#[test]
+fn a_short_api_key_is_masked_in_the_store_and_never_in_what_runs() {
+    let cases = [
+        ("x", "openai", "ollama k [REDACTED] kx"),
+        ("k", "anthropic", "ollama [REDACTED] x kx"),
+        ("ollama", "openai", "[REDACTED] k x kx"),
+        ("ollama", "anthropic", "[REDACTED] k x kx"),
+    ];
+    for (key, kind, stored_content) in cases {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(ScriptedServer::queue(vec![
+                Scripted::Reply(ScriptedReply::calls(&[
+                    (
+                        "write_file",
+                        r#"{"path":"box.txt","content":"ollama k x kx"}"#,
+                    ),
+                    ("run_command", r#"{"command":"mkdir -p made_dir"}"#),
+                ])),
+                Scripted::Reply(ScriptedReply::answer(&format!("wrote box.txt, key {key}"))),
+            ]))
+            .unwrap();
+        let fixture = Fixture::new();
+        let config = write_config(&fixture, &server, kind);
+        let outcome = run_with_env(
+            &fixture,
+            &config,
+            &["--yes"],
+            "make a box",
+            &[(KEY_VARIABLE, key)],
+        );
+        assert_eq!(outcome.code, 0, "{key}/{kind}: {}", outcome.stderr);
+        let answer = outcome.lines().last().unwrap()["answer"].clone();
+        assert_eq!(answer, "wrote box.txt, key [REDACTED]", "{key}/{kind}");
+        let ws = fixture.ws();
+        assert_eq!(
+            std::fs::read(ws.join("box.txt")).unwrap(),
+            b"ollama k x kx",
+            "{key}/{kind}"
+        );
+        assert!(ws.join("made_dir").is_dir(), "{key}/{kind}");
+        let mut names: Vec<String> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.txt", "b.txt", "box.txt", "made_dir"],
+            "{key}/{kind}"
+        );
+        // The second request carries the stored history: the calls as the store holds them.
+        let requests = server.requests();
+        // OpenAI sends arguments as JSON text, Anthropic as an object: compare unescaped.
+        let sent = requests[1].body.to_string().replace("\\\"", "\"");
+        let expected_content = format!(r#""content":"{stored_content}""#);
+        assert!(sent.contains(&expected_content), "{key}/{kind}: {sent}");
+        assert!(sent.contains(r#""path":"box.txt""#), "{key}/{kind}: {sent}");
+        assert!(sent.contains("mkdir -p made_dir"), "{key}/{kind}: {sent}");
+    }
+}
+
 #[test]
 fn run_without_a_provider_says_how_to_configure_one() {
     let fixture = Fixture::new();
