@@ -16,7 +16,11 @@
 //!   `clawsmith.toml` owned by another user or writable by group/others is refused with the path,
 //!   the owner and what to do (the configuration names commands clawsmith starts), and so is a
 //!   symlink inside the directory. Background-command logs live in `commands/<pid>/`, removed
-//!   when the server ends (leftovers of dead processes are swept).
+//!   when the server ends (a one-shot process's, and leftovers of dead processes, are swept by
+//!   the next start).
+//! - **One tool table.** `tools`, `call`, `turn`, `run` and `mcp` build the same table
+//!   (`run::build_core`), background commands included; a one-shot process's background
+//!   commands end with it, which `call`/`turn` say on stderr after a `start_command`.
 //! - **One writer per session.** `call`, `turn`, `mcp`, `undo` and `session fork` take the
 //!   session's lease; a second writer exits 1 with "session X is in use by pid N", or queues with
 //!   `--wait`. `undo` writes only in the `--workspace` it is given (default: the current
@@ -143,6 +147,9 @@ enum Command {
         args: agent::RunArgs,
     },
     /// Run one assistant message's tool calls (JSON array on stdin); prints events as JSON lines.
+    ///
+    /// A call is `{"id", "name", "arguments"}`; `arguments` is the JSON text (OpenAI's form) or
+    /// the object itself (Anthropic's `input`, also accepted under that name).
     Turn {
         #[command(flatten)]
         core: run::CoreOptions,

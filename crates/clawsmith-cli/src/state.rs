@@ -333,6 +333,13 @@ impl CommandLogDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The directory, left in place: the next process that asks for its own removes it once
+    /// this process is gone.
+    pub fn keep(self) -> PathBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.path.clone()
+    }
 }
 
 impl Drop for CommandLogDir {
