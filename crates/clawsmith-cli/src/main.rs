@@ -47,7 +47,9 @@
 //!   1 when clawsmith itself failed (unreadable or untrusted state, a session in use); 2 for a
 //!   usage error (clap's own: bad flags or values); 3 when an undo was refused by its precheck
 //!   (nothing changed); 4 when `check-command` blocks; 5 when `call --exit-status` produced a
-//!   result that is not a success (as `jq -e` does). A reader that closes the pipe early
+//!   result that is not a success (as `jq -e` does); 130 and 143 when `run` was cancelled by
+//!   Ctrl-C or SIGTERM (128 + the signal's number, as a shell reports it; the turn is finished
+//!   and `run.result` printed first). A reader that closes the pipe early
 //!   (`| head`) ends the output quietly with 0, as ripgrep and git do.
 //! - **Errors for people** are `error: …`, each cause once (`a: b: c`), then `help: …` when
 //!   there is something to do ([`Help`]).
@@ -300,6 +302,10 @@ pub mod exit {
     pub const BLOCKED: i32 = 4;
     /// `call --exit-status`: the result's status is not `success`.
     pub const NOT_SUCCESS: i32 = 5;
+    /// `run` cancelled by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+    pub const INTERRUPTED: i32 = 130;
+    /// `run` cancelled by SIGTERM: 128 + 15, as a shell reports it.
+    pub const TERMINATED: i32 = 143;
 }
 
 /// What a person can do about an error, attached as context (`.context(Help(…))`) and printed

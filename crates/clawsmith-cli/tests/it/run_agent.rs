@@ -289,13 +289,14 @@ fn a_refused_request_is_an_error_quoting_the_provider() {
 }
 
 /// Ctrl-C and SIGTERM while a call runs: the call closes `cancelled`, the turn is finished, the
-/// run ends with `stopReason: cancelled`, and the session goes on.
+/// run ends with `stopReason: cancelled` and exits 128 + the signal's number, and the session
+/// goes on.
 #[test]
 fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
 
-    for signal in ["INT", "TERM"] {
+    for (signal, expected_code) in [("INT", 130), ("TERM", 143)] {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let server = runtime
             .block_on(ScriptedServer::queue(vec![
@@ -345,7 +346,7 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
         assert!(status.success());
         seen.extend(lines.map(Result::unwrap));
         let exit = child.wait().unwrap();
-        assert_eq!(exit.code(), Some(0), "SIG{signal}: {seen:?}");
+        assert_eq!(exit.code(), Some(expected_code), "SIG{signal}: {seen:?}");
         let result: serde_json::Value = serde_json::from_str(seen.last().unwrap()).unwrap();
         assert_eq!(result["type"], "run.result", "SIG{signal}");
         assert_eq!(result["stopReason"], "cancelled", "SIG{signal}");
@@ -382,6 +383,61 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
             "SIG{signal}"
         );
     }
+}
+
+/// SIGTERM while the provider stalls (no answer for a minute): the request is dropped, the run
+/// prints its `run.result` with `stopReason: cancelled` and exits 143, not 0.
+#[test]
+fn a_sigterm_while_the_provider_stalls_exits_143() {
+    use std::process::{Command, Stdio};
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::queue(vec![Scripted::Delayed(
+            std::time::Duration::from_secs(60),
+            Box::new(Scripted::Reply(ScriptedReply::answer("too late"))),
+        )]))
+        .unwrap();
+    let fixture = Fixture::new();
+    let config = write_config(&fixture, &server, "openai");
+    let child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .args(["--json", "run", "--workspace"])
+        .arg(fixture.ws())
+        .arg("--config")
+        .arg(&config)
+        .arg("wait for the model")
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .env(KEY_VARIABLE, KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The request has arrived: the provider is now stalling.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no request arrived");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(143),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["type"], "run.result");
+    assert_eq!(result["stopReason"], "cancelled");
+    assert_eq!(result["turns"], 1);
 }
 
 /// A fixture whose workspace is a git repository (in /var/tmp: the child's commands run in the
