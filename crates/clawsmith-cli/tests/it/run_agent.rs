@@ -55,6 +55,27 @@ fn run_with_env(
     })
 }
 
+/// `clawsmith --json run` as a child with piped output, for tests that signal it.
+fn spawn_run(fixture: &Fixture, config: &Path, extra: &[&str], task: &str) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .args(["--json", "run", "--workspace"])
+        .arg(fixture.ws())
+        .arg("--config")
+        .arg(config)
+        .args(extra)
+        .arg(task)
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .env(KEY_VARIABLE, KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn scan_for(dir: &Path, needle: &str) -> usize {
     let mut scanned = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -294,7 +315,7 @@ fn a_refused_request_is_an_error_quoting_the_provider() {
 #[test]
 fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
     use std::io::BufRead;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     for (signal, expected_code) in [("INT", 130), ("TERM", 143)] {
         let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -309,21 +330,7 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
             .unwrap();
         let fixture = Fixture::new();
         let config = write_config(&fixture, &server, "openai");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
-            .arg("--state-dir")
-            .arg(fixture.state())
-            .args(["--json", "run", "--yes", "--workspace"])
-            .arg(fixture.ws())
-            .arg("--config")
-            .arg(&config)
-            .arg("wait")
-            .env_remove("CLAWSMITH_STATE_DIR")
-            .env(KEY_VARIABLE, KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_run(&fixture, &config, &["--yes"], "wait");
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let mut seen = Vec::new();
         for line in lines.by_ref() {
@@ -389,7 +396,7 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
 /// prints its `run.result` with `stopReason: cancelled` and exits 143, not 0.
 #[test]
 fn a_sigterm_while_the_provider_stalls_exits_143() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = runtime
@@ -400,21 +407,7 @@ fn a_sigterm_while_the_provider_stalls_exits_143() {
         .unwrap();
     let fixture = Fixture::new();
     let config = write_config(&fixture, &server, "openai");
-    let child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
-        .arg("--state-dir")
-        .arg(fixture.state())
-        .args(["--json", "run", "--workspace"])
-        .arg(fixture.ws())
-        .arg("--config")
-        .arg(&config)
-        .arg("wait for the model")
-        .env_remove("CLAWSMITH_STATE_DIR")
-        .env(KEY_VARIABLE, KEY)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&fixture, &config, &[], "wait for the model");
     // The request has arrived: the provider is now stalling.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while server.requests().is_empty() {
