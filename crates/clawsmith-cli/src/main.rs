@@ -30,9 +30,11 @@
 //!   list before the process ends, so the hits are callable from the session's next command.
 //! - **Bounded input.** `turn` reads at most 16 MiB of calls from stdin; session ids are 1–128
 //!   printable characters that cannot read as a path.
-//! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
-//!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
-//!   commands print for people unless `--json` is given.
+//! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object
+//!   (through a pipe or with `--json`; on a terminal, or with `--pretty`, a readable form:
+//!   `timeline::call_result`), `turn` one JSON line per event and a final `turn.result`,
+//!   `check-command` one verdict object. Other commands print for people unless `--json` is
+//!   given. A `call` that waits for a busy session says so on stderr.
 //! - **`call` continues the day's session.** Without `--session`, `call` uses one session per
 //!   workspace and local day (`ses_calls_<YYYYMMDD>_<hash of the workspace path>`) and waits
 //!   for another `call` in it, so people running many calls in a row get one history and one
@@ -236,6 +238,10 @@ enum CallCommand {
         /// `call` exits 0 whenever it produced a result.
         #[arg(long)]
         exit_status: bool,
+        /// Print the result for people (status line, facts, the whole result text) instead of
+        /// JSON; the default when stdout is a terminal and --json is not given.
+        #[arg(long)]
+        pretty: bool,
     },
 }
 
@@ -465,8 +471,9 @@ fn run(cli: Cli) -> Result<i32> {
             tool,
             arguments,
             exit_status,
+            pretty,
         }) => {
-            let status = run::call(&state_dir()?, &core, &tool, &arguments, &out)?;
+            let status = run::call(&state_dir()?, &core, (&tool, &arguments), pretty, &out)?;
             Ok(if exit_status && status != ToolStatus::Success {
                 exit::NOT_SUCCESS
             } else {

@@ -1,6 +1,6 @@
 //! `tools`, `call`, `turn`: the commands that go through the core.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -423,8 +423,8 @@ pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i3
 pub fn call(
     state_dir: &Path,
     options: &CoreOptions,
-    tool: &str,
-    arguments: &str,
+    (tool, arguments): (&str, &str),
+    pretty: bool,
     out: &Output,
 ) -> Result<ToolStatus> {
     // The called tool's schema is compiled on this thread when the call is checked, unless the
@@ -447,7 +447,7 @@ pub fn call(
     // clawsmith-sandbox: one call runs one command at most; no warm spare for a next one.
     clawsmith_sandbox::set_warm_spares(false);
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
-    let session = core.open_session(session_id)?;
+    let session = open_session_saying_when_waiting(&core, session_id)?;
     tracing::debug!(session = session.id(), "call session");
     let call = ToolCall {
         // Unique anyway (ids need only be unique within a turn): the id names this call in the
@@ -472,7 +472,11 @@ pub fn call(
     let Some(first) = results.into_iter().next() else {
         bail!("the core produced no result for the call");
     };
-    out.json_line(&first.1)?;
+    if pretty || (!out.json && std::io::stdout().is_terminal()) {
+        out.raw(&crate::timeline::call_result(tool, &first.1))?;
+    } else {
+        out.json_line(&first.1)?;
+    }
     if tool == "start_command" && first.1.status() == ToolStatus::Success {
         note_background_commands_end();
     }
@@ -502,6 +506,41 @@ pub fn call(
     drop(core);
     store.leave_to_exit();
     Ok(first.1.status())
+}
+
+/// How long `call` waits for a session's lease before it says on stderr that it is waiting.
+const WAIT_NOTICE_AFTER: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// [`AgentCore::open_session`], saying on stderr when the session is busy: a `call` that waits
+/// for another process's lease (the day's session, `--wait`) would otherwise look hung. Only
+/// when waiting is on does a watcher thread start; a lease taken at once ends it silently.
+fn open_session_saying_when_waiting(
+    core: &AgentCore,
+    session_id: Option<String>,
+) -> Result<SessionHandle> {
+    let waits = state::WAIT_FOR_SESSIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let Some(name) = session_id.clone().filter(|_| waits) else {
+        return Ok(core.open_session(session_id)?);
+    };
+    let (taken, watched) = std::sync::mpsc::channel::<()>();
+    let watcher = std::thread::spawn(move || {
+        if watched.recv_timeout(WAIT_NOTICE_AFTER)
+            == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        {
+            crate::output::notice(
+                crate::output::Level::Note,
+                format_args!(
+                    "session {name} is in use by another clawsmith process; waiting for it to \
+                     finish (Ctrl-C stops waiting)"
+                ),
+            );
+        }
+    });
+    let session = core.open_session(session_id);
+    drop(taken);
+    // The watcher only prints; it has ended or ends now that the channel is closed.
+    let _ = watcher.join();
+    Ok(session?)
 }
 
 /// Runs one assistant message's calls as the model request they came from: the request is
