@@ -5,7 +5,9 @@
 //! - `cargo xtask ci` — the one command CI and people run: rustfmt check, clippy with
 //!   `-D warnings` on all targets, the tests (cargo-nextest when installed, else `cargo test`;
 //!   doc tests either way), `cargo doc` with `-D warnings`, `tidy`, `codegen --check`, and
-//!   `cargo deny check licenses bans sources`.
+//!   `cargo deny check licenses bans sources`. It first checks that the cargo subcommands it
+//!   needs are installed (rustfmt, clippy, cargo-deny; cargo-nextest is optional) and names
+//!   every missing one with its install command before building anything.
 //! - `cargo xtask tidy` — project rules no compiler checks: dependency arrows follow STYLE.md's
 //!   layering (read from `cargo metadata`), every crate opens with a `//!` essay and uses the
 //!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
@@ -74,7 +76,49 @@ fn workspace_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
+/// A cargo subcommand `ci` runs: (name, whether `ci` needs it, how to install it).
+const CI_TOOLS: &[(&str, bool, &str)] = &[
+    ("fmt", true, "rustup component add rustfmt"),
+    ("clippy", true, "rustup component add clippy"),
+    (
+        "deny",
+        true,
+        "cargo install --locked cargo-deny (.ci/run does)",
+    ),
+    (
+        "nextest",
+        false,
+        "cargo install --locked cargo-nextest (optional: `cargo test` runs the tests without it)",
+    ),
+];
+
+/// The tools of [`CI_TOOLS`] that `installed` says are missing, as (required, message) lines:
+/// `ci` checks them before its first step, so a missing cargo-deny is found in seconds, not
+/// after the whole build and test run.
+fn missing_ci_tools(installed: impl Fn(&str) -> bool) -> Vec<(bool, String)> {
+    CI_TOOLS
+        .iter()
+        .filter(|(name, _, _)| !installed(name))
+        .map(|(name, required, install)| (*required, format!("cargo {name} is missing: {install}")))
+        .collect()
+}
+
 fn ci(root: &Path) -> Result<()> {
+    let missing = missing_ci_tools(|name| has_cargo_subcommand(root, name));
+    for (_, message) in missing.iter().filter(|(required, _)| !required) {
+        println!("note: {message}");
+    }
+    let required: Vec<&str> = missing
+        .iter()
+        .filter(|(required, _)| *required)
+        .map(|(_, message)| message.as_str())
+        .collect();
+    if !required.is_empty() {
+        bail!(
+            "`cargo xtask ci` needs tools that are not installed:\n  {}",
+            required.join("\n  ")
+        );
+    }
     step(root, "rustfmt", &["fmt", "--all", "--", "--check"], &[])?;
     step(
         root,
@@ -127,11 +171,6 @@ fn ci(root: &Path) -> Result<()> {
     tidy::run(root)?;
     println!("==> codegen --check");
     codegen(root, true)?;
-    if !has_cargo_subcommand(root, "deny") {
-        bail!(
-            "cargo-deny is not installed; run `cargo install --locked cargo-deny` (.ci/run does)"
-        );
-    }
     step(
         root,
         "cargo deny",
@@ -191,4 +230,32 @@ fn codegen(root: &Path, check: bool) -> Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod ci_tests {
+    use super::missing_ci_tools;
+
+    #[test]
+    fn missing_tools_are_named_before_anything_runs() {
+        let everything = missing_ci_tools(|_| true);
+        assert!(everything.is_empty(), "{everything:?}");
+        let without_deny_and_nextest = missing_ci_tools(|name| !matches!(name, "deny" | "nextest"));
+        assert_eq!(
+            without_deny_and_nextest,
+            [
+                (
+                    true,
+                    "cargo deny is missing: cargo install --locked cargo-deny (.ci/run does)"
+                        .to_owned()
+                ),
+                (
+                    false,
+                    "cargo nextest is missing: cargo install --locked cargo-nextest (optional: \
+                     `cargo test` runs the tests without it)"
+                        .to_owned()
+                ),
+            ]
+        );
+    }
 }

@@ -16,8 +16,9 @@ const MAX_BODY_BYTES: usize = 16 << 20;
 /// A provider over HTTP(S): OpenAI-compatible Chat Completions or Anthropic Messages.
 pub struct HttpProvider {
     config: ProviderConfig,
-    /// Read once from the configured variable; never printed (no `Debug` of it), and scrubbed
-    /// from every error and reply before they leave this module.
+    /// Read once from the configured variable; never printed (no `Debug` of it), scrubbed from
+    /// every error and answer text before they leave this module, and known to the secret
+    /// detector (masked in what is stored, by its token rule).
     api_key: Option<String>,
     client: reqwest::Client,
 }
@@ -72,6 +73,9 @@ impl HttpProvider {
             .timeout(Duration::from_secs(config.request_timeout_secs))
             .build()
             .map_err(|error| ProviderError::Client(error.to_string()))?;
+        if let Some(key) = &api_key {
+            clawsmith_protocol::redact::mask_known_secret(key);
+        }
         Ok(HttpProvider {
             config,
             api_key,
@@ -84,22 +88,21 @@ impl HttpProvider {
         &self.config
     }
 
-    /// Masks the key and anything shaped like a secret.
+    /// Masks the key (known to the detector since [`HttpProvider::with_api_key`]) and anything
+    /// shaped like a secret.
     fn scrub(&self, text: &str) -> String {
-        let text = match &self.api_key {
-            Some(key) if !key.is_empty() => text.replace(key.as_str(), clawsmith_core::REDACTED),
-            _ => text.to_owned(),
-        };
-        clawsmith_core::redact_text(&text)
+        clawsmith_core::redact_text(text)
     }
 
-    /// A reply with the key masked: a server that echoes it must not get it into the store.
+    /// A reply with the key masked in its text (shown as the answer, stored). Its calls'
+    /// arguments are left as the model wrote them: they are executed, and masking them would
+    /// change what runs (`box.txt` written as `bo[REDACTED].txt` with the key `x`); the store
+    /// masks them by the detector's token rule.
     fn scrub_reply(&self, mut reply: AssistantReply) -> AssistantReply {
-        if let Some(key) = self.api_key.as_deref().filter(|key| !key.is_empty()) {
-            reply.text = reply.text.replace(key, clawsmith_core::REDACTED);
-            for call in &mut reply.tool_calls {
-                call.arguments = call.arguments.replace(key, clawsmith_core::REDACTED);
-            }
+        if let Some(key) = self.api_key.as_deref()
+            && let Some(masked) = clawsmith_protocol::redact::mask_secret_value(&reply.text, key)
+        {
+            reply.text = masked;
         }
         reply
     }

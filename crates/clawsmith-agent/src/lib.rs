@@ -58,9 +58,12 @@
 //!   quoting the provider's own message; a 2xx body that is not the protocol's shape is an
 //!   error naming what is missing.
 //! - **The API key never leaves the provider.** It is read once from the variable the
-//!   configuration names, sent only as a header, masked in `Debug`, and replaced by
-//!   `[REDACTED]` in every error and in replies (a server echoing it cannot get it into the
-//!   store); errors are also passed through the protocol's secret scanner.
+//!   configuration names, sent only as a header, masked in `Debug`, replaced by `[REDACTED]`
+//!   in every error and answer text, and handed to the protocol's secret detector
+//!   (`clawsmith_protocol::redact::mask_known_secret`), which masks it in everything stored.
+//!   A tool call's arguments are executed as the model wrote them, never masked first: a
+//!   short key (`x`, `ollama`) is masked only where it stands as a whole token, and only in
+//!   what is stored and shown.
 //! - **Agent definitions narrow, never widen.** A definition's `tools` become the child core's
 //!   `only_tools` on top of `read_only_tools` (a core built per such child from
 //!   [`subagent::SubagentConfig::child_config`], the same recipe as the read-only child core),

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use anyhow::{Context, Result};
@@ -190,21 +191,26 @@ struct RunResult<'a> {
     usage: clawsmith_agent::Usage,
 }
 
-/// Fires `cancellation` on Ctrl-C or SIGTERM.
-fn cancel_on_signals(cancellation: CancellationSignal) {
+/// Fires `cancellation` on Ctrl-C or SIGTERM, and records which one came (its exit status) in
+/// `received`. The handlers are installed before this returns (inside the runtime): a signal
+/// that arrives while the first request is in flight is never the default action's kill.
+fn cancel_on_signals(cancellation: CancellationSignal, received: Arc<AtomicI32>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::warn!(
+            "could not install the Ctrl-C/SIGTERM handlers; a signal ends the run at once"
+        );
+        return;
+    };
     tokio::spawn(async move {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
+        let status = tokio::select! {
+            _ = interrupt.recv() => crate::exit::INTERRUPTED,
+            _ = terminate.recv() => crate::exit::TERMINATED,
         };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminate => {}
-        }
+        received.store(status, Ordering::SeqCst);
         cancellation.cancel();
     });
 }
@@ -248,8 +254,9 @@ pub fn run(state_dir: &Path, args: &RunArgs, out: &Output) -> Result<i32> {
         );
     }
     let cancellation = run_options.cancellation.clone();
+    let signalled = Arc::new(AtomicI32::new(crate::exit::OK));
     let outcome = runtime.block_on(async {
-        cancel_on_signals(cancellation);
+        cancel_on_signals(cancellation, Arc::clone(&signalled));
         if out.json {
             let sink = JsonLines {
                 lock: Mutex::new(()),
@@ -288,7 +295,13 @@ pub fn run(state_dir: &Path, args: &RunArgs, out: &Output) -> Result<i32> {
             ),
         );
     }
-    Ok(crate::exit::OK)
+    // A run ended by a signal says so in its status (the shell's 128 + signal number), after
+    // the turn was finished and the result printed: a supervisor that sent SIGTERM learns the
+    // task was not completed.
+    Ok(match outcome.stop_reason {
+        clawsmith_agent::StopReason::Cancelled => signalled.load(Ordering::SeqCst),
+        _ => crate::exit::OK,
+    })
 }
 
 fn system_prompt(workspace: &Path) -> String {

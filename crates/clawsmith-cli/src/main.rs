@@ -16,7 +16,11 @@
 //!   `clawsmith.toml` owned by another user or writable by group/others is refused with the path,
 //!   the owner and what to do (the configuration names commands clawsmith starts), and so is a
 //!   symlink inside the directory. Background-command logs live in `commands/<pid>/`, removed
-//!   when the server ends (leftovers of dead processes are swept).
+//!   when the server ends (a one-shot process's, and leftovers of dead processes, are swept by
+//!   the next start).
+//! - **One tool table.** `tools`, `call`, `turn`, `run` and `mcp` build the same table
+//!   (`run::build_core`), background commands included; a one-shot process's background
+//!   commands end with it, which `call`/`turn` say on stderr after a `start_command`.
 //! - **One writer per session.** `call`, `turn`, `mcp`, `undo` and `session fork` take the
 //!   session's lease; a second writer exits 1 with "session X is in use by pid N", or queues with
 //!   `--wait`. `undo` writes only in the `--workspace` it is given (default: the current
@@ -26,9 +30,11 @@
 //!   list before the process ends, so the hits are callable from the session's next command.
 //! - **Bounded input.** `turn` reads at most 16 MiB of calls from stdin; session ids are 1–128
 //!   printable characters that cannot read as a path.
-//! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object, `turn`
-//!   one JSON line per event and a final `turn.result`, `check-command` one verdict object. Other
-//!   commands print for people unless `--json` is given.
+//! - **Machine output is a contract.** `call` prints one `ToolExecutionResult` JSON object
+//!   (through a pipe or with `--json`; on a terminal, or with `--pretty`, a readable form:
+//!   `timeline::call_result`), `turn` one JSON line per event and a final `turn.result`,
+//!   `check-command` one verdict object. Other commands print for people unless `--json` is
+//!   given. A `call` that waits for a busy session says so on stderr.
 //! - **`call` continues the day's session.** Without `--session`, `call` uses one session per
 //!   workspace and local day (`ses_calls_<YYYYMMDD>_<hash of the workspace path>`) and waits
 //!   for another `call` in it, so people running many calls in a row get one history and one
@@ -43,7 +49,9 @@
 //!   1 when clawsmith itself failed (unreadable or untrusted state, a session in use); 2 for a
 //!   usage error (clap's own: bad flags or values); 3 when an undo was refused by its precheck
 //!   (nothing changed); 4 when `check-command` blocks; 5 when `call --exit-status` produced a
-//!   result that is not a success (as `jq -e` does). A reader that closes the pipe early
+//!   result that is not a success (as `jq -e` does); 130 and 143 when `run` was cancelled by
+//!   Ctrl-C or SIGTERM (128 + the signal's number, as a shell reports it; the turn is finished
+//!   and `run.result` printed first). A reader that closes the pipe early
 //!   (`| head`) ends the output quietly with 0, as ripgrep and git do.
 //! - **Errors for people** are `error: …`, each cause once (`a: b: c`), then `help: …` when
 //!   there is something to do ([`Help`]).
@@ -143,6 +151,9 @@ enum Command {
         args: agent::RunArgs,
     },
     /// Run one assistant message's tool calls (JSON array on stdin); prints events as JSON lines.
+    ///
+    /// A call is `{"id", "name", "arguments"}`; `arguments` is the JSON text (OpenAI's form) or
+    /// the object itself (Anthropic's `input`, also accepted under that name).
     Turn {
         #[command(flatten)]
         core: run::CoreOptions,
@@ -227,6 +238,10 @@ enum CallCommand {
         /// `call` exits 0 whenever it produced a result.
         #[arg(long)]
         exit_status: bool,
+        /// Print the result for people (status line, facts, the whole result text) instead of
+        /// JSON; the default when stdout is a terminal and --json is not given.
+        #[arg(long)]
+        pretty: bool,
     },
 }
 
@@ -293,6 +308,10 @@ pub mod exit {
     pub const BLOCKED: i32 = 4;
     /// `call --exit-status`: the result's status is not `success`.
     pub const NOT_SUCCESS: i32 = 5;
+    /// `run` cancelled by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+    pub const INTERRUPTED: i32 = 130;
+    /// `run` cancelled by SIGTERM: 128 + 15, as a shell reports it.
+    pub const TERMINATED: i32 = 143;
 }
 
 /// What a person can do about an error, attached as context (`.context(Help(…))`) and printed
@@ -452,8 +471,9 @@ fn run(cli: Cli) -> Result<i32> {
             tool,
             arguments,
             exit_status,
+            pretty,
         }) => {
-            let status = run::call(&state_dir()?, &core, &tool, &arguments, &out)?;
+            let status = run::call(&state_dir()?, &core, (&tool, &arguments), pretty, &out)?;
             Ok(if exit_status && status != ToolStatus::Success {
                 exit::NOT_SUCCESS
             } else {

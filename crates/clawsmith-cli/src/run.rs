@@ -1,6 +1,6 @@
 //! `tools`, `call`, `turn`: the commands that go through the core.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -118,12 +118,16 @@ impl Approver for ApproveAll {
     }
 }
 
-/// What a front end builds besides the flags: long-lived hosts (the MCP server) own a background
-/// command service; one-shot commands (`call`, `turn`) do not, since their process ends with the
-/// turn.
+/// What a front end builds besides the flags. Every front end has the same tool table, the
+/// background commands (`start_command` …) included: a one-shot process's background commands
+/// end with it (a batch of `turn` can start a server and query it), a long-lived host's outlive
+/// its turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifetime<'a> {
-    /// One process per turn.
+    /// One process per turn (`call`, `turn`, `tools`, `run`): its background commands log into
+    /// `commands/<pid>/`, left for the next process to remove (a one-shot process has no place
+    /// to hold the directory's guard, and every start removes the directories of processes
+    /// that are gone).
     OneShot,
     /// A server that outlives turns; its background commands log into `command_logs`.
     LongLived {
@@ -312,8 +316,13 @@ pub fn build_core(
     )?);
     // clawsmith-plugins: plugin tools (sandboxed as declared), hooks and MCP servers.
     crate::plugins::add_to_core(runtime, &plugins, &mut config, &sandbox);
-    if let Lifetime::LongLived { command_logs } = lifetime {
-        let log_dir = command_logs.to_path_buf();
+    // One table for every front end: the background command service is built for one-shot
+    // processes too, whose background commands end with them.
+    {
+        let log_dir = match lifetime {
+            Lifetime::LongLived { command_logs } => command_logs.to_path_buf(),
+            Lifetime::OneShot => state::command_log_dir(state_dir)?.keep(),
+        };
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))
             .with_context(|| {
             format!(
@@ -414,8 +423,8 @@ pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i3
 pub fn call(
     state_dir: &Path,
     options: &CoreOptions,
-    tool: &str,
-    arguments: &str,
+    (tool, arguments): (&str, &str),
+    pretty: bool,
     out: &Output,
 ) -> Result<ToolStatus> {
     // The called tool's schema is compiled on this thread when the call is checked, unless the
@@ -438,7 +447,7 @@ pub fn call(
     // clawsmith-sandbox: one call runs one command at most; no warm spare for a next one.
     clawsmith_sandbox::set_warm_spares(false);
     let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
-    let session = core.open_session(session_id)?;
+    let session = open_session_saying_when_waiting(&core, session_id)?;
     tracing::debug!(session = session.id(), "call session");
     let call = ToolCall {
         // Unique anyway (ids need only be unique within a turn): the id names this call in the
@@ -463,7 +472,14 @@ pub fn call(
     let Some(first) = results.into_iter().next() else {
         bail!("the core produced no result for the call");
     };
-    out.json_line(&first.1)?;
+    if pretty || (!out.json && std::io::stdout().is_terminal()) {
+        out.raw(&crate::timeline::call_result(tool, &first.1))?;
+    } else {
+        out.json_line(&first.1)?;
+    }
+    if tool == "start_command" && first.1.status() == ToolStatus::Success {
+        note_background_commands_end();
+    }
     if first
         .1
         .code()
@@ -492,6 +508,41 @@ pub fn call(
     Ok(first.1.status())
 }
 
+/// How long `call` waits for a session's lease before it says on stderr that it is waiting.
+const WAIT_NOTICE_AFTER: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// [`AgentCore::open_session`], saying on stderr when the session is busy: a `call` that waits
+/// for another process's lease (the day's session, `--wait`) would otherwise look hung. Only
+/// when waiting is on does a watcher thread start; a lease taken at once ends it silently.
+fn open_session_saying_when_waiting(
+    core: &AgentCore,
+    session_id: Option<String>,
+) -> Result<SessionHandle> {
+    let waits = state::WAIT_FOR_SESSIONS.load(std::sync::atomic::Ordering::Relaxed);
+    let Some(name) = session_id.clone().filter(|_| waits) else {
+        return Ok(core.open_session(session_id)?);
+    };
+    let (taken, watched) = std::sync::mpsc::channel::<()>();
+    let watcher = std::thread::spawn(move || {
+        if watched.recv_timeout(WAIT_NOTICE_AFTER)
+            == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+        {
+            crate::output::notice(
+                crate::output::Level::Note,
+                format_args!(
+                    "session {name} is in use by another clawsmith process; waiting for it to \
+                     finish (Ctrl-C stops waiting)"
+                ),
+            );
+        }
+    });
+    let session = core.open_session(session_id);
+    drop(taken);
+    // The watcher only prints; it has ended or ends now that the channel is closed.
+    let _ = watcher.join();
+    Ok(session?)
+}
+
 /// Runs one assistant message's calls as the model request they came from: the request is
 /// recorded first (A9 evidence; `search_tools` hits found by an earlier request become active).
 async fn run_request(
@@ -501,6 +552,16 @@ async fn run_request(
 ) -> Result<Vec<CallResult>> {
     turn.model_request(sink)?;
     Ok(turn.run_batch(calls, sink).await?)
+}
+
+/// A one-shot process's background commands end with it: said on stderr after a
+/// `start_command`, so nobody waits for output that will not come.
+fn note_background_commands_end() {
+    crate::output::notice(
+        crate::output::Level::Note,
+        "background commands end with this process; within one `turn` a later call can read \
+         them, and `clawsmith mcp` keeps them running across calls",
+    );
 }
 
 /// Whether `calls` ask `search_tools`, whose hits are activated for the *next* request.
@@ -591,19 +652,59 @@ fn turn_input(input: &str) -> Result<Vec<Vec<ToolCall>>> {
         .and_then(|items| items.first())
         .is_some_and(serde_json::Value::is_array);
     let parsed = if batches {
-        serde_json::from_str::<Vec<Vec<ToolCall>>>(input)
+        serde_json::from_str::<Vec<Vec<TurnCall>>>(input)
     } else {
-        serde_json::from_str::<Vec<ToolCall>>(input).map(|calls| vec![calls])
+        serde_json::from_str::<Vec<TurnCall>>(input).map(|calls| vec![calls])
     };
     // serde names the Rust type it expected; people read what the input should be.
-    parsed.map_err(|error| {
+    let parsed = parsed.map_err(|error| {
         anyhow::anyhow!(
             "{}",
             error
                 .to_string()
-                .replace("struct ToolCall", "a tool call object")
+                .replace("struct TurnCall", "a tool call object")
         )
-    })
+    })?;
+    Ok(parsed
+        .into_iter()
+        .map(|calls| calls.into_iter().map(TurnCall::into_tool_call).collect())
+        .collect())
+}
+
+/// One call of `turn`'s stdin: `arguments` is the JSON text of the arguments (OpenAI's form)
+/// or the arguments object itself (Anthropic's `input`, accepted under either name).
+#[derive(serde::Deserialize)]
+struct TurnCall {
+    id: String,
+    name: String,
+    #[serde(alias = "input", deserialize_with = "arguments_text")]
+    arguments: String,
+}
+
+impl TurnCall {
+    fn into_tool_call(self) -> ToolCall {
+        ToolCall {
+            id: self.id,
+            name: self.name,
+            arguments: self.arguments,
+        }
+    }
+}
+
+/// A string is taken as it is (the core reports malformed JSON in it as `invalid_json`); an
+/// object is written back as JSON text.
+fn arguments_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<String, D::Error> {
+    use serde::Deserialize as _;
+    use serde::de::Error as _;
+    match serde_json::Value::deserialize(deserializer)? {
+        serde_json::Value::String(text) => Ok(text),
+        object @ serde_json::Value::Object(_) => Ok(object.to_string()),
+        other => Err(D::Error::custom(format_args!(
+            "`arguments` must be a JSON object or a string holding one, not {other}"
+        ))),
+    }
 }
 
 /// The most `turn` reads from stdin (16 MiB): one turn's calls, never a whole file's worth of
@@ -659,6 +760,10 @@ pub fn turn(
     let mut turn = session.begin_turn(&sink)?;
     let mut results = Vec::new();
     let mut searched = false;
+    let started_background = batches
+        .iter()
+        .flatten()
+        .any(|call| call.name == "start_command");
     for calls in batches {
         searched |= calls_search(&calls);
         results.extend(runtime.block_on(run_request(&mut turn, calls, &sink))?);
@@ -667,6 +772,9 @@ pub fn turn(
     let turn_id = turn.id().to_owned();
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
+    if started_background {
+        note_background_commands_end();
+    }
     if turn_options.pretty && !out.json {
         return Ok(0);
     }

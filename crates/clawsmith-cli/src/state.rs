@@ -24,17 +24,27 @@ pub const COMMANDS_DIR: &str = "commands";
 
 /// The state directory from the flag/env value, else `$XDG_STATE_HOME/clawsmith`, else
 /// `~/.local/state/clawsmith`.
+///
+/// The path is made absolute against the current directory at once: processes clawsmith starts
+/// elsewhere (a language server's HOME under the state directory, a sandboxed command) must
+/// not read a relative path against their own working directory.
 pub fn state_dir(explicit: Option<&Path>) -> Result<PathBuf> {
-    if let Some(dir) = explicit {
-        return Ok(dir.to_path_buf());
+    let dir = if let Some(dir) = explicit {
+        dir.to_path_buf()
+    } else if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        PathBuf::from(xdg).join("clawsmith")
+    } else {
+        let home = std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .context("cannot find a state directory: set --state-dir, CLAWSMITH_STATE_DIR, XDG_STATE_HOME or HOME")?;
+        PathBuf::from(home).join(".local/state/clawsmith")
+    };
+    if dir.is_absolute() {
+        return Ok(dir);
     }
-    if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(xdg).join("clawsmith"));
-    }
-    let home = std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .context("cannot find a state directory: set --state-dir, CLAWSMITH_STATE_DIR, XDG_STATE_HOME or HOME")?;
-    Ok(PathBuf::from(home).join(".local/state/clawsmith"))
+    Ok(std::env::current_dir()
+        .context("reading the current directory to make the state directory absolute")?
+        .join(dir))
 }
 
 /// The canonical form of `path`, also when its last components do not exist yet: the nearest
@@ -332,6 +342,13 @@ impl CommandLogDir {
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The directory, left in place: the next process that asks for its own removes it once
+    /// this process is gone.
+    pub fn keep(self) -> PathBuf {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.path.clone()
     }
 }
 

@@ -6,11 +6,12 @@
 //! then the call's display projection rendered by kind (a coloured diff, a command's exit code
 //! and sandbox line and output, search hits, text, an artifact, JSON) or, for a refusal, its
 //! reason; a closing line per turn counts the calls by status and says how to undo the turn.
+//! [`call_result`] is `call`'s readable form of its one result, in the same glyphs and styles.
 
 use std::collections::HashMap;
 
 use clawsmith_protocol::{
-    DisplayKind, Event, EventPayload, ToolCompleted, ToolStatus, status_prefix,
+    DisplayKind, Event, EventPayload, ToolCompleted, ToolExecutionResult, ToolStatus, status_prefix,
 };
 
 use crate::output::{self, Clock, paint, style};
@@ -222,6 +223,60 @@ impl Timeline {
         line.push('\n');
         line
     }
+}
+
+/// `call`'s readable form: a status line (glyph, tool, status with its code, a command's exit),
+/// the display's title and facts in one dim line each, then the whole result the model reads
+/// (a diff coloured). Unlike a timeline row nothing is cut: a person asked for this one call.
+pub fn call_result(tool: &str, result: &ToolExecutionResult) -> String {
+    let status = result.status();
+    let mut status_text = status.as_str().to_owned();
+    if let Some(code) = result.code() {
+        status_text.push(' ');
+        status_text.push_str(code.as_str());
+    }
+    let display = result.metadata.display.as_ref();
+    if let Some(exit) = display
+        .filter(|display| display.kind == DisplayKind::Command)
+        .and_then(|display| field(display, "exit"))
+    {
+        status_text.push_str(&format!(", {exit}"));
+    }
+    let mut text = format!(
+        "{} {}  {}\n",
+        output::glyph(status),
+        paint(style::TOOL, tool),
+        paint(output::status_style(status), status_text)
+    );
+    let shown = display.filter(|_| status == ToolStatus::Success);
+    if let Some(display) = shown {
+        if let Some(title) = &display.title {
+            text.push_str(&format!("{}\n", paint(style::DIM, title)));
+        }
+        let facts: Vec<String> = display
+            .fields
+            .iter()
+            .filter(|field| field.label != "exit")
+            .map(|field| format!("{} {}", field.label, field.value))
+            .collect();
+        if !facts.is_empty() {
+            let facts = output::clip(&facts.join(" · "), LINE_CHARS);
+            text.push_str(&format!("{}\n", paint(style::DIM, facts)));
+        }
+    }
+    let diff = shown.is_some_and(|display| display.kind == DisplayKind::Diff);
+    let body = shown
+        .and_then(|display| display.body.as_deref())
+        .filter(|_| diff)
+        .unwrap_or(&result.content);
+    for line in body.lines() {
+        match diff.then(|| diff_line_style(line)).flatten() {
+            Some(style) => text.push_str(&paint(style, line)),
+            None => text.push_str(line),
+        }
+        text.push('\n');
+    }
+    text
 }
 
 const STATUSES: [ToolStatus; 5] = [

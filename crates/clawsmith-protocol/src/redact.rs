@@ -9,7 +9,9 @@
 //! - `Bearer`/`Basic` credentials after an `Authorization` header,
 //! - well-known token shapes (`sk-…`, `ghp_…`, `github_pat_…`, `xox?-…`, `glpat-…`, `AKIA…`),
 //! - the password of a URL's user info (`https://user:secret@host`),
-//! - PEM private key blocks.
+//! - PEM private key blocks,
+//! - the secrets this process knows by value (a provider's API key, [`mask_known_secret`]),
+//!   a short one only where it stands as a whole token (`known`'s token rule).
 //!
 //! It errs on the side of masking: a false positive costs a reader a few characters.
 
@@ -17,7 +19,10 @@ use std::borrow::Cow;
 
 use serde::Serialize;
 
+mod known;
 mod masking;
+
+pub use known::{MASKED_ANYWHERE_BYTES, mask_known_secret, mask_secret_value};
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
@@ -123,7 +128,9 @@ pub fn redact_owned(text: String) -> String {
 /// [`redact_text`] without a copy when nothing is masked (the common case: one pass over the
 /// text per detector, no allocation).
 pub fn redact(text: &str) -> Cow<'_, str> {
-    let text = chain(Cow::Borrowed(text), redact_pem);
+    // Known secrets first: the other detectors may mask around a key and hide its shape.
+    let text = chain(Cow::Borrowed(text), known::redact_known_secrets);
+    let text = chain(text, redact_pem);
     let text = chain(text, redact_url_userinfo);
     let text = chain(text, redact_key_values);
     chain(text, redact_token_shapes)

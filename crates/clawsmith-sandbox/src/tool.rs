@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::classify::{CommandVerdict, check_command};
 use crate::config::SandboxConfig;
-use crate::exec::{CommandOutcome, CommandRequest, StopReason, run_command};
+use crate::exec::{CommandOutcome, CommandRequest, ExitKind, StopReason, run_command};
 use crate::platform::SandboxReport;
 
 /// Input of `run_command`.
@@ -109,6 +109,58 @@ pub(crate) fn sandbox_fields(display: Display, report: &SandboxReport) -> Displa
         Some(reason) => display.with_field("unconfined because", reason),
         None => display,
     }
+}
+
+/// What the sandbox refused a command, as far as its hints need to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RefusalPolicy {
+    /// The command ran confined (the refusals below are the sandbox's).
+    pub(crate) confined: bool,
+    /// The command had the network.
+    pub(crate) network_allowed: bool,
+}
+
+/// What a failed command's output says the sandbox refused, as lines the model can act on: a
+/// name that did not resolve while the network is off, or a missing path under `/tmp` (the
+/// command's private, empty `/tmp`). A command that succeeded, or ran unconfined, gets none.
+pub(crate) fn refusal_hints(
+    policy: RefusalPolicy,
+    failed: bool,
+    output: &str,
+) -> Vec<&'static str> {
+    const RESOLUTION_FAILURES: &[&str] = &[
+        "Could not resolve host",
+        "Temporary failure in name resolution",
+        "Name or service not known",
+        "getaddrinfo",
+        "Network is unreachable",
+        "Failed to establish a new connection",
+    ];
+    let mut hints = Vec::new();
+    if !failed || !policy.confined {
+        return hints;
+    }
+    if !policy.network_allowed
+        && RESOLUTION_FAILURES
+            .iter()
+            .any(|failure| output.contains(failure))
+    {
+        hints.push(
+            "the network is off for commands (loopback only), so names do not resolve; a person \
+             can allow it with `--allow-network` on the clawsmith command line",
+        );
+    }
+    let missing_in_tmp = output.lines().any(|line| {
+        line.contains("/tmp/")
+            && (line.contains("No such file or directory") || line.contains("not found"))
+    });
+    if missing_in_tmp {
+        hints.push(
+            "/tmp is the command's own private, empty /tmp: the host's /tmp is not visible; keep \
+             the files in the workspace (or a folder listed in `writable_roots` of clawsmith.toml)",
+        );
+    }
+    hints
 }
 
 fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResult {
@@ -230,7 +282,18 @@ impl Tool for RunCommandTool {
                 trace: context.trace.clone(),
             };
             match run_command(&self.config, &request, &context.cancellation).await {
-                Ok(outcome) => outcome_result(&input.command, &outcome).into(),
+                Ok(outcome) => {
+                    let mut result = outcome_result(&input.command, &outcome);
+                    let failed = outcome.exit != ExitKind::Code(0);
+                    let policy = RefusalPolicy {
+                        confined: outcome.sandbox.confined,
+                        network_allowed: self.config.network_allowed,
+                    };
+                    for hint in refusal_hints(policy, failed, &outcome.output) {
+                        result.content.push_str(&format!("\n[sandbox: {hint}]"));
+                    }
+                    result.into()
+                }
                 Err(error) => ToolExecutionResult::failure(error.code(), error.to_string())
                     .with_display(
                         Display::new(DisplayKind::Command)
@@ -240,5 +303,69 @@ impl Tool for RunCommandTool {
                     .into(),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::{RefusalPolicy, refusal_hints};
+
+    const CONFINED_OFFLINE: RefusalPolicy = RefusalPolicy {
+        confined: true,
+        network_allowed: false,
+    };
+
+    fn check(policy: RefusalPolicy, failed: bool, output: &str, expected: &[&str]) {
+        let hints = refusal_hints(policy, failed, output);
+        assert_eq!(hints.len(), expected.len(), "{output:?}: {hints:?}");
+        for (hint, starts) in hints.iter().zip(expected) {
+            assert!(hint.starts_with(starts), "{output:?}: {hint}");
+        }
+    }
+
+    #[test]
+    fn hints_name_what_the_sandbox_refused() {
+        let network = "the network is off for commands";
+        let tmp = "/tmp is the command's own private";
+        let online = RefusalPolicy {
+            network_allowed: true,
+            ..CONFINED_OFFLINE
+        };
+        let unconfined = RefusalPolicy {
+            confined: false,
+            ..CONFINED_OFFLINE
+        };
+        let resolve = "curl: (6) Could not resolve host: example.com";
+        let missing = "cat: /tmp/notes.txt: No such file or directory";
+        // (policy, failed, output, hints)
+        let table: [(RefusalPolicy, bool, &str, &[&str]); 9] = [
+            (CONFINED_OFFLINE, true, resolve, &[network]),
+            (
+                CONFINED_OFFLINE,
+                true,
+                "socket.gaierror: [Errno -3] Temporary failure in name resolution",
+                &[network],
+            ),
+            (CONFINED_OFFLINE, true, missing, &[tmp]),
+            (
+                CONFINED_OFFLINE,
+                true,
+                &format!("{resolve}\n{missing}"),
+                &[network, tmp],
+            ),
+            (online, true, resolve, &[]),
+            (online, true, missing, &[tmp]),
+            (unconfined, true, resolve, &[]),
+            (CONFINED_OFFLINE, false, resolve, &[]),
+            (
+                CONFINED_OFFLINE,
+                true,
+                "cat: notes.txt: No such file or directory",
+                &[],
+            ),
+        ];
+        for (policy, failed, output, expected) in table {
+            check(policy, failed, output, expected);
+        }
     }
 }

@@ -347,3 +347,33 @@ fn commands_over_missing_state_say_so() {
         assert!(!f.state().exists(), "read commands must not create state");
     }
 }
+
+/// A command that fails on a path under the private /tmp is told why in its result.
+#[test]
+fn a_missing_path_under_the_private_tmp_gets_a_hint() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let run = f.run(
+        &[
+            "--json",
+            "call",
+            "--yes",
+            "--session",
+            "new",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "run_command",
+            r#"{"command":"cat /tmp/clawsmith-hint-probe.txt"}"#,
+        ],
+        "",
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let content = result["content"].as_str().unwrap();
+    assert!(
+        content.contains(
+            "[sandbox: /tmp is the command's own private, empty /tmp: the host's /tmp is not visible"
+        ),
+        "{content}"
+    );
+}

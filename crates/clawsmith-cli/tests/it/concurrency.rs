@@ -361,3 +361,56 @@ fn processes_sharing_a_state_dir_never_surface_locks_or_lose_events() {
         );
     }
 }
+
+/// A `call` that waits for a busy session says so on stderr, then runs.
+#[test]
+fn a_call_waiting_for_a_busy_session_says_so() {
+    use std::process::{Command, Stdio};
+
+    let f = crate::Fixture::new();
+    let ws = f.ws();
+    let state = f.state();
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["call", "--session", "ses_busy", "--yes", "--workspace"])
+        .arg(&ws)
+        .args(["run_command", r#"{"command":"touch started; sleep 2"}"#])
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The holder has its lease once its command runs.
+    while !ws.join("started").exists() {
+        assert!(
+            holder.try_wait().unwrap().is_none(),
+            "the holder ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let waiting = f.run(
+        &[
+            "--wait",
+            "--json",
+            "call",
+            "--session",
+            "ses_busy",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "read_file",
+            r#"{"path":"a.txt"}"#,
+        ],
+        "",
+    );
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(waiting.code, 0, "{}", waiting.stderr);
+    assert!(
+        waiting.stderr.contains(
+            "note: session ses_busy is in use by another clawsmith process; waiting for it"
+        ),
+        "{}",
+        waiting.stderr
+    );
+    assert!(waiting.stdout.contains("alpha"), "{}", waiting.stdout);
+}

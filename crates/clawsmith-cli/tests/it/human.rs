@@ -180,6 +180,10 @@ fn turn_input_errors_say_what_is_wrong_and_where() {
             "missing field `name` at line 1 column 30",
         ),
         ("[5]", "expected a tool call object at line 1 column 2"),
+        (
+            r#"[{"id":"c1","name":"read_file","arguments":5}]"#,
+            "`arguments` must be a JSON object or a string holding one, not 5 at line 1",
+        ),
         ("{not json", "key must be a string at line 1 column 2"),
     ];
     for (stdin, says) in table {
@@ -305,4 +309,46 @@ fn refusals_say_what_to_do_on_a_help_line() {
         assert!(format!("{first}\n").contains(error), "{}", run.stderr);
         assert_eq!(second, help, "{args:?}");
     }
+}
+
+/// `turn` takes a call's arguments as JSON text (OpenAI) or as the object itself (Anthropic's
+/// `input`, under either name), and runs them alike.
+#[test]
+fn turn_takes_arguments_as_text_or_as_an_object() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    std::fs::write(ws.join("c.txt"), "delta\n").unwrap();
+    let stdin = r#"[
+        {"id":"c1","name":"read_file","arguments":"{\"path\":\"a.txt\"}"},
+        {"id":"c2","name":"read_file","arguments":{"path":"b.txt"}},
+        {"id":"c3","name":"read_file","input":{"path":"c.txt"}}
+    ]"#;
+    let run = f.run(
+        &["--json", "turn", "--workspace", ws.to_str().unwrap()],
+        stdin,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    let results = lines.last().unwrap()["results"].as_array().unwrap().clone();
+    let contents: Vec<(&str, &str, bool)> = results
+        .iter()
+        .map(|line| {
+            let content = line["result"]["content"].as_str().unwrap();
+            (
+                line["toolCallId"].as_str().unwrap(),
+                line["result"]["status"].as_str().unwrap(),
+                ["alpha", "gamma", "delta"]
+                    .iter()
+                    .any(|text| content.contains(text)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            ("c1", "success", true),
+            ("c2", "success", true),
+            ("c3", "success", true)
+        ]
+    );
 }

@@ -99,3 +99,38 @@ fn lsp_tools_are_deferred_until_search_tools_activates_them() {
     assert_eq!(entries, ["a.txt", "b.txt", "main.py"]);
     server.close();
 }
+
+/// A relative `--state-dir` is made absolute at start: the language server (whose HOME is
+/// under the state directory, started with the workspace as its directory) still answers.
+#[test]
+fn a_relative_state_dir_still_gives_definitions() {
+    if !pylsp_installed() {
+        return;
+    }
+    let f = Fixture::new();
+    std::fs::write(f.ws().join("main.py"), "value = 1\nprint(value)\n").unwrap();
+    let calls = json!([
+        [{"id": "s1", "name": "search_tools", "arguments": {"query": "go to definition"}}],
+        [{"id": "d1", "name": "lsp_definition", "arguments": {"path": "main.py", "line": 2, "column": 7}}]
+    ]);
+    let run = crate::run_binary_with(
+        &[
+            "--state-dir",
+            "state",
+            "--json",
+            "turn",
+            "--workspace",
+            "ws",
+        ],
+        &calls.to_string(),
+        |command| {
+            command.current_dir(f.dir.path());
+        },
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    let results = &lines.last().unwrap()["results"];
+    let definition = results[1]["result"]["content"].as_str().unwrap();
+    assert!(definition.contains("main.py:1"), "{results}");
+    assert!(f.state().join("clawsmith.db").is_file());
+}

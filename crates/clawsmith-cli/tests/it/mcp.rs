@@ -184,3 +184,77 @@ fn mcp_server_in_full_mode_runs_sandboxed_commands() {
     assert_eq!(blocked["isError"], true);
     assert_eq!(blocked["structuredContent"]["code"], "command_blocked");
 }
+
+/// `clawsmith tools` (what `call` and `turn` run) and the MCP server list the same tools: one
+/// table, background commands included.
+#[test]
+fn the_cli_and_the_mcp_server_list_the_same_tools() {
+    let f = Fixture::new();
+    let mut server = Server::start(&f, &[]);
+    let list = server.request("tools/list", json!({}));
+    let mut over_mcp: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    over_mcp.sort();
+    let ws = f.ws();
+    let listed = f.run(
+        &["--json", "tools", "--workspace", ws.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    // Deferred tools (lsp_*) are listed by `tools` with `deferred: true`; over MCP they are
+    // found with search_tools, as the model finds them.
+    let mut over_cli: Vec<String> = listed.lines()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|tool| tool["deferred"] == false)
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    over_cli.sort();
+    assert_eq!(over_cli, over_mcp);
+    assert!(
+        over_cli.contains(&"start_command".to_owned()),
+        "{over_cli:?}"
+    );
+}
+
+/// `turn` can start a background command and see it in a later request of the same turn; the
+/// process says on stderr that its background commands end with it.
+#[test]
+fn turn_starts_a_background_command_and_says_it_ends_with_the_process() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let stdin = r#"[
+        [{"id":"c1","name":"start_command","arguments":{"command":"echo started-in-turn"}}],
+        [{"id":"c2","name":"list_commands","arguments":{}}]
+    ]"#;
+    let run = f.run(
+        &[
+            "--json",
+            "turn",
+            "--yes",
+            "--workspace",
+            ws.to_str().unwrap(),
+        ],
+        stdin,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.lines();
+    let results = &lines.last().unwrap()["results"];
+    assert_eq!(results[0]["result"]["status"], "success", "{results}");
+    let listed = results[1]["result"]["content"].as_str().unwrap();
+    assert!(
+        listed.contains("cmd-1") && listed.contains("echo started-in-turn"),
+        "{listed}"
+    );
+    assert!(
+        run.stderr
+            .contains("note: background commands end with this process"),
+        "{}",
+        run.stderr
+    );
+}

@@ -55,6 +55,27 @@ fn run_with_env(
     })
 }
 
+/// `clawsmith --json run` as a child with piped output, for tests that signal it.
+fn spawn_run(fixture: &Fixture, config: &Path, extra: &[&str], task: &str) -> std::process::Child {
+    use std::process::{Command, Stdio};
+    Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(fixture.state())
+        .args(["--json", "run", "--workspace"])
+        .arg(fixture.ws())
+        .arg("--config")
+        .arg(config)
+        .args(extra)
+        .arg(task)
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .env(KEY_VARIABLE, KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn scan_for(dir: &Path, needle: &str) -> usize {
     let mut scanned = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -176,6 +197,71 @@ fn run_answers_records_evidence_resumes_and_keeps_the_key_out_of_the_state() {
     assert!(scan_for(&fixture.state(), KEY) > 0);
 }
 
+/// A short API key (`x`, `k`, `ollama`: what local model servers take) never changes what the
+/// model's calls do: the files are the bytes it asked for, the command ran as written, and the
+/// stored history masks the key only where it stands as a whole token.
+#[test]
+fn a_short_api_key_is_masked_in_the_store_and_never_in_what_runs() {
+    let cases = [
+        ("x", "openai", "ollama k [REDACTED] kx"),
+        ("k", "anthropic", "ollama [REDACTED] x kx"),
+        ("ollama", "openai", "[REDACTED] k x kx"),
+        ("ollama", "anthropic", "[REDACTED] k x kx"),
+    ];
+    for (key, kind, stored_content) in cases {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(ScriptedServer::queue(vec![
+                Scripted::Reply(ScriptedReply::calls(&[
+                    (
+                        "write_file",
+                        r#"{"path":"box.txt","content":"ollama k x kx"}"#,
+                    ),
+                    ("run_command", r#"{"command":"mkdir -p made_dir"}"#),
+                ])),
+                Scripted::Reply(ScriptedReply::answer(&format!("wrote box.txt, key {key}"))),
+            ]))
+            .unwrap();
+        let fixture = Fixture::new();
+        let config = write_config(&fixture, &server, kind);
+        let outcome = run_with_env(
+            &fixture,
+            &config,
+            &["--yes"],
+            "make a box",
+            &[(KEY_VARIABLE, key)],
+        );
+        assert_eq!(outcome.code, 0, "{key}/{kind}: {}", outcome.stderr);
+        let answer = outcome.lines().last().unwrap()["answer"].clone();
+        assert_eq!(answer, "wrote box.txt, key [REDACTED]", "{key}/{kind}");
+        let ws = fixture.ws();
+        assert_eq!(
+            std::fs::read(ws.join("box.txt")).unwrap(),
+            b"ollama k x kx",
+            "{key}/{kind}"
+        );
+        assert!(ws.join("made_dir").is_dir(), "{key}/{kind}");
+        let mut names: Vec<String> = std::fs::read_dir(&ws)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["a.txt", "b.txt", "box.txt", "made_dir"],
+            "{key}/{kind}"
+        );
+        // The second request carries the stored history: the calls as the store holds them.
+        let requests = server.requests();
+        // OpenAI sends arguments as JSON text, Anthropic as an object: compare unescaped.
+        let sent = requests[1].body.to_string().replace("\\\"", "\"");
+        let expected_content = format!(r#""content":"{stored_content}""#);
+        assert!(sent.contains(&expected_content), "{key}/{kind}: {sent}");
+        assert!(sent.contains(r#""path":"box.txt""#), "{key}/{kind}: {sent}");
+        assert!(sent.contains("mkdir -p made_dir"), "{key}/{kind}: {sent}");
+    }
+}
+
 #[test]
 fn run_without_a_provider_says_how_to_configure_one() {
     let fixture = Fixture::new();
@@ -224,13 +310,14 @@ fn a_refused_request_is_an_error_quoting_the_provider() {
 }
 
 /// Ctrl-C and SIGTERM while a call runs: the call closes `cancelled`, the turn is finished, the
-/// run ends with `stopReason: cancelled`, and the session goes on.
+/// run ends with `stopReason: cancelled` and exits 128 + the signal's number, and the session
+/// goes on.
 #[test]
 fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
     use std::io::BufRead;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
 
-    for signal in ["INT", "TERM"] {
+    for (signal, expected_code) in [("INT", 130), ("TERM", 143)] {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let server = runtime
             .block_on(ScriptedServer::queue(vec![
@@ -243,21 +330,7 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
             .unwrap();
         let fixture = Fixture::new();
         let config = write_config(&fixture, &server, "openai");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
-            .arg("--state-dir")
-            .arg(fixture.state())
-            .args(["--json", "run", "--yes", "--workspace"])
-            .arg(fixture.ws())
-            .arg("--config")
-            .arg(&config)
-            .arg("wait")
-            .env_remove("CLAWSMITH_STATE_DIR")
-            .env(KEY_VARIABLE, KEY)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_run(&fixture, &config, &["--yes"], "wait");
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let mut seen = Vec::new();
         for line in lines.by_ref() {
@@ -280,7 +353,7 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
         assert!(status.success());
         seen.extend(lines.map(Result::unwrap));
         let exit = child.wait().unwrap();
-        assert_eq!(exit.code(), Some(0), "SIG{signal}: {seen:?}");
+        assert_eq!(exit.code(), Some(expected_code), "SIG{signal}: {seen:?}");
         let result: serde_json::Value = serde_json::from_str(seen.last().unwrap()).unwrap();
         assert_eq!(result["type"], "run.result", "SIG{signal}");
         assert_eq!(result["stopReason"], "cancelled", "SIG{signal}");
@@ -317,6 +390,47 @@ fn a_signal_mid_batch_closes_every_call_and_the_session_continues() {
             "SIG{signal}"
         );
     }
+}
+
+/// SIGTERM while the provider stalls (no answer for a minute): the request is dropped, the run
+/// prints its `run.result` with `stopReason: cancelled` and exits 143, not 0.
+#[test]
+fn a_sigterm_while_the_provider_stalls_exits_143() {
+    use std::process::Command;
+
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(ScriptedServer::queue(vec![Scripted::Delayed(
+            std::time::Duration::from_secs(60),
+            Box::new(Scripted::Reply(ScriptedReply::answer("too late"))),
+        )]))
+        .unwrap();
+    let fixture = Fixture::new();
+    let config = write_config(&fixture, &server, "openai");
+    let child = spawn_run(&fixture, &config, &[], "wait for the model");
+    // The request has arrived: the provider is now stalling.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no request arrived");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let status = Command::new("kill")
+        .args(["-s", "TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(143),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(result["type"], "run.result");
+    assert_eq!(result["stopReason"], "cancelled");
+    assert_eq!(result["turns"], 1);
 }
 
 /// A fixture whose workspace is a git repository (in /var/tmp: the child's commands run in the

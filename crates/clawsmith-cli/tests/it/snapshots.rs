@@ -413,3 +413,50 @@ fn logs_go_to_stderr_as_the_flags_and_rust_log_say() {
         }
     }
 }
+
+/// `call --pretty`: a read (the whole text), an edit (its diff) and a refusal (the reason), in
+/// colour and without.
+#[test]
+fn call_pretty_with_and_without_colour() {
+    let f = Fixture::new();
+    let ws = f.ws();
+    let ws = ws.to_str().unwrap();
+    for color in ["always", "never"] {
+        let calls = [
+            ("read_file", r#"{"path":"a.txt"}"#),
+            (
+                "edit_file",
+                r#"{"path":"b.txt","oldText":"gamma","newText":"GAMMA"}"#,
+            ),
+            (
+                "edit_file",
+                r#"{"path":"b.txt","oldText":"gamma","newText":"GAMMA"}"#,
+            ),
+        ];
+        let mut shown = String::new();
+        for (tool, arguments) in calls {
+            let (code, stdout, stderr) = human(
+                &f,
+                color,
+                &[
+                    "call",
+                    "--pretty",
+                    "--session",
+                    "new",
+                    "--mode",
+                    "accept-edits",
+                    "--workspace",
+                    ws,
+                    tool,
+                    arguments,
+                ],
+                "",
+            );
+            assert_eq!(code, 0, "{stderr}");
+            shown.push_str(&stdout);
+        }
+        // The edit is undone for the next colour's run.
+        std::fs::write(f.ws().join("b.txt"), "gamma\n").unwrap();
+        snapshot(&f, &format!("call_pretty_{color}"), &shown);
+    }
+}

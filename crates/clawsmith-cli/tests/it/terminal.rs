@@ -99,3 +99,24 @@ fn turn_pretty_and_prune_show_colour_and_progress_on_a_terminal_only() {
     };
     assert!(!shown.contains('\x1b'), "{shown}");
 }
+
+/// `call` prints its readable form on a terminal and JSON through a pipe.
+#[test]
+fn call_is_readable_on_a_terminal_and_json_through_a_pipe() {
+    let f = Fixture::new();
+    let binary = quoted(Path::new(env!("CARGO_BIN_EXE_clawsmith")));
+    let command = format!(
+        "{binary} --state-dir {} call --session new --workspace {} read_file '{{\"path\":\"a.txt\"}}'",
+        quoted(&f.state()),
+        quoted(&f.ws())
+    );
+    let (stdout, _) = piped(&command);
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(result["content"], "alpha\nbeta\n");
+    let Some(shown) = on_a_terminal(&command) else {
+        return;
+    };
+    assert!(shown.contains("read_file"), "{shown}");
+    assert!(shown.contains("success"), "{shown}");
+    assert!(!shown.contains("\"version\""), "{shown}");
+}

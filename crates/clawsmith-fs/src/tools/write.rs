@@ -182,10 +182,13 @@ impl FileTool for EditFile {
             Err(EditError::NotFound) => {
                 return ToolExecutionResult::tool_failed("The old text was not found");
             }
-            Err(EditError::NotUnique) => {
-                return ToolExecutionResult::tool_failed(
-                    "The old text must occur exactly once; provide more surrounding context",
-                );
+            // The seed's sentence first, then how often and what to do instead.
+            Err(EditError::NotUnique(count)) => {
+                return ToolExecutionResult::tool_failed(format!(
+                    "The old text must occur exactly once; provide more surrounding context \
+                     (it occurs {count} times in {path}: include neighbouring lines so oldText \
+                     matches one place, or choose a string unique in the file)"
+                ));
             }
         };
         if new_content.len() > WRITE_MAX_BYTES {
@@ -363,7 +366,8 @@ impl FileTool for DeleteFile {
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum EditError {
     NotFound,
-    NotUnique,
+    /// The text occurs this many times (overlapping occurrences counted).
+    NotUnique(usize),
 }
 
 /// F6: replaces the single occurrence of `old` with `new`, keeping a UTF-8 BOM and CRLF line
@@ -422,8 +426,14 @@ fn body_without_cr(body: &[u8]) -> Vec<u8> {
 /// Counts occurrences (overlapping ones too, so `aa` in `aaa` is ambiguous) and replaces the one.
 fn replace_once(haystack: &[u8], old: &[u8], new: &[u8]) -> Result<Vec<u8>, EditError> {
     let first = find(haystack, old, 0).ok_or(EditError::NotFound)?;
-    if find(haystack, old, first + 1).is_some() {
-        return Err(EditError::NotUnique);
+    if let Some(second) = find(haystack, old, first + 1) {
+        let mut count = 2;
+        let mut at = second;
+        while let Some(next) = find(haystack, old, at + 1) {
+            count += 1;
+            at = next;
+        }
+        return Err(EditError::NotUnique(count));
     }
     let mut out = Vec::with_capacity(haystack.len() - old.len() + new.len());
     out.extend_from_slice(&haystack[..first]);
@@ -575,8 +585,9 @@ mod tests {
     #[test]
     fn edit_table() {
         check(b"a b c", "b", "X", Ok(b"a X c"));
-        check(b"a b b", "b", "X", Err(EditError::NotUnique));
-        check(b"aaa", "aa", "X", Err(EditError::NotUnique));
+        check(b"a b b", "b", "X", Err(EditError::NotUnique(2)));
+        check(b"aaa", "aa", "X", Err(EditError::NotUnique(2)));
+        check(b"b b b b", "b", "X", Err(EditError::NotUnique(4)));
         check(b"abc", "z", "X", Err(EditError::NotFound));
         check(
             b"one\r\ntwo\r\nthree\r\n",

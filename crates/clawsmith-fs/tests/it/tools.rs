@@ -339,7 +339,9 @@ fn edit_file_rules() {
     );
     assert_eq!(
         tools.fails("edit_file", edit("a.txt", "beta", "x")),
-        "The old text must occur exactly once; provide more surrounding context"
+        "The old text must occur exactly once; provide more surrounding context (it occurs 2 \
+         times in a.txt: include neighbouring lines so oldText matches one place, or choose a \
+         string unique in the file)"
     );
     assert_eq!(fixture.read("a.txt"), b"alpha\nbeta\nbeta\ngamma\n");
     tools.ok("edit_file", edit("a.txt", "beta\ngamma", "BETA\nGAMMA"));
