@@ -96,6 +96,9 @@ pub struct UndoReport {
     pub restored: Vec<String>,
     /// Paths removed (created by the turns).
     pub removed: Vec<String>,
+    /// Paths that already held what the undo would leave there (put back by hand, say with
+    /// `git checkout`): nothing was written, and they were no conflict.
+    pub already_as_before: Vec<String>,
     /// Directories removed with them: parents of removed files, born during the turns and empty
     /// now (a `mkdir` the turn ran). Directories that existed before stay.
     pub removed_directories: Vec<String>,
@@ -202,6 +205,7 @@ impl Store {
                 turns: Vec::new(),
                 restored: Vec::new(),
                 removed: Vec::new(),
+                already_as_before: Vec::new(),
                 removed_directories: Vec::new(),
                 repository: crate::RepositoryUndo::default(),
             };
@@ -243,7 +247,10 @@ impl Store {
                 .collect();
             let actions = if files_pending {
                 match precheck(tx, &files_turns, workspace)? {
-                    Ok(actions) => actions,
+                    Ok(Precheck { actions, already }) => {
+                        report.already_as_before = already;
+                        actions
+                    }
                     Err(conflicts) => {
                         report.outcome = UndoOutcome::Conflicts(conflicts);
                         return Ok((report, None));
@@ -577,6 +584,20 @@ fn state_key(hash: Option<&String>, mode: Option<u32>) -> Option<String> {
     })
 }
 
+/// Whether the regular file at `path` has the permission bits of `mode`; `false` when it
+/// cannot be opened.
+fn same_mode(workspace: &Workspace, path: &str, mode: u32) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(path) = workspace.resolve(path) else {
+        return false;
+    };
+    let Ok((file, _)) = workspace.open_for_read(&path) else {
+        return false;
+    };
+    file.metadata()
+        .is_ok_and(|meta| meta.permissions().mode() & 0o7777 == mode & 0o7777)
+}
+
 /// The [`state_key`] of what is at `path` now (`None` = absent).
 fn current_key(
     workspace: &Workspace,
@@ -591,12 +612,25 @@ fn current_key(
     }))
 }
 
+/// What a passed precheck found: what to write, and what already holds its target.
+pub(crate) struct Precheck {
+    /// The final action per path that needs one.
+    pub actions: Vec<RestoreAction>,
+    /// Paths already holding what the undo would leave there.
+    pub already: Vec<String>,
+}
+
 /// Simulates the rollback newest first; returns the final action per path or every conflict.
+///
+/// A path that already holds its final target — the content before the oldest rewound turn
+/// touched it, or nothing — is no conflict whatever happened to it in between: undoing leaves
+/// exactly what is there, so refusing would only block the undo for ever (a person who put a
+/// file back with `git checkout` could otherwise never undo the turn).
 pub(crate) fn precheck(
     tx: &Transaction<'_>,
     turns: &[&TurnRow],
     workspace: &Workspace,
-) -> Result<Result<Vec<RestoreAction>, Vec<UndoConflict>>, StoreError> {
+) -> Result<Result<Precheck, Vec<UndoConflict>>, StoreError> {
     // path → simulated current hash (None = absent); Err(reason) when the entry is unusable.
     let mut simulated: HashMap<String, Result<Option<String>, String>> = HashMap::new();
     let mut current: HashMap<String, Option<String>> = HashMap::new();
@@ -666,24 +700,44 @@ pub(crate) fn precheck(
             }
         }
     }
+    let settled = |path: &str, target: &Option<TargetFile>| {
+        let wanted = target
+            .as_ref()
+            .and_then(|file| state_key(Some(&file.sha256), Some(file.mode)));
+        if current.get(path).is_none_or(|found| *found != wanted) {
+            return false;
+        }
+        // The same bytes with other permission bits (a `chmod +x`) still need the undo.
+        match target {
+            Some(file) if !is_symlink_mode(file.mode) => same_mode(workspace, path, file.mode),
+            _ => true,
+        }
+    };
+    let already: Vec<String> = finals
+        .iter()
+        .filter(|(path, target)| settled(path, target))
+        .map(|(path, _)| path.clone())
+        .collect();
+    // An unusable entry (`Err`) has no `current` and stays a conflict.
+    conflicts.retain(|conflict| !already.contains(&conflict.path));
     if !conflicts.is_empty() {
         return Ok(Err(conflicts));
     }
-    Ok(Ok(finals
+    let actions = finals
         .into_iter()
-        .filter_map(|(path, target)| {
-            let found = current.get(&path).cloned().flatten();
-            // Nothing to do for a path that is absent now and absent at the target.
-            if found.is_none() && target.is_none() {
-                return None;
-            }
-            Some(RestoreAction {
-                path,
-                current: found,
-                target,
-            })
+        .filter(|(path, _)| !already.contains(path))
+        .map(|(path, target)| RestoreAction {
+            current: current.get(&path).cloned().flatten(),
+            path,
+            target,
         })
-        .collect()))
+        .collect();
+    // Absent now and absent at the target is settled too, but says nothing worth reporting.
+    let already = already
+        .into_iter()
+        .filter(|path| current.get(path).is_some_and(Option::is_some))
+        .collect();
+    Ok(Ok(Precheck { actions, already }))
 }
 
 /// The session rewind and the undone flags, in the transaction that deletes the plan.

@@ -10,7 +10,7 @@ use crate::checkpoint::checkpoint_id;
 use crate::error::StoreError;
 use crate::session::require_session;
 use crate::store::Store;
-use crate::undo::{TurnRow, UndoConflict, UndoScope, precheck, turns_from};
+use crate::undo::{Precheck, TurnRow, UndoConflict, UndoScope, precheck, turns_from};
 
 /// What [`Store::undo_preview`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +29,8 @@ pub struct UndoPreview {
     pub restore: Vec<String>,
     /// Paths it would remove (created by the turns).
     pub remove: Vec<String>,
+    /// Paths that already hold what the undo would leave there: nothing to write, no conflict.
+    pub already_as_before: Vec<String>,
     /// Paths changed since the turns wrote them: with any, the undo is refused and changes nothing.
     pub conflicts: Vec<UndoConflict>,
 }
@@ -69,13 +71,15 @@ impl Store {
                     .collect(),
                 restore: Vec::new(),
                 remove: Vec::new(),
+                already_as_before: Vec::new(),
                 conflicts: Vec::new(),
             };
             if files {
                 let turns: Vec<&TurnRow> =
                     rows.iter().rev().filter(|row| !row.files_undone).collect();
                 match precheck(tx, &turns, workspace)? {
-                    Ok(actions) => {
+                    Ok(Precheck { actions, already }) => {
+                        preview.already_as_before = already;
                         for action in actions {
                             match action.target {
                                 Some(_) => preview.restore.push(action.path),

@@ -312,27 +312,86 @@ fn checkpoints(store: &Store, session: Option<&str>) -> Result<Vec<CheckpointInf
     Ok(all)
 }
 
-pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i32> {
-    let list = checkpoints(store, session)?;
-    if out.json {
-        let mut items = Vec::new();
-        for checkpoint in &list {
-            let files = store.change_list(&checkpoint.session_id, &checkpoint.turn_id)?;
-            items.push(json!({
-                "sessionId": checkpoint.session_id, "turnId": checkpoint.turn_id,
-                "createdAtMs": checkpoint.created_at_ms, "state": checkpoint.state.as_str(),
-                "filesUndone": checkpoint.files_undone, "sessionUndone": checkpoint.session_undone,
-                "files": files,
-            }));
+/// What `undo list` shows.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UndoListOptions {
+    /// Only this session.
+    #[arg(long)]
+    pub session: Option<String>,
+    /// At most N turns, newest first (0: all). Default: 20 as text, all with `--json`.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only turns that changed PATH (a workspace-relative file, or a folder and what is in it).
+    #[arg(long, value_name = "PATH")]
+    pub path: Option<String>,
+    /// Turns that changed no file too (as text they are left out; `--json` always has them).
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// The text default of `undo list --limit`.
+const UNDO_LIST_LIMIT: usize = 20;
+
+/// Whether `change` is `wanted` or lies inside it (both workspace-relative; `./` and a trailing
+/// `/` do not matter).
+fn path_matches(change: &str, wanted: &str) -> bool {
+    let wanted = wanted.trim_start_matches("./").trim_end_matches('/');
+    wanted.is_empty()
+        || wanted == "."
+        || change == wanted
+        || change
+            .strip_prefix(wanted)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+pub fn undo_list(store: &Store, options: &UndoListOptions, out: &Output) -> Result<i32> {
+    let mut chosen = Vec::new();
+    for checkpoint in checkpoints(store, options.session.as_deref())? {
+        if !out.json && !options.all && checkpoint.file_count == 0 {
+            continue;
         }
-        out.json_line(&json!({ "checkpoints": items }))?;
+        let files = store.change_list(&checkpoint.session_id, &checkpoint.turn_id)?;
+        if let Some(wanted) = &options.path
+            && !files
+                .iter()
+                .any(|change| path_matches(&change.path, wanted))
+        {
+            continue;
+        }
+        chosen.push((checkpoint, files));
+    }
+    let limit = match options.limit {
+        Some(0) => usize::MAX,
+        Some(limit) => limit,
+        None if out.json => usize::MAX,
+        None => UNDO_LIST_LIMIT,
+    };
+    let older = chosen.len().saturating_sub(limit);
+    chosen.truncate(limit);
+    if out.json {
+        let items: Vec<_> = chosen
+            .iter()
+            .map(|(checkpoint, files)| {
+                json!({
+                    "sessionId": checkpoint.session_id, "turnId": checkpoint.turn_id,
+                    "createdAtMs": checkpoint.created_at_ms, "state": checkpoint.state.as_str(),
+                    "filesUndone": checkpoint.files_undone,
+                    "sessionUndone": checkpoint.session_undone, "files": files,
+                })
+            })
+            .collect();
+        out.json_line(&json!({ "checkpoints": items, "older": older }))?;
         return Ok(0);
     }
-    if list.is_empty() {
-        out.line("no checkpoints")?;
+    if chosen.is_empty() {
+        out.line(match (&options.path, options.all) {
+            (Some(_), _) => "no turn changed that path",
+            (None, true) => "no checkpoints",
+            (None, false) => "no turn changed a file (`--all` lists every turn)",
+        })?;
     }
     let clock = Clock::system();
-    for checkpoint in &list {
+    for (checkpoint, files) in &chosen {
         let mut flags = Vec::new();
         if checkpoint.files_undone {
             flags.push("files undone");
@@ -340,13 +399,19 @@ pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i
         if checkpoint.session_undone {
             flags.push("session undone");
         }
+        let tools = turn_tools(store, checkpoint)?;
         out.line(&format!(
-            "{} {}  {}  {}  {}{}",
+            "{} {}  {}  {}  {}{}{}",
             paint(style::HEADER, "turn"),
             paint(style::ID, &checkpoint.turn_id),
             paint(style::DIM, format!("session {}", checkpoint.session_id)),
             clock.when(checkpoint.created_at_ms),
             checkpoint.state.as_str(),
+            if tools.is_empty() {
+                String::new()
+            } else {
+                format!("  calls: {tools}")
+            },
             if flags.is_empty() {
                 String::new()
             } else {
@@ -354,7 +419,7 @@ pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i
             },
         ))?;
         let mut table = Table::new().indented(4);
-        for change in store.change_list(&checkpoint.session_id, &checkpoint.turn_id)? {
+        for change in files {
             let (mark, mark_style) = match change.kind {
                 ChangeKind::Added => ("added", style::ADDED),
                 ChangeKind::Modified => ("modified", style::HUNK),
@@ -394,8 +459,52 @@ pub fn undo_list(store: &Store, session: Option<&str>, out: &Output) -> Result<i
             ))?;
         }
     }
+    if older > 0 {
+        out.line(&paint(
+            style::DIM,
+            format!(
+                "… {older} older turn{} (`--limit 0` lists all, `--path P` only those that changed P)",
+                if older == 1 { "" } else { "s" }
+            ),
+        ))?;
+    }
     Ok(0)
 }
+
+/// The tools a turn called, each once with its count (`edit_file ×2, run_command`), in the
+/// order first called; read from the turn's own events (at most [`TURN_EVENTS_READ`]).
+fn turn_tools(store: &Store, checkpoint: &CheckpointInfo) -> Result<String> {
+    let events = store.events_page(
+        &checkpoint.session_id,
+        checkpoint.event_sequence,
+        TURN_EVENTS_READ,
+    )?;
+    let mut tools: Vec<(String, usize)> = Vec::new();
+    for event in events {
+        if let clawsmith_protocol::EventPayload::ToolStarted(started) = event.payload
+            && started.turn_id == checkpoint.turn_id
+        {
+            match tools
+                .iter_mut()
+                .find(|(name, _)| *name == started.tool_name)
+            {
+                Some((_, count)) => *count += 1,
+                None => tools.push((started.tool_name, 1)),
+            }
+        }
+    }
+    Ok(tools
+        .into_iter()
+        .map(|(name, count)| match count {
+            1 => name,
+            _ => format!("{name} ×{count}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
+/// How many events `undo list` reads after a turn's start to name the tools it called.
+const TURN_EVENTS_READ: u64 = 512;
 
 /// The session a turn belongs to: `session` when given, else the one session holding the turn.
 fn session_of(store: &Store, turn: &str, session: Option<&str>) -> Result<String> {
@@ -556,16 +665,39 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
         );
     }
     let report = store.undo(&session_id, turn, scope, &workspace)?;
-    // What commands of these turns changed that undo cannot give back (issue 16).
+    // What commands of these turns changed that undo cannot give back.
+    let mut uncaptured = Vec::new();
     for undone in &report.turns {
         for change in store.uncaptured_changes(&session_id, undone)? {
-            eprintln!("note: not captured: {}: {}", change.path, change.reason);
+            uncaptured.push((undone.clone(), change));
         }
     }
-    print_undo(&report, out)
+    for (_, change) in uncaptured.iter().take(NOT_CAPTURED_SHOWN) {
+        output::notice(
+            output::Level::Note,
+            format_args!("not captured: {}: {}", change.path, change.reason),
+        );
+    }
+    if uncaptured.len() > NOT_CAPTURED_SHOWN {
+        output::notice(
+            output::Level::Note,
+            format_args!(
+                "… and {} more paths not captured (`--json` lists every one as notCaptured)",
+                uncaptured.len() - NOT_CAPTURED_SHOWN
+            ),
+        );
+    }
+    print_undo(&report, &uncaptured, out)
 }
 
-fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
+/// How many "not captured" notes an undo prints before it counts the rest.
+const NOT_CAPTURED_SHOWN: usize = 10;
+
+fn print_undo(
+    report: &UndoReport,
+    uncaptured: &[(String, clawsmith_checkpoint::UncapturedChange)],
+    out: &Output,
+) -> Result<i32> {
     let scope = match report.scope {
         UndoScope::Files => "files",
         UndoScope::Session => "session",
@@ -588,7 +720,10 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
             "sessionId": report.session_id, "turnId": report.turn_id, "scope": scope,
             "outcome": outcome, "turns": report.turns, "restored": report.restored,
             "removed": report.removed, "removedDirectories": report.removed_directories,
-            "conflicts": conflicts,
+            "alreadyAsBefore": report.already_as_before, "conflicts": conflicts,
+            "notCaptured": uncaptured.iter().map(|(turn, change)| json!({
+                "turnId": turn, "path": change.path, "reason": change.reason,
+            })).collect::<Vec<_>>(),
         }))?;
     } else {
         match &report.outcome {
@@ -608,6 +743,12 @@ fn print_undo(report: &UndoReport, out: &Output) -> Result<i32> {
                 }
                 for path in &report.removed_directories {
                     table.row(vec![paint(style::REMOVED, "removed"), format!("{path}/")]);
+                }
+                for path in &report.already_as_before {
+                    table.row(vec![
+                        paint(style::DIM, "as before"),
+                        format!("{path} (already held its earlier content; left alone)"),
+                    ]);
                 }
                 out.raw(&table.render())?;
             }

@@ -270,12 +270,9 @@ enum SessionCommand {
 
 #[derive(Debug, Subcommand)]
 enum UndoCommand {
-    /// Turns with their changed files, newest first.
-    List {
-        /// Only this session.
-        #[arg(long)]
-        session: Option<String>,
-    },
+    /// Turns with their changed files, newest first: on a terminal the 20 newest turns that
+    /// changed files; with `--json` every turn.
+    List(history::UndoListOptions),
     /// Before/after text (≤ 64 KiB each) and a unified diff of one path in one turn.
     Diff {
         /// The turn id.
@@ -373,6 +370,7 @@ fn main() {
     // clap's reading is the authority (the early scan only styled clap's own messages).
     output::init_color(cli.globals.color);
     logging::init(cli.globals.verbosity);
+    output::set_quiet(cli.globals.verbosity.quiet);
     let outcome = run(cli);
     // The last spans reach the collector (bounded wait) before the process ends (issue 22).
     traces::finish();
@@ -510,9 +508,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Undo { command } => {
             let store = state::open_existing_store(&state_dir()?)?;
             match command {
-                UndoCommand::List { session } => {
-                    history::undo_list(&store, session.as_deref(), &out)
-                }
+                UndoCommand::List(options) => history::undo_list(&store, &options, &out),
                 UndoCommand::Diff {
                     turn,
                     path,

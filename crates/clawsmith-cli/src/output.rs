@@ -142,9 +142,20 @@ pub fn glyph(status: ToolStatus) -> String {
     paint(status_style(status), status_glyph(status))
 }
 
-/// Prints `error: …` (and `help: …`) style notices on stderr.
+/// Set by `-q`: warnings and notes stay off stderr; errors and their `help:` still print.
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes [`notice`] drop warnings and notes (the `-q` flag).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Prints `warning: …`, `note: …` and `help: …` notices on stderr; with `-q` only `help:`.
 pub fn notice(level: Level, text: impl std::fmt::Display) {
     use std::io::Write;
+    if level != Level::Help && QUIET.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let (style, label) = match level {
         Level::Warning => (style::WARNING, "warning"),
         Level::Note => (style::NOTE, "note"),

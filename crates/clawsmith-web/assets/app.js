@@ -371,6 +371,7 @@ async function turnPage(id, turn) {
       p.alreadyUndone ? el("p", { class: "muted" }, "Already undone in this scope; nothing would change.") : el("p", {}, `Rewinds ${p.turns.length} turn(s): `, el("span", { class: "mono" }, p.turns.join(", "))),
       p.restore.length ? el("p", {}, "Restores: ", ...p.restore.map((x) => el("span", { class: "mono path restore" }, x))) : null,
       p.remove.length ? el("p", {}, "Removes: ", ...p.remove.map((x) => el("span", { class: "mono path remove" }, x))) : null,
+      p.alreadyAsBefore.length ? el("p", {}, "Already as before (nothing to write): ", ...p.alreadyAsBefore.map((x) => el("span", { class: "mono path" }, x))) : null,
       p.conflicts.length ? el("div", { class: "error", id: "undo-conflicts" }, el("strong", {}, `${p.conflicts.length} conflict(s): the undo would be refused and change nothing.`), el("ul", {}, ...p.conflicts.map((x) => el("li", { class: "conflict" }, el("span", { class: "mono" }, x.path), `: ${x.reason}`)))) : null,
       confirm));
   };

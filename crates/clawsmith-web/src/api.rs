@@ -512,6 +512,7 @@ fn preview_json(preview: &UndoPreview) -> Value {
         "sessionId": preview.session_id, "turnId": preview.turn_id, "scope": preview.scope,
         "alreadyUndone": preview.already_undone, "turns": preview.turns,
         "restore": preview.restore, "remove": preview.remove,
+        "alreadyAsBefore": preview.already_as_before,
         "conflicts": conflicts_json(&preview.conflicts),
     })
 }
@@ -572,7 +573,7 @@ fn report_json(report: &UndoReport) -> Value {
         "sessionId": report.session_id, "turnId": report.turn_id, "scope": report.scope,
         "outcome": outcome, "turns": report.turns, "restored": report.restored,
         "removed": report.removed, "removedDirectories": report.removed_directories,
-        "conflicts": conflicts,
+        "alreadyAsBefore": report.already_as_before, "conflicts": conflicts,
     });
     if !conflicts_empty {
         body["error"] = json!({"code": "undo_conflicts", "message": format!(

@@ -199,14 +199,64 @@ fn ignored_paths_are_named_and_left_alone() {
         "{content}"
     );
     let undo = f.undo(true, &["files", &turn]);
-    assert_eq!(undo.json()["outcome"], "undone");
-    // Undo names what it cannot give back, too.
+    let answer = undo.json();
+    assert_eq!(answer["outcome"], "undone");
+    // Undo names what it cannot give back, too: on stderr and in the JSON.
     assert!(
         undo.stderr
             .contains("note: not captured: target/out: ignored"),
         "{}",
         undo.stderr
     );
+    assert_eq!(answer["notCaptured"][0]["path"], "target/out", "{answer}");
+    assert_eq!(
+        answer["notCaptured"][0]["turnId"],
+        turn.as_str(),
+        "{answer}"
+    );
     assert_eq!(crate::read(&f.ws().join("b.txt")), "gamma\n");
     assert_eq!(crate::read(&f.ws().join("target/out")), "bin\n");
+}
+
+/// Many paths undo cannot give back are named ten at a time, then counted; `-q` keeps the notes
+/// off stderr; `--json` lists them all.
+#[test]
+fn many_uncaptured_paths_are_counted_not_listed() {
+    if !sandbox_available() {
+        return;
+    }
+    let command =
+        "mkdir target && for i in $(seq 1 25); do echo $i > target/f$i; done && echo x > b.txt";
+    // (global flags, "not captured" lines on stderr, the counting line)
+    let table: [(&[&str], usize, bool); 3] = [
+        (&[], 10, true),
+        (&["-q"], 0, false),
+        (&["--json"], 10, true),
+    ];
+    for (flags, named, counted) in table {
+        let f = Fixture::new();
+        let (turn, _) = run_command(&f, command);
+        let ws = f.ws();
+        let mut args: Vec<&str> = flags.to_vec();
+        args.extend_from_slice(&["undo", "files", &turn, "--workspace", ws.to_str().unwrap()]);
+        let undo = f.run(&args, "");
+        assert_eq!(undo.code, 0, "{flags:?}: {}", undo.stderr);
+        let lines = undo
+            .stderr
+            .lines()
+            .filter(|line| line.starts_with("note: not captured: target/f"))
+            .count();
+        assert_eq!(lines, named, "{flags:?}: {}", undo.stderr);
+        assert_eq!(
+            undo.stderr
+                .contains("note: … and 15 more paths not captured"),
+            counted,
+            "{flags:?}: {}",
+            undo.stderr
+        );
+        if flags == ["--json"] {
+            assert_eq!(undo.json()["notCaptured"].as_array().unwrap().len(), 25);
+        }
+        assert_eq!(crate::read(&f.ws().join("b.txt")), "gamma\n", "{flags:?}");
+    }
 }

@@ -164,3 +164,149 @@ fn undo_removes_the_directories_a_turn_made_and_keeps_the_others() {
         assert_eq!(f.ws().join(path).exists(), exists, "{path}");
     }
 }
+
+/// A file the user put back by hand (a `git checkout`, say) holds what the undo would write:
+/// it is no conflict, nothing is written to it, and the undo says so; a file the turn created
+/// and the user already deleted is no conflict either.
+#[test]
+fn a_file_already_put_back_does_not_block_undo() {
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    std::fs::write(f.ws().join("a.txt"), "alpha\nbeta\n").unwrap();
+    std::fs::remove_file(f.ws().join("new.txt")).unwrap();
+    let preview = f.run(&["--json", "undo", "list"], "");
+    assert_eq!(preview.code, 0, "{}", preview.stderr);
+    let undo = f.undo(true, &["files", &turn]);
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    let undo = undo.json();
+    assert_eq!(undo["outcome"], "undone", "{undo}");
+    assert_eq!(undo["alreadyAsBefore"], json!(["a.txt"]), "{undo}");
+    assert_eq!(undo["restored"], json!(["b.txt"]), "{undo}");
+    assert_eq!(undo["removed"], json!(["moved.txt"]), "{undo}");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta\n");
+    assert_eq!(read(&f.ws().join("b.txt")), "gamma\n");
+    assert!(!f.ws().join("moved.txt").exists() && !f.ws().join("new.txt").exists());
+
+    // As text: a row for it, and exit 0.
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    std::fs::write(f.ws().join("a.txt"), "alpha\nbeta\n").unwrap();
+    let undo = f.undo(false, &["files", &turn]);
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    assert!(
+        undo.stdout.lines().any(|line| {
+            line.contains("as before") && line.contains("a.txt") && line.contains("left alone")
+        }),
+        "{}",
+        undo.stdout
+    );
+    // A file changed to anything else still refuses the undo, and changes nothing.
+    let f = Fixture::new();
+    let turn = turn_with_changes(&f);
+    std::fs::write(f.ws().join("a.txt"), "alpha\nbeta, edited by hand\n").unwrap();
+    let undo = f.undo(true, &["files", &turn]);
+    assert_eq!(undo.code, 3, "{}", undo.stderr);
+    assert_eq!(undo.json()["conflicts"][0]["path"], "a.txt");
+    assert_eq!(read(&f.ws().join("a.txt")), "alpha\nbeta, edited by hand\n");
+    assert!(f.ws().join("moved.txt").exists());
+}
+
+/// `undo list` as text shows the newest 20 turns that changed files, each with the tools that
+/// changed them; `--all`, `--limit` and `--path` change that; `--json` lists every turn.
+#[test]
+fn undo_list_shows_the_turns_that_changed_files_newest_first_and_filters() {
+    let f = Fixture::new();
+    let first = turn_with_changes(&f);
+    let mut reads = Vec::new();
+    for index in 0..3 {
+        let calls = json!([{"id": format!("r{index}"), "name": "read_file",
+                            "arguments": "{\"path\":\"a.txt\"}"}]);
+        let run = f.turn(&["--mode", "full", "--session", "s"], &calls);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        reads.push(
+            run.lines().pop().unwrap()["turnId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    std::fs::create_dir(f.ws().join("src")).unwrap();
+    let calls = json!([{"id": "w", "name": "write_file",
+                        "arguments": "{\"path\":\"src/other.txt\",\"content\":\"x\\n\"}"}]);
+    let run = f.turn(&["--mode", "full", "--session", "s"], &calls);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result = run.lines().pop().unwrap();
+    assert_eq!(
+        result["results"][0]["result"]["status"], "success",
+        "{result}"
+    );
+    let last = result["turnId"].as_str().unwrap().to_owned();
+    let headers = |args: &[&str]| -> (Vec<String>, String) {
+        let mut full = vec!["--color", "never", "undo", "list"];
+        full.extend_from_slice(args);
+        let run = f.run(&full, "");
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        let turns = run
+            .stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix("turn "))
+            .map(|line| line.split_whitespace().next().unwrap().to_owned())
+            .collect();
+        (turns, run.stdout)
+    };
+    // (flags, turns listed, newest first)
+    let everything: Vec<String> = [last.clone()]
+        .into_iter()
+        .chain(reads.iter().rev().cloned())
+        .chain([first.clone()])
+        .collect();
+    let table: Vec<(Vec<&str>, Vec<String>)> = vec![
+        (vec![], vec![last.clone(), first.clone()]),
+        (vec!["--all"], everything.clone()),
+        (vec!["--limit", "1"], vec![last.clone()]),
+        (vec!["--all", "--limit", "0"], everything.clone()),
+        (vec!["--path", "a.txt"], vec![first.clone()]),
+        (vec!["--path", "./src/"], vec![last.clone()]),
+        (vec!["--path", "src/other"], vec![]),
+        (
+            vec!["--session", "s", "--path", "b.txt"],
+            vec![first.clone()],
+        ),
+    ];
+    for (flags, expected) in &table {
+        let (listed, _) = headers(flags);
+        assert_eq!(&listed, expected, "{flags:?}");
+    }
+    let (_, text) = headers(&[]);
+    assert!(
+        text.contains("calls: edit_file, write_file, rename_file, todo_write")
+            && text.contains("calls: write_file"),
+        "each turn names the tools it called: {text}"
+    );
+    let (_, text) = headers(&["--limit", "1"]);
+    assert!(
+        text.contains("… 1 older turn (`--limit 0` lists all"),
+        "{text}"
+    );
+    let (_, text) = headers(&["--path", "nowhere.txt"]);
+    assert!(text.contains("no turn changed that path"), "{text}");
+    // JSON: every turn unless limited, with how many were left out.
+    let listed = f.run(&["--json", "undo", "list"], "").json();
+    assert_eq!(
+        listed["checkpoints"].as_array().unwrap().len(),
+        5,
+        "{listed}"
+    );
+    assert_eq!(listed["older"], 0);
+    let listed = f
+        .run(&["--json", "undo", "list", "--limit", "2"], "")
+        .json();
+    assert_eq!(
+        listed["checkpoints"].as_array().unwrap().len(),
+        2,
+        "{listed}"
+    );
+    assert_eq!(listed["older"], 3);
+    // A bad limit is clap's usage error.
+    assert_eq!(f.run(&["undo", "list", "--limit", "-1"], "").code, 2);
+}
