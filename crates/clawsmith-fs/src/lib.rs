@@ -64,7 +64,10 @@
 //!   workspace root (so every ignore file on the way applies, with or without a git repository,
 //!   but never one above the root or the user's global one), sorted by name for deterministic
 //!   results, skipping `.git`, `node_modules`, `dist`, `coverage`, `target` and never following
-//!   symlinks. Every candidate is re-opened through the handle, so a walker racing a swapped
+//!   symlinks. The folders it leaves out as ignored are named in the answer (`[ignored folders
+//!   not searched: node_modules/, target/ …; name one as `path` to search it]`): a folder named
+//!   as the scope, or one on the way to it, is entered whatever the ignore rules say (as
+//!   `rg PATTERN node_modules/` does), version-control folders never. Every candidate is re-opened through the handle, so a walker racing a swapped
 //!   directory still reads nothing outside. `grep-searcher` finds lines; `globset` filters. Each
 //!   budget (results 50/100, 2 MiB total, 2,000 files, 1 MiB per file; glob: 100/1,000 results,
 //!   20,000 files) is reported in the content when it cuts the answer short; an empty answer says

@@ -16,7 +16,7 @@ use grep_searcher::{BinaryDetection, SearcherBuilder, sinks::Lossy};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::walk::{Skipped, Walk, Walked, WalkedFile, skipped_notes};
+use super::walk::{Skipped, Walk, Walked, WalkedFile, not_entered_note, skipped_notes};
 use super::{FileTool, cancelled, clip, invalid_arguments};
 use crate::escape::escape_control;
 use crate::hidden::HiddenCheck;
@@ -275,6 +275,7 @@ fn search(
     }
     budgets.skipped_names = walk.skipped_non_utf8;
     let hidden_skipped = walk.hidden_skipped + hidden_by_identity;
+    let not_entered = std::mem::take(&mut walk.not_entered);
     let mut skipped = std::mem::take(&mut walk.skipped);
     skipped.append(&mut budgets.special_files);
     if budgets.results_limited {
@@ -334,6 +335,7 @@ fn search(
         ));
     }
     notes.extend(hidden_note(hidden_skipped));
+    notes.extend(not_entered_note(&not_entered));
     notes.extend(skipped_notes(&skipped));
 
     let title = format!("search {:?}", input.query);
@@ -442,6 +444,7 @@ fn glob(
         Err(_) => false,
     };
     let mut skipped = Vec::new();
+    let mut not_entered = Vec::new();
     let hidden = workspace.hidden_check();
     let mut hidden_skipped = 0;
     if scope_exists {
@@ -484,6 +487,7 @@ fn glob(
         skipped = std::mem::take(&mut walk.skipped);
         skipped.append(&mut special_files);
         hidden_skipped += walk.hidden_skipped;
+        not_entered = std::mem::take(&mut walk.not_entered);
     }
     let mut notes = Vec::new();
     if results_limited {
@@ -506,6 +510,7 @@ fn glob(
         ));
     }
     notes.extend(hidden_note(hidden_skipped));
+    notes.extend(not_entered_note(&not_entered));
     notes.extend(skipped_notes(&skipped));
     let body = hits.join("\n");
     let mut content = if hits.is_empty() {

@@ -26,7 +26,11 @@ use crate::escape::escape_control;
 use crate::hidden::HiddenCheck;
 use crate::workspace::{DirectoryEntry, Workspace, WorkspacePath, file_kind_name};
 
-/// Directories never entered, whatever the ignore files say.
+/// Version-control folders: never entered, even when named as the scope.
+const VCS_DIRECTORIES: &[&str] = &[".git", ".hg", ".svn"];
+
+/// Directories never entered, whatever the ignore files say, unless the scope names one (or a
+/// folder inside one): then the walk goes where it was asked, as `rg PATTERN node_modules/` does.
 pub(crate) const SKIPPED_DIRECTORIES: &[&str] = &[
     ".git",
     ".hg",
@@ -39,6 +43,9 @@ pub(crate) const SKIPPED_DIRECTORIES: &[&str] = &[
 
 /// The largest ignore file read; a larger one is skipped and reported.
 pub(crate) const IGNORE_FILE_MAX_BYTES: u64 = 1024 * 1024;
+
+/// At most this many folders left out as ignored are named in a result; the rest are counted.
+const NOT_ENTERED_NAMED: usize = 5;
 
 /// At most this many skipped entries are named in a result; the rest are counted.
 const SKIPPED_NOTES_MAX: usize = 20;
@@ -102,6 +109,9 @@ pub(crate) struct Walk<'w> {
     hidden: HiddenCheck<'w>,
     /// Files left out because the hidden set covers them (folders count as one).
     pub hidden_skipped: u64,
+    /// Folders inside the scope left out as ignored (an ignore file or [`SKIPPED_DIRECTORIES`]),
+    /// in the order met; version-control folders are not listed.
+    pub not_entered: Vec<String>,
 }
 
 /// A directory being walked: its remaining entries and its ignore rules.
@@ -126,6 +136,7 @@ impl<'w> Walk<'w> {
             entered: Vec::new(),
             hidden: workspace.hidden_check(),
             hidden_skipped: 0,
+            not_entered: Vec::new(),
         };
         walk.enter(String::new());
         walk
@@ -204,10 +215,22 @@ impl Iterator for Walk<'_> {
             };
             let relative = join(&frame.relative, name);
             let is_dir = entry.kind == FileType::Directory;
-            if is_dir && SKIPPED_DIRECTORIES.contains(&name) {
+            if is_dir && VCS_DIRECTORIES.contains(&name) {
                 continue;
             }
-            if !in_scope(&relative, &self.scope, is_dir) || self.ignored(&relative, is_dir) {
+            if !in_scope(&relative, &self.scope, is_dir) {
+                continue;
+            }
+            // The scope itself and the folders on the way to it are entered whatever the ignore
+            // rules say: the caller named them.
+            let named = is_dir && Path::new(&self.scope).starts_with(&relative);
+            if !named
+                && ((is_dir && SKIPPED_DIRECTORIES.contains(&name))
+                    || self.ignored(&relative, is_dir))
+            {
+                if is_dir {
+                    self.not_entered.push(relative);
+                }
                 continue;
             }
             if !self.hidden.is_empty() && self.hidden.by_path(&self.root.join(&relative)).is_some()
@@ -259,6 +282,27 @@ pub(crate) fn load_ignore_rules(
         relative: file,
         reason: format!("cannot be parsed ({error}); its ignore rules were not applied"),
     })
+}
+
+/// The note naming the folders a walk left out as ignored (at most [`NOT_ENTERED_NAMED`] by
+/// name, names escaped), and how to search one.
+pub(crate) fn not_entered_note(folders: &[String]) -> Option<String> {
+    if folders.is_empty() {
+        return None;
+    }
+    let mut named: Vec<String> = folders
+        .iter()
+        .take(NOT_ENTERED_NAMED)
+        .map(|folder| format!("{}/", escape_control(folder)))
+        .collect();
+    if folders.len() > NOT_ENTERED_NAMED {
+        named.push(format!("… and {} more", folders.len() - NOT_ENTERED_NAMED));
+    }
+    Some(format!(
+        "[ignored folders not searched: {} (an ignore file or a build/dependency folder); name \
+         one as `path` to search it]",
+        named.join(", ")
+    ))
 }
 
 /// One note line per skipped entry (names escaped), at most [`SKIPPED_NOTES_MAX`] of them.

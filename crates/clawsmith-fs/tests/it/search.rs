@@ -89,14 +89,44 @@ fn search_skips_ignored_and_linked_entries() {
     );
     fixture.symlink("keep.txt", "link_needle.txt");
     let tools = Tools::new(&fixture);
+    // What was left out is said, with how to search it.
+    let not_searched = "[ignored folders not searched: build/, coverage/, deep/target/, dist/, \
+                        node_modules/, … and 1 more (an ignore file or a build/dependency folder); \
+                        name one as `path` to search it]";
     assert_eq!(
         tools.ok("search_files", json!({"query": "needle"})),
-        "keep.txt:1: needle\n[1 binary file(s) were not searched for content]"
+        format!(
+            "keep.txt:1: needle\n[1 binary file(s) were not searched for content]\n{not_searched}"
+        )
     );
     assert_eq!(
         tools.ok("glob_files", json!({"pattern": "**/*"})),
-        ".gitignore\nbin.dat\nkeep.txt"
+        format!(".gitignore\nbin.dat\nkeep.txt\n{not_searched}")
     );
+    // A folder named as the scope is searched, whatever the ignore rules say; folders inside it
+    // still follow them, and version-control folders are never searched.
+    let table = [
+        ("node_modules", "node_modules/x.js:1: needle"),
+        ("build", "build/out.txt:1: needle"),
+        ("deep/target", "deep/target/x:1: needle"),
+        (
+            "deep",
+            "No results for \"needle\".\n[ignored folders not searched: deep/target/ (an ignore file or a build/dependency folder); name one as `path` to search it]",
+        ),
+    ];
+    for (path, expected) in table {
+        assert_eq!(
+            tools.ok("search_files", json!({"query": "needle", "path": path})),
+            expected,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        tools.ok("glob_files", json!({"pattern": "node_modules/*.js"})),
+        "node_modules/x.js"
+    );
+    let git = tools.ok("search_files", json!({"query": "needle", "path": ".git"}));
+    assert!(git.starts_with("No results"), "{git}");
     // A .gitignore in the root applies when a subfolder is searched.
     fixture.write("sub/a.log", "needle\n");
     fixture.write("sub/a.txt", "needle\n");
