@@ -130,7 +130,8 @@ pub fn default_servers() -> Vec<LspServerConfig> {
     };
     vec![
         with_roots(
-            LspServerConfig::new("pylsp", "pylsp", &[], &python),
+            // `-v`: pylsp says which linter plugins it failed to load only at `INFO`.
+            LspServerConfig::new("pylsp", "pylsp", &["-v"], &python),
             &python_roots,
         ),
         with_roots(

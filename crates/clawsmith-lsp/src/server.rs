@@ -68,6 +68,9 @@ struct Shared {
     /// Bumped at every diagnostics notification.
     diagnostics_changed: watch::Sender<u64>,
     stderr: Mutex<VecDeque<u8>>,
+    /// What the server said on stderr that limits its answers (a linter it could not load),
+    /// said with every diagnostics answer.
+    limitations: Mutex<Vec<&'static str>>,
     exit: watch::Sender<Option<Exit>>,
     stopping: AtomicBool,
 }
@@ -223,6 +226,7 @@ impl Server {
             arrivals: AtomicU64::new(0),
             diagnostics_changed: watch::Sender::new(0),
             stderr: Mutex::new(VecDeque::new()),
+            limitations: Mutex::new(Vec::new()),
             exit: watch::Sender::new(None),
             stopping: AtomicBool::new(false),
         });
@@ -241,15 +245,27 @@ impl Server {
         let stderr_task = tokio::spawn(async move {
             let mut stderr = stderr;
             let mut buffer = vec![0u8; 8192];
+            let mut lines = StderrLines::default();
             while let Ok(n) = stderr.read(&mut buffer).await {
                 if n == 0 {
                     break;
                 }
+                let kept = lines.push(&buffer[..n], |line| {
+                    if let Some(note) = limitation(line) {
+                        let mut found = stderr_shared
+                            .limitations
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        if !found.contains(&note) {
+                            found.push(note);
+                        }
+                    }
+                });
                 let mut tail = stderr_shared
                     .stderr
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
-                tail.extend(&buffer[..n]);
+                tail.extend(&kept);
                 let excess = tail.len().saturating_sub(STDERR_TAIL_BYTES);
                 tail.drain(..excess);
             }
@@ -366,6 +382,15 @@ impl Server {
     /// The end of its stderr.
     pub(crate) fn stderr_tail(&self) -> String {
         self.shared.stderr_tail()
+    }
+
+    /// Sentences on what the server said it cannot check (see [`limitation`]).
+    pub(crate) fn limitations(&self) -> Vec<&'static str> {
+        self.shared
+            .limitations
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Marks it used now (the idle clock restarts).
@@ -683,5 +708,74 @@ mod tests {
             json!([{"pyflakes": {"enabled": true}}, null, settings])
         );
         assert_eq!(configuration(None, &params), json!([null, null, null]));
+    }
+}
+
+/// What a server's stderr line says it cannot check, as a sentence for the model: pylsp loads
+/// its linters as plugins and, when one is missing, says so only in its log (at `INFO`, which
+/// the default pylsp configuration asks for with `-v`) and then reports no diagnostics of that
+/// kind — "0 diagnostics" for a file with an undefined name.
+fn limitation(line: &str) -> Option<&'static str> {
+    line.contains("Failed to load pylsp entry point 'pyflakes'")
+        .then_some(
+            "pylsp could not load pyflakes, so undefined names, unused imports and syntax errors \
+         are not reported; install pyflakes (Debian: python3-pyflakes) and restart clawsmith",
+        )
+}
+
+/// A server's stderr split into lines across reads: each whole line is shown to a scanner,
+/// and what is kept for the crash tail leaves out pylsp's `INFO`/`DEBUG` log lines (asked for
+/// only to be scanned).
+#[derive(Default)]
+struct StderrLines {
+    partial: Vec<u8>,
+}
+
+impl StderrLines {
+    /// Adds `bytes`; calls `scan` on every line completed and returns the bytes to keep.
+    fn push(&mut self, bytes: &[u8], mut scan: impl FnMut(&str)) -> Vec<u8> {
+        let mut kept = Vec::new();
+        self.partial.extend_from_slice(bytes);
+        while let Some(end) = self.partial.iter().position(|&byte| byte == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line);
+            scan(&text);
+            if !(text.contains(" - INFO - ") || text.contains(" - DEBUG - ")) {
+                kept.extend_from_slice(&line);
+            }
+        }
+        // A line longer than the tail is kept as it comes (its end is what matters).
+        if self.partial.len() > STDERR_TAIL_BYTES {
+            kept.append(&mut self.partial);
+        }
+        kept
+    }
+}
+
+#[cfg(test)]
+mod stderr_tests {
+    use super::{StderrLines, limitation};
+
+    #[test]
+    fn lines_split_across_reads_are_scanned_whole_and_log_lines_are_not_kept() {
+        let mut lines = StderrLines::default();
+        let mut seen = Vec::new();
+        let chunks: [&[u8]; 4] = [
+            b"2026 UTC - INFO - pylsp.config.config - Failed to load pylsp entry ",
+            b"point 'pyflakes': No module named 'pyflakes'\nTraceback (most recent",
+            b" call last):\n2026 UTC - DEBUG - x\n",
+            b"boom\n",
+        ];
+        let mut kept = Vec::new();
+        for chunk in chunks {
+            kept.extend(lines.push(chunk, |line| seen.push(line.to_owned())));
+        }
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        assert_eq!(
+            String::from_utf8(kept).unwrap(),
+            "Traceback (most recent call last):\nboom\n"
+        );
+        assert!(limitation(&seen[0]).is_some());
+        assert!(seen[1..].iter().all(|line| limitation(line).is_none()));
     }
 }

@@ -270,13 +270,17 @@ impl LspService {
                     .await?
                     .items
             };
-            Ok(render::diagnostics(
+            let mut answer = render::diagnostics(
                 path.display(),
                 &document,
                 items,
                 server.encoding,
                 server.name(),
-            ))
+            );
+            for limitation in server.limitations() {
+                answer.push_str(&format!("\n[{limitation}]"));
+            }
+            Ok(answer)
         })
         .await
     }

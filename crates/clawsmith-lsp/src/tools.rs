@@ -101,8 +101,9 @@ const SPECS: [Spec; 6] = [
     Spec {
         kind: Kind::Definition,
         name: "lsp_definition",
-        description: "Go to definition: where the symbol at path:line:column (1-based, as \
-                      read_file shows) is defined, across files, with the source line.",
+        description: "Go to definition: where the symbol at path:line:column (1-based: the \
+                      line as read_file's offset counts it, the column in characters) is \
+                      defined, across files, with the source line.",
         aliases: &[
             "go to definition",
             "goto definition",

@@ -129,3 +129,47 @@ fn the_default_python_server_is_pylsp_when_it_is_on_path() {
     let config = LspConfig::default().with_defaults_on_path(path.as_deref());
     assert_eq!(config.server_for("py").unwrap().name, "pylsp");
 }
+
+/// pylsp without pyflakes reports no undefined name; the answer says why instead of passing for
+/// a clean file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pylsp_without_pyflakes_says_what_it_cannot_report() {
+    if !installed_or_skip("pylsp", "pylsp_without_pyflakes_says_what_it_cannot_report") {
+        return;
+    }
+    // A `pyflakes` package that fails to import, first on the server's path (under the target
+    // directory, which the server's sandbox view shows).
+    let blocker = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir(blocker.path().join("pyflakes")).unwrap();
+    std::fs::write(
+        blocker.path().join("pyflakes/__init__.py"),
+        "raise ImportError('pyflakes is not installed here')\n",
+    )
+    .unwrap();
+    let mut server = pylsp();
+    server.env.insert(
+        "PYTHONPATH".to_owned(),
+        blocker.path().display().to_string(),
+    );
+    let harness = Harness::new(&[("main.py", MAIN), ("lib.py", LIB)], vec![server]);
+    let diagnostics = harness
+        .ok("lsp_diagnostics", json!({"path": "main.py"}))
+        .await;
+    assert!(
+        diagnostics.starts_with("main.py: 0 diagnostics") && !diagnostics.contains("[pyflakes]"),
+        "the blocker did not take: {diagnostics}"
+    );
+    assert!(
+        diagnostics.contains(
+            "[pylsp could not load pyflakes, so undefined names, unused imports and syntax errors \
+             are not reported; install pyflakes (Debian: python3-pyflakes) and restart clawsmith]"
+        ),
+        "{diagnostics}"
+    );
+    // With pyflakes, no such line.
+    let harness = Harness::new(&[("main.py", MAIN), ("lib.py", LIB)], vec![pylsp()]);
+    let diagnostics = harness
+        .ok("lsp_diagnostics", json!({"path": "main.py"}))
+        .await;
+    assert!(!diagnostics.contains("could not load"), "{diagnostics}");
+}
