@@ -11,8 +11,11 @@ cd "$(dirname "$0")/.."
 if [ -n "${CLAWSMITH_BIN:-}" ]; then
   clawsmith="$CLAWSMITH_BIN"
 else
-  cargo build --quiet -p clawsmith-cli
+  # cargo's own progress shows on a terminal; the first build takes 15–20 minutes on two cores.
+  echo "== building clawsmith (dev profile; a first build takes 15-20 minutes on two cores)" >&2
+  cargo build -p clawsmith-cli
   clawsmith="${CARGO_TARGET_DIR:-$PWD/target}/debug/clawsmith"
+  echo "== using $clawsmith (the README's examples use the release build: cargo build --release -p clawsmith-cli)" >&2
 fi
 
 scratch="$(mktemp -d)"

@@ -33,6 +33,8 @@ pub struct Timeline {
     /// Calls started and not completed yet: (start time, summary, side effect).
     open: HashMap<String, Started>,
     tally: Tally,
+    /// The parallel batches of the turn already announced (by index).
+    announced: Vec<u32>,
 }
 
 struct Started {
@@ -55,6 +57,7 @@ impl Timeline {
             clock,
             open: HashMap::new(),
             tally: Tally::default(),
+            announced: Vec::new(),
         }
     }
 
@@ -63,6 +66,7 @@ impl Timeline {
         match &event.payload {
             EventPayload::TurnStarted(started) => {
                 self.tally = Tally::default();
+                self.announced.clear();
                 format!(
                     "{} {}  {}\n",
                     paint(style::HEADER, "turn"),
@@ -87,7 +91,29 @@ impl Timeline {
                         side_effect: started.side_effect,
                     },
                 );
-                String::new()
+                // A batch that runs in parallel is announced once, when its first call starts;
+                // its rows follow as the calls finish.
+                match started.batch {
+                    Some(batch)
+                        if batch.parallel
+                            && batch.size > 1
+                            && !self.announced.contains(&batch.index) =>
+                    {
+                        self.announced.push(batch.index);
+                        format!(
+                            "  {}\n",
+                            paint(
+                                style::DIM,
+                                format!(
+                                    "⇉ {} calls in parallel (batch {})",
+                                    batch.size,
+                                    batch.index + 1
+                                )
+                            )
+                        )
+                    }
+                    _ => String::new(),
+                }
             }
             EventPayload::ToolCompleted(completed) => self.completed(event, completed),
             EventPayload::TurnCompleted(completed) => {
@@ -512,6 +538,53 @@ turn turn_1  22:13:20 UTC
   3 calls: 2 ok, 1 denied · undo: clawsmith undo files turn_1
 ";
         assert_eq!(check(&events), expected);
+    }
+
+    /// A parallel batch is announced once, when its first call starts; a batch of one or a
+    /// sequential batch is not.
+    #[test]
+    fn a_parallel_batch_is_announced_once() {
+        let in_batch = |id: &str, index: u32, size: u32, parallel: bool| {
+            let EventPayload::ToolStarted(mut started) = started(id, "read_file", id, false) else {
+                unreachable!()
+            };
+            started.batch = Some(clawsmith_protocol::BatchInfo {
+                index,
+                size,
+                parallel,
+            });
+            EventPayload::ToolStarted(started)
+        };
+        let ok = ToolExecutionResult::success("x");
+        let turn_start = || {
+            EventPayload::TurnStarted(TurnStarted {
+                turn_id: "turn_1".into(),
+            })
+        };
+        let events = [
+            event(1, T0, turn_start()),
+            event(2, T0, in_batch("c1", 0, 2, true)),
+            event(3, T0, in_batch("c2", 0, 2, true)),
+            event(4, T0 + 1, completed("c2", "read_file", &ok)),
+            event(5, T0 + 2, completed("c1", "read_file", &ok)),
+            event(6, T0 + 3, in_batch("c3", 1, 1, false)),
+            event(7, T0 + 4, completed("c3", "read_file", &ok)),
+            event(8, T0 + 5, in_batch("c4", 2, 2, false)),
+            event(9, T0 + 6, completed("c4", "read_file", &ok)),
+            // The next turn announces its own batch 1 again.
+            event(10, T0 + 7, turn_start()),
+            event(11, T0 + 7, in_batch("c5", 0, 3, true)),
+        ];
+        let text = check(&events);
+        assert_eq!(
+            text.matches("⇉ 2 calls in parallel (batch 1)").count(),
+            1,
+            "{text}"
+        );
+        assert_eq!(text.matches("⇉").count(), 2, "{text}");
+        assert!(text.contains("⇉ 3 calls in parallel (batch 1)"), "{text}");
+        let announced = text.find("⇉ 2").unwrap();
+        assert!(announced < text.find("c2").unwrap(), "{text}");
     }
 
     #[test]

@@ -24,6 +24,8 @@ fn the_readme_demo_runs_and_undoes_its_turn() {
     );
     for expected in [
         "== clawsmith turn",
+        // The reads and the search ran as one parallel batch, and the timeline says so.
+        "⇉ 3 calls in parallel (batch 1)",
         "== clawsmith undo list",
         "== clawsmith undo diff",
         "== clawsmith undo all",
