@@ -83,6 +83,7 @@ pub const GROUPS: &[&str] = &[
     "mcp-read-file",
     "traces-export",
     "call-vs-cat",
+    "one-shot-command",
     "search-vs-rg",
     "search-scale",
     "memory",
@@ -384,6 +385,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("call-vs-cat", &mut rows, &mut || {
         call_vs_cat(&bin, &data, &options)
     });
+    attempt("one-shot-command", &mut rows, &mut || {
+        one_shot_command(&bin, &data, &options)
+    });
     attempt("search-vs-rg", &mut rows, &mut || {
         search_vs_rg(&bin, &data, &options)
     });
@@ -574,6 +578,47 @@ fn call_vs_cat(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
         unit: Unit::Seconds,
         note: "process start to result: ours opens the state database, creates a session, stores \
                the turn, its events and messages (default durability)"
+            .into(),
+    }])
+}
+
+/// `clawsmith call run_command true` on a 20,000-file workspace against the same call on an
+/// empty one, whole processes. A one-shot call is always its session's first command in its
+/// process, so the undo capture's look at the tree before and after the command is what grows
+/// with the workspace. One call each first, as a user's earlier call would have made, so the
+/// workspace's manifest is in the store.
+fn one_shot_command(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    let tree = data.join("command-20k");
+    generate_tree(&tree, 20_000, 200)?;
+    let empty = data.join("command-empty");
+    std::fs::create_dir_all(&empty)?;
+    let state = tempdir("one-shot-state")?;
+    let command = json!({"command": "true"});
+    for workspace in [&tree, &empty] {
+        time_process(clawsmith_call(
+            bin,
+            &state,
+            workspace,
+            "run_command",
+            &command,
+        ))?;
+    }
+    let (ours, theirs) = alternate(
+        options.rounds() * 2,
+        || time_process(clawsmith_call(bin, &state, &tree, "run_command", &command)),
+        || time_process(clawsmith_call(bin, &state, &empty, "run_command", &command)),
+    )?;
+    Ok(vec![Row {
+        name: "one-shot `call run_command true`: 20,000-file vs empty workspace".into(),
+        ours_label: "20k files".into(),
+        theirs_label: "empty".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(1.5),
+        unit: Unit::Seconds,
+        note: "whole processes, the command sandboxed; the extra is the capture's `lstat` of \
+               every entry before and after the command (the workspace's manifest is read back \
+               from the store, so no unchanged file is read)"
             .into(),
     }])
 }

@@ -1,6 +1,6 @@
 //! File contents kept ahead of a change nobody announces (a command's), in the blob store.
 
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use crate::blob::{get_blob, hash_hex, put_blob};
 use crate::checkpoint::open_checkpoint_id;
@@ -23,6 +23,76 @@ impl Store {
                 .iter()
                 .map(|content| put_blob(tx, content, fsync))
                 .collect()
+        })
+    }
+
+    /// Which of `hashes` are stored (a row in the blob table): a manifest read back from an
+    /// earlier process trusts only the contents still there.
+    pub fn stored_hashes(
+        &self,
+        hashes: &[[u8; 32]],
+    ) -> Result<std::collections::HashSet<[u8; 32]>, StoreError> {
+        let mut found = std::collections::HashSet::new();
+        if hashes.is_empty() {
+            return Ok(found);
+        }
+        self.read("looking for stored contents", |tx| {
+            let mut statement = tx
+                .prepare_cached("SELECT 1 FROM blobs WHERE hash = ?1")
+                .ctx("looking for stored contents")?;
+            for hash in hashes {
+                if statement
+                    .exists([hash_hex(hash)])
+                    .ctx("looking for stored contents")?
+                {
+                    found.insert(*hash);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
+    /// Remembers the manifest stored as the blob `manifest_sha256` as the last one of the
+    /// workspace at `workspace_root` ([`Store::workspace_manifest`] gives it back).
+    pub fn remember_workspace_manifest(
+        &self,
+        workspace_root: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        let now = self.now_ms();
+        self.write("remembering the workspace manifest", |tx| {
+            tx.execute(
+                "INSERT INTO workspace_manifests (workspace_root, manifest_hash, updated_at)
+                 VALUES (?1, ?2, ?3)
+                 ON CONFLICT (workspace_root) DO UPDATE
+                 SET manifest_hash = excluded.manifest_hash, updated_at = excluded.updated_at",
+                params![workspace_root, hash_hex(manifest_sha256), now],
+            )
+            .ctx("remembering the workspace manifest")?;
+            Ok(())
+        })
+    }
+
+    /// The last manifest remembered for `workspace_root`, `None` when there is none or its blob
+    /// was freed since.
+    pub fn workspace_manifest(&self, workspace_root: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read("reading the workspace manifest", |tx| {
+            let hash: Option<String> = tx
+                .query_row(
+                    "SELECT manifest_hash FROM workspace_manifests WHERE workspace_root = ?1",
+                    [workspace_root],
+                    |row| row.get(0),
+                )
+                .optional()
+                .ctx("reading the workspace manifest")?;
+            let Some(hash) = hash else {
+                return Ok(None);
+            };
+            match get_blob(tx, &hash) {
+                Err(StoreError::MissingBlob(_)) => Ok(None),
+                other => other,
+            }
         })
     }
 

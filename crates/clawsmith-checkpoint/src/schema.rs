@@ -475,9 +475,20 @@ CREATE INDEX IF NOT EXISTS repository_changes_session
 CREATE INDEX IF NOT EXISTS repository_changes_pre_hash ON repository_changes (pre_hash);
 "#;
 
+/// Version 19: the last workspace manifest stored for each workspace root (hex SHA-256 of its
+/// blob), so a new process's first command reads again only the files whose stamps moved.
+/// The blob is not kept by a prune: a freed one only costs the next command a full read.
+const V19: &str = r#"
+CREATE TABLE IF NOT EXISTS workspace_manifests (
+    workspace_root TEXT PRIMARY KEY,
+    manifest_hash  TEXT NOT NULL,
+    updated_at     INTEGER NOT NULL
+);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
 ];
 
 /// The schema version this build writes.

@@ -7,7 +7,11 @@
 //! stamp (device, inode, size, mode, times) and SHA-256; the content of each file up to
 //! [`CAPTURE_CONTENT_LIMIT`] sits in the store's blob table before the command starts, so a
 //! file the command rewrites or deletes can be put back. The manifest is kept per session in
-//! memory and refreshed incrementally: only files whose stamp moved are read again. It also
+//! memory and refreshed incrementally: only files whose stamp moved are read again. A session
+//! without one in this process (a one-shot `clawsmith call`, a new `clawsmith turn`) starts from
+//! the workspace's last manifest in the store, minus the files whose content a prune freed, so
+//! its first command too reads only what moved (its first refresh is still a full `lstat` pass).
+//! It also
 //! holds the set of directories the walk enters: those present after a command and absent
 //! before it are recorded as made by the command (`Store::record_created_directories`), and undo
 //! removes exactly those once they are empty again.
@@ -163,6 +167,10 @@ struct Manifest {
     /// A background command was running during the refresh that made this manifest: the next
     /// refresh is a full pass (its processes may write where inotify does not look).
     background_during: bool,
+    /// Read back from the store, as the workspace's last manifest of an earlier process or
+    /// session: it spares reading unchanged files again, but what changed since it is not the
+    /// session's to attribute (see [`Captures::remembered`]).
+    remembered: bool,
 }
 
 /// The manifests of the sessions of one core, by session id, with when each was last used.
@@ -191,6 +199,10 @@ pub struct CapturePasses {
     pub full: u64,
     /// Refreshes that looked only at what the workspace watch's events named.
     pub from_events: u64,
+    /// Files the refreshes read (new, or their stamp moved) or found gone: with a manifest of
+    /// the session's own, or the workspace's last one read back from the store, an unchanged
+    /// file is never read again.
+    pub files_read_or_gone: u64,
 }
 
 /// The core's watch of its workspace.
@@ -344,6 +356,10 @@ impl Captures {
             return (None, background);
         }
         let refreshed = refresh(workspace, store, previous, listing, self.content_limit);
+        self.passes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .files_read_or_gone += refreshed.1.len() as u64;
         (Some(refreshed), background)
     }
 
@@ -485,7 +501,9 @@ impl Captures {
         existing: Option<Manifest>,
         pending: &[String],
     ) -> Manifest {
-        let known = existing.is_some();
+        let known = existing
+            .as_ref()
+            .is_some_and(|manifest| !manifest.remembered);
         let previous = existing.unwrap_or_default();
         let (refreshed, background) = self.refresh_session(workspace, store, session_id, &previous);
         let mut manifest = match refreshed {
@@ -524,7 +542,9 @@ impl Captures {
     ) -> Manifest {
         self.count_command(workspace);
         let (pending, ended) = self.pending_background(&origin.session_id);
-        let existing = self.take(&origin.session_id);
+        let existing = self
+            .take(&origin.session_id)
+            .or_else(|| Self::remembered(workspace, store));
         let mut manifest = self.refresh_recording_background(
             workspace,
             store,
@@ -556,6 +576,12 @@ impl Captures {
                 &hash,
             ) {
                 Ok(()) => {
+                    if manifest.persisted != Some(hash) {
+                        let root = workspace.root().display().to_string();
+                        if let Err(error) = store.remember_workspace_manifest(&root, &hash) {
+                            tracing::warn!(%error, "the workspace manifest could not be remembered");
+                        }
+                    }
                     persisted = Some(hash);
                     break;
                 }
@@ -633,6 +659,38 @@ impl Captures {
         }
         self.put(&origin.session_id, after);
         not_captured
+    }
+
+    /// The workspace's last manifest in the store (see [`Store::remember_workspace_manifest`]),
+    /// for a session without one of its own: a one-shot `clawsmith call` is always a session's
+    /// first command in its process, and with it only the files whose stamps moved since are
+    /// read again, not the whole tree. Entries whose content the store no longer holds (a prune
+    /// freed it) are left out, so those files are read again too. The refresh after it is a
+    /// full pass (it was never verified in this process); a stamp that did not move — device,
+    /// inode, size, mode, modification and change times — is trusted as it is for a session's
+    /// own manifest.
+    fn remembered(workspace: &Workspace, store: &Store) -> Option<Manifest> {
+        let root = workspace.root().display().to_string();
+        let bytes = match store.workspace_manifest(&root) {
+            Ok(bytes) => bytes?,
+            Err(error) => {
+                tracing::warn!(%error, "the workspace manifest could not be read back");
+                return None;
+            }
+        };
+        let mut manifest = decode(&bytes)?;
+        let kept: Vec<[u8; 32]> = manifest
+            .files
+            .values()
+            .filter(|known| known.stored)
+            .map(|known| known.sha256)
+            .collect();
+        let present = store.stored_hashes(&kept).ok()?;
+        manifest
+            .files
+            .retain(|_, known| !known.stored || present.contains(&known.sha256));
+        manifest.remembered = true;
+        Some(manifest)
     }
 
     /// Takes the session's manifest out (`None` when it has none, or one is out for a command).
@@ -731,12 +789,14 @@ fn refresh(
                 persisted: None,
                 verified_at: Some(Instant::now()),
                 background_during: false,
+                remembered: false,
             };
             (manifest, listing.files, listing.links, true)
         }
         Listing::Changes(changes) => {
             let mut manifest = Manifest {
                 persisted: None,
+                remembered: false,
                 ..previous.clone()
             };
             // What the changes cover is replaced by what they list there; the rest stays.

@@ -128,8 +128,11 @@
 //!   the blocking pool. From a core's second command on, an inotify watch of the workspace kept
 //!   across commands (`clawsmith_fs::WorkspaceWatch`) replaces the walks: only what its events
 //!   name is looked at, with a full walk wherever the events cannot be trusted (the soundness
-//!   argument is in `capture.rs`); [`AgentCore::capture_passes`] counts both kinds. Before the command starts, the manifest (encoded, as a blob; stored
-//!   again only when it changed) and a note naming the call are committed: a process killed
+//!   argument is in `capture.rs`); [`AgentCore::capture_passes`] counts both kinds and the
+//!   files read. A session's first command in a process starts from the workspace's last
+//!   manifest in the store (`Store::workspace_manifest`), so a one-shot `clawsmith call` reads
+//!   only the files that moved since. Before the command starts, the manifest (encoded, as a
+//!   blob; stored again only when it changed) and a note naming the call are committed: a process killed
 //!   mid-command leaves them, and the next open of the session records the differences as the
 //!   interrupted command's changes before it finishes the turn (`recover_interrupted`).
 //! - **Hooks.** [`Hook`] is in-process; [`CommandHook`] runs a program with the `HookInput` JSON

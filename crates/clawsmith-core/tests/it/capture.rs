@@ -896,3 +896,83 @@ async fn while_a_background_command_runs_every_refresh_is_a_full_pass() {
     let after = core.capture_passes();
     assert!(after.from_events > during.from_events, "{after:?}");
 }
+
+/// A new core (a new process) starts from the workspace's last manifest in the store: what
+/// changed between the processes is still seen with its own content, so undo of the new
+/// process's command puts back the user's edit made in between, not the older content.
+#[tokio::test]
+async fn a_remembered_manifest_still_sees_what_changed_between_processes() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "one\n");
+    fixture.write("keep/b.txt", "bee\n");
+    // The first process: one command, which remembers the manifest.
+    command_turn(&fixture.full_session(), "true").await;
+    // Between the processes, the user edits a.txt (same size: only the stamp's times move)
+    // and adds c.txt.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fixture.write("a.txt", "two\n");
+    fixture.write("c.txt", "sea\n");
+    // The second process: a fresh core on the same store. Before its command it reads only
+    // what moved (a.txt, c.txt), not the unchanged keep/b.txt; after it, what the command
+    // changed or removed (a.txt, c.txt, keep/b.txt).
+    let core = fixture.core(|config| config.policy = PermissionPolicy::new(PermissionMode::Full));
+    let session = core.open_session(None).unwrap();
+    let (turn, _) =
+        command_turn(&session, "sed -i s/two/agent/ a.txt && rm c.txt keep/b.txt").await;
+    assert_eq!(core.capture_passes().files_read_or_gone, 2 + 3);
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(
+        fixture.read("a.txt"),
+        "two\n",
+        "the user's edit, not the older content"
+    );
+    assert_eq!(fixture.read("c.txt"), "sea\n");
+    assert_eq!(
+        fixture.read("keep/b.txt"),
+        "bee\n",
+        "an unchanged file's kept content"
+    );
+}
+
+/// A remembered manifest whose contents a prune freed is not trusted for them: those files are
+/// read again, so their content is there for undo.
+#[tokio::test]
+async fn a_remembered_manifest_whose_contents_were_freed_reads_them_again() {
+    if !sandbox_available() {
+        return;
+    }
+    let fixture = Fixture::new();
+    fixture.write("a.txt", "one\n");
+    command_turn(&fixture.full_session(), "true").await;
+    let root = fixture
+        .workspace
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string();
+    let manifest = fixture.store.workspace_manifest(&root).unwrap().unwrap();
+    // Every content no checkpoint refers to is freed (the manifest's included).
+    let report = fixture
+        .store
+        .prune(
+            &clawsmith_checkpoint::RetentionPolicy::default(),
+            fixture.store.now_ms(),
+            false,
+        )
+        .unwrap();
+    assert!(report.blobs_removed > 0, "{report:?}");
+    let sha = clawsmith_checkpoint::sha256(b"one\n");
+    assert_eq!(fixture.store.stored_content(&sha).unwrap(), None);
+    // The manifest itself is stored again (as another session's command would), so it is read
+    // back while the contents it names are gone.
+    fixture.store.store_contents(&[&manifest]).unwrap();
+    assert!(fixture.store.workspace_manifest(&root).unwrap().is_some());
+    let session = fixture.full_session();
+    let (turn, _) = command_turn(&session, "sed -i s/one/two/ a.txt").await;
+    assert_eq!(fixture.read("a.txt"), "two\n");
+    assert_eq!(undo_files(&fixture, &session, &turn), UndoOutcome::Undone);
+    assert_eq!(fixture.read("a.txt"), "one\n");
+}
