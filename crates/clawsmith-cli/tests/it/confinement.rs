@@ -55,7 +55,7 @@ fn fixture_outside_tmp() -> Fixture {
     let dir = tempfile::tempdir_in(&base).unwrap();
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     std::fs::write(dir.path().join("ws/a.txt"), "alpha\nbeta\n").unwrap();
-    Fixture { dir }
+    Fixture { dir, user: None }
 }
 
 fn sandbox_or_skip(test: &str) -> bool {

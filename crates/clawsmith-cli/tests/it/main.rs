@@ -33,6 +33,8 @@ use serde_json::Value;
 /// A workspace and a state dir side by side in one temp dir.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
+    /// The uid (and gid) the binary runs as; `None`: the tests' own.
+    pub user: Option<u32>,
 }
 
 impl Default for Fixture {
@@ -47,7 +49,36 @@ impl Fixture {
         std::fs::create_dir(dir.path().join("ws")).unwrap();
         std::fs::write(dir.path().join("ws/a.txt"), "alpha\nbeta\n").unwrap();
         std::fs::write(dir.path().join("ws/b.txt"), "gamma\n").unwrap();
-        Fixture { dir }
+        Fixture { dir, user: None }
+    }
+
+    /// A fixture whose files belong to the unprivileged uid 65534, which the binary then runs
+    /// as (with `HOME=/nonexistent`, as that user has); `None` unless the tests run as root.
+    pub fn unprivileged() -> Option<Fixture> {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("ran as uid {} only", rustix::process::geteuid().as_raw());
+            return None;
+        }
+        let mut fixture = Fixture::new();
+        fixture.user = Some(65534);
+        fixture.give_to_user();
+        Some(fixture)
+    }
+
+    /// Hands every entry of the fixture to [`Fixture::user`] (after the test wrote its files).
+    pub fn give_to_user(&self) {
+        let Some(uid) = self.user else {
+            return;
+        };
+        let mut stack = vec![self.dir.path().to_path_buf()];
+        while let Some(path) = stack.pop() {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(uid)).unwrap();
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                for entry in std::fs::read_dir(&path).unwrap() {
+                    stack.push(entry.unwrap().path());
+                }
+            }
+        }
     }
 
     pub fn ws(&self) -> PathBuf {
@@ -63,7 +94,14 @@ impl Fixture {
         let state = self.state();
         let mut full = vec!["--state-dir", state.to_str().unwrap()];
         full.extend_from_slice(args);
-        run_binary(&full, stdin)
+        run_binary_with(&full, stdin, |command| {
+            if let Some(uid) = self.user {
+                // As root, std drops the supplementary groups before it sets the ids.
+                std::os::unix::process::CommandExt::uid(command, uid);
+                std::os::unix::process::CommandExt::gid(command, uid);
+                command.env("HOME", "/nonexistent");
+            }
+        })
     }
 
     /// `clawsmith [--json] undo ARGS --workspace <ws>`: undo writes only in the workspace it is

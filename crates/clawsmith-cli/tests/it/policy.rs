@@ -295,9 +295,16 @@ fn hidden_paths_are_refused_to_file_tools_in_every_mode() {
     assert_eq!(crate::read(&f.ws().join(".env")), "TOKEN=1\n");
 }
 
+/// As the tests' user (root in CI) and again as the unprivileged uid 65534.
 #[test]
 fn hidden_paths_hold_by_identity_through_every_reader() {
-    let f = Fixture::new();
+    hidden_paths_hold_by_identity(Fixture::new());
+    if let Some(unprivileged) = Fixture::unprivileged() {
+        hidden_paths_hold_by_identity(unprivileged);
+    }
+}
+
+fn hidden_paths_hold_by_identity(f: Fixture) {
     let ws = f.ws();
     std::fs::write(ws.join(".env"), "TOKEN=s3cr3t\n").unwrap();
     std::fs::create_dir(ws.join("secrets")).unwrap();
@@ -308,6 +315,8 @@ fn hidden_paths_hold_by_identity_through_every_reader() {
     std::fs::hard_link(ws.join(".env"), ws.join("hard.txt")).unwrap();
     std::os::unix::fs::symlink(".env", ws.join("AGENTS.md")).unwrap();
     let config = "mode = \"full\"\nhidden_paths = [\".env\", \"secrets/**\"]\n";
+    f.config(config);
+    f.give_to_user();
     // (tool, arguments, expected status) — no answer may hold the secret.
     let table = [
         ("read_file", json!({"path": "notes.txt"}), "denied"),
@@ -334,11 +343,18 @@ fn hidden_paths_hold_by_identity_through_every_reader() {
         ),
         ("read_file", json!({"path": "README.md"}), "success"),
     ];
+    let user = f.user;
     for (tool, arguments, status) in table {
         let result = f.call_with(config, &[], tool, arguments.clone());
         let content = result["content"].as_str().unwrap();
-        assert!(!content.contains("s3cr3t"), "{tool} {arguments}: {content}");
-        assert_eq!(result["status"], status, "{tool} {arguments}: {content}");
+        assert!(
+            !content.contains("s3cr3t"),
+            "{user:?} {tool} {arguments}: {content}"
+        );
+        assert_eq!(
+            result["status"], status,
+            "{user:?} {tool} {arguments}: {content}"
+        );
     }
     assert_eq!(crate::read(&ws.join(".env")), "TOKEN=s3cr3t\n");
 }

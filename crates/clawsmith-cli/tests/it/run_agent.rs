@@ -461,7 +461,7 @@ fn git_fixture() -> Fixture {
     git(&["add", "a.txt"]);
     git(&["commit", "--quiet", "-m", "first"]);
     std::fs::write(ws.join("b.txt"), "untracked\n").unwrap();
-    Fixture { dir }
+    Fixture { dir, user: None }
 }
 
 /// Every file of the workspace outside `.git`, with its bytes.
