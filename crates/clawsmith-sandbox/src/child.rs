@@ -94,7 +94,7 @@ pub(crate) struct ChildSetup {
     /// Set `no_new_privs` (always, unless the policy is off).
     pub(crate) no_new_privs: bool,
     /// A created Landlock ruleset to restrict the command with.
-    pub(crate) landlock: Option<OwnedFd>,
+    pub(crate) landlock: Option<Landlock>,
     /// Compiled seccomp filters, applied in order (each one can only take rights away).
     pub(crate) seccomp: Vec<seccompiler::BpfProgram>,
     /// Directories of the built view granted every handled Landlock right, added to the
@@ -107,6 +107,55 @@ pub(crate) struct ChildSetup {
     /// arguments and environment std was given): that process shares the init's memory and
     /// cannot return into std (see [`Namespaces::enter`]).
     pub(crate) exec: Option<ExecPlan>,
+}
+
+/// A created Landlock ruleset and the rules it was created from: the descriptor says nothing
+/// comparable about what it allows, so a warm spare's [`SpareKey`] compares the rules.
+#[derive(Debug)]
+pub(crate) struct Landlock {
+    pub(crate) ruleset: OwnedFd,
+    pub(crate) rules: LandlockRules,
+}
+
+/// What a Landlock ruleset of the sandbox is created from (the handled rights are the target
+/// ABI's, a constant): reads everywhere, every handled right beneath `writable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LandlockRules {
+    /// The roots granted every handled filesystem right.
+    pub(crate) writable: Vec<std::path::PathBuf>,
+    /// Whether the network rights are handled (so refused): the host's view without network.
+    pub(crate) handle_network: bool,
+}
+
+/// Everything of a [`ChildSetup`] a warm spare applies before its command exists (the view,
+/// limits and restrictions its tree and its parked command already have): a spare serves a
+/// command only when their keys are equal ([`ChildSetup::serves`]). Built by
+/// [`ChildSetup::spare_key`], which destructures the setup, its namespaces and its command view
+/// without `..`: a field added to any of them does not compile until it is put here or named
+/// as one of the per-command parts the go message carries.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SpareKey<'a> {
+    rlimits: &'a [(Resource, u64)],
+    no_new_privs: bool,
+    landlock: Option<&'a LandlockRules>,
+    seccomp: &'a [seccompiler::BpfProgram],
+    landlock_private_dirs: &'a [CString],
+    landlock_fs_access: u64,
+    /// The prepared view by identity: the very namespaces the relay enters (a base is rebuilt,
+    /// as a new value, when its description changes; the setups hold it, so the address is not
+    /// reused while they are compared).
+    base: *const BaseNamespaces,
+    clone_flags: libc::c_int,
+    lifeline: (RawFd, RawFd),
+    pid_max: Option<&'a CString>,
+    workspace: &'a CString,
+    identity: (u64, u64),
+    covered: &'a [CString],
+    tmp_options: &'a CString,
+    tmp_roots: &'a [CString],
+    tmp_mkdirs: &'a [CString],
+    shm_options: &'a CString,
+    pts: &'a Pts,
 }
 
 /// A program, its arguments and environment as `execve(2)` takes them, prepared before `fork`.
@@ -676,34 +725,83 @@ impl ChildSetup {
     }
 
     /// Whether a warm spare prepared with this setup makes the same tree as `request` (a
-    /// command's own setup) would: the same prepared view, cover list, namespaces, limits,
-    /// Landlock rights and seccomp programs, and no PTY. What differs per command (program,
-    /// arguments, environment, working directory, `.git` pins) travels in the go message.
+    /// command's own setup) would: this is a spare's setup and their [`SpareKey`]s are equal.
+    /// What differs per command (program, arguments, environment, working directory, `.git`
+    /// pins) travels in the go message.
     pub(crate) fn serves(&self, request: &ChildSetup) -> bool {
-        let (Some(mine), Some(theirs)) = (&self.namespaces, &request.namespaces) else {
-            return false;
-        };
-        mine.spare.is_some()
-            && !self.controlling_tty
-            && !request.controlling_tty
-            && self.rlimits == request.rlimits
-            && self.no_new_privs == request.no_new_privs
-            && self.landlock.is_some() == request.landlock.is_some()
-            && self.landlock_private_dirs == request.landlock_private_dirs
-            && self.landlock_fs_access == request.landlock_fs_access
-            && self.seccomp == request.seccomp
-            && Arc::ptr_eq(&mine.base, &theirs.base)
-            && mine.clone_flags == theirs.clone_flags
-            && mine.pid_max == theirs.pid_max
-            && mine.workspace == theirs.workspace
-            && mine.identity == theirs.identity
-            && mine.covered == theirs.covered
-            && mine.view.tmp_options == theirs.view.tmp_options
-            && mine.view.tmp_roots == theirs.view.tmp_roots
-            && mine.view.tmp_mkdirs == theirs.view.tmp_mkdirs
-            && mine.view.shm_options == theirs.view.shm_options
-            && mine.view.pts == theirs.view.pts
-            && matches!(mine.view.pts, Pts::NewInstance(_))
+        let spare = self
+            .namespaces
+            .as_ref()
+            .is_some_and(|namespaces| namespaces.spare.is_some());
+        spare
+            && self
+                .spare_key()
+                .is_some_and(|mine| request.spare_key() == Some(mine))
+    }
+
+    /// What a spare made with this setup has applied before its command exists; `None` for a
+    /// setup no spare makes or serves: one without namespaces (the host's view), or a PTY
+    /// command's (a spare's output is its pipe).
+    pub(crate) fn spare_key(&self) -> Option<SpareKey<'_>> {
+        let ChildSetup {
+            controlling_tty,
+            rlimits,
+            namespaces,
+            no_new_privs,
+            landlock,
+            seccomp,
+            landlock_private_dirs,
+            landlock_fs_access,
+            // The program, arguments and environment: the go message's.
+            exec: _,
+        } = self;
+        let Namespaces {
+            base,
+            clone_flags,
+            lifeline_read,
+            lifeline_write,
+            pid_max,
+            workspace,
+            identity,
+            covered,
+            view,
+            // The spare's own pipes and plan area.
+            spare: _,
+        } = namespaces.as_ref()?;
+        let CommandView {
+            tmp_options,
+            tmp_roots,
+            tmp_mkdirs,
+            shm_options,
+            pts,
+            // The `.git` pins and the working directory: the go message's.
+            pinned: _,
+            read_only: _,
+            cwd: _,
+        } = view;
+        if *controlling_tty || !matches!(pts, Pts::NewInstance(_)) {
+            return None;
+        }
+        Some(SpareKey {
+            rlimits,
+            no_new_privs: *no_new_privs,
+            landlock: landlock.as_ref().map(|landlock| &landlock.rules),
+            seccomp,
+            landlock_private_dirs,
+            landlock_fs_access: *landlock_fs_access,
+            base: Arc::as_ptr(base),
+            clone_flags: *clone_flags,
+            lifeline: (*lifeline_read, *lifeline_write),
+            pid_max: pid_max.as_ref(),
+            workspace,
+            identity: *identity,
+            covered,
+            tmp_options,
+            tmp_roots,
+            tmp_mkdirs,
+            shm_options,
+            pts,
+        })
     }
 
     fn apply(&self) -> io::Result<()> {
@@ -743,7 +841,7 @@ impl ChildSetup {
         if self.no_new_privs {
             check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         }
-        if let Some(ruleset) = &self.landlock {
+        if let Some(Landlock { ruleset, .. }) = &self.landlock {
             for dir in &self.landlock_private_dirs {
                 let fd = check(unsafe {
                     libc::open(
