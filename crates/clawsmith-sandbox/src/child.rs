@@ -811,9 +811,10 @@ impl ChildSetup {
     /// `apply`, with the init's and the command's stacks already mapped (`stacks`, as
     /// [`map_stacks`] lays them out) or mapped here.
     fn apply_on(&self, stacks: Option<*mut u8>) -> io::Result<()> {
-        // SAFETY (whole function): each call is a plain system call on prepared, owned data.
+        // SAFETY: setsid(2) takes no arguments.
         check(unsafe { libc::setsid() })?;
         if self.controlling_tty {
+            // SAFETY: ioctl(2) on fd 0 with an integer argument, no pointer.
             check(unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) })?;
         }
         // The init's and the command's stacks are mapped before the limits: `RLIMIT_AS` counts
@@ -837,12 +838,13 @@ impl ChildSetup {
 
     /// `no_new_privs`, Landlock, seccomp, and close-on-exec for every descriptor above 2.
     fn restrict(&self) -> io::Result<()> {
-        // SAFETY (whole function): plain system calls over owned data.
         if self.no_new_privs {
+            // SAFETY: prctl(2) with integer arguments only.
             check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         }
         if let Some(Landlock { ruleset, .. }) = &self.landlock {
             for dir in &self.landlock_private_dirs {
+                // SAFETY: open(2) of a NUL-terminated path the setup owns.
                 let fd = check(unsafe {
                     libc::open(
                         dir.as_ptr(),
@@ -853,6 +855,9 @@ impl ChildSetup {
                     allowed_access: self.landlock_fs_access,
                     parent_fd: fd,
                 };
+                // SAFETY: landlock_add_rule(2) reads the local `PathBeneath`, the kernel's
+                // `struct landlock_path_beneath_attr` (`#[repr(C, packed)]`); the ruleset
+                // descriptor is the setup's.
                 let rc = unsafe {
                     libc::syscall(
                         libc::SYS_landlock_add_rule,
@@ -862,11 +867,14 @@ impl ChildSetup {
                         0u32,
                     )
                 };
+                // SAFETY: close(2) of the descriptor opened above, used by nothing else.
                 unsafe {
                     libc::close(fd);
                 }
                 check(rc)?;
             }
+            // SAFETY: landlock_restrict_self(2) with the setup's ruleset descriptor and no
+            // pointer.
             let rc = unsafe {
                 libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
             };
@@ -881,6 +889,7 @@ impl ChildSetup {
         if self.namespaces.is_some() {
             // Nothing the caller left inheritable reaches the command (std's own error pipe is
             // already close-on-exec, so marking is enough and keeps it working).
+            // SAFETY: close_range(2) with integer arguments; it only sets close-on-exec flags.
             check(unsafe {
                 libc::syscall(
                     libc::SYS_close_range,
@@ -952,7 +961,8 @@ impl Namespaces {
     }
 
     fn start(&self, setup: &ChildSetup, stacks: *mut u8) -> io::Result<std::convert::Infallible> {
-        // SAFETY (whole function): plain system calls over owned, prepared data.
+        // SAFETY: close(2) of this process's copy of the lifeline's write end, which only
+        // clawsmith itself may hold.
         unsafe {
             libc::close(self.lifeline_write);
         }
@@ -966,6 +976,7 @@ impl Namespaces {
         // that directory, not whatever the path names now; a swap is refused, not followed).
         let workspace = open_path(&self.workspace)?;
         let identity = file_identity(workspace);
+        // SAFETY: close(2) of the descriptor `open_path` returned, used by nothing else.
         unsafe {
             libc::close(workspace);
         }
@@ -977,14 +988,19 @@ impl Namespaces {
             Pts::OwnSlave(source, _) => open_file(source)?,
             Pts::NewInstance(_) => -1,
         };
+        // SAFETY: setns(2) of namespace descriptors the base owns (it outlives the relay's
+        // setup); no pointer.
         check(unsafe { libc::setns(self.base.user.as_raw_fd(), libc::CLONE_NEWUSER) })?;
+        // SAFETY: as above.
         check(unsafe { libc::setns(self.base.mount.as_raw_fd(), libc::CLONE_NEWNS) })?;
         if let Some(network) = &self.base.network {
+            // SAFETY: as above.
             check(unsafe { libc::setns(network.as_raw_fd(), libc::CLONE_NEWNET) })?;
         }
         for path in &self.covered {
             still_covered(path)?;
         }
+        // SAFETY: unshare(2) with flags only.
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
         // The hard stop is blocked and read from a signalfd before the init exists, so it is
@@ -1016,6 +1032,8 @@ impl Namespaces {
                 (&tree as *const Tree<'_>).cast_mut().cast(),
             )
         })?;
+        // SAFETY: close(2) of the relay's copies of the init's ends of its pipes (the init,
+        // sharing this memory but with descriptors of its own, keeps them open).
         unsafe {
             libc::close(tree.status.1);
             libc::close(tree.alive.0);
@@ -1025,6 +1043,7 @@ impl Namespaces {
         let read = loop {
             let mut fds = [poll_in(tree.setup_pipe.0), poll_in(hard_stop_signals)];
             // Only EINTR can make these fail (see above: errno is not looked at).
+            // SAFETY: poll(2) of the two `pollfd`s of the local array.
             if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } <= 0 {
                 continue;
             }
@@ -1033,6 +1052,7 @@ impl Namespaces {
                 hard_stop(hard_stop_signals, init);
             }
             if fds[0].revents != 0 {
+                // SAFETY: read(2) of at most 4 bytes into the 4-byte local buffer.
                 let read = unsafe { libc::read(tree.setup_pipe.0, code.as_mut_ptr().cast(), 4) };
                 if read >= 0 {
                     break read;
@@ -1041,12 +1061,14 @@ impl Namespaces {
         };
         if read == 4 {
             // The init or the command could not set up: nothing of the command ran.
+            // SAFETY: kill(2) of our own child, not yet reaped (so its pid is not reused).
             unsafe {
                 libc::kill(init, libc::SIGKILL);
             }
             reap(init);
             return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(code)));
         }
+        // SAFETY: close(2) of the setup pipe's read end, read for the last time above.
         unsafe {
             libc::close(tree.setup_pipe.0);
         }
@@ -1281,9 +1303,11 @@ pub(crate) fn spawn_shared(
     let (report_read, report_write) = pipe()?;
     // SAFETY: `pipe` made these two descriptors; each is owned once from here on.
     let report_read = unsafe { OwnedFd::from_raw_fd(report_read) };
+    // SAFETY: as above.
     let report_write = unsafe { OwnedFd::from_raw_fd(report_write) };
     // SAFETY: open(2) of a constant path; the descriptor is owned once from here on.
     let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
+    // SAFETY: the descriptor `open` just returned, owned by nothing else.
     let null = unsafe { OwnedFd::from_raw_fd(null) };
     let stacks = match RELAY_STACKS.take() {
         Some(stacks) => stacks,
@@ -1391,7 +1415,7 @@ fn keep(
 extern "C" fn relay_main(start: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `start` is the keeper's `RelayStart`, alive until this tree is gone.
     let start = unsafe { &*start.cast::<RelayStart>() };
-    // SAFETY (block): rt_sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
+    // SAFETY: rt_sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
     // descriptors; every signal is blocked on entry (the keeper's mask).
     let error = unsafe {
         // The kernel's `struct sigaction` (zeroed: `SIG_DFL`, no flags, an empty mask), through
@@ -1490,7 +1514,8 @@ impl Tree<'_> {
     /// Runs as pid 1 of the new PID namespace: adds the command's own mounts to its copy of
     /// the base, starts the command, reaps.
     fn init(&self) -> io::Result<std::convert::Infallible> {
-        // SAFETY (whole function): plain system calls over owned, prepared data.
+        // SAFETY: close(2) of the init's copies of the relay's ends (the relay, sharing this
+        // memory but with descriptors of its own, keeps them open).
         unsafe {
             libc::close(self.status.0);
             libc::close(self.alive.1);
@@ -1499,10 +1524,13 @@ impl Tree<'_> {
         }
         set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
         mask_hard_stop(libc::SIG_UNBLOCK)?;
+        // SAFETY: prctl(2) with integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
         let mut alive = poll_in(self.alive.0);
         // The relay keeps the write end open for its whole life: a hang-up means it is gone.
+        // SAFETY: poll(2) of one local `pollfd`, without waiting.
         if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
+            // SAFETY: _exit(2) takes no pointer and runs no destructor of shared memory.
             unsafe { libc::_exit(1) };
         }
         let namespaces = self.namespaces;
@@ -1516,8 +1544,12 @@ impl Tree<'_> {
                     namespaces.view.pinned.iter().map(CString::as_c_str),
                     namespaces.view.read_only.iter().map(CString::as_c_str),
                 )?;
+                // SAFETY: chdir(2) of a NUL-terminated path the setup owns.
                 check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
                 // Returns once the command has `exec`ed or exited.
+                // SAFETY: the command runs `command_main` on its own stack (mapped with a
+                // guard below it) over `self`, which outlives it: with `CLONE_VFORK` this
+                // call returns only once the command has `exec`ed or exited.
                 check(unsafe {
                     libc::clone(
                         command_main,
@@ -1546,6 +1578,7 @@ impl Tree<'_> {
         let mut command_status: libc::c_int = 0;
         loop {
             let mut status: libc::c_int = 0;
+            // SAFETY: waitpid(2) into a local integer.
             let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
             if pid == command {
                 command_status = status;
@@ -1557,6 +1590,7 @@ impl Tree<'_> {
             }
         }
         let bytes = command_status.to_ne_bytes();
+        // SAFETY: write(2) of a stack buffer to the init's own descriptors, then _exit(2).
         unsafe {
             if result >= 0 {
                 // clawsmith reads it once this init is gone (its pidfd), without the relay.
@@ -1627,6 +1661,7 @@ impl Tree<'_> {
             unsafe { libc::_exit(0) }
         };
         // SAFETY: closing the go pipe, which nothing reads any more.
+        // SAFETY: close(2) of the go pipe's read end, whose one message was read.
         unsafe {
             libc::close(spare.go);
         }
@@ -1636,6 +1671,8 @@ impl Tree<'_> {
         // SAFETY: `read_plan` made `paths` point at `pinned + read_only` NUL-terminated strings
         // in the area, which lives as long as this process.
         let paths = unsafe { std::slice::from_raw_parts(plan.paths, plan.pinned + plan.read_only) };
+        // SAFETY: each of those pointers is such a string (checked by `read_plan` to end inside
+        // the area).
         let c = |pointer: &*const libc::c_char| unsafe { CStr::from_ptr(*pointer) };
         bind_read_only(
             paths[..plan.pinned].iter().map(c),
@@ -1650,6 +1687,7 @@ impl Tree<'_> {
         let mut hung_up = poll_in(parked.0);
         // SAFETY: poll(2) of one owned descriptor, without waiting; _exit(2) takes no pointers.
         if unsafe { libc::poll(&mut hung_up, 1, 0) } != 0 {
+            // SAFETY: as above.
             unsafe { libc::_exit(0) }
         }
         let starting = 0i32.to_ne_bytes();
@@ -1736,7 +1774,9 @@ fn relay(init: libc::pid_t, fds: [RawFd; 5]) -> ! {
         hard_stop_signals,
         _hold,
     ] = fds;
-    // SAFETY (whole function): plain system calls over owned data; never returns to std.
+    // SAFETY: system calls over local values and the descriptors in `fds`, which the relay
+    // owns; `sigset_t` is plain data, valid zeroed; the relay never returns to std (it ends
+    // with `_exit` or its own signal).
     unsafe {
         close_all_but(&fds);
         for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
@@ -2090,10 +2130,13 @@ impl BaseView {
             }
         }
 
-        // SAFETY: chdir/pivot_root/umount2 over static and prepared strings.
+        // SAFETY: chdir(2) of a NUL-terminated path the view owns.
         check(unsafe { libc::chdir(self.staging.as_ptr()) })?;
+        // SAFETY: pivot_root(2) of two static NUL-terminated strings.
         check(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) })?;
+        // SAFETY: umount2(2) of a static NUL-terminated string.
         check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })?;
+        // SAFETY: chdir(2) of a static NUL-terminated string.
         check(unsafe { libc::chdir(c"/".as_ptr()) })?;
         Ok(())
     }
@@ -2207,8 +2250,9 @@ fn bind_read_only<'a>(
 /// `Ok` when `path` is the root of a mount (the cover is still there) or is gone (nothing left
 /// to cover); [`STALE_VIEW_ERRNO`] when it is an ordinary file or directory again.
 fn still_covered(path: &CStr) -> io::Result<()> {
-    // SAFETY: statx(2) into a zeroed, owned struct.
+    // SAFETY: `statx` is plain data, valid zeroed.
     let mut stat: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx(2) of a NUL-terminated path into that local struct.
     let rc = unsafe {
         libc::statx(
             libc::AT_FDCWD,
@@ -2359,8 +2403,9 @@ fn open_file(path: &CStr) -> io::Result<RawFd> {
 }
 
 fn file_identity(fd: RawFd) -> io::Result<(u64, u64)> {
-    // SAFETY: fstat(2) into a zeroed, owned struct.
+    // SAFETY: `stat` is plain data, valid zeroed.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat(2) into that local struct.
     check(unsafe { libc::fstat(fd, &mut stat) })?;
     Ok((stat.st_dev, stat.st_ino))
 }
@@ -2374,6 +2419,7 @@ fn create_file(path: &CStr) -> io::Result<()> {
             0o666,
         )
     })?;
+    // SAFETY: close(2) of the descriptor opened above, used by nothing else.
     unsafe {
         libc::close(fd);
     }
@@ -2424,8 +2470,8 @@ impl FdPath {
 /// Drops every capability: bounding set, ambient set, and the effective, permitted and
 /// inheritable sets. A uid-0 command then holds none even across `exec`.
 fn drop_capabilities() -> io::Result<()> {
-    // SAFETY (whole function): prctl/capset over owned structs.
     for capability in 0..=63 {
+        // SAFETY: prctl(2) with integer arguments only.
         let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
         if rc != 0 {
             // EINVAL is the first number past the kernel's last capability (`cap_valid`), and
@@ -2436,6 +2482,7 @@ fn drop_capabilities() -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
+    // SAFETY: prctl(2) with integer arguments only.
     check(unsafe {
         libc::prctl(
             libc::PR_CAP_AMBIENT,
@@ -2472,26 +2519,33 @@ fn drop_capabilities() -> io::Result<()> {
             inheritable: 0,
         },
     ];
+    // SAFETY: capset(2) reads a header and two data structs of the kernel's
+    // `_LINUX_CAPABILITY_VERSION_3` layout (`#[repr(C)]`), local to this frame.
     check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
         .map(drop)
 }
 
 /// Brings up `lo` in the new network namespace, so servers on 127.0.0.1 inside the sandbox work.
 fn loopback_up() -> io::Result<()> {
-    // SAFETY (whole function): socket/ioctl/close over an owned, zeroed `ifreq`.
+    // SAFETY: socket(2) with integer arguments only.
     let socket =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `ifreq` is plain data (a name and a union of integers), valid zeroed.
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
         *slot = *byte as libc::c_char;
     }
     let result = (|| {
+        // SAFETY: SIOCGIFFLAGS fills the flags of the local `ifreq`, named "lo".
         check(unsafe { libc::ioctl(socket, libc::SIOCGIFFLAGS as _, &mut request) })?;
+        // SAFETY: SIOCGIFFLAGS just set the union's `ifru_flags` member.
         unsafe {
             request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
         }
+        // SAFETY: SIOCSIFFLAGS reads the local `ifreq`.
         check(unsafe { libc::ioctl(socket, libc::SIOCSIFFLAGS as _, &request) })
     })();
+    // SAFETY: close(2) of the socket made above, used by nothing else.
     unsafe {
         libc::close(socket);
     }
@@ -2506,10 +2560,11 @@ fn pipe() -> io::Result<(RawFd, RawFd)> {
 }
 
 fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> io::Result<()> {
-    // SAFETY: sigaction(2) with a zeroed struct and a handler that only calls kill(2).
+    // SAFETY: `sigaction` is plain data, valid zeroed (an empty mask, no flags).
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = handler;
     action.sa_flags = libc::SA_RESTART;
+    // SAFETY: sigaction(2) of that local struct; its only caller sets `SIG_DFL`, no function.
     check(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) }).map(drop)
 }
 
