@@ -1,5 +1,7 @@
 //! Project rules the compiler does not check (STYLE.md).
 
+mod safety;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -411,6 +413,7 @@ pub fn check_source(shown: &str, text: &str) -> Vec<String> {
             }
         }
     }
+    problems.extend(safety::check_unsafe_comments(shown, text));
     problems
 }
 

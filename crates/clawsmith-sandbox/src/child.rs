@@ -1,7 +1,8 @@
 //! The code that runs in the child between `fork` and `exec`, and the few raw system calls the
 //! crate needs (kernel probes, PTY window size).
 //!
-//! This is the only module of clawsmith that allows `unsafe`. After `fork` in a multi-threaded
+//! This is the only module of clawsmith that allows `unsafe` (with its submodules), each use
+//! under a `// SAFETY:` comment that says why it is sound. After `fork` in a multi-threaded
 //! parent only async-signal-safe work is allowed: everything that allocates (building the
 //! Landlock ruleset, compiling the seccomp BPF programs, formatting user-namespace maps, turning
 //! paths into C strings, clamping rlimits) happens in the parent, before `fork`, and the children
@@ -73,6 +74,17 @@
 //!   when clawsmith dies, however it dies (`SIGKILL` included), the read end reports a hang-up
 //!   and the relay kills the init; the init has `PR_SET_PDEATHSIG(SIGKILL)` towards the relay
 //!   and checks once that the relay is still there, closing the window before the `prctl`.
+//!
+//! ## Files
+//! This file holds the setup ([`ChildSetup`], its [`SpareKey`]) and the relay, the init and
+//! the command processes. Beside it: `child/shared.rs` (a spare's relay that shares
+//! clawsmith's memory, [`spawn_shared`], and its keeper thread), `child/view.rs`
+//! (the [`BaseView`] a builder assembles and the [`CommandView`] each init adds),
+//! `child/mounts.rs` (the mount and file system calls those make), `child/restrict.rs` (what
+//! the command applies to itself: capabilities, `no_new_privs`, Landlock, seccomp,
+//! close-on-exec), `child/plan.rs` (a spare's go message, [`PlanArea`] and [`SpareEnds`]) and
+//! `child/host.rs` (the system calls clawsmith makes in its own process for the rest of the
+//! crate: the lifeline, pidfds, kernel probes, a PTY's window size).
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, CString};
@@ -81,6 +93,30 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use nix::sys::resource::{Resource, setrlimit};
+
+#[cfg(test)]
+pub(crate) use host::shares_our_memory;
+pub(crate) use host::{
+    async_file, async_pidfd, landlock_abi, lifeline, pidfd_open, seccomp_available,
+    set_window_size, signal_process,
+};
+use mounts::{bind_read_only, file_identity, open_file, open_path, still_covered};
+pub(crate) use plan::{EXECED_WORD, PlanArea, SpareEnds, go_message};
+#[cfg(test)]
+pub(crate) use plan::{PLAN_BYTES, PLAN_POINTERS};
+use plan::{read_plan, read_whole};
+use restrict::drop_capabilities;
+#[cfg(test)]
+pub(crate) use shared::kept_relay_stacks;
+pub(crate) use shared::{SharedRelay, spawn_shared};
+pub(crate) use view::{ALLOWED_MAX, BaseNamespaces, BaseView, CommandView, Pts};
+
+mod host;
+mod mounts;
+mod plan;
+mod restrict;
+mod shared;
+mod view;
 
 /// Everything the child applies to itself, prepared by the parent.
 #[derive(Debug, Default)]
@@ -94,7 +130,7 @@ pub(crate) struct ChildSetup {
     /// Set `no_new_privs` (always, unless the policy is off).
     pub(crate) no_new_privs: bool,
     /// A created Landlock ruleset to restrict the command with.
-    pub(crate) landlock: Option<OwnedFd>,
+    pub(crate) landlock: Option<Landlock>,
     /// Compiled seccomp filters, applied in order (each one can only take rights away).
     pub(crate) seccomp: Vec<seccompiler::BpfProgram>,
     /// Directories of the built view granted every handled Landlock right, added to the
@@ -107,6 +143,55 @@ pub(crate) struct ChildSetup {
     /// arguments and environment std was given): that process shares the init's memory and
     /// cannot return into std (see [`Namespaces::enter`]).
     pub(crate) exec: Option<ExecPlan>,
+}
+
+/// A created Landlock ruleset and the rules it was created from: the descriptor says nothing
+/// comparable about what it allows, so a warm spare's [`SpareKey`] compares the rules.
+#[derive(Debug)]
+pub(crate) struct Landlock {
+    pub(crate) ruleset: OwnedFd,
+    pub(crate) rules: LandlockRules,
+}
+
+/// What a Landlock ruleset of the sandbox is created from (the handled rights are the target
+/// ABI's, a constant): reads everywhere, every handled right beneath `writable`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LandlockRules {
+    /// The roots granted every handled filesystem right.
+    pub(crate) writable: Vec<std::path::PathBuf>,
+    /// Whether the network rights are handled (so refused): the host's view without network.
+    pub(crate) handle_network: bool,
+}
+
+/// Everything of a [`ChildSetup`] a warm spare applies before its command exists (the view,
+/// limits and restrictions its tree and its parked command already have): a spare serves a
+/// command only when their keys are equal ([`ChildSetup::serves`]). Built by
+/// [`ChildSetup::spare_key`], which destructures the setup, its namespaces and its command view
+/// without `..`: a field added to any of them does not compile until it is put here or named
+/// as one of the per-command parts the go message carries.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SpareKey<'a> {
+    rlimits: &'a [(Resource, u64)],
+    no_new_privs: bool,
+    landlock: Option<&'a LandlockRules>,
+    seccomp: &'a [seccompiler::BpfProgram],
+    landlock_private_dirs: &'a [CString],
+    landlock_fs_access: u64,
+    /// The prepared view by identity: the very namespaces the relay enters (a base is rebuilt,
+    /// as a new value, when its description changes; the setups hold it, so the address is not
+    /// reused while they are compared).
+    base: *const BaseNamespaces,
+    clone_flags: libc::c_int,
+    lifeline: (RawFd, RawFd),
+    pid_max: Option<&'a CString>,
+    workspace: &'a CString,
+    identity: (u64, u64),
+    covered: &'a [CString],
+    tmp_options: &'a CString,
+    tmp_roots: &'a [CString],
+    tmp_mkdirs: &'a [CString],
+    shm_options: &'a CString,
+    pts: &'a Pts,
 }
 
 /// A program, its arguments and environment as `execve(2)` takes them, prepared before `fork`.
@@ -209,275 +294,6 @@ impl ExecPointers {
     }
 }
 
-/// The most bytes a spare's command plan may have (program, working directory, arguments,
-/// environment, `.git` pins; each NUL-terminated), after its 20-byte header.
-pub(crate) const PLAN_BYTES: usize = 64 * 1024;
-
-/// The most pointers a spare's command plan may need: its arguments and environment variables,
-/// a NULL after each list, and its pins.
-pub(crate) const PLAN_POINTERS: usize = 1024;
-
-/// Memory mapped before a spare's fork, where its init reads the command's plan and builds the
-/// pointer arrays `execve(2)` takes (it cannot allocate: the relay is a fork of a
-/// multi-threaded process, or shares its memory). Private: the init writes a forked relay's
-/// copy, or for a shared relay this mapping itself, which clawsmith never reads; kept for the
-/// next spare when dropped ([`MappingPool`]).
-#[derive(Debug)]
-pub(crate) struct PlanArea {
-    base: *mut u8,
-}
-
-// SAFETY: the mapping is owned by the value; clawsmith's threads never read or write it (only
-// the spare's init does: its copy after a fork, or this mapping when it shares our memory).
-unsafe impl Send for PlanArea {}
-// SAFETY: as above.
-unsafe impl Sync for PlanArea {}
-
-impl PlanArea {
-    const POINTERS_SIZE: usize = PLAN_POINTERS * std::mem::size_of::<*const libc::c_char>();
-    const SIZE: usize = Self::POINTERS_SIZE + PLAN_BYTES;
-
-    pub(crate) fn new() -> io::Result<PlanArea> {
-        if let Some(base) = PLAN_AREAS.take() {
-            return Ok(PlanArea { base });
-        }
-        // SAFETY: an anonymous private mapping of our own, unmapped on drop.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                Self::SIZE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(PlanArea { base: base.cast() })
-    }
-}
-
-impl Drop for PlanArea {
-    fn drop(&mut self) {
-        // The mapping `new` made, of that size: dropped with the last owner of its setup, after
-        // the spare's tree is gone (a shared relay's keeper holds one until then).
-        PLAN_AREAS.give(self.base);
-    }
-}
-
-/// The command's part of a spare's tree, as one message for its init: a `u32` length, then
-/// `argc`, `envc`, the number of pinned and of read-only `.git` paths (`u32` each), then the
-/// program, the working directory, the arguments, the environment, the pinned and the read-only
-/// paths, each NUL-terminated. `None` when it does not fit [`PLAN_BYTES`] or [`PLAN_POINTERS`]
-/// (the command then goes the ordinary way).
-pub(crate) fn go_message(exec: &ExecPlan, view: &CommandView) -> Option<Vec<u8>> {
-    let argc = exec.argv.len() - 1;
-    let envc = exec.envp.len() - 1;
-    let pointers = argc + 1 + envc + 1 + view.pinned.len() + view.read_only.len();
-    if pointers > PLAN_POINTERS {
-        return None;
-    }
-    let strings = [exec.program.as_c_str(), view.cwd.as_c_str()]
-        .into_iter()
-        .chain(exec._strings.iter().map(CString::as_c_str))
-        .chain(view.pinned.iter().map(CString::as_c_str))
-        .chain(view.read_only.iter().map(CString::as_c_str));
-    let mut body = Vec::with_capacity(4096);
-    for count in [argc, envc, view.pinned.len(), view.read_only.len()] {
-        body.extend_from_slice(&u32::try_from(count).ok()?.to_ne_bytes());
-    }
-    for string in strings {
-        body.extend_from_slice(string.to_bytes_with_nul());
-    }
-    if body.len() > PLAN_BYTES {
-        return None;
-    }
-    let mut message = Vec::with_capacity(4 + body.len());
-    message.extend_from_slice(&u32::try_from(body.len()).ok()?.to_ne_bytes());
-    message.extend_from_slice(&body);
-    Some(message)
-}
-
-/// The init's side of a warm spare (`spare.rs`): the init prepares everything that does not
-/// depend on the command, then reads the command's plan from `go` into `area` and reports on
-/// `result` (see `Tree::init`).
-#[derive(Debug)]
-pub(crate) struct SpareEnds {
-    /// The read end of the pipe the plan arrives on.
-    pub(crate) go: RawFd,
-    /// The write end of the pipe the init and the command report on: a 4-byte zero once the
-    /// command is about to start, an errno when setting up failed, [`EXECED_WORD`] once the
-    /// command has `exec`ed, then the command's wait status when it has ended; end of file
-    /// when the init is gone (killed before the command ended: a hard stop).
-    pub(crate) result: RawFd,
-    pub(crate) area: PlanArea,
-    /// The write end of the **hold** pipe (close-on-exec) when the relay shares clawsmith's
-    /// address space ([`spawn_shared`]), else -1: the relay, the init and the parked command
-    /// keep it, so its end of file says that none of them runs in that memory any more.
-    pub(crate) hold: RawFd,
-}
-
-/// What a spare's init writes on the result pipe once the command has `exec`ed (not an errno,
-/// which is positive, nor the zero of "starting").
-pub(crate) const EXECED_WORD: i32 = -1;
-
-/// A command's plan as the init parsed it from the spare's [`PlanArea`].
-struct ReadPlan {
-    exec: ExecPointers,
-    cwd: *const libc::c_char,
-    /// `[pinned…, read_only…]` in the area's pointer array, and how many of each.
-    paths: *const *const libc::c_char,
-    pinned: usize,
-    read_only: usize,
-}
-
-/// Reads exactly `buffer.len()` bytes, retrying a failed read whatever `errno` says (the
-/// processes of a tree share it; see [`Tree::await_command`]); `false` at end of file.
-fn read_whole(fd: RawFd, buffer: &mut [u8]) -> bool {
-    let mut done = 0;
-    while done < buffer.len() {
-        // SAFETY: read(2) into the unfilled rest of a buffer we own.
-        let read =
-            unsafe { libc::read(fd, buffer[done..].as_mut_ptr().cast(), buffer.len() - done) };
-        if read == 0 {
-            return false;
-        }
-        if read > 0 {
-            done += read as usize;
-        }
-    }
-    true
-}
-
-/// Reads exactly `buffer.len()` bytes; `Ok(false)` at end of file.
-fn read_exact(fd: RawFd, buffer: &mut [u8]) -> io::Result<bool> {
-    let mut done = 0;
-    while done < buffer.len() {
-        // SAFETY: read(2) into the unfilled rest of a buffer we own.
-        let read =
-            unsafe { libc::read(fd, buffer[done..].as_mut_ptr().cast(), buffer.len() - done) };
-        if read == 0 {
-            return Ok(false);
-        }
-        if read < 0 {
-            let error = io::Error::last_os_error();
-            if error.raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            return Err(error);
-        }
-        done += read as usize;
-    }
-    Ok(true)
-}
-
-/// Runs in a spare's init: reads the plan [`go_message`] wrote into `area` and builds its
-/// pointer arrays there, allocating nothing. `Ok(None)` at end of file (the spare was
-/// discarded); `E2BIG` for a plan over the area's capacity, `EINVAL` for a malformed one.
-fn read_plan(go: RawFd, area: &PlanArea) -> io::Result<Option<ReadPlan>> {
-    let mut length = [0u8; 4];
-    if !read_exact(go, &mut length)? {
-        return Ok(None);
-    }
-    let length = u32::from_ne_bytes(length) as usize;
-    if length > PLAN_BYTES {
-        return Err(io::Error::from_raw_os_error(libc::E2BIG));
-    }
-    // SAFETY: the area's byte part, PLAN_BYTES long, written only here (this process's copy).
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(area.base.add(PlanArea::POINTERS_SIZE), PLAN_BYTES)
-    };
-    let body = &mut bytes[..length];
-    if !read_exact(go, body)? {
-        return Ok(None);
-    }
-    let invalid = || io::Error::from_raw_os_error(libc::EINVAL);
-    if body.len() < 16 {
-        return Err(invalid());
-    }
-    let mut counts = [0usize; 4];
-    for (index, count) in counts.iter_mut().enumerate() {
-        let mut word = [0u8; 4];
-        word.copy_from_slice(&body[index * 4..index * 4 + 4]);
-        *count = u32::from_ne_bytes(word) as usize;
-    }
-    let [argc, envc, pinned, read_only] = counts;
-    let needed = argc
-        .checked_add(envc)
-        .and_then(|n| n.checked_add(pinned))
-        .and_then(|n| n.checked_add(read_only))
-        .and_then(|n| n.checked_add(2))
-        .ok_or_else(invalid)?;
-    if needed > PLAN_POINTERS {
-        return Err(io::Error::from_raw_os_error(libc::E2BIG));
-    }
-    // SAFETY: the area's pointer part, PLAN_POINTERS long, written only here.
-    let pointers = unsafe {
-        std::slice::from_raw_parts_mut(area.base.cast::<*const libc::c_char>(), PLAN_POINTERS)
-    };
-    // program, cwd, then the strings of the four lists; each must end inside the body.
-    let mut at = 16;
-    let mut next = || -> io::Result<*const libc::c_char> {
-        let rest = &body[at..];
-        let end = rest
-            .iter()
-            .position(|byte| *byte == 0)
-            .ok_or_else(invalid)?;
-        let string = rest.as_ptr().cast::<libc::c_char>();
-        at += end + 1;
-        Ok(string)
-    };
-    let program = next()?;
-    let cwd = next()?;
-    let mut slot = 0;
-    let argv = slot;
-    for _ in 0..argc {
-        pointers[slot] = next()?;
-        slot += 1;
-    }
-    pointers[slot] = std::ptr::null();
-    slot += 1;
-    let envp = slot;
-    for _ in 0..envc {
-        pointers[slot] = next()?;
-        slot += 1;
-    }
-    pointers[slot] = std::ptr::null();
-    slot += 1;
-    let paths = slot;
-    for _ in 0..pinned + read_only {
-        pointers[slot] = next()?;
-        slot += 1;
-    }
-    let base = pointers.as_ptr();
-    // SAFETY: offsets inside the pointer array filled above.
-    Ok(Some(unsafe {
-        ReadPlan {
-            exec: ExecPointers {
-                program,
-                argv: base.add(argv),
-                envp: base.add(envp),
-            },
-            cwd,
-            paths: base.add(paths),
-            pinned,
-            read_only,
-        }
-    }))
-}
-
-/// `struct landlock_path_beneath_attr`.
-#[repr(C, packed)]
-struct PathBeneath {
-    allowed_access: u64,
-    parent_fd: i32,
-}
-
-/// `LANDLOCK_RULE_PATH_BENEATH`.
-const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
-
 /// The namespaces of a confined command and what its view of the machine is made of.
 #[derive(Debug)]
 pub(crate) struct Namespaces {
@@ -506,112 +322,6 @@ pub(crate) struct Namespaces {
     pub(crate) view: CommandView,
     /// Set for a warm spare (`spare.rs`): the init waits for the command's plan.
     pub(crate) spare: Option<SpareEnds>,
-}
-
-/// The part of a command's view that is the same for every command of a configuration: the
-/// host read-only, the minimal `/dev`, the workspace and extra roots read-write, protected
-/// paths read-only, secrets covered. Assembled once by a builder process in new user and mount
-/// namespaces ([`BaseView::create`]); every target is prefixed with `staging`, where the new
-/// root is assembled before `pivot_root`. Two equal descriptions make the same view, which is
-/// how a prepared one is reused (the identities of the covered and bound paths are part of it,
-/// so a secret deleted and made anew is covered again).
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct BaseView {
-    /// Where the new root is assembled (an existing directory of the host, e.g. `/tmp`).
-    pub(crate) staging: CString,
-    /// The contents of `/proc/self/uid_map` and `gid_map`: the caller mapped to itself.
-    pub(crate) uid_map: Vec<u8>,
-    pub(crate) gid_map: Vec<u8>,
-    /// Whether the base has a network namespace of its own (loopback only: the network is
-    /// off), which its commands enter.
-    pub(crate) network_namespace: bool,
-    /// The workspace in the host's view (opened by the builder, checked against `identity`).
-    pub(crate) workspace: CString,
-    /// `(st_dev, st_ino)` the workspace root must have.
-    pub(crate) identity: (u64, u64),
-    /// Where the workspace and the extra writable roots are bound read-write:
-    /// `(source in the host view, target)`. The first is the workspace.
-    pub(crate) writable: Vec<(CString, CString)>,
-    /// Directories to create (in order) so that the targets exist inside private tmpfs mounts.
-    pub(crate) mkdirs: Vec<CString>,
-    /// Host folders shown empty (a tmpfs, read-only once the roots inside are bound): the home
-    /// directory, the runtime folders, hidden folders that hold a writable root. Parents first.
-    pub(crate) empty_dirs: Vec<CString>,
-    /// Directories made inside the empty folders for what is bound back (parents first).
-    pub(crate) empty_mkdirs: Vec<CString>,
-    /// `(host source, target, whether a directory)` bound back read-only into the empty
-    /// folders (at most [`ALLOWED_MAX`]).
-    pub(crate) allowed: Vec<(CString, CString, bool)>,
-    /// `staging/tmp` (covered again per command; here it only holds the roots that live
-    /// under `/tmp`).
-    pub(crate) tmp: CString,
-    /// `staging/dev` and its tmpfs options.
-    pub(crate) dev: (CString, CString),
-    /// Device files bound from the host: `(source, target)`.
-    pub(crate) devices: Vec<(CString, CString)>,
-    /// `staging/dev/shm` and `staging/dev/pts`: mount points for each command's own.
-    pub(crate) shm: CString,
-    pub(crate) pts: CString,
-    /// Symlinks in the new `/dev`: `(target of the link, link path)`.
-    pub(crate) dev_links: Vec<(CString, CString)>,
-    /// Paths bound read-only onto themselves (protected paths inside writable roots, or the
-    /// whole workspace when it is read-only).
-    pub(crate) read_only: Vec<CString>,
-    /// Directories covered by an empty read-only tmpfs (secrets, the state dir).
-    pub(crate) hidden_dirs: Vec<CString>,
-    /// Files (and unix sockets) covered by `/dev/null`.
-    pub(crate) hidden_files: Vec<CString>,
-    /// `(st_dev, st_ino)` of every bound, protected and covered path, in order: the base is
-    /// only reused while the host still has the same objects at those paths.
-    pub(crate) identities: Vec<(u64, u64)>,
-}
-
-/// How many host paths a base view binds back into its empty folders, at most (their
-/// descriptors are opened before the host is bound, in a fixed array: the builder is a fork of
-/// a threaded process and does not allocate).
-pub(crate) const ALLOWED_MAX: usize = 48;
-
-/// The user and mount namespaces of a built [`BaseView`], held open by descriptor (no process
-/// lives in them between commands).
-#[derive(Debug)]
-pub(crate) struct BaseNamespaces {
-    pub(crate) view: BaseView,
-    user: OwnedFd,
-    mount: OwnedFd,
-    network: Option<OwnedFd>,
-    pub(crate) created: std::time::Instant,
-}
-
-/// What a command gets of its own on top of the base, as paths in the final view.
-#[derive(Debug)]
-pub(crate) struct CommandView {
-    /// tmpfs options of the command's private `/tmp`.
-    pub(crate) tmp_options: CString,
-    /// Writable roots that live under `/tmp` (the private tmpfs would hide them): bound back
-    /// from the base, parents first, after `tmp_mkdirs`.
-    pub(crate) tmp_roots: Vec<CString>,
-    pub(crate) tmp_mkdirs: Vec<CString>,
-    /// tmpfs options of `/dev/shm`.
-    pub(crate) shm_options: CString,
-    /// What goes on `/dev/pts`.
-    pub(crate) pts: Pts,
-    /// Paths made non-renamable by binding them onto themselves (the workspace's `.git`).
-    pub(crate) pinned: Vec<CString>,
-    /// Paths bound read-only onto themselves (the `.git` code paths).
-    pub(crate) read_only: Vec<CString>,
-    /// The working directory, in the final view.
-    pub(crate) cwd: CString,
-}
-
-/// What the built `/dev/pts` holds.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Pts {
-    /// A new devpts instance (with these options): the command can open PTYs of its own.
-    NewInstance(CString),
-    /// A PTY command: its own slave, bound from the host at its host name (`(source in the
-    /// host's view, target in the final view)`), so `tty` and `ttyname` work; no other
-    /// terminal is reachable.
-    OwnSlave(CString, CString),
 }
 
 /// Blocks (`SIG_BLOCK`) or unblocks (`SIG_UNBLOCK`) `SIGUSR1`, the hard stop; returns the set.
@@ -676,34 +386,83 @@ impl ChildSetup {
     }
 
     /// Whether a warm spare prepared with this setup makes the same tree as `request` (a
-    /// command's own setup) would: the same prepared view, cover list, namespaces, limits,
-    /// Landlock rights and seccomp programs, and no PTY. What differs per command (program,
-    /// arguments, environment, working directory, `.git` pins) travels in the go message.
+    /// command's own setup) would: this is a spare's setup and their [`SpareKey`]s are equal.
+    /// What differs per command (program, arguments, environment, working directory, `.git`
+    /// pins) travels in the go message.
     pub(crate) fn serves(&self, request: &ChildSetup) -> bool {
-        let (Some(mine), Some(theirs)) = (&self.namespaces, &request.namespaces) else {
-            return false;
-        };
-        mine.spare.is_some()
-            && !self.controlling_tty
-            && !request.controlling_tty
-            && self.rlimits == request.rlimits
-            && self.no_new_privs == request.no_new_privs
-            && self.landlock.is_some() == request.landlock.is_some()
-            && self.landlock_private_dirs == request.landlock_private_dirs
-            && self.landlock_fs_access == request.landlock_fs_access
-            && self.seccomp == request.seccomp
-            && Arc::ptr_eq(&mine.base, &theirs.base)
-            && mine.clone_flags == theirs.clone_flags
-            && mine.pid_max == theirs.pid_max
-            && mine.workspace == theirs.workspace
-            && mine.identity == theirs.identity
-            && mine.covered == theirs.covered
-            && mine.view.tmp_options == theirs.view.tmp_options
-            && mine.view.tmp_roots == theirs.view.tmp_roots
-            && mine.view.tmp_mkdirs == theirs.view.tmp_mkdirs
-            && mine.view.shm_options == theirs.view.shm_options
-            && mine.view.pts == theirs.view.pts
-            && matches!(mine.view.pts, Pts::NewInstance(_))
+        let spare = self
+            .namespaces
+            .as_ref()
+            .is_some_and(|namespaces| namespaces.spare.is_some());
+        spare
+            && self
+                .spare_key()
+                .is_some_and(|mine| request.spare_key() == Some(mine))
+    }
+
+    /// What a spare made with this setup has applied before its command exists; `None` for a
+    /// setup no spare makes or serves: one without namespaces (the host's view), or a PTY
+    /// command's (a spare's output is its pipe).
+    pub(crate) fn spare_key(&self) -> Option<SpareKey<'_>> {
+        let ChildSetup {
+            controlling_tty,
+            rlimits,
+            namespaces,
+            no_new_privs,
+            landlock,
+            seccomp,
+            landlock_private_dirs,
+            landlock_fs_access,
+            // The program, arguments and environment: the go message's.
+            exec: _,
+        } = self;
+        let Namespaces {
+            base,
+            clone_flags,
+            lifeline_read,
+            lifeline_write,
+            pid_max,
+            workspace,
+            identity,
+            covered,
+            view,
+            // The spare's own pipes and plan area.
+            spare: _,
+        } = namespaces.as_ref()?;
+        let CommandView {
+            tmp_options,
+            tmp_roots,
+            tmp_mkdirs,
+            shm_options,
+            pts,
+            // The `.git` pins and the working directory: the go message's.
+            pinned: _,
+            read_only: _,
+            cwd: _,
+        } = view;
+        if *controlling_tty || !matches!(pts, Pts::NewInstance(_)) {
+            return None;
+        }
+        Some(SpareKey {
+            rlimits,
+            no_new_privs: *no_new_privs,
+            landlock: landlock.as_ref().map(|landlock| &landlock.rules),
+            seccomp,
+            landlock_private_dirs,
+            landlock_fs_access: *landlock_fs_access,
+            base: Arc::as_ptr(base),
+            clone_flags: *clone_flags,
+            lifeline: (*lifeline_read, *lifeline_write),
+            pid_max: pid_max.as_ref(),
+            workspace,
+            identity: *identity,
+            covered,
+            tmp_options,
+            tmp_roots,
+            tmp_mkdirs,
+            shm_options,
+            pts,
+        })
     }
 
     fn apply(&self) -> io::Result<()> {
@@ -713,9 +472,10 @@ impl ChildSetup {
     /// `apply`, with the init's and the command's stacks already mapped (`stacks`, as
     /// [`map_stacks`] lays them out) or mapped here.
     fn apply_on(&self, stacks: Option<*mut u8>) -> io::Result<()> {
-        // SAFETY (whole function): each call is a plain system call on prepared, owned data.
+        // SAFETY: setsid(2) takes no arguments.
         check(unsafe { libc::setsid() })?;
         if self.controlling_tty {
+            // SAFETY: ioctl(2) on fd 0 with an integer argument, no pointer.
             check(unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) })?;
         }
         // The init's and the command's stacks are mapped before the limits: `RLIMIT_AS` counts
@@ -735,64 +495,6 @@ impl ChildSetup {
             return Err(namespaces.enter(self, stacks));
         }
         self.restrict()
-    }
-
-    /// `no_new_privs`, Landlock, seccomp, and close-on-exec for every descriptor above 2.
-    fn restrict(&self) -> io::Result<()> {
-        // SAFETY (whole function): plain system calls over owned data.
-        if self.no_new_privs {
-            check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
-        }
-        if let Some(ruleset) = &self.landlock {
-            for dir in &self.landlock_private_dirs {
-                let fd = check(unsafe {
-                    libc::open(
-                        dir.as_ptr(),
-                        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-                    )
-                })?;
-                let rule = PathBeneath {
-                    allowed_access: self.landlock_fs_access,
-                    parent_fd: fd,
-                };
-                let rc = unsafe {
-                    libc::syscall(
-                        libc::SYS_landlock_add_rule,
-                        ruleset.as_raw_fd(),
-                        LANDLOCK_RULE_PATH_BENEATH,
-                        &rule as *const PathBeneath,
-                        0u32,
-                    )
-                };
-                unsafe {
-                    libc::close(fd);
-                }
-                check(rc)?;
-            }
-            let rc = unsafe {
-                libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
-            };
-            check(rc)?;
-        }
-        for program in &self.seccomp {
-            // `apply_filter` sets no_new_privs and calls seccomp(2); it allocates nothing.
-            if seccompiler::apply_filter(program).is_err() {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        if self.namespaces.is_some() {
-            // Nothing the caller left inheritable reaches the command (std's own error pipe is
-            // already close-on-exec, so marking is enough and keeps it working).
-            check(unsafe {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    3u32,
-                    u32::MAX,
-                    libc::CLOSE_RANGE_CLOEXEC,
-                ) as libc::c_int
-            })?;
-        }
-        Ok(())
     }
 }
 
@@ -854,7 +556,8 @@ impl Namespaces {
     }
 
     fn start(&self, setup: &ChildSetup, stacks: *mut u8) -> io::Result<std::convert::Infallible> {
-        // SAFETY (whole function): plain system calls over owned, prepared data.
+        // SAFETY: close(2) of this process's copy of the lifeline's write end, which only
+        // clawsmith itself may hold.
         unsafe {
             libc::close(self.lifeline_write);
         }
@@ -868,6 +571,7 @@ impl Namespaces {
         // that directory, not whatever the path names now; a swap is refused, not followed).
         let workspace = open_path(&self.workspace)?;
         let identity = file_identity(workspace);
+        // SAFETY: close(2) of the descriptor `open_path` returned, used by nothing else.
         unsafe {
             libc::close(workspace);
         }
@@ -879,14 +583,19 @@ impl Namespaces {
             Pts::OwnSlave(source, _) => open_file(source)?,
             Pts::NewInstance(_) => -1,
         };
+        // SAFETY: setns(2) of namespace descriptors the base owns (it outlives the relay's
+        // setup); no pointer.
         check(unsafe { libc::setns(self.base.user.as_raw_fd(), libc::CLONE_NEWUSER) })?;
+        // SAFETY: as above.
         check(unsafe { libc::setns(self.base.mount.as_raw_fd(), libc::CLONE_NEWNS) })?;
         if let Some(network) = &self.base.network {
+            // SAFETY: as above.
             check(unsafe { libc::setns(network.as_raw_fd(), libc::CLONE_NEWNET) })?;
         }
         for path in &self.covered {
             still_covered(path)?;
         }
+        // SAFETY: unshare(2) with flags only.
         check(unsafe { libc::unshare(self.clone_flags) })?;
 
         // The hard stop is blocked and read from a signalfd before the init exists, so it is
@@ -918,6 +627,8 @@ impl Namespaces {
                 (&tree as *const Tree<'_>).cast_mut().cast(),
             )
         })?;
+        // SAFETY: close(2) of the relay's copies of the init's ends of its pipes (the init,
+        // sharing this memory but with descriptors of its own, keeps them open).
         unsafe {
             libc::close(tree.status.1);
             libc::close(tree.alive.0);
@@ -927,6 +638,7 @@ impl Namespaces {
         let read = loop {
             let mut fds = [poll_in(tree.setup_pipe.0), poll_in(hard_stop_signals)];
             // Only EINTR can make these fail (see above: errno is not looked at).
+            // SAFETY: poll(2) of the two `pollfd`s of the local array.
             if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } <= 0 {
                 continue;
             }
@@ -935,6 +647,7 @@ impl Namespaces {
                 hard_stop(hard_stop_signals, init);
             }
             if fds[0].revents != 0 {
+                // SAFETY: read(2) of at most 4 bytes into the 4-byte local buffer.
                 let read = unsafe { libc::read(tree.setup_pipe.0, code.as_mut_ptr().cast(), 4) };
                 if read >= 0 {
                     break read;
@@ -943,12 +656,14 @@ impl Namespaces {
         };
         if read == 4 {
             // The init or the command could not set up: nothing of the command ran.
+            // SAFETY: kill(2) of our own child, not yet reaped (so its pid is not reused).
             unsafe {
                 libc::kill(init, libc::SIGKILL);
             }
             reap(init);
             return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(code)));
         }
+        // SAFETY: close(2) of the setup pipe's read end, read for the last time above.
         unsafe {
             libc::close(tree.setup_pipe.0);
         }
@@ -1051,17 +766,8 @@ impl MappingPool {
     }
 }
 
-/// Shared relays' stacks (three each, [`map_stacks`]).
-static RELAY_STACKS: MappingPool = MappingPool::new(3 * (STACK_GUARD + CHILD_STACK));
-
 /// Spares' plan areas ([`PlanArea`]).
 static PLAN_AREAS: MappingPool = MappingPool::new(PlanArea::SIZE);
-
-/// How many shared relays' stack mappings are kept for reuse.
-#[cfg(test)]
-pub(crate) fn kept_relay_stacks() -> usize {
-    RELAY_STACKS.kept()
-}
 
 /// Waits for `pid`, a child of this process.
 fn reap(pid: libc::pid_t) {
@@ -1074,276 +780,6 @@ fn reap(pid: libc::pid_t) {
         {
             return;
         }
-    }
-}
-
-/// A warm spare's relay made without copying clawsmith's address space ([`spawn_shared`]): a
-/// child process of clawsmith, reaped by pid.
-#[derive(Debug)]
-pub(crate) struct SharedRelay {
-    pid: libc::pid_t,
-    reaped: bool,
-}
-
-impl SharedRelay {
-    pub(crate) fn id(&self) -> u32 {
-        self.pid as u32
-    }
-
-    pub(crate) fn kill(&self) {
-        if !self.reaped {
-            signal_process(self.pid, libc::SIGKILL);
-        }
-    }
-
-    /// Waits for the relay to exit and reaps it.
-    pub(crate) fn wait(&mut self) {
-        if !self.reaped {
-            reap(self.pid);
-            self.reaped = true;
-        }
-    }
-
-    /// Whether it is still running (reaped when it is not).
-    pub(crate) fn running(&mut self) -> bool {
-        if self.reaped {
-            return false;
-        }
-        let mut status = 0;
-        // SAFETY: waitpid(2) of our own child, without blocking.
-        let reaped = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
-        if reaped == 0 {
-            return true;
-        }
-        self.reaped = true;
-        false
-    }
-}
-
-/// What a shared relay starts from, on the heap until its keeper thread is done.
-struct RelayStart {
-    setup: Arc<ChildSetup>,
-    /// Its standard input (`/dev/null`) and its output (the spare's output pipe).
-    null: RawFd,
-    output: RawFd,
-    /// Close-on-exec: the relay's errno when it could not start the tree; end of file once the
-    /// spare is ready.
-    report: RawFd,
-    /// The three stacks ([`map_stacks`]): the relay's, the init's, the command's; unmapped
-    /// when this is dropped.
-    stacks: *mut u8,
-}
-
-// SAFETY: `stacks` is a mapping this value owns; the keeper thread that holds it is the only
-// one that frees it.
-unsafe impl Send for RelayStart {}
-
-impl Drop for RelayStart {
-    fn drop(&mut self) {
-        // The mapping `map_stacks(3)` made, used by no process any more (the keeper drops this
-        // only after the hold pipe's end of file, or unrun).
-        RELAY_STACKS.give(self.stacks);
-    }
-}
-
-/// Starts a warm spare's relay with `clone(CLONE_VM)`: the relay, and the init and parked
-/// command it clones (`CLONE_VM` too), run in clawsmith's own address space on stacks mapped
-/// here, instead of in a copy of it — no page-table copy for the fork, no copy-on-write faults
-/// in clawsmith while the spare waits, no teardown of a copy at its end (the `fork` of the
-/// relay and its faults were ~20% of a calling thread's processor time and part of the
-/// relay's). Returns once the spare is ready (as std's `spawn` does for the forked relay) or
-/// with the errno that kept it from starting.
-///
-/// What makes sharing safe:
-/// - the tree only makes system calls over `setup` (immutable, kept alive with the stacks) and
-///   its own stacks, as the forked relay's tree does over its copy;
-/// - they share one thread-local area (`errno`) with the thread that cloned them, so that is a
-///   **keeper** thread of their own, which blocks every signal and then does nothing but one
-///   blocking `read` of the **hold** pipe until every process of the tree has exited or
-///   `exec`ed (each holds its close-on-exec write end, [`SpareEnds::hold`]); only then are the
-///   stacks unmapped and the setup released;
-/// - the relay sets every caught signal's disposition back to the default and `SIGPIPE` too
-///   before it unblocks any (clawsmith's handlers must not run in it), as `posix_spawn` does, and
-///   its hard stop reads a signalfd, not a static shared with every other relay;
-/// - a command is a Landlock domain of its own (the spare's setup has a ruleset: the caller
-///   checks), and Landlock refuses a process `ptrace` and `/proc/<pid>/mem` access to a less
-///   restricted one: the parked command before its `exec` and the init are out of its reach;
-/// - entering the base's user namespace (made by clawsmith's own uid) leaves the shared memory's
-///   `dumpable` flag as it was.
-///
-/// `hold` is the hold pipe (read end, write end), whose write end's number `setup`'s
-/// `SpareEnds` carries; `output` the write end of the spare's output pipe. This process's
-/// copies of both write ends are closed once the relay has its own.
-pub(crate) fn spawn_shared(
-    setup: Arc<ChildSetup>,
-    output: OwnedFd,
-    hold: (OwnedFd, OwnedFd),
-) -> io::Result<SharedRelay> {
-    use std::os::fd::FromRawFd;
-    let (report_read, report_write) = pipe()?;
-    // SAFETY: `pipe` made these two descriptors; each is owned once from here on.
-    let report_read = unsafe { OwnedFd::from_raw_fd(report_read) };
-    let report_write = unsafe { OwnedFd::from_raw_fd(report_write) };
-    // SAFETY: open(2) of a constant path; the descriptor is owned once from here on.
-    let null = check(unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })?;
-    let null = unsafe { OwnedFd::from_raw_fd(null) };
-    let stacks = match RELAY_STACKS.take() {
-        Some(stacks) => stacks,
-        None => map_stacks(3)?,
-    };
-    let start = Box::new(RelayStart {
-        setup,
-        null: null.as_raw_fd(),
-        output: output.as_raw_fd(),
-        report: report_write.as_raw_fd(),
-        stacks,
-    });
-    let pid = Arc::new(std::sync::atomic::AtomicI32::new(0));
-    let (hold_read, hold_write) = hold;
-    let keeper = {
-        let pid = Arc::clone(&pid);
-        move || {
-            keep(
-                start,
-                &pid,
-                [report_write, hold_write, output, null],
-                hold_read,
-            )
-        }
-    };
-    let spawned = std::thread::Builder::new()
-        .name("clawsmith-keep".to_owned())
-        .stack_size(64 * 1024)
-        .spawn(keeper);
-    // On an error the closure (and with it the stacks' owner) was dropped unrun.
-    spawned?;
-    // End of file: ready (or the clone failed, reported the same way).
-    let mut file = std::fs::File::from(report_read);
-    let mut word = [0u8; 4];
-    let ready = std::io::Read::read_exact(&mut file, &mut word).is_err();
-    drop(file);
-    let relay = pid.load(std::sync::atomic::Ordering::SeqCst);
-    if ready && relay > 0 {
-        return Ok(SharedRelay {
-            pid: relay,
-            reaped: false,
-        });
-    }
-    if relay > 0 {
-        // It wrote its errno and exits (its init, if any, was killed and reaped first).
-        reap(relay);
-    }
-    let code = i32::from_ne_bytes(word);
-    Err(io::Error::from_raw_os_error(if ready {
-        libc::EIO
-    } else {
-        code
-    }))
-}
-
-/// The keeper thread of a shared relay (see [`spawn_shared`]): clones the relay, closes this
-/// process's copies of the ends it gave it (`ends`), then blocks until no process of the tree
-/// runs in this memory any more and frees the stacks and the setup.
-fn keep(
-    start: Box<RelayStart>,
-    pid: &std::sync::atomic::AtomicI32,
-    ends: [OwnedFd; 4],
-    hold: OwnedFd,
-) {
-    // SAFETY: sigfillset of a local set and pthread_sigmask(3) of this thread: no signal
-    // handler runs on this thread (so no EINTR, and nothing of clawsmith writes this thread's
-    // errno while the tree shares it); clone(2) of `relay_main` on its own stack over `start`,
-    // which outlives the relay (freed below only after the hold pipe's end of file).
-    let cloned = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
-        libc::clone(
-            relay_main,
-            start.stacks.add(STACK_GUARD + CHILD_STACK).cast(),
-            libc::CLONE_VM | libc::CLONE_PARENT_SETTID | libc::SIGCHLD,
-            (&*start as *const RelayStart).cast_mut().cast(),
-            pid.as_ptr(),
-        )
-    };
-    if cloned < 0 {
-        let errno = io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-            .to_ne_bytes();
-        // SAFETY: write(2) of a stack buffer to the report pipe, before its end closes.
-        unsafe {
-            libc::write(ends[0].as_raw_fd(), errno.as_ptr().cast(), errno.len());
-        }
-    }
-    drop(ends);
-    if cloned > 0 {
-        let mut byte = [0u8; 1];
-        // End of file once every holder exited or `exec`ed; nothing interrupts it (every
-        // signal is blocked here), and errno is not looked at.
-        // SAFETY: read(2) into a stack byte from our own descriptor.
-        while unsafe { libc::read(hold.as_raw_fd(), byte.as_mut_ptr().cast(), 1) } != 0 {}
-    }
-    // Unmaps the stacks, releases the setup.
-    drop(start);
-}
-
-/// A shared relay's entry: clawsmith's signal handlers and mask undone, its standard streams
-/// set, then the setup as the forked relay runs it.
-extern "C" fn relay_main(start: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `start` is the keeper's `RelayStart`, alive until this tree is gone.
-    let start = unsafe { &*start.cast::<RelayStart>() };
-    // SAFETY (block): rt_sigaction(2), dup2(2) and sigprocmask(2) over local values and our own
-    // descriptors; every signal is blocked on entry (the keeper's mask).
-    let error = unsafe {
-        // The kernel's `struct sigaction` (zeroed: `SIG_DFL`, no flags, an empty mask), through
-        // rt_sigaction(2) itself: glibc's `sigaction` refuses the signals it keeps for itself
-        // (its thread cancellation and set-id broadcast handlers), which must go too.
-        let default = [0u64; 4];
-        for signal in 1..=libc::SIGRTMAX() {
-            let mut old = [0u64; 4];
-            let queried = libc::syscall(
-                libc::SYS_rt_sigaction,
-                signal,
-                std::ptr::null::<[u64; 4]>(),
-                &mut old,
-                8usize,
-            );
-            let handler = old[0] as libc::sighandler_t;
-            if queried == 0
-                && handler != libc::SIG_DFL
-                && (handler != libc::SIG_IGN || signal == libc::SIGPIPE)
-            {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    signal,
-                    &default,
-                    std::ptr::null_mut::<[u64; 4]>(),
-                    8usize,
-                );
-            }
-        }
-        let mut empty: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut empty);
-        if libc::dup2(start.null, 0) < 0
-            || libc::dup2(start.output, 1) < 0
-            || libc::dup2(start.output, 2) < 0
-            || libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut()) != 0
-        {
-            io::Error::last_os_error()
-        } else {
-            let stacks = start.stacks.add(STACK_GUARD + CHILD_STACK);
-            match start.setup.apply_on(Some(stacks)) {
-                Err(error) => error,
-                Ok(()) => io::Error::from_raw_os_error(libc::EINVAL),
-            }
-        }
-    };
-    let errno = error.raw_os_error().unwrap_or(libc::EIO).to_ne_bytes();
-    // SAFETY: write(2) of a stack buffer to the report pipe; _exit(2).
-    unsafe {
-        libc::write(start.report, errno.as_ptr().cast(), errno.len());
-        libc::_exit(127)
     }
 }
 
@@ -1392,7 +828,8 @@ impl Tree<'_> {
     /// Runs as pid 1 of the new PID namespace: adds the command's own mounts to its copy of
     /// the base, starts the command, reaps.
     fn init(&self) -> io::Result<std::convert::Infallible> {
-        // SAFETY (whole function): plain system calls over owned, prepared data.
+        // SAFETY: close(2) of the init's copies of the relay's ends (the relay, sharing this
+        // memory but with descriptors of its own, keeps them open).
         unsafe {
             libc::close(self.status.0);
             libc::close(self.alive.1);
@@ -1401,10 +838,13 @@ impl Tree<'_> {
         }
         set_handler(libc::SIGUSR1, libc::SIG_DFL)?;
         mask_hard_stop(libc::SIG_UNBLOCK)?;
+        // SAFETY: prctl(2) with integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) })?;
         let mut alive = poll_in(self.alive.0);
         // The relay keeps the write end open for its whole life: a hang-up means it is gone.
+        // SAFETY: poll(2) of one local `pollfd`, without waiting.
         if unsafe { libc::poll(&mut alive, 1, 0) } != 0 {
+            // SAFETY: _exit(2) takes no pointer and runs no destructor of shared memory.
             unsafe { libc::_exit(1) };
         }
         let namespaces = self.namespaces;
@@ -1418,8 +858,12 @@ impl Tree<'_> {
                     namespaces.view.pinned.iter().map(CString::as_c_str),
                     namespaces.view.read_only.iter().map(CString::as_c_str),
                 )?;
+                // SAFETY: chdir(2) of a NUL-terminated path the setup owns.
                 check(unsafe { libc::chdir(namespaces.view.cwd.as_ptr()) })?;
                 // Returns once the command has `exec`ed or exited.
+                // SAFETY: the command runs `command_main` on its own stack (mapped with a
+                // guard below it) over `self`, which outlives it: with `CLONE_VFORK` this
+                // call returns only once the command has `exec`ed or exited.
                 check(unsafe {
                     libc::clone(
                         command_main,
@@ -1448,6 +892,7 @@ impl Tree<'_> {
         let mut command_status: libc::c_int = 0;
         loop {
             let mut status: libc::c_int = 0;
+            // SAFETY: waitpid(2) into a local integer.
             let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
             if pid == command {
                 command_status = status;
@@ -1459,6 +904,7 @@ impl Tree<'_> {
             }
         }
         let bytes = command_status.to_ne_bytes();
+        // SAFETY: write(2) of a stack buffer to the init's own descriptors, then _exit(2).
         unsafe {
             if result >= 0 {
                 // clawsmith reads it once this init is gone (its pidfd), without the relay.
@@ -1529,6 +975,7 @@ impl Tree<'_> {
             unsafe { libc::_exit(0) }
         };
         // SAFETY: closing the go pipe, which nothing reads any more.
+        // SAFETY: close(2) of the go pipe's read end, whose one message was read.
         unsafe {
             libc::close(spare.go);
         }
@@ -1538,6 +985,8 @@ impl Tree<'_> {
         // SAFETY: `read_plan` made `paths` point at `pinned + read_only` NUL-terminated strings
         // in the area, which lives as long as this process.
         let paths = unsafe { std::slice::from_raw_parts(plan.paths, plan.pinned + plan.read_only) };
+        // SAFETY: each of those pointers is such a string (checked by `read_plan` to end inside
+        // the area).
         let c = |pointer: &*const libc::c_char| unsafe { CStr::from_ptr(*pointer) };
         bind_read_only(
             paths[..plan.pinned].iter().map(c),
@@ -1552,6 +1001,7 @@ impl Tree<'_> {
         let mut hung_up = poll_in(parked.0);
         // SAFETY: poll(2) of one owned descriptor, without waiting; _exit(2) takes no pointers.
         if unsafe { libc::poll(&mut hung_up, 1, 0) } != 0 {
+            // SAFETY: as above.
             unsafe { libc::_exit(0) }
         }
         let starting = 0i32.to_ne_bytes();
@@ -1638,7 +1088,9 @@ fn relay(init: libc::pid_t, fds: [RawFd; 5]) -> ! {
         hard_stop_signals,
         _hold,
     ] = fds;
-    // SAFETY (whole function): plain system calls over owned data; never returns to std.
+    // SAFETY: system calls over local values and the descriptors in `fds`, which the relay
+    // owns; `sigset_t` is plain data, valid zeroed; the relay never returns to std (it ends
+    // with `_exit` or its own signal).
     unsafe {
         close_all_but(&fds);
         for signal in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGPIPE] {
@@ -1695,705 +1147,27 @@ fn relay(init: libc::pid_t, fds: [RawFd; 5]) -> ! {
     }
 }
 
-impl BaseView {
-    /// The paths this base covers or binds read-only, as the command sees them (without the
-    /// staging prefix).
-    pub(crate) fn covered(&self) -> io::Result<Vec<CString>> {
-        let prefix = self.staging.as_bytes().len();
-        self.hidden_dirs
-            .iter()
-            .chain(&self.hidden_files)
-            .chain(&self.read_only)
-            .map(|staged| CString::new(&staged.as_bytes()[prefix..]).map_err(io::Error::other))
-            .collect()
-    }
-
-    /// Forks a builder that enters new user and mount namespaces, assembles the view and
-    /// pivots into it; the namespaces outlive the builder through the returned descriptors.
-    /// Runs in clawsmith (the parent); the builder only makes system calls over this prepared
-    /// description, as the other children do.
-    pub(crate) fn create(self) -> io::Result<BaseNamespaces> {
-        let (ready_read, ready_write) = pipe()?;
-        let (go_read, go_write) = match pipe() {
-            Ok(pair) => pair,
-            Err(error) => {
-                close_fds(&[ready_read, ready_write]);
-                return Err(error);
-            }
-        };
-        // SAFETY: fork(2); the child makes only async-signal-safe system calls over data
-        // prepared before the fork and ends with `_exit`.
-        let builder = unsafe { libc::fork() };
-        if builder < 0 {
-            let error = io::Error::last_os_error();
-            close_fds(&[ready_read, ready_write, go_read, go_write]);
-            return Err(error);
-        }
-        if builder == 0 {
-            // Nothing of the parent's stays open here (a command's output pipe would not see
-            // its end while the builder lives).
-            close_all_but(&[ready_write, go_read]);
-            let code: i32 = match self.build_in_namespaces() {
-                Ok(()) => 0,
-                Err(error) => error.raw_os_error().unwrap_or(libc::EIO),
-            };
-            // SAFETY: write/read/_exit over owned descriptors and a stack buffer.
-            unsafe {
-                libc::write(ready_write, (&code as *const i32).cast(), 4);
-                if code == 0 {
-                    // Stay until the parent holds the namespaces (or is gone: a hang-up).
-                    let mut byte = 0u8;
-                    while libc::read(go_read, (&mut byte as *mut u8).cast(), 1) < 0
-                        && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-                    {
-                    }
-                }
-                libc::_exit(0);
-            }
-        }
-        close_fds(&[ready_write, go_read]);
-        let mut code = [0u8; 4];
-        let read = loop {
-            // SAFETY: read(2) into a stack buffer.
-            let read = unsafe { libc::read(ready_read, code.as_mut_ptr().cast(), 4) };
-            if read >= 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break read;
-            }
-        };
-        let namespaces = match (read, i32::from_ne_bytes(code)) {
-            (4, 0) => open_namespace(builder, "user").and_then(|user| {
-                let mount = open_namespace(builder, "mnt")?;
-                let network = self
-                    .network_namespace
-                    .then(|| open_namespace(builder, "net"))
-                    .transpose()?;
-                Ok((user, mount, network))
-            }),
-            (4, errno) => Err(io::Error::from_raw_os_error(errno)),
-            _ => Err(io::Error::other(
-                "the view builder ended before it was ready",
-            )),
-        };
-        close_fds(&[go_write, ready_read]);
-        let mut status = 0;
-        // SAFETY: waitpid(2) of our own child.
-        while unsafe { libc::waitpid(builder, &mut status, 0) } < 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-        let (user, mount, network) = namespaces?;
-        Ok(BaseNamespaces {
-            view: self,
-            user,
-            mount,
-            network,
-            created: std::time::Instant::now(),
-        })
-    }
-
-    /// Runs in the builder: new user and mount (and network) namespaces, the caller mapped to
-    /// itself, the loopback up, then the view.
-    fn build_in_namespaces(&self) -> io::Result<()> {
-        let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
-        if self.network_namespace {
-            flags |= libc::CLONE_NEWNET;
-        }
-        // SAFETY: unshare(2) with prepared flags.
-        check(unsafe { libc::unshare(flags) })?;
-        write_proc(c"/proc/self/setgroups", b"deny")?;
-        write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-        write_proc(c"/proc/self/gid_map", &self.gid_map)?;
-        if self.network_namespace {
-            loopback_up()?;
-        }
-        self.build()
-    }
-
-    /// Assembles the new root under `staging` and pivots into it.
-    fn build(&self) -> io::Result<()> {
-        let none = std::ptr::null::<libc::c_char>();
-        // Nothing we mount propagates back to the host.
-        mount(none, c"/", none, libc::MS_REC | libc::MS_PRIVATE, None)?;
-        // The workspace by the path, checked against the descriptor the session holds: a root
-        // swapped for a symlink (or anything else) since then is refused, not followed.
-        let workspace = open_path(&self.workspace)?;
-        let identity = file_identity(workspace)?;
-        if identity != self.identity {
-            return Err(io::Error::from_raw_os_error(WORKSPACE_REPLACED_ERRNO));
-        }
-        let mut sources: [RawFd; 16] = [-1; 16];
-        sources[0] = workspace;
-        for (index, (source, _)) in self.writable.iter().enumerate().skip(1).take(15) {
-            sources[index] = open_path(source)?;
-        }
-        // What goes back into the empty folders, opened while the host's paths still lead
-        // there (a source under the staging directory is covered once the host is bound).
-        let mut allowed: [RawFd; ALLOWED_MAX] = [-1; ALLOWED_MAX];
-        for (index, (source, _, is_dir)) in self.allowed.iter().enumerate().take(ALLOWED_MAX) {
-            allowed[index] = if *is_dir {
-                open_path(source)?
-            } else {
-                open_file(source)?
-            };
-        }
-
-        // The whole host, read-only, no setuid, no devices.
-        mount(
-            c"/".as_ptr(),
-            &self.staging,
-            none,
-            libc::MS_BIND | libc::MS_REC,
-            None,
-        )?;
-        mount_setattr(
-            &self.staging,
-            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-            0,
-        )?;
-        // The home directory and the runtime folders empty, with the allowlisted entries
-        // bound back read-only.
-        let tmpfs = c"tmpfs".as_ptr();
-        for dir in &self.empty_dirs {
-            mount(
-                tmpfs,
-                dir,
-                tmpfs,
-                libc::MS_NOSUID | libc::MS_NODEV,
-                Some(c"size=64k,mode=0755"),
-            )?;
-        }
-        for dir in &self.empty_mkdirs {
-            make_dir(dir, 0o755)?;
-        }
-        for (index, (_, target, is_dir)) in self.allowed.iter().enumerate().take(ALLOWED_MAX) {
-            if *is_dir {
-                make_dir(target, 0o755)?;
-            } else {
-                create_file(target)?;
-            }
-            let mut link = FdPath::new(allowed[index]);
-            mount(
-                link.as_ptr(),
-                target,
-                none,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )?;
-            mount_setattr(
-                target,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-                0,
-            )?;
-            // SAFETY: closing a descriptor this process opened.
-            unsafe {
-                libc::close(allowed[index]);
-            }
-        }
-        // The host's /tmp out of sight (each command mounts its own on top), a minimal /dev.
-        mount(
-            tmpfs,
-            &self.tmp,
-            tmpfs,
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(c"size=64k,mode=0755"),
-        )?;
-        mount(
-            tmpfs,
-            &self.dev.0,
-            tmpfs,
-            libc::MS_NOSUID,
-            Some(&self.dev.1),
-        )?;
-        for (source, target) in &self.devices {
-            create_file(target)?;
-            mount(source.as_ptr(), target, none, libc::MS_BIND, None)?;
-        }
-        make_dir(&self.shm, 0o1777)?;
-        make_dir(&self.pts, 0o755)?;
-        for (target, link) in &self.dev_links {
-            // SAFETY: symlink(2) over two prepared C strings.
-            check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
-        }
-        // No new files in /dev: the tmpfs itself becomes read-only (its submounts keep theirs).
-        mount(
-            none,
-            &self.dev.0,
-            none,
-            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID,
-            None,
-        )?;
-
-        // The workspace and the extra roots, read-write, by descriptor.
-        for dir in &self.mkdirs {
-            // Most exist already (read-only); the ones under the private /tmp do not.
-            // SAFETY: mkdir(2) on a prepared path; failures show up at the mount below.
-            unsafe {
-                libc::mkdir(dir.as_ptr(), 0o755);
-            }
-        }
-        for (index, (_, target)) in self.writable.iter().enumerate().take(16) {
-            let mut link = FdPath::new(sources[index]);
-            mount(
-                link.as_ptr(),
-                target,
-                none,
-                libc::MS_BIND | libc::MS_REC,
-                None,
-            )?;
-            mount_setattr(target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0)?;
-            // SAFETY: closing a descriptor this process opened.
-            unsafe {
-                libc::close(sources[index]);
-            }
-        }
-        // Nothing new in the empty folders (the roots bound inside keep their own rights).
-        for dir in &self.empty_dirs {
-            mount(
-                none,
-                dir,
-                none,
-                libc::MS_REMOUNT
-                    | libc::MS_BIND
-                    | libc::MS_RDONLY
-                    | libc::MS_NOSUID
-                    | libc::MS_NODEV,
-                None,
-            )?;
-        }
-        bind_read_only(
-            std::iter::empty(),
-            self.read_only.iter().map(CString::as_c_str),
-        )?;
-        // A path that vanished since the parent looked (a host socket closed, a file removed)
-        // has nothing left to hide: skipped, not an error.
-        for path in &self.hidden_dirs {
-            unless_vanished(mount(
-                tmpfs,
-                path,
-                tmpfs,
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some(c"size=4k,mode=0755"),
-            ))?;
-        }
-        for path in &self.hidden_files {
-            if unless_vanished(mount(
-                c"/dev/null".as_ptr(),
-                path,
-                none,
-                libc::MS_BIND,
-                None,
-            ))? {
-                mount(
-                    none,
-                    path,
-                    none,
-                    libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
-                    None,
-                )?;
-            }
-        }
-
-        // SAFETY: chdir/pivot_root/umount2 over static and prepared strings.
-        check(unsafe { libc::chdir(self.staging.as_ptr()) })?;
-        check(unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) })?;
-        check(unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) })?;
-        check(unsafe { libc::chdir(c"/".as_ptr()) })?;
-        Ok(())
-    }
-}
-
-impl CommandView {
-    /// Runs in the init, in its own copy of the base's mounts (and so already in the final
-    /// view): a `/proc` of the new PID namespace, a private `/tmp` (with the roots that live
-    /// under it bound back), `/dev/shm` and `/dev/pts` (the `.git` pins come after, from this
-    /// view or a spare's go message). `slave` is the PTY slave the relay opened (or -1).
-    fn enter(&self, slave: RawFd) -> io::Result<()> {
-        let none = std::ptr::null::<libc::c_char>();
-        let proc = c"proc".as_ptr();
-        mount(
-            proc,
-            c"/proc",
-            proc,
-            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-            None,
-        )?;
-        // Copies of the roots' mount trees, taken while the base's /tmp still shows them and
-        // attached after the private one covers it: a bind from `/proc/self/fd/N` walked the
-        // just-mounted /proc, whose every entry is a slow lookup on a new superblock (~2% of
-        // the command tree's samples for a workspace under /tmp).
-        let mut trees: [RawFd; 16] = [-1; 16];
-        for (index, root) in self.tmp_roots.iter().enumerate().take(16) {
-            trees[index] = clone_tree(root)?;
-        }
-        let tmpfs = c"tmpfs".as_ptr();
-        mount(
-            tmpfs,
-            c"/tmp",
-            tmpfs,
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.tmp_options),
-        )?;
-        for dir in &self.tmp_mkdirs {
-            // SAFETY: mkdir(2) on a prepared path; failures show up at the mount below.
-            unsafe {
-                libc::mkdir(dir.as_ptr(), 0o755);
-            }
-        }
-        for (index, root) in self.tmp_roots.iter().enumerate().take(16) {
-            attach_tree(trees[index], root)?;
-            // SAFETY: closing a descriptor this process opened.
-            unsafe {
-                libc::close(trees[index]);
-            }
-        }
-        mount(
-            tmpfs,
-            c"/dev/shm",
-            tmpfs,
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(&self.shm_options),
-        )?;
-        match &self.pts {
-            Pts::NewInstance(options) => {
-                let devpts = c"devpts".as_ptr();
-                mount(
-                    devpts,
-                    c"/dev/pts",
-                    devpts,
-                    libc::MS_NOSUID | libc::MS_NOEXEC,
-                    Some(options),
-                )?;
-            }
-            Pts::OwnSlave(_, target) => {
-                mount(
-                    tmpfs,
-                    c"/dev/pts",
-                    tmpfs,
-                    libc::MS_NOSUID | libc::MS_NOEXEC,
-                    Some(c"size=4k,mode=0755"),
-                )?;
-                create_file(target)?;
-                let mut link = FdPath::new(slave);
-                mount(link.as_ptr(), target, none, libc::MS_BIND, None)?;
-                // SAFETY: closing a descriptor the relay opened.
-                unsafe {
-                    libc::close(slave);
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Binds each of `pinned` and `read_only` onto itself — a mount point can no longer be
-/// renamed, removed or replaced — and takes write access from the `read_only` ones.
-fn bind_read_only<'a>(
-    pinned: impl Iterator<Item = &'a CStr>,
-    read_only: impl Iterator<Item = &'a CStr> + Clone,
-) -> io::Result<()> {
-    let none = std::ptr::null::<libc::c_char>();
-    for path in pinned.chain(read_only.clone()) {
-        mount(
-            path.as_ptr(),
-            path,
-            none,
-            libc::MS_BIND | libc::MS_REC,
-            None,
-        )?;
-    }
-    for path in read_only {
-        mount_setattr(path, MOUNT_ATTR_RDONLY, 0)?;
-    }
-    Ok(())
-}
-
-/// `Ok` when `path` is the root of a mount (the cover is still there) or is gone (nothing left
-/// to cover); [`STALE_VIEW_ERRNO`] when it is an ordinary file or directory again.
-fn still_covered(path: &CStr) -> io::Result<()> {
-    // SAFETY: statx(2) into a zeroed, owned struct.
-    let mut stat: libc::statx = unsafe { std::mem::zeroed() };
-    let rc = unsafe {
-        libc::statx(
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
-            0,
-            &mut stat,
-        )
-    };
-    if rc != 0 {
-        let error = io::Error::last_os_error();
-        return match error.raw_os_error() {
-            Some(libc::ENOENT | libc::ENOTDIR) => Ok(()),
-            _ => Err(error),
-        };
-    }
-    let mount_root = libc::STATX_ATTR_MOUNT_ROOT as u64;
-    if stat.stx_attributes_mask & mount_root != 0 && stat.stx_attributes & mount_root == 0 {
-        return Err(io::Error::from_raw_os_error(STALE_VIEW_ERRNO));
-    }
-    Ok(())
-}
-
-/// `/proc/PID/ns/NAME`, opened in the parent.
-fn open_namespace(pid: libc::pid_t, name: &str) -> io::Result<OwnedFd> {
-    let file = std::fs::File::open(format!("/proc/{pid}/ns/{name}"))?;
-    Ok(OwnedFd::from(file))
-}
-
-fn close_fds(fds: &[RawFd]) {
-    for fd in fds {
-        // SAFETY: closing descriptors this function's caller owns and no longer uses.
-        unsafe {
-            libc::close(*fd);
-        }
-    }
-}
-
-/// `Ok(true)` when the mount was made, `Ok(false)` when its target no longer exists.
-fn unless_vanished(result: io::Result<()>) -> io::Result<bool> {
-    match result {
-        Ok(()) => Ok(true),
-        Err(error) if matches!(error.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
-            Ok(false)
-        }
-        Err(error) => Err(error),
-    }
-}
-
-const MOUNT_ATTR_RDONLY: u64 = 0x1;
-const MOUNT_ATTR_NOSUID: u64 = 0x2;
-const MOUNT_ATTR_NODEV: u64 = 0x4;
-
-/// `struct mount_attr` of mount_setattr(2).
-#[repr(C)]
-struct MountAttr {
-    attr_set: u64,
-    attr_clr: u64,
-    propagation: u64,
-    userns_fd: u64,
-}
-
-/// Sets (and clears) mount attributes on the mount at `path` and every mount below it.
-fn mount_setattr(path: &CStr, set: u64, clear: u64) -> io::Result<()> {
-    let attr = MountAttr {
-        attr_set: set,
-        attr_clr: clear,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: mount_setattr(2) reads `attr` (of the size passed) during the call.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            libc::AT_RECURSIVE as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    };
-    check(rc).map(drop)
-}
-
-fn mount(
-    source: *const libc::c_char,
-    target: &CStr,
-    fstype: *const libc::c_char,
-    flags: libc::c_ulong,
-    data: Option<&CStr>,
-) -> io::Result<()> {
-    let data = data.map_or(std::ptr::null(), |d| d.as_ptr().cast());
-    // SAFETY: mount(2) over NUL-terminated strings that outlive the call.
-    check(unsafe { libc::mount(source, target.as_ptr(), fstype, flags, data) }).map(drop)
-}
-
-/// `MOVE_MOUNT_F_EMPTY_PATH` of move_mount(2) (not in libc for every target).
-const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
-
-/// A detached copy of the mount tree at `path` and everything mounted beneath it — what a
-/// recursive bind of `path` attaches (open_tree(2) with `OPEN_TREE_CLONE | AT_RECURSIVE`; the
-/// last component is not followed if it is a symlink).
-fn clone_tree(path: &CStr) -> io::Result<RawFd> {
-    let flags = libc::OPEN_TREE_CLONE
-        | libc::OPEN_TREE_CLOEXEC
-        | libc::AT_RECURSIVE as libc::c_uint
-        | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint;
-    // SAFETY: open_tree(2) of a prepared path; the descriptor is closed by the caller.
-    let fd =
-        check(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) })?;
-    Ok(fd as RawFd)
-}
-
-/// Attaches the detached tree of [`clone_tree`] at `target` (move_mount(2)).
-fn attach_tree(tree: RawFd, target: &CStr) -> io::Result<()> {
-    // SAFETY: move_mount(2) of a descriptor this process holds onto a prepared path.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree,
-            c"".as_ptr(),
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    })
-    .map(drop)
-}
-
-fn open_path(path: &CStr) -> io::Result<RawFd> {
-    // SAFETY: open(2) of a prepared path; the descriptor is closed by the caller.
-    check(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-        )
-    })
-}
-
-fn open_file(path: &CStr) -> io::Result<RawFd> {
-    // SAFETY: open(2) of a prepared path; the descriptor is closed by the caller.
-    check(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-        )
-    })
-}
-
-fn file_identity(fd: RawFd) -> io::Result<(u64, u64)> {
-    // SAFETY: fstat(2) into a zeroed, owned struct.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    check(unsafe { libc::fstat(fd, &mut stat) })?;
-    Ok((stat.st_dev, stat.st_ino))
-}
-
-fn create_file(path: &CStr) -> io::Result<()> {
-    // SAFETY: open(2)/close(2) of a prepared path.
-    let fd = check(unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-            0o666,
-        )
-    })?;
-    unsafe {
-        libc::close(fd);
-    }
-    Ok(())
-}
-
-fn make_dir(path: &CStr, mode: libc::mode_t) -> io::Result<()> {
-    // SAFETY: mkdir(2) of a prepared path.
-    if unsafe { libc::mkdir(path.as_ptr(), mode) } != 0 {
-        let error = io::Error::last_os_error();
-        if error.raw_os_error() != Some(libc::EEXIST) {
-            return Err(error);
-        }
-    }
-    Ok(())
-}
-
-/// `/proc/self/fd/N` without allocating.
-struct FdPath([u8; 32]);
-
-impl FdPath {
-    fn new(fd: RawFd) -> FdPath {
-        let mut buffer = [0u8; 32];
-        let prefix = b"/proc/self/fd/";
-        buffer[..prefix.len()].copy_from_slice(prefix);
-        let mut digits = [0u8; 12];
-        let mut count = 0;
-        let mut value = fd.max(0) as u32;
-        loop {
-            digits[count] = b'0' + (value % 10) as u8;
-            count += 1;
-            value /= 10;
-            if value == 0 {
-                break;
-            }
-        }
-        for index in 0..count {
-            buffer[prefix.len() + index] = digits[count - 1 - index];
-        }
-        FdPath(buffer)
-    }
-
-    fn as_ptr(&mut self) -> *const libc::c_char {
-        self.0.as_ptr().cast()
-    }
-}
-
-/// Drops every capability: bounding set, ambient set, and the effective, permitted and
-/// inheritable sets. A uid-0 command then holds none even across `exec`.
-fn drop_capabilities() -> io::Result<()> {
-    // SAFETY (whole function): prctl/capset over owned structs.
-    for capability in 0..=63 {
-        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) };
-        if rc != 0 {
-            // EINVAL is the first number past the kernel's last capability (`cap_valid`), and
-            // every higher one is past it too: ~23 calls a command fewer on Linux 6.x.
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
-                break;
-            }
-            return Err(io::Error::last_os_error());
-        }
-    }
-    check(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        )
-    })?;
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = Header {
-        version: 0x2008_0522,
-        pid: 0,
-    };
-    let data = [
-        Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-        Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-    ];
-    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })
-        .map(drop)
-}
-
 /// Brings up `lo` in the new network namespace, so servers on 127.0.0.1 inside the sandbox work.
 fn loopback_up() -> io::Result<()> {
-    // SAFETY (whole function): socket/ioctl/close over an owned, zeroed `ifreq`.
+    // SAFETY: socket(2) with integer arguments only.
     let socket =
         check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `ifreq` is plain data (a name and a union of integers), valid zeroed.
     let mut request: libc::ifreq = unsafe { std::mem::zeroed() };
     for (slot, byte) in request.ifr_name.iter_mut().zip(b"lo\0") {
         *slot = *byte as libc::c_char;
     }
     let result = (|| {
+        // SAFETY: SIOCGIFFLAGS fills the flags of the local `ifreq`, named "lo".
         check(unsafe { libc::ioctl(socket, libc::SIOCGIFFLAGS as _, &mut request) })?;
+        // SAFETY: SIOCGIFFLAGS just set the union's `ifru_flags` member.
         unsafe {
             request.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
         }
+        // SAFETY: SIOCSIFFLAGS reads the local `ifreq`.
         check(unsafe { libc::ioctl(socket, libc::SIOCSIFFLAGS as _, &request) })
     })();
+    // SAFETY: close(2) of the socket made above, used by nothing else.
     unsafe {
         libc::close(socket);
     }
@@ -2408,10 +1182,11 @@ fn pipe() -> io::Result<(RawFd, RawFd)> {
 }
 
 fn set_handler(signal: libc::c_int, handler: libc::sighandler_t) -> io::Result<()> {
-    // SAFETY: sigaction(2) with a zeroed struct and a handler that only calls kill(2).
+    // SAFETY: `sigaction` is plain data, valid zeroed (an empty mask, no flags).
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     action.sa_sigaction = handler;
     action.sa_flags = libc::SA_RESTART;
+    // SAFETY: sigaction(2) of that local struct; its only caller sets `SIG_DFL`, no function.
     check(unsafe { libc::sigaction(signal, &action, std::ptr::null_mut()) }).map(drop)
 }
 
@@ -2471,120 +1246,4 @@ fn write_proc(path: &CStr, data: &[u8]) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The process-wide lifeline: a pipe whose write end only this process holds (close-on-exec,
-/// and every relay closes its inherited copy first thing), so its read end hangs up in the
-/// relays exactly when this process is gone.
-pub(crate) fn lifeline() -> io::Result<(RawFd, RawFd)> {
-    static LIFELINE: std::sync::OnceLock<Result<(OwnedFd, OwnedFd), i32>> =
-        std::sync::OnceLock::new();
-    let pair = LIFELINE.get_or_init(|| {
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2(2) writes two fresh descriptors, which the OwnedFds then own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO));
-        }
-        // SAFETY: both descriptors were just created and are owned by nothing else.
-        Ok(unsafe {
-            (
-                std::os::fd::FromRawFd::from_raw_fd(fds[0]),
-                std::os::fd::FromRawFd::from_raw_fd(fds[1]),
-            )
-        })
-    });
-    match pair {
-        Ok((read, write)) => Ok((read.as_raw_fd(), write.as_raw_fd())),
-        Err(code) => Err(io::Error::from_raw_os_error(*code)),
-    }
-}
-
-/// A pidfd of `pid` (a child of this process, not yet reaped): readable once it has exited.
-pub(crate) fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open(2) takes no pointers; the descriptor it returns is ours to own.
-    let fd = check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) })?;
-    // SAFETY: a fresh descriptor owned by nothing else.
-    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as RawFd) })
-}
-
-/// Registers a pidfd with the tokio reactor (readable once its process has exited).
-pub(crate) fn async_pidfd(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
-    // SAFETY: `AsyncFd` owns the descriptor; nothing else closes or replaces it while it is
-    // registered (the I/O-safety condition of `register`).
-    unsafe { tokio::io::unix::AsyncFd::register(fd) }.map_err(io::Error::from)
-}
-
-/// Whether `pid` runs in this process's address space (`kcmp(KCMP_VM)`).
-#[cfg(test)]
-pub(crate) fn shares_our_memory(pid: i32) -> io::Result<bool> {
-    const KCMP_VM: libc::c_long = 1;
-    // SAFETY: kcmp(2) takes no pointers.
-    let rc = check(unsafe {
-        libc::syscall(
-            libc::SYS_kcmp,
-            libc::c_long::from(libc::getpid()),
-            libc::c_long::from(pid),
-            KCMP_VM,
-            0 as libc::c_long,
-            0 as libc::c_long,
-        )
-    })?;
-    Ok(rc == 0)
-}
-
-/// Sends `signal` to one process (the relay's hard stop, `SIGUSR1`).
-pub(crate) fn signal_process(pid: i32, signal: libc::c_int) {
-    if pid > 0 {
-        // SAFETY: kill(2) takes no pointers.
-        unsafe {
-            libc::kill(pid, signal);
-        }
-    }
-}
-
-/// The Landlock ABI version of the running kernel, `None` when Landlock is unavailable.
-pub(crate) fn landlock_abi() -> Option<u32> {
-    // SAFETY: with a null attribute, size 0 and LANDLOCK_CREATE_RULESET_VERSION (1) the call only
-    // reports the ABI version.
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            1u32,
-        )
-    };
-    u32::try_from(version).ok().filter(|v| *v > 0)
-}
-
-/// Whether the kernel was built with seccomp.
-pub(crate) fn seccomp_available() -> bool {
-    // SAFETY: PR_GET_SECCOMP takes no pointer arguments.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
-}
-
-/// Sets a PTY's window size (`TIOCSWINSZ`); the foreground process group gets `SIGWINCH`.
-pub(crate) fn set_window_size(fd: RawFd, cols: u16, rows: u16) -> io::Result<()> {
-    let size = libc::winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads a `winsize` that lives for the duration of the call.
-    if unsafe { libc::ioctl(fd, libc::TIOCSWINSZ as _, &size) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Registers an owned, non-blocking file (a pipe or PTY master) with the tokio reactor.
-pub(crate) fn async_file(
-    file: std::fs::File,
-) -> io::Result<tokio::io::unix::AsyncFd<std::fs::File>> {
-    // SAFETY: `AsyncFd` owns the `File`, which owns its descriptor; nothing else closes or
-    // replaces that descriptor while it is registered (the I/O-safety condition of `register`).
-    unsafe { tokio::io::unix::AsyncFd::register(file) }.map_err(io::Error::from)
 }

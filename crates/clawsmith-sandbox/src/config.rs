@@ -406,3 +406,334 @@ impl SandboxConfig {
         self.kernel_support.unwrap_or_else(KernelSupport::probe)
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::child::{ChildSetup, PlanArea, SpareEnds};
+
+    /// The names of every field of `$value` (a `$type`), each after `$prefix`: the pattern has
+    /// no `..`, so a field added to the type does not compile until it is listed here.
+    macro_rules! every_field {
+        ($type:ident, $value:expr, $prefix:literal, $($field:ident),* $(,)?) => {{
+            let $type { $($field: _),* } = $value;
+            [$(concat!($prefix, stringify!($field))),*]
+        }};
+    }
+
+    /// A change to a configuration, a row of the table below.
+    type Change<'a> = Box<dyn Fn(&mut SandboxConfig) + 'a>;
+
+    #[derive(Debug)]
+    struct Paths(Vec<PathBuf>);
+
+    impl HiddenPathSource for Paths {
+        fn hidden_paths(&self) -> Vec<PathBuf> {
+            self.0.clone()
+        }
+    }
+
+    /// The setup a spare would be made with for commands of `config` (the workspace resolved
+    /// as `run_command` resolves it), or what a command of `config` is planned with — the same
+    /// plan; `None` when the built view is refused.
+    fn planned(config: &SandboxConfig) -> Option<ChildSetup> {
+        let workspace = config.workspace_root.canonicalize().unwrap();
+        let identity = crate::platform::identity_of(&workspace).unwrap();
+        crate::spare::planned(config, &workspace, identity)
+    }
+
+    /// `setup` as a spare's (the ends its init would wait on; this one never runs).
+    fn as_spare(mut setup: ChildSetup) -> ChildSetup {
+        setup.namespaces.as_mut().unwrap().spare = Some(SpareEnds {
+            go: -1,
+            result: -1,
+            area: PlanArea::new().unwrap(),
+            hold: -1,
+        });
+        setup
+    }
+
+    /// Whether a spare made for `spare_config` serves a command of `config`. A unix socket
+    /// bound or removed on the machine between the two plans changes the cover list (so the
+    /// tree), so a pair expected to match is asked a few times.
+    fn serves(spare_config: &SandboxConfig, config: &SandboxConfig, tries: usize) -> bool {
+        (0..tries).any(|_| {
+            let spare = as_spare(planned(spare_config).unwrap());
+            planned(config).is_some_and(|setup| spare.serves(&setup))
+        })
+    }
+
+    /// A warm spare is restricted and given its view before its command exists, so it may run
+    /// only a command whose configuration makes the same tree. Each row changes one field of a
+    /// configuration: a field that shapes the tree (the view, the limits, Landlock, seccomp,
+    /// the namespaces) must keep the first configuration's spare from serving it; a field the
+    /// call applies itself (timeouts, output caps, the environment, which the go message
+    /// carries) must not. Every field of `SandboxConfig` and `ResourceLimits` needs a row.
+    #[test]
+    fn a_spare_serves_only_a_configuration_that_makes_the_same_tree() {
+        let support = KernelSupport::probe();
+        if support.landlock_abi.is_none() || !support.seccomp || !support.user_namespaces {
+            eprintln!("SKIP: the kernel cannot run the built view ({support:?})");
+            return;
+        }
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let path = |name: &str| root.join(name);
+        for name in [
+            "ws/protected",
+            "ws2",
+            "home/.cargo",
+            "home/.npm",
+            "home2/.cargo",
+            "cache",
+            "code",
+            "ws/state",
+            "ws/hidden",
+            "ws/found",
+            "tmp",
+            "tmp2",
+        ] {
+            std::fs::create_dir_all(path(name)).unwrap();
+        }
+        // What the rows hide lives in the workspace: the built view shows nothing of `/var/tmp`
+        // (a runtime folder, like the `/run` the `runtime_dirs` row uncovers) but the
+        // workspace, so hiding more there would change nothing.
+        let mut config = SandboxConfig::new(path("ws"), StateDir::NotKept);
+        config.home = Some(path("home"));
+        config.temp_root = Some(path("tmp"));
+
+        // (field, whether the first configuration's spare serves the changed one, the change)
+        let table: Vec<(&str, bool, Change<'_>)> = vec![
+            (
+                "workspace_root",
+                false,
+                Box::new(|c| c.workspace_root = path("ws2")),
+            ),
+            (
+                "default_timeout",
+                true,
+                Box::new(|c| c.default_timeout = Duration::from_secs(5)),
+            ),
+            (
+                "max_timeout",
+                true,
+                Box::new(|c| c.max_timeout = Duration::from_secs(5)),
+            ),
+            (
+                "output_cap_bytes",
+                true,
+                Box::new(|c| c.output_cap_bytes = 10),
+            ),
+            (
+                "output_kill_after_bytes",
+                true,
+                Box::new(|c| c.output_kill_after_bytes = 10),
+            ),
+            (
+                "limits.core_file_bytes",
+                false,
+                Box::new(|c| c.limits.core_file_bytes = None),
+            ),
+            (
+                "limits.file_size_bytes",
+                false,
+                Box::new(|c| c.limits.file_size_bytes = Some(1 << 20)),
+            ),
+            (
+                "limits.open_files",
+                false,
+                Box::new(|c| c.limits.open_files = Some(64)),
+            ),
+            (
+                "limits.cpu_seconds",
+                false,
+                Box::new(|c| c.limits.cpu_seconds = Some(60)),
+            ),
+            (
+                "limits.address_space_bytes",
+                false,
+                Box::new(|c| c.limits.address_space_bytes = Some(1 << 30)),
+            ),
+            (
+                "limits.processes",
+                false,
+                Box::new(|c| c.limits.processes = Some(500)),
+            ),
+            (
+                "limits.tmp_bytes",
+                false,
+                Box::new(|c| c.limits.tmp_bytes = Some(1 << 20)),
+            ),
+            (
+                "env_allow",
+                true,
+                Box::new(|c| c.env_allow.push("CLAWSMITH_TEST".into())),
+            ),
+            (
+                "extra_writable_roots",
+                false,
+                Box::new(|c| c.extra_writable_roots.push(path("cache"))),
+            ),
+            (
+                "read_only_roots",
+                false,
+                Box::new(|c| c.read_only_roots.push(path("code"))),
+            ),
+            (
+                "protected_paths",
+                false,
+                Box::new(|c| c.protected_paths.push(path("ws/protected"))),
+            ),
+            (
+                "hidden_paths",
+                false,
+                Box::new(|c| c.hidden_paths.push(path("ws/hidden"))),
+            ),
+            (
+                "hidden_path_source",
+                false,
+                Box::new(|c| c.hidden_path_source = Some(Arc::new(Paths(vec![path("ws/found")])))),
+            ),
+            ("home", false, Box::new(|c| c.home = Some(path("home2")))),
+            (
+                "home_allow",
+                false,
+                Box::new(|c| c.home_allow.retain(|entry| entry != ".npm")),
+            ),
+            ("runtime_dirs", false, Box::new(|c| c.runtime_dirs.clear())),
+            // Checked against the root before anything is planned (a command whose root is
+            // not that directory is refused); the tree has the root's own identity either way.
+            (
+                "workspace_identity",
+                true,
+                Box::new(|c| {
+                    let root = c.workspace_root.canonicalize().unwrap();
+                    c.workspace_identity = Some(crate::platform::identity_of(&root).unwrap());
+                }),
+            ),
+            (
+                "workspace_writable",
+                false,
+                Box::new(|c| c.workspace_writable = false),
+            ),
+            (
+                "network_allowed",
+                false,
+                Box::new(|c| c.network_allowed = true),
+            ),
+            // The same tree where the kernel can build it; off, nothing is built.
+            (
+                "policy",
+                true,
+                Box::new(|c| c.policy = SandboxPolicy::BestEffort),
+            ),
+            ("policy", false, Box::new(|c| c.policy = SandboxPolicy::Off)),
+            // The built view's `/tmp` is private; a host temp dir is made only in the host's view.
+            (
+                "temp_root",
+                true,
+                Box::new(|c| c.temp_root = Some(path("tmp2"))),
+            ),
+            // Landlock ABI 1 handles fewer rights than the running kernel's.
+            (
+                "kernel_support",
+                support.landlock_abi == Some(1),
+                Box::new(|c| {
+                    c.kernel_support = Some(KernelSupport {
+                        landlock_abi: Some(1),
+                        ..KernelSupport::probe()
+                    })
+                }),
+            ),
+            (
+                "kernel_support",
+                false,
+                Box::new(|c| c.kernel_support = Some(KernelSupport::NONE)),
+            ),
+            (
+                "kill_grace",
+                true,
+                Box::new(|c| c.kill_grace = Duration::from_secs(9)),
+            ),
+            (
+                "env_exact",
+                true,
+                Box::new(|c| c.env_exact.push("CLAWSMITH_TEST".into())),
+            ),
+            (
+                "state_dir",
+                false,
+                Box::new(|c| c.state_dir = StateDir::At(path("ws/state"))),
+            ),
+        ];
+
+        let fields = every_field!(
+            SandboxConfig,
+            &config,
+            "",
+            workspace_root,
+            default_timeout,
+            max_timeout,
+            output_cap_bytes,
+            output_kill_after_bytes,
+            limits,
+            env_allow,
+            extra_writable_roots,
+            read_only_roots,
+            protected_paths,
+            hidden_paths,
+            hidden_path_source,
+            home,
+            home_allow,
+            runtime_dirs,
+            workspace_identity,
+            workspace_writable,
+            network_allowed,
+            policy,
+            temp_root,
+            kernel_support,
+            kill_grace,
+            env_exact,
+            state_dir,
+        );
+        let limits = every_field!(
+            ResourceLimits,
+            &config.limits,
+            "limits.",
+            core_file_bytes,
+            file_size_bytes,
+            open_files,
+            cpu_seconds,
+            address_space_bytes,
+            processes,
+            tmp_bytes,
+        );
+        for field in fields.iter().filter(|f| **f != "limits").chain(&limits) {
+            assert!(
+                table.iter().any(|(row, _, _)| row == field),
+                "no row for {field}"
+            );
+        }
+
+        assert!(
+            serves(&config, &config.clone(), 5),
+            "an equal configuration"
+        );
+        let setup = planned(&config).unwrap();
+        assert!(
+            !setup.serves(&planned(&config).unwrap()),
+            "not a spare's setup"
+        );
+        let mut wrong = Vec::new();
+        for (field, expected, change) in &table {
+            let mut changed = config.clone();
+            change(&mut changed);
+            let tries = if *expected { 5 } else { 1 };
+            if serves(&config, &changed, tries) != *expected {
+                wrong.push((*field, *expected));
+            }
+        }
+        assert!(wrong.is_empty(), "(field, expected to serve): {wrong:?}");
+    }
+}

@@ -42,7 +42,10 @@ use seccompiler::{
     SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
 };
 
-use crate::child::{self, BaseNamespaces, BaseView, ChildSetup, CommandView, Namespaces, Pts};
+use crate::child::{
+    self, BaseNamespaces, BaseView, ChildSetup, CommandView, Landlock, LandlockRules, Namespaces,
+    Pts,
+};
 use crate::config::{KernelSupport, ResourceLimits, SandboxConfig, SandboxPolicy};
 
 /// The Landlock ABI whose rights clawsmith asks for; older kernels get the subset they know.
@@ -287,10 +290,10 @@ fn build_world(
 
     // Landlock: the private /tmp and /dev get their rules in the command process, where they
     // exist (see `ChildSetup::landlock_private_dirs`).
-    setup.landlock = Some(landlock_ruleset(
-        landlock_writable(config, &writable),
-        false,
-    )?);
+    setup.landlock = Some(landlock_ruleset(LandlockRules {
+        writable: landlock_writable(config, &writable).to_vec(),
+        handle_network: false,
+    })?);
     setup.landlock_private_dirs = vec![cstring("/tmp")?, cstring("/dev")?];
     setup.landlock_fs_access = AccessFs::from_all(ABI::from(abi.min(6) as i32))
         .iter()
@@ -1184,7 +1187,10 @@ fn host_view(
             .map(PathBuf::from)
             .filter(|p| p.exists()),
     );
-    setup.landlock = Some(landlock_ruleset(&writable, !config.network_allowed)?);
+    setup.landlock = Some(landlock_ruleset(LandlockRules {
+        writable,
+        handle_network: !config.network_allowed,
+    })?);
     setup.seccomp = vec![command_filter(
         !config.network_allowed,
         !config.workspace_writable,
@@ -1209,16 +1215,14 @@ fn host_view(
     })
 }
 
-fn landlock_ruleset(
-    writable: &[PathBuf],
-    handle_network: bool,
-) -> Result<std::os::fd::OwnedFd, Unavailable> {
+/// The ruleset `rules` describe, created (kept with them: see [`Landlock`]).
+fn landlock_ruleset(rules: LandlockRules) -> Result<Landlock, Unavailable> {
     let landlock_error = |e: landlock::RulesetError| Unavailable(format!("Landlock: {e}"));
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(TARGET_ABI))
         .map_err(landlock_error)?;
-    if handle_network {
+    if rules.handle_network {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(TARGET_ABI))
             .map_err(landlock_error)?;
@@ -1233,10 +1237,15 @@ fn landlock_ruleset(
         .no_new_privs(false)
         .add_rules(path_beneath_rules(["/"], AccessFs::from_read(TARGET_ABI)))
         .map_err(landlock_error)?
-        .add_rules(path_beneath_rules(writable, AccessFs::from_all(TARGET_ABI)))
+        .add_rules(path_beneath_rules(
+            &rules.writable,
+            AccessFs::from_all(TARGET_ABI),
+        ))
         .map_err(landlock_error)?;
     let fd: Option<std::os::fd::OwnedFd> = created.into();
-    fd.ok_or_else(|| Unavailable("Landlock refused to create a ruleset".to_owned()))
+    let ruleset =
+        fd.ok_or_else(|| Unavailable("Landlock refused to create a ruleset".to_owned()))?;
+    Ok(Landlock { ruleset, rules })
 }
 
 fn seccomp_error(e: seccompiler::BackendError) -> Unavailable {

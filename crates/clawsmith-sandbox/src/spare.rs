@@ -519,19 +519,10 @@ fn make(order: Order) {
             workspace,
             identity,
         } => {
-            let target = Target {
-                workspace: &workspace,
-                identity,
-                cwd: &workspace,
-                host_temp_dir: None,
-                pty: false,
-                pty_slave: None,
-                repositories: None,
-            };
-            let Ok(plan) = platform::plan(&config, target, World::Built) else {
+            let Some(setup) = planned(&config, &workspace, identity) else {
                 return;
             };
-            plan.setup
+            setup
         }
     };
     if state().idle.iter().any(|idle| idle.setup.serves(&setup)) {
@@ -558,6 +549,29 @@ fn make(order: Order) {
         replaced
     };
     drop(replaced);
+}
+
+/// The setup a spare for commands of `config` in `workspace` is made with: a command's own,
+/// planned in the built view at the workspace root, without a PTY or `.git` pins (those and
+/// the working directory come from each go message). `None` when the built view cannot be
+/// planned.
+pub(crate) fn planned(
+    config: &SandboxConfig,
+    workspace: &Path,
+    identity: (u64, u64),
+) -> Option<ChildSetup> {
+    let target = Target {
+        workspace,
+        identity,
+        cwd: workspace,
+        host_temp_dir: None,
+        pty: false,
+        pty_slave: None,
+        repositories: None,
+    };
+    platform::plan(config, target, World::Built)
+        .ok()
+        .map(|plan| plan.setup)
 }
 
 /// Starts the spare's relay (which returns once its init is ready) with `setup` and the ends
