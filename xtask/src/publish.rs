@@ -132,7 +132,12 @@ pub struct Package {
 }
 
 pub fn packages(root: &Path) -> Result<Vec<Package>> {
-    let metadata = cargo_metadata(root, &["--no-deps"])?;
+    let text = cargo_stdout(
+        root,
+        &["metadata", "--format-version", "1", "--locked", "--no-deps"],
+    )?;
+    let metadata: serde_json::Value =
+        serde_json::from_str(&text).context("parsing cargo metadata")?;
     let packages = metadata["packages"]
         .as_array()
         .context("cargo metadata has no packages")?;
@@ -201,20 +206,21 @@ fn package(value: &serde_json::Value) -> Package {
     }
 }
 
-fn cargo_metadata(root: &Path, extra: &[&str]) -> Result<serde_json::Value> {
+/// What `cargo ARGS` prints, or an error with what it said on stderr.
+fn cargo_stdout(root: &Path, args: &[&str]) -> Result<String> {
     let output = Command::new(crate::cargo())
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .args(extra)
+        .args(args)
         .current_dir(root)
         .output()
-        .context("running cargo metadata")?;
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !output.status.success() {
         bail!(
-            "cargo metadata failed: {}",
+            "cargo {} failed: {}",
+            args.join(" "),
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    serde_json::from_slice(&output.stdout).context("parsing cargo metadata")
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// Problems that keep `packages` from being published as `docs/STABILITY.md` says.
@@ -350,8 +356,9 @@ pub fn check_stability_doc(text: &str) -> Vec<String> {
 /// of its features, for every target. `cargo tree -p` resolves the features of that package
 /// alone, as a downstream build would (`cargo metadata` would unify the whole workspace's).
 fn dependency_names(root: &Path, package: &str) -> Result<BTreeSet<String>> {
-    let output = Command::new(crate::cargo())
-        .args([
+    let tree = cargo_stdout(
+        root,
+        &[
             "tree",
             "--locked",
             "-p",
@@ -363,20 +370,9 @@ fn dependency_names(root: &Path, package: &str) -> Result<BTreeSet<String>> {
             "--all-features",
             "--prefix",
             "none",
-        ])
-        .current_dir(root)
-        .output()
-        .context("running cargo tree")?;
-    if !output.status.success() {
-        bail!(
-            "cargo tree failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(tree_names(
-        &String::from_utf8_lossy(&output.stdout),
-        package,
-    ))
+        ],
+    )?;
+    Ok(tree_names(&tree, package))
 }
 
 /// The crate names of a `cargo tree --prefix none` listing, without `package` itself.
