@@ -5,7 +5,7 @@
 //! 1. **Manifests:** every published crate has a description, license, repository, README,
 //!    keywords, categories and docs.rs settings, and depends on its workspace siblings by path
 //!    *and* the workspace version (what `cargo package` needs). Nothing published depends on an
-//!    unpublished member.
+//!    unpublished member, and a stable crate depends on no crate that is not stable.
 //! 2. **Tiers:** every published crate has a tier in [`TIERS`], and `docs/STABILITY.md`'s table
 //!    says the same tier for it.
 //! 3. **The protocol's public API:** `clawsmith-protocol` must be usable without a runtime,
@@ -21,8 +21,8 @@
 //!    of its features alone and without its dev-dependencies, so no crate compiles only thanks
 //!    to a feature that another workspace member happens to turn on.
 //! 8. **Semver:** `cargo semver-checks` of the stable crates against a baseline revision
-//!    (`CLAWSMITH_SEMVER_BASELINE`, else `HEAD^`: on CI's clone of main, the main before the
-//!    change landed). A breaking change passes only with a version that allows it.
+//!    (`CLAWSMITH_SEMVER_BASELINE`, else `HEAD^`, the first parent: for a merge onto main, the
+//!    main before it landed). A breaking change passes only with a version that allows it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,8 @@ pub enum Tier {
     /// Published so that the `clawsmith` binary builds from crates.io; no promise beyond Cargo's
     /// version rules.
     Internal,
+    /// The `clawsmith` binary itself: its command line is the interface, not its Rust items.
+    Binary,
 }
 
 impl Tier {
@@ -47,6 +49,7 @@ impl Tier {
         match self {
             Tier::Stable => "stable",
             Tier::Internal => "internal",
+            Tier::Binary => "binary",
         }
     }
 
@@ -62,6 +65,11 @@ impl Tier {
                 "this crate is internal to the `clawsmith` binary, published so that the binary \
                  builds from crates.io. Its API serves the binary and may break in any minor \
                  version."
+            }
+            Tier::Binary => {
+                "this crate is the `clawsmith` binary (`cargo install clawsmith-cli`). Its \
+                 command line, documented in the repository's README, is its interface; its Rust \
+                 items are not an API."
             }
         }
     }
@@ -84,7 +92,7 @@ pub const TIERS: &[(&str, Tier)] = &[
     ("clawsmith-lsp", Tier::Internal),
     ("clawsmith-agent", Tier::Internal),
     ("clawsmith-web", Tier::Internal),
-    ("clawsmith-cli", Tier::Internal),
+    ("clawsmith-cli", Tier::Binary),
 ];
 
 pub fn tier(name: &str) -> Option<Tier> {
@@ -298,6 +306,13 @@ pub fn check_manifests(packages: &[Package]) -> Vec<String> {
             if !publishable && !is_dev {
                 problems.push(format!(
                     "{name} depends on {dependency}, which is not published"
+                ));
+            }
+            if tier(name) == Some(Tier::Stable) && !is_dev && tier(dependency) != Some(Tier::Stable)
+            {
+                problems.push(format!(
+                    "{name} is stable but depends on {dependency}, which is not: a stable crate's \
+                     API may only rest on stable crates"
                 ));
             }
             if *is_path && *publishable && *req != format!("^{version}") {
@@ -542,9 +557,14 @@ mod tests {
             let problems = check_manifests(&[package, publishable("clawsmith-protocol")]);
             assert_eq!(problems.len(), 1, "{case}: {problems:?}");
         }
+        let mut stable_on_internal = good.clone();
+        stable_on_internal.dependencies =
+            vec![("clawsmith-core".into(), "^0.1.0".into(), true, false)];
+        let core = publishable("clawsmith-core");
+        assert_eq!(check_manifests(&[stable_on_internal, core]).len(), 1);
         let mut tool = publishable("xtask");
         tool.publishable = false;
-        let mut user = good.clone();
+        let mut user = publishable("clawsmith-core");
         user.dependencies = vec![("xtask".into(), "^0.1.0".into(), true, false)];
         assert_eq!(check_manifests(&[tool.clone(), user]).len(), 1);
         // A dev-dependency on an unpublished member is fine: cargo package drops it.
