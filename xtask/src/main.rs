@@ -5,12 +5,17 @@
 //! - `cargo xtask ci` — the one command CI and people run: rustfmt check, clippy with
 //!   `-D warnings` on all targets, the tests (cargo-nextest when installed, else `cargo test`;
 //!   doc tests either way), `cargo doc` with `-D warnings`, `tidy`, `codegen --check`, and
-//!   `cargo deny check licenses bans sources`. It first checks that the cargo subcommands it
+//!   `cargo deny check licenses bans sources`, then `publish`. It first checks that the cargo subcommands it
 //!   needs are installed (rustfmt, clippy, cargo-deny; cargo-nextest is optional) and names
 //!   every missing one with its install command before building anything.
 //! - `cargo xtask tidy` — project rules no compiler checks: dependency arrows follow STYLE.md's
 //!   layering (read from `cargo metadata`), every crate opens with a `//!` essay and uses the
 //!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
+//! - `cargo xtask readmes [--check]` — writes each published crate's `README.md` from the `//!`
+//!   essay of its `lib.rs` (see `readmes.rs`); `--check` fails when one differs.
+//! - `cargo xtask publish` — what keeps the crates publishable (see `publish.rs`): manifests,
+//!   stability tiers against `docs/STABILITY.md`, the protocol's dependency graph, READMEs,
+//!   examples, `cargo package`, `cargo hack` over each feature, `cargo semver-checks`.
 //! - `cargo xtask codegen [--check]` — writes the protocol's JSON Schema to
 //!   `docs/protocol.schema.json`; `--check` fails when the file is stale.
 //! - `cargo xtask bench [--quick] [NAME…]` — side-by-side benchmarks (see `bench.rs`); a full
@@ -29,6 +34,8 @@
 mod bench;
 mod fuzz;
 mod order;
+mod publish;
+mod readmes;
 mod soak;
 mod tidy;
 
@@ -43,6 +50,8 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci(&root),
         Some("tidy") => tidy::run(&root),
+        Some("readmes") => readmes::run(&root, args.iter().any(|a| a == "--check")),
+        Some("publish") => publish::run(&root),
         Some("codegen") => codegen(&root, args.iter().any(|a| a == "--check")),
         Some("bench") => bench::run(&root, &args[1..]),
         Some("soak") => soak::run(&root, &args[1..]),
@@ -57,9 +66,11 @@ fn main() -> Result<()> {
 }
 
 const USAGE: &str = "usage: cargo xtask <command>
-  ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny
+  ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny, publish
   tidy               layering, crate essays, lints, forbidden markers
   codegen [--check]  write (or check) docs/protocol.schema.json
+  readmes [--check]  write (or check) each crate's README.md from its `//!` essay
+  publish            manifests, tiers, protocol API, READMEs, examples, package, hack, semver
   bench [--quick] [NAME...]  side-by-side benchmarks; a full run rewrites docs/benchmarks.md's
                      table and keeps its hand-written notes
   soak [--minutes N] [--seed S] [--binary PATH] [--keep]  kill -9 soak of the release binary
@@ -84,6 +95,16 @@ const CI_TOOLS: &[(&str, bool, &str)] = &[
         "deny",
         true,
         "cargo install --locked cargo-deny (.ci/run does)",
+    ),
+    (
+        "hack",
+        true,
+        "cargo install --locked cargo-hack (.ci/run does)",
+    ),
+    (
+        "semver-checks",
+        true,
+        "cargo install --locked cargo-semver-checks (.ci/run does)",
     ),
     (
         "nextest",
@@ -161,11 +182,18 @@ fn ci(root: &Path) -> Result<()> {
             &[],
         )?;
     }
+    // As docs.rs builds them (`[package.metadata.docs.rs]`): every feature, `--cfg docsrs`.
     step(
         root,
         "docs",
-        &["doc", "--workspace", "--no-deps", "--locked"],
-        &[("RUSTDOCFLAGS", "-D warnings")],
+        &[
+            "doc",
+            "--workspace",
+            "--no-deps",
+            "--locked",
+            "--all-features",
+        ],
+        &[("RUSTDOCFLAGS", "--cfg docsrs -D warnings")],
     )?;
     println!("==> tidy");
     tidy::run(root)?;
@@ -177,6 +205,7 @@ fn ci(root: &Path) -> Result<()> {
         &["deny", "--locked", "check", "licenses", "bans", "sources"],
         &[],
     )?;
+    publish::run(root)?;
     println!("==> ci passed");
     Ok(())
 }
