@@ -789,12 +789,18 @@ fn view(
             child::ALLOWED_MAX
         )));
     }
+    // A folder to empty under /tmp (a home there) is already out of sight: the view's own
+    // empty /tmp covers it, and a mount made there first would be buried under that tmpfs.
+    let under_tmp = |dir: &Path| dir.starts_with("/tmp");
     let mut empty_mkdirs: Vec<CString> = Vec::new();
     let mut allowed = Vec::new();
     for (source, in_view, is_dir) in &covers.allowed {
         let Some(cover) = covers.dirs.iter().find(|dir| in_view.starts_with(dir)) else {
             continue;
         };
+        if under_tmp(cover) {
+            continue;
+        }
         let mut prefix = cover.clone();
         let parents = in_view
             .parent()
@@ -812,6 +818,7 @@ fn view(
     let mut empty_dirs = covers
         .dirs
         .iter()
+        .filter(|dir| !under_tmp(dir))
         .map(|dir| at(dir))
         .collect::<Result<Vec<_>, _>>()?;
     let sight = Sight {

@@ -1040,3 +1040,34 @@ async fn everyday_commands_work_with_the_default_allowlist() {
         );
     }
 }
+
+/// A home under /tmp (a CI user's, a container's) is out of sight under the view's own empty
+/// /tmp; the view still builds and the command runs.
+#[tokio::test]
+async fn a_home_under_tmp_is_out_of_sight_and_commands_run() {
+    if !landlock_or_skip("a_home_under_tmp_is_out_of_sight_and_commands_run") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let home = tempfile::Builder::new()
+        .prefix("clawsmith-home-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(home.path().join("secret"), "home-secret-value\n").unwrap();
+    std::fs::create_dir(home.path().join(".cargo")).unwrap();
+    let mut config = fixture.config();
+    config.home = Some(home.path().to_path_buf());
+    let outcome = run(
+        &config,
+        &format!("cat {}/secret; echo ran", home.path().display()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(outcome.exit, ExitKind::Code(0), "{}", outcome.output);
+    assert!(outcome.output.contains("ran"), "{}", outcome.output);
+    assert!(
+        !outcome.output.contains("home-secret-value"),
+        "{}",
+        outcome.output
+    );
+}
