@@ -84,6 +84,7 @@ pub const GROUPS: &[&str] = &[
     "traces-export",
     "call-vs-cat",
     "one-shot-command",
+    "one-shot-vs-codex",
     "search-vs-rg",
     "search-scale",
     "memory",
@@ -388,6 +389,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     attempt("one-shot-command", &mut rows, &mut || {
         one_shot_command(&bin, &data, &options)
     });
+    attempt("one-shot-vs-codex", &mut rows, &mut || {
+        one_shot_vs_codex(root, &bin, &data, &options)
+    });
     attempt("search-vs-rg", &mut rows, &mut || {
         search_vs_rg(&bin, &data, &options)
     });
@@ -466,23 +470,53 @@ fn ensure_debian(program: &str, package: &str) -> Result<()> {
     Ok(())
 }
 
-fn ensure_server_filesystem(root: &Path) -> Result<PathBuf> {
+/// `package` installed with npm into `target/peers` unless `find` already finds what it gives;
+/// then what `find` finds.
+fn ensure_npm(
+    root: &Path,
+    package: &str,
+    find: impl Fn(&Path) -> Option<PathBuf>,
+) -> Result<PathBuf> {
     let peers = root.join("target/peers");
-    let entry = peers.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    if !entry.exists() {
-        std::fs::create_dir_all(&peers)?;
-        println!("    installing @modelcontextprotocol/server-filesystem into target/peers");
-        let status = Command::new("npm")
-            .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&peers)
-            .arg("@modelcontextprotocol/server-filesystem")
-            .status()
-            .context("running npm")?;
-        if !status.success() || !entry.exists() {
-            bail!("npm could not install @modelcontextprotocol/server-filesystem");
-        }
+    if let Some(found) = find(&peers) {
+        return Ok(found);
     }
-    Ok(entry)
+    std::fs::create_dir_all(&peers)?;
+    println!("    installing {package} into target/peers");
+    let status = Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&peers)
+        .arg(package)
+        .status()
+        .context("running npm")?;
+    match find(&peers) {
+        Some(found) if status.success() => Ok(found),
+        _ => bail!("npm could not install {package}"),
+    }
+}
+
+fn ensure_server_filesystem(root: &Path) -> Result<PathBuf> {
+    ensure_npm(root, "@modelcontextprotocol/server-filesystem", |peers| {
+        Some(peers.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"))
+            .filter(|entry| entry.exists())
+    })
+}
+
+/// Codex's native Linux binary (`@openai/codex`'s platform package).
+fn ensure_codex(root: &Path) -> Result<PathBuf> {
+    ensure_npm(root, "@openai/codex", |peers| {
+        let arch = if cfg!(target_arch = "aarch64") {
+            "arm64"
+        } else {
+            "x64"
+        };
+        let vendor = peers.join(format!("node_modules/@openai/codex-linux-{arch}/vendor"));
+        std::fs::read_dir(vendor)
+            .ok()?
+            .flatten()
+            .map(|triple| triple.path().join("bin/codex"))
+            .find(|bin| bin.is_file())
+    })
 }
 
 /// A deterministic tree of `files` text files with `bytes_per_file` each, in directories of 100,
@@ -619,6 +653,39 @@ fn one_shot_command(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Ro
         note: "whole processes, the command sandboxed; the extra is the capture's `lstat` of \
                every entry before and after the command (the workspace's manifest is read back \
                from the store, so no unchanged file is read)"
+            .into(),
+    }])
+}
+
+/// One-shot `clawsmith call run_command true` against Codex's sandbox of `true`, both whole
+/// native processes in the same empty folder (target ≤ 0.5×). Codex's sandbox keeps
+/// no history and offers no undo; ours stores the call and captures for undo.
+fn one_shot_vs_codex(root: &Path, bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
+    let codex = ensure_codex(root)?;
+    let empty = data.join("command-empty");
+    std::fs::create_dir_all(&empty)?;
+    let state = tempdir("codex-pair-state")?;
+    let command = json!({"command": "true"});
+    time_process(clawsmith_call(bin, &state, &empty, "run_command", &command))?;
+    let (ours, theirs) = alternate(
+        options.rounds() * 2,
+        || time_process(clawsmith_call(bin, &state, &empty, "run_command", &command)),
+        || {
+            let mut sandboxed = Command::new(&codex);
+            sandboxed.args(["sandbox", "true"]).current_dir(&empty);
+            time_process(sandboxed)
+        },
+    )?;
+    Ok(vec![Row {
+        name: "one-shot `call run_command true` vs `codex sandbox true` (native binary)".into(),
+        ours_label: "clawsmith call".into(),
+        theirs_label: "codex sandbox".into(),
+        ours,
+        theirs,
+        target: Target::RatioAtMost(0.5),
+        unit: Unit::Seconds,
+        note: "whole processes in an empty folder; ours also stores the call, its events and \
+               the undo capture"
             .into(),
     }])
 }

@@ -20,7 +20,8 @@
 //!   first prior state per path and turn plus the latest post-operation hash;
 //!   [`Store::finish_turn`] returns a [`TurnManifest`] (paths and stats only).
 //! - Undo (K2, K7): [`Store::undo`] with an [`UndoScope`] returns an [`UndoReport`];
-//!   [`Store::recover_restores`] finishes a restore that a crash interrupted.
+//!   [`Store::recover_restores`] finishes a restore that a crash interrupted;
+//!   [`Store::undone_history`] gives back what session rewinds took out ([`UndoneStretch`]).
 //! - Diffs (K4): [`Store::change_list`], [`Store::diff`] → [`FileDiff`].
 //! - Contents kept ahead of an unannounced change: [`Store::store_contents`] and
 //!   [`Store::stored_content`]. The core puts the files of its workspace manifest here before a
@@ -184,5 +185,6 @@ pub use store::{
 };
 pub use undo::{
     PendingRestore, RecoveredRestore, UndoConflict, UndoOutcome, UndoReport, UndoScope,
+    UndoneStretch,
 };
 pub use undo_preview::UndoPreview;

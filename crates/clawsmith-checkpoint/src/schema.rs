@@ -486,9 +486,26 @@ CREATE TABLE IF NOT EXISTS workspace_manifests (
 );
 "#;
 
+/// Version 20: what a session undo takes out of a session's history — the messages and events
+/// after the turn undone back to — kept with when and how it was undone, so the session reads
+/// as it was before the turns while its audit trail still shows what they did. Deleted with
+/// the session.
+const V20: &str = r#"
+CREATE TABLE IF NOT EXISTS undone_history (
+    id            INTEGER PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    turn_id       TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    undone_at     INTEGER NOT NULL,
+    messages_json TEXT NOT NULL,
+    events_json   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS undone_history_session ON undone_history (session_id, id);
+"#;
+
 /// Every migration, in order: entry `i` takes the schema from version `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
-    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19,
+    V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15, V16, V17, V18, V19, V20,
 ];
 
 /// The schema version this build writes.

@@ -273,46 +273,7 @@ impl Store {
     ) -> Result<Vec<Event>, StoreError> {
         self.read("reading events", |tx| {
             let session = require_session(tx, session_id)?;
-            let mut statement = tx
-                .prepare(
-                    "SELECT e.event_json, json_extract(m.message_json, '$.content'),
-                         e.display_body_in_message
-                     FROM event_rows e LEFT JOIN message_rows m ON m.key = ?1 + e.message_idx
-                     WHERE e.key > ?2 AND e.key < ?3
-                     ORDER BY e.key LIMIT ?4",
-                )
-                .ctx("reading events")?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = statement
-                .query_map(
-                    params![
-                        session.first(),
-                        session.key_at_most(after_sequence),
-                        session.end(),
-                        limit
-                    ],
-                    |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, Option<String>>(1)?,
-                            row.get::<_, bool>(2)?,
-                        ))
-                    },
-                )
-                .ctx("reading events")?;
-            let mut events = Vec::new();
-            for row in rows {
-                let (json, output, body_in_message) = row.ctx("reading events")?;
-                let mut event: Event = serde_json::from_str(&json).json_ctx("reading events")?;
-                if let Some(output) = output {
-                    if body_in_message {
-                        crate::at_rest::fill_display_body(&mut event, &output);
-                    }
-                    crate::at_rest::fill_legacy_output(&mut event, output);
-                }
-                events.push(event);
-            }
-            Ok(events)
+            events_in(tx, session, after_sequence, limit)
         })
     }
 
@@ -325,25 +286,7 @@ impl Store {
     ) -> Result<Vec<ModelMessage>, StoreError> {
         self.read("reading messages", |tx| {
             let session = require_session(tx, session_id)?;
-            let mut statement = tx
-                .prepare(
-                    "SELECT message_json FROM message_rows WHERE key >= ?1 AND key < ?2
-                     ORDER BY key LIMIT ?3",
-                )
-                .ctx("reading messages")?;
-            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let from = session.key_at_most(from_index);
-            let rows = statement
-                .query_map(params![from, session.end(), limit], |row| {
-                    row.get::<_, String>(0)
-                })
-                .ctx("reading messages")?;
-            let mut messages = Vec::new();
-            for json in rows {
-                let json = json.ctx("reading messages")?;
-                messages.push(serde_json::from_str(&json).json_ctx("reading messages")?);
-            }
-            Ok(messages)
+            messages_in(tx, session, from_index, limit)
         })
     }
 
@@ -919,6 +862,84 @@ pub(crate) fn session_rows(
 }
 
 /// The session's rows; [`StoreError::UnknownSession`] unless the session exists.
+/// At most `limit` events of `session` with a sequence above `after_sequence`, in order, each
+/// with its display body filled in from the message that holds it.
+pub(crate) fn events_in(
+    tx: &Transaction<'_>,
+    session: SessionRows,
+    after_sequence: u64,
+    limit: u64,
+) -> Result<Vec<Event>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT e.event_json, json_extract(m.message_json, '$.content'),
+                 e.display_body_in_message
+             FROM event_rows e LEFT JOIN message_rows m ON m.key = ?1 + e.message_idx
+             WHERE e.key > ?2 AND e.key < ?3
+             ORDER BY e.key LIMIT ?4",
+        )
+        .ctx("reading events")?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = statement
+        .query_map(
+            params![
+                session.first(),
+                session.key_at_most(after_sequence),
+                session.end(),
+                limit
+            ],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Option<String>>(1)?,
+                    row.get::<_, bool>(2)?,
+                ))
+            },
+        )
+        .ctx("reading events")?;
+    let mut events = Vec::new();
+    for row in rows {
+        let (json, output, body_in_message) = row.ctx("reading events")?;
+        let mut event: Event = serde_json::from_str(&json).json_ctx("reading events")?;
+        if let Some(output) = output {
+            if body_in_message {
+                crate::at_rest::fill_display_body(&mut event, &output);
+            }
+            crate::at_rest::fill_legacy_output(&mut event, output);
+        }
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// At most `limit` messages of `session` from index `from_index` on, in order.
+pub(crate) fn messages_in(
+    tx: &Transaction<'_>,
+    session: SessionRows,
+    from_index: u64,
+    limit: u64,
+) -> Result<Vec<ModelMessage>, StoreError> {
+    let mut statement = tx
+        .prepare(
+            "SELECT message_json FROM message_rows WHERE key >= ?1 AND key < ?2
+             ORDER BY key LIMIT ?3",
+        )
+        .ctx("reading messages")?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let from = session.key_at_most(from_index);
+    let rows = statement
+        .query_map(params![from, session.end(), limit], |row| {
+            row.get::<_, String>(0)
+        })
+        .ctx("reading messages")?;
+    let mut messages = Vec::new();
+    for json in rows {
+        let json = json.ctx("reading messages")?;
+        messages.push(serde_json::from_str(&json).json_ctx("reading messages")?);
+    }
+    Ok(messages)
+}
+
 pub(crate) fn require_session(tx: &Transaction<'_>, id: &str) -> Result<SessionRows, StoreError> {
     session_rows(tx, id)?.ok_or_else(|| StoreError::UnknownSession(id.to_string()))
 }

@@ -13,7 +13,9 @@
 //! 3. **Restore**: each file is replaced atomically through the workspace handle (temp file +
 //!    rename), so a file is always either before or after, never half-written.
 //! 4. **Commit**: session rewind (scope `session`/`all`), checkpoints flagged undone, plan row
-//!    deleted — one transaction.
+//!    deleted — one transaction. The messages and events the rewind takes out are kept, as they
+//!    were, in the audit trail ([`Store::undone_history`]): the session continues as if the
+//!    turns had not run, and what they did stays readable.
 //!
 //! A process killed between 2 and 4 leaves the plan row; [`Store::recover_restores`] rolls it
 //! forward on the next start: paths already restored are skipped, paths still in the recorded
@@ -22,13 +24,14 @@
 use std::collections::HashMap;
 
 use clawsmith_fs::{Workspace, is_symlink_mode};
+use clawsmith_protocol::{Event, ModelMessage};
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
 use crate::blob::{hash_hex, require_blob};
 use crate::checkpoint::{checkpoint_id, file_records};
 use crate::error::{JsonContext, SqlContext, StoreError};
-use crate::session::{require_session, write_todos_json};
+use crate::session::{events_in, messages_in, require_session, write_todos_json};
 use crate::store::Store;
 
 /// What an undo rewinds (K7).
@@ -44,6 +47,15 @@ pub enum UndoScope {
 }
 
 impl UndoScope {
+    /// The scope as the CLI and the wire name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            UndoScope::Files => "files",
+            UndoScope::Session => "session",
+            UndoScope::All => "all",
+        }
+    }
+
     fn files(self) -> bool {
         matches!(self, UndoScope::Files | UndoScope::All)
     }
@@ -182,7 +194,62 @@ pub(crate) struct TurnRow {
     pub(crate) session_undone: bool,
 }
 
+/// A stretch of a session's history that an undo took out: the messages and events after the
+/// turn it undid back to, as they were, kept for the audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoneStretch {
+    /// The turn the session was rewound to the start of (it and every later turn were undone).
+    pub turn_id: String,
+    /// How it was undone: `session` or `all`.
+    pub scope: String,
+    /// When the undo completed (milliseconds since the Unix epoch).
+    pub undone_at_ms: u64,
+    /// The messages taken out, in order.
+    pub messages: Vec<ModelMessage>,
+    /// The events taken out, in order, with the sequences they had.
+    pub events: Vec<Event>,
+}
+
 impl Store {
+    /// What undos took out of the session's history, oldest undo first (the audit trail that
+    /// [`Store::events`] no longer shows).
+    pub fn undone_history(&self, session_id: &str) -> Result<Vec<UndoneStretch>, StoreError> {
+        self.read("reading undone history", |tx| {
+            require_session(tx, session_id)?;
+            let mut statement = tx
+                .prepare(
+                    "SELECT turn_id, scope, undone_at, messages_json, events_json
+                     FROM undone_history WHERE session_id = ?1 ORDER BY id",
+                )
+                .ctx("reading undone history")?;
+            let rows = statement
+                .query_map([session_id], |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, i64>(2)?,
+                        row.get::<_, String>(3)?,
+                        row.get::<_, String>(4)?,
+                    ))
+                })
+                .ctx("reading undone history")?;
+            let mut stretches = Vec::new();
+            for row in rows {
+                let (turn_id, scope, undone_at, messages, events) =
+                    row.ctx("reading undone history")?;
+                stretches.push(UndoneStretch {
+                    turn_id,
+                    scope,
+                    undone_at_ms: u64::try_from(undone_at).unwrap_or(0),
+                    messages: serde_json::from_str(&messages).json_ctx("reading undone history")?,
+                    events: serde_json::from_str(&events).json_ctx("reading undone history")?,
+                });
+            }
+            Ok(stretches)
+        })
+    }
+
     /// Undoes turn `turn_id` of the session and every later turn not yet undone in `scope`
     /// (see the module docs). Conflicts and already-undone turns are reported in the outcome and
     /// change nothing. An `Err` means the store or the workspace failed; if it failed while
@@ -339,7 +406,10 @@ impl Store {
                 .removed
                 .extend(report.repository.removed.iter().cloned());
         }
-        self.write("completing an undo", |tx| complete_plan(tx, plan_id, &plan))?;
+        let now = self.now_ms();
+        self.write("completing an undo", |tx| {
+            complete_plan(tx, plan_id, &plan, now)
+        })?;
         // Best effort, after the plan: a directory left behind is empty, never wrong content.
         // First the directories commands were seen to make, then (for the file tools' and a
         // recovered command's) the parents of removed files born during the turns.
@@ -465,8 +535,9 @@ impl Store {
                     }),
                 }
             }
+            let now = self.now_ms();
             self.write("completing an interrupted undo", |tx| {
-                complete_plan(tx, plan_id, &plan)
+                complete_plan(tx, plan_id, &plan, now)
             })?;
             recovered.push(result);
         }
@@ -740,8 +811,16 @@ pub(crate) fn precheck(
     Ok(Ok(Precheck { actions, already }))
 }
 
-/// The session rewind and the undone flags, in the transaction that deletes the plan.
-fn complete_plan(tx: &Transaction<'_>, plan_id: i64, plan: &RestorePlan) -> Result<(), StoreError> {
+/// The session rewind and the undone flags, in the transaction that deletes the plan. What the
+/// rewind takes out of the session's history is kept in `undone_history`, with when and how it
+/// was undone: the session reads as it was before the turns, and the audit trail still shows
+/// what they did.
+fn complete_plan(
+    tx: &Transaction<'_>,
+    plan_id: i64,
+    plan: &RestorePlan,
+    now_ms: u64,
+) -> Result<(), StoreError> {
     let still_pending = tx
         .query_row(
             "SELECT 1 FROM restore_plans WHERE id = ?1",
@@ -756,6 +835,24 @@ fn complete_plan(tx: &Transaction<'_>, plan_id: i64, plan: &RestorePlan) -> Resu
     }
     if let Some(target) = &plan.session_target {
         let session = require_session(tx, &plan.session_id)?;
+        let messages = messages_in(tx, session, target.message_count, u64::MAX)?;
+        let events = events_in(tx, session, target.event_sequence, u64::MAX)?;
+        if !messages.is_empty() || !events.is_empty() {
+            tx.execute(
+                "INSERT INTO undone_history
+                     (session_id, turn_id, scope, undone_at, messages_json, events_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    plan.session_id,
+                    plan.turn_id,
+                    plan.scope.name(),
+                    i64::try_from(now_ms).unwrap_or(i64::MAX),
+                    serde_json::to_string(&messages).json_ctx("keeping undone history")?,
+                    serde_json::to_string(&events).json_ctx("keeping undone history")?,
+                ],
+            )
+            .ctx("keeping undone history")?;
+        }
         tx.execute(
             "DELETE FROM message_rows WHERE key >= ?1 AND key < ?2",
             params![session.key_at_most(target.message_count), session.end()],

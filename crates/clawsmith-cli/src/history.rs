@@ -186,18 +186,56 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
         }
     }
     let more = shown == limit && !store.events_page(id, after, 1)?.is_empty();
+    // What undos took out of the history, shown with the first page only (a `--since` page
+    // continues the live timeline).
+    let undone = if range.since == 0 {
+        store.undone_history(id)?
+    } else {
+        Vec::new()
+    };
     if out.json {
         write!(stdout, "]")?;
         if more {
             write!(stdout, ",\"nextSince\":{after}")?;
         }
+        if !undone.is_empty() {
+            write!(stdout, ",\"undone\":")?;
+            serde_json::to_writer(&mut stdout, &undone)?;
+        }
         writeln!(stdout, "}}")?;
-    } else if more {
-        writeln!(
-            stdout,
-            "{}",
-            paint(style::DIM, format!("… more events: --since {after}"))
-        )?;
+    } else {
+        if more {
+            writeln!(
+                stdout,
+                "{}",
+                paint(style::DIM, format!("… more events: --since {after}"))
+            )?;
+        }
+        if !undone.is_empty() {
+            writeln!(
+                stdout,
+                "\n{}",
+                paint(style::HEADER, "undone (kept for the audit trail)")
+            )?;
+        }
+        for stretch in &undone {
+            writeln!(
+                stdout,
+                "  {} {}: `undo {}` of turn {} and later — {} messages, {} events",
+                paint(style::DIM, "undone"),
+                clock.when(stretch.undone_at_ms),
+                stretch.scope,
+                paint(style::ID, &stretch.turn_id),
+                stretch.messages.len(),
+                stretch.events.len()
+            )?;
+            let mut undone_timeline = crate::timeline::Timeline::new(clock.clone());
+            for event in &stretch.events {
+                for line in undone_timeline.event(event).lines() {
+                    writeln!(stdout, "  {}", paint(style::DIM, line))?;
+                }
+            }
+        }
     }
     stdout.flush()?;
     Ok(0)
@@ -698,11 +736,7 @@ fn print_undo(
     uncaptured: &[(String, clawsmith_checkpoint::UncapturedChange)],
     out: &Output,
 ) -> Result<i32> {
-    let scope = match report.scope {
-        UndoScope::Files => "files",
-        UndoScope::Session => "session",
-        UndoScope::All => "all",
-    };
+    let scope = report.scope.name();
     let (outcome, conflicts) = match &report.outcome {
         UndoOutcome::Undone => ("undone", Vec::new()),
         UndoOutcome::AlreadyUndone => ("already_undone", Vec::new()),

@@ -14,12 +14,12 @@
 //!   `$XDG_RUNTIME_DIR`, …) are empty tmpfs mounts with only the allowlisted home entries (and
 //!   the resolver's file) bound back read-only; the state dir, credential files inside the
 //!   allowlisted entries, configured hidden paths, host files only clawsmith's root may read
-//!   (by mode) and every pathname unix socket the host has bound (`/proc/net/unix`) are
-//!   covered. The workspace's `.git` is bound onto itself (it cannot be renamed or replaced)
+//!   (by mode; a scan cut by its budget covers the folders it did not finish) and every
+//!   pathname unix socket the host has bound (`/proc/net/unix`) are covered. The workspace's `.git` is bound onto itself (it cannot be renamed or replaced)
 //!   and its hooks, config and the other code-execution points read-only.
 //! - **Second walls**: all capabilities dropped, `no_new_privs`, Landlock (reads on `/`, writes
 //!   only beneath the writable roots, the private `/tmp` and `/dev`, no device ioctls outside
-//!   `/dev`), seccomp (no `TIOCSTI`/`TIOCLINUX`, no device `mknod`, no keyring, no mount API, no
+//!   `/dev`; from ABI 9, connections to pathname unix sockets only beneath them too), seccomp (no `TIOCSTI`/`TIOCLINUX`, no device `mknod`, no keyring, no mount API, no
 //!   new namespaces, no `io_uring`), descriptors above 2 closed on exec, a per-namespace
 //!   `pid_max` (binds root too), rlimits with the address space capped by the machine's memory.
 //!
@@ -49,7 +49,10 @@ use crate::child::{
 use crate::config::{KernelSupport, ResourceLimits, SandboxConfig, SandboxPolicy};
 
 /// The Landlock ABI whose rights clawsmith asks for; older kernels get the subset they know.
-const TARGET_ABI: ABI = ABI::V6;
+/// From ABI 9 (Linux 7.1) that includes connecting to pathname unix sockets: only those beneath
+/// the writable roots, the private `/tmp` and `/dev` can be reached, so a host socket bound
+/// after the view was built is refused by the kernel, wherever it lies.
+const TARGET_ABI: ABI = ABI::V9;
 
 /// Device files every command may write when it runs in the host's view (the fallback).
 const HOST_VIEW_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
@@ -105,20 +108,27 @@ pub const RUNTIME_DIRS: &[&str] = &["/run", "/var/run", "/var/lock", "/var/tmp"]
 
 /// Where the view looks, when clawsmith runs as root, for host files and folders that only
 /// root may read (decided by their mode): a root command, holding no capability, would still
-/// read them as their owner. The home directory and the runtime folders are covered whole.
+/// read them as their owner. The home directory and the runtime folders are covered whole, and
+/// so is root's own home ([`ROOT_HOME`]) when `$HOME` names another. The folders commands read
+/// (configuration, locally installed tools) come first, the data folders last: a scan cut by
+/// [`ROOT_ONLY_SCAN_MAX`] covers what it did not reach.
 const ROOT_ONLY_SCAN: &[&str] = &[
     "/etc",
-    "/var",
-    "/opt",
-    "/srv",
     "/usr/local",
+    "/opt",
     "/boot",
-    "/root",
+    "/srv",
     "/mnt",
     "/media",
+    "/var",
 ];
 
-/// Entries the root-only scan looks at, at most; beyond, the report says the scan was cut.
+/// Root's home directory: when clawsmith runs as root with `$HOME` elsewhere, it is covered
+/// whole like a home (its toolchains are reached through `$HOME`'s allowlist, not from here).
+const ROOT_HOME: &str = "/root";
+
+/// Entries the root-only scan looks at, at most. Beyond, it fails closed: every folder it has
+/// not finished is covered whole, and the report says so.
 const ROOT_ONLY_SCAN_MAX: usize = 50_000;
 
 /// Paths inside a repository's git dir that make git run code or point it elsewhere; bound
@@ -295,7 +305,7 @@ fn build_world(
         handle_network: false,
     })?);
     setup.landlock_private_dirs = vec![cstring("/tmp")?, cstring("/dev")?];
-    setup.landlock_fs_access = AccessFs::from_all(ABI::from(abi.min(6) as i32))
+    setup.landlock_fs_access = AccessFs::from_all(ABI::from(abi.min(TARGET_ABI as u32) as i32))
         .iter()
         .fold(0u64, |bits, access| bits | access as u64);
     setup.seccomp = vec![command_filter(false, false)?];
@@ -344,13 +354,20 @@ fn build_world(
         filesystem: format!(
             "namespaces (user, mount, pid, ipc{}); read-only host; writable: {workspace}{}, a \
              private /tmp and /dev/shm; home and runtime folders empty but for the allowlist; \
-             root-only files, secrets and unix sockets hidden; landlock v{abi}, seccomp, \
+             root-only files{}, secrets and unix sockets hidden; landlock v{abi}, seccomp, \
              no capabilities",
             if config.network_allowed { "" } else { ", net" },
             if extra > 0 {
                 format!(" and {extra} extra roots")
             } else {
                 String::new()
+            },
+            match root_only_unscanned() {
+                0 => String::new(),
+                unscanned => format!(
+                    " (the scan for them stopped at {ROOT_ONLY_SCAN_MAX} entries: {unscanned} \
+                     folders it did not finish are shown empty)"
+                ),
             }
         ),
         network: if config.network_allowed {
@@ -919,7 +936,7 @@ fn hidden(
     if let Some(source) = &config.hidden_path_source {
         candidates.extend(source.hidden_paths());
     }
-    candidates.extend(root_only_paths(sight.covers).iter().cloned());
+    candidates.extend(root_only_paths(sight.covers).paths.iter().cloned());
     candidates.extend(host_unix_sockets());
     let mut emptied: Vec<CString> = Vec::new();
     // (staged path, (st_dev, st_ino)) of each.
@@ -1032,32 +1049,69 @@ impl RealParents {
     }
 }
 
-/// Host files and folders under [`ROOT_ONLY_SCAN`] that clawsmith's user may read only as
-/// their owner or group — not readable by others, decided by mode, whatever their name
+/// What the root-only scan found: host files and folders under [`ROOT_ONLY_SCAN`] that
+/// clawsmith's user may use only as their owner or group — decided by mode, whatever their name
 /// (`/etc/shadow`, `/etc/ssl/private`, host ssh keys, `/var/lib/private`) — when that user is
-/// root; empty otherwise (other users' files are guarded by their modes already, and the
-/// user's own live in the covered home directory). A folder is covered whole and not entered
-/// (one holding a writable root is shown empty with the root bound in: [`hidden`]). Scanned at
-/// most once per
-/// [`BASE_MAX_AGE`] and [`ROOT_ONLY_SCAN_MAX`] entries.
-fn root_only_paths(covers: &Covers) -> Arc<Vec<PathBuf>> {
-    type Scan = Option<(std::time::Instant, Arc<Vec<PathBuf>>)>;
-    static SCAN: Mutex<Scan> = Mutex::new(None);
-    if !nix::unistd::getuid().is_root() {
-        return Arc::new(Vec::new());
-    }
-    let mut kept = SCAN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((at, paths)) = kept.as_ref()
-        && at.elapsed() < BASE_MAX_AGE
-    {
-        return Arc::clone(paths);
-    }
-    let paths = Arc::new(scan_root_only(covers));
-    *kept = Some((std::time::Instant::now(), Arc::clone(&paths)));
-    paths
+/// root; nothing otherwise (other users' files are guarded by their modes already, and the
+/// user's own live in the covered home directory).
+#[derive(Debug, Default)]
+struct RootOnly {
+    /// Every path to cover: the files and folders found (a folder is covered whole and not
+    /// entered; one holding a writable root is shown empty with the root bound in: [`hidden`]),
+    /// then the folders the scan did not finish.
+    paths: Vec<PathBuf>,
+    /// How many of `paths` are folders covered unscanned because the scan reached
+    /// [`ROOT_ONLY_SCAN_MAX`] entries.
+    unscanned: usize,
 }
 
-fn scan_root_only(covers: &Covers) -> Vec<PathBuf> {
+/// A root-only scan: when it was made, for which covered folders, and what it found.
+type RootOnlyScan = (std::time::Instant, Vec<PathBuf>, Arc<RootOnly>);
+
+/// The last root-only scan of the process.
+static ROOT_ONLY: Mutex<Option<RootOnlyScan>> = Mutex::new(None);
+
+/// How many folders the last root-only scan covered unscanned (0 when it finished).
+fn root_only_unscanned() -> usize {
+    ROOT_ONLY
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map_or(0, |(_, _, found)| found.unscanned)
+}
+
+/// The root-only scan for `covers`, made again when it is older than [`BASE_MAX_AGE`] or the
+/// covered folders differ (a folder not covered is scanned, one covered is skipped).
+fn root_only_paths(covers: &Covers) -> Arc<RootOnly> {
+    if !nix::unistd::getuid().is_root() {
+        return Arc::new(RootOnly::default());
+    }
+    let mut kept = ROOT_ONLY.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((at, dirs, found)) = kept.as_ref()
+        && at.elapsed() < BASE_MAX_AGE
+        && *dirs == covers.dirs
+    {
+        return Arc::clone(found);
+    }
+    let roots: Vec<PathBuf> = ROOT_ONLY_SCAN.iter().map(PathBuf::from).collect();
+    let mut found = scan_root_only(&roots, covers, ROOT_ONLY_SCAN_MAX);
+    let root_home = Path::new(ROOT_HOME);
+    if !covers.dirs.iter().any(|dir| root_home.starts_with(dir)) {
+        found.paths.push(root_home.to_path_buf());
+    }
+    let found = Arc::new(found);
+    *kept = Some((
+        std::time::Instant::now(),
+        covers.dirs.clone(),
+        Arc::clone(&found),
+    ));
+    found
+}
+
+/// Walks `roots` in order, at most `budget` entries. When the budget runs out, the folder being
+/// read, the folders waiting to be entered and the roots not begun are covered whole: what was
+/// not looked at is out of sight rather than trusted.
+fn scan_root_only(roots: &[PathBuf], covers: &Covers, budget: usize) -> RootOnly {
     let groups: Vec<u32> = std::iter::once(nix::unistd::getgid().as_raw())
         .chain(
             nix::unistd::getgroups()
@@ -1069,28 +1123,33 @@ fn scan_root_only(covers: &Covers) -> Vec<PathBuf> {
     let uid = nix::unistd::getuid().as_raw();
     let mut found = Vec::new();
     let mut seen = 0usize;
-    // Root by root, in the order listed (`/etc` first): a budget spent in a large tree leaves
-    // the small system folders scanned.
-    let roots = ROOT_ONLY_SCAN
-        .iter()
-        .map(PathBuf::from)
-        .filter(|root| !covers.dirs.iter().any(|dir| root.starts_with(dir)));
-    for root in roots {
-        let mut stack = vec![root];
+    let in_covered = |path: &Path| covers.dirs.iter().any(|dir| path.starts_with(dir));
+    let mut roots = roots.iter().filter(|root| !in_covered(root));
+    while let Some(root) = roots.next() {
+        let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
             for entry in entries.flatten() {
                 seen += 1;
-                if seen > ROOT_ONLY_SCAN_MAX {
-                    return found;
+                if seen > budget {
+                    let unscanned: Vec<PathBuf> = std::iter::once(dir)
+                        .chain(stack)
+                        .chain(roots.cloned())
+                        .collect();
+                    let count = unscanned.len();
+                    found.extend(unscanned);
+                    return RootOnly {
+                        paths: found,
+                        unscanned: count,
+                    };
                 }
                 let Ok(meta) = entry.metadata() else {
                     continue;
                 };
                 let path = entry.path();
-                if covers.dirs.iter().any(|dir| path.starts_with(dir)) {
+                if in_covered(&path) {
                     continue;
                 }
                 if only_we_may(&meta, uid, &groups) {
@@ -1101,7 +1160,10 @@ fn scan_root_only(covers: &Covers) -> Vec<PathBuf> {
             }
         }
     }
-    found
+    RootOnly {
+        paths: found,
+        unscanned: 0,
+    }
 }
 
 /// Whether `meta` gives the user `uid` (in `groups`) a right others lack: reading a file,
@@ -1890,6 +1952,74 @@ pub(crate) fn identity_of(path: &Path) -> std::io::Result<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The root-only scan fails closed: whatever its budget, every file only its owner may read
+    /// under the scanned roots is covered — found by mode, or inside a folder the scan did not
+    /// finish — and a cut scan says how many folders it covered unscanned. Covered folders
+    /// (the home, runtime folders) are neither entered nor listed.
+    #[test]
+    fn a_root_only_scan_cut_anywhere_still_covers_every_private_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path();
+        let private = |path: &Path| {
+            std::fs::write(path, "secret").unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        };
+        let mut secrets = Vec::new();
+        for root in ["first", "second", "third"] {
+            for sub in ["a", "a/b", "c"] {
+                let folder = top.join(root).join(sub);
+                std::fs::create_dir_all(&folder).unwrap();
+                for n in 0..3 {
+                    std::fs::write(folder.join(format!("public{n}")), "").unwrap();
+                }
+                let secret = folder.join("key");
+                private(&secret);
+                secrets.push(secret);
+            }
+        }
+        // A folder others may not enter is covered whole, not entered.
+        let closed = top.join("second/closed");
+        std::fs::create_dir(&closed).unwrap();
+        private(&closed.join("inner"));
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
+        secrets.push(closed.join("inner"));
+        let home = top.join("third/home");
+        std::fs::create_dir(&home).unwrap();
+        private(&home.join("token"));
+        let covers = Covers {
+            dirs: vec![home.clone()],
+            allowed: Vec::new(),
+        };
+        let roots: Vec<PathBuf> = ["first", "second", "third"]
+            .iter()
+            .map(|root| top.join(root))
+            .collect();
+        let whole = scan_root_only(&roots, &covers, usize::MAX);
+        assert_eq!(whole.unscanned, 0);
+        let mut found = whole.paths.clone();
+        found.sort();
+        let mut expected = secrets.clone();
+        expected.retain(|secret| *secret != closed.join("inner"));
+        expected.push(closed.clone());
+        expected.sort();
+        assert_eq!(found, expected, "found by mode, the closed folder whole");
+        assert!(!found.iter().any(|path| path.starts_with(&home)));
+        for budget in 0..60 {
+            let scan = scan_root_only(&roots, &covers, budget);
+            for secret in &secrets {
+                assert!(
+                    scan.paths.iter().any(|path| secret.starts_with(path)),
+                    "budget {budget}: {} is in sight (covered: {:?})",
+                    secret.display(),
+                    scan.paths
+                );
+            }
+            assert_eq!(scan.unscanned > 0, budget < 47, "budget {budget}");
+            assert!(!scan.paths.iter().any(|path| path.starts_with(&home)));
+        }
+    }
 
     /// A covered path's real path from its directory's (resolved once per directory) is the
     /// path resolved whole, for every path `lstat` finds not to be a symlink — including those

@@ -301,6 +301,17 @@ async function sessionPage(id) {
     if (!page.more) startLive();
   };
   more.addEventListener("click", loadPage);
+  // What undos took out of the history: kept, marked undone, below the live timeline.
+  const undone = data.undone.map((stretch) => {
+    const list = el("div", { class: "undone-events" });
+    const kept = new Timeline(id, list);
+    stretch.events.forEach((event) => kept.add(event));
+    return el("details", { class: "undone-stretch" },
+      el("summary", {}, badge("undone", "undone"), ` undo ${stretch.scope} of turn `,
+        el("span", { class: "mono" }, stretch.turnId), ` and later, ${time(stretch.undoneAtMs)} · `,
+        `${stretch.messages.length} message(s), ${stretch.events.length} event(s)`),
+      list);
+  });
   fill(main, 
     el("h1", {}, "Session ", el("span", { class: "mono" }, s.id)),
     el("div", { class: "meta" },
@@ -310,7 +321,8 @@ async function sessionPage(id) {
       s.children.length ? el("span", { class: "children" }, "forks: ", ...s.children.map((c) => el("a", { href: `${base}sessions/${enc(c)}`, class: "mono" }, c))) : null),
     data.undoAvailable ? undoNote(data.undo) : el("p", { class: "muted small", id: "undo-workspace" }, data.undoRefusal),
     el("div", { class: "columns" },
-      el("div", { class: "col-main" }, el("h2", {}, "Timeline ", counter), list, more),
+      el("div", { class: "col-main" }, el("h2", {}, "Timeline ", counter), list, more,
+        undone.length ? el("section", { id: "undone" }, el("h2", {}, "Undone"), ...undone) : null),
       el("aside", { class: "col-side" },
         el("h2", {}, "Checkpoints"),
         data.checkpoints.length

@@ -220,12 +220,14 @@ async fn session(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> 
         let mut checkpoints = store.checkpoints(&id).map_err(store_error)?;
         checkpoints.sort_by_key(|c| std::cmp::Reverse(c.created_at_ms));
         let last_sequence = store.last_event_sequence(&id).map_err(store_error)?;
+        let undone = store.undone_history(&id).map_err(store_error)?;
         let refusal = undo_refusal(&shared.undo, &session);
         Ok(Json(json!({
             "session": session_json(&session, &children),
             "todos": todos,
             "checkpoints": checkpoints.iter().map(checkpoint_json).collect::<Vec<_>>(),
             "lastSequence": last_sequence,
+            "undone": undone,
             "undo": undo_json(&shared.undo),
             "undoAvailable": refusal.is_none(),
             "undoRefusal": refusal.map(|(_, message)| message),

@@ -75,9 +75,14 @@ fn all_undo_also_restores_messages_events_todos_and_clears_approvals() {
         store.todos("s").unwrap(),
     );
 
+    assert!(store.undone_history("s").unwrap().is_empty());
     busy_turn(&fixture, "t1");
     store.append_message("s", &user("do things")).unwrap();
     store.append_event("s", turn_started("t1"), 2).unwrap();
+    let (turn_messages, turn_events) = (
+        store.messages("s").unwrap()[messages.len()..].to_vec(),
+        store.events("s").unwrap()[events.len()..].to_vec(),
+    );
     store
         .set_todos(
             "s",
@@ -108,6 +113,16 @@ fn all_undo_also_restores_messages_events_todos_and_clears_approvals() {
     assert_eq!(store.events("s").unwrap(), events);
     assert_eq!(store.todos("s").unwrap(), todos);
     assert!(store.pending_approvals("s").unwrap().is_empty());
+    // What the rewind took out is kept for the audit trail, as it was, with how it was undone.
+    let undone = store.undone_history("s").unwrap();
+    assert_eq!(undone.len(), 1);
+    assert_eq!(
+        (undone[0].turn_id.as_str(), undone[0].scope.as_str()),
+        ("t1", "all")
+    );
+    assert_eq!(undone[0].messages, turn_messages);
+    assert_eq!(undone[0].events, turn_events);
+    assert_eq!(undone[0].events[0].sequence, 2);
     // The next event continues the sequence without a gap.
     assert_eq!(
         store
@@ -140,12 +155,19 @@ fn session_undo_leaves_files_alone() {
         .undo("s", "t1", UndoScope::Session, &fixture.workspace)
         .unwrap();
     assert_eq!(again.outcome, UndoOutcome::AlreadyUndone);
+    // The history the rewind took out is kept once (the repeated undo changed nothing); a files
+    // undo rewinds no history and keeps none.
+    let kept = |fixture: &Fixture| fixture.store.undone_history("s").unwrap();
+    assert_eq!(kept(&fixture).len(), 1);
+    assert_eq!(kept(&fixture)[0].messages, vec![user("second")]);
+    assert_eq!(kept(&fixture)[0].scope, "session");
     let files = fixture
         .store
         .undo("s", "t1", UndoScope::All, &fixture.workspace)
         .unwrap();
     assert_eq!(files.outcome, UndoOutcome::Undone);
     assert!(files.restored.contains(&"edit.txt".to_string()));
+    assert_eq!(kept(&fixture).len(), 1);
 }
 
 #[test]
@@ -285,4 +307,8 @@ fn unknown_turns_and_sessions_are_errors() {
             .undo("ghost", "t1", UndoScope::Files, &fixture.workspace)
             .is_err()
     );
+    assert!(matches!(
+        fixture.store.undone_history("ghost"),
+        Err(clawsmith_checkpoint::StoreError::UnknownSession(_))
+    ));
 }

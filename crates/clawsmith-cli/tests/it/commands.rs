@@ -312,6 +312,61 @@ fn sessions_continue_fork_and_show() {
     assert!(missing.stderr.contains("no session \"nope\""));
 }
 
+/// `undo session` rewinds the history, and `session show` still shows what was taken out,
+/// marked undone, in both forms.
+#[test]
+fn session_show_keeps_undone_turns_for_the_audit_trail() {
+    let f = Fixture::new();
+    std::fs::write(f.ws().join("a.txt"), "alpha\n").unwrap();
+    f.call(&["--session", "s"], "read_file", r#"{"path":"a.txt"}"#);
+    f.call(&["--session", "s"], "glob", r#"{"pattern":"*.txt"}"#);
+    let before = f.run(&["--json", "session", "show", "s"], "").json();
+    let turns: Vec<String> = before["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "turn.started")
+        .map(|e| e["turnId"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(turns.len(), 2, "{before}");
+    let second_start = before["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|e| e["turnId"] == turns[1].as_str())
+        .unwrap();
+    let undo = f.undo(true, &["session", &turns[1], "--session", "s"]);
+    assert_eq!(undo.code, 0, "{}{}", undo.stdout, undo.stderr);
+    let after = f.run(&["--json", "session", "show", "s"], "").json();
+    assert_eq!(
+        after["events"],
+        serde_json::Value::Array(before["events"].as_array().unwrap()[..second_start].to_vec())
+    );
+    let undone = after["undone"].as_array().unwrap();
+    assert_eq!(undone.len(), 1, "{after}");
+    assert_eq!(undone[0]["turnId"], turns[1].as_str());
+    assert_eq!(undone[0]["scope"], "session");
+    assert_eq!(
+        undone[0]["events"],
+        serde_json::Value::Array(before["events"].as_array().unwrap()[second_start..].to_vec())
+    );
+    let people = f.run(&["session", "show", "s"], "");
+    assert!(
+        people.stdout.contains("undone (kept for the audit trail)")
+            && people
+                .stdout
+                .contains(&format!("`undo session` of turn {}", turns[1]))
+            && people.stdout.contains("glob"),
+        "{}",
+        people.stdout
+    );
+    // A page after the first continues the live timeline only.
+    let page = f
+        .run(&["--json", "session", "show", "s", "--since", "1"], "")
+        .json();
+    assert!(page.get("undone").is_none(), "{page}");
+}
+
 #[test]
 fn check_command_classifies_without_running() {
     let table = [

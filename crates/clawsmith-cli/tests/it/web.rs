@@ -579,6 +579,50 @@ fn web_refuses_requests_without_the_token_from_a_foreign_host_and_posts_without_
     assert_eq!(reply.code(), "undo_conflicts");
     assert_eq!(report["conflicts"][0]["path"], "notes.txt");
     assert_eq!(snapshot(&f.ws()), before);
+
+    // Put back, the file no longer conflicts: `undo all` rewinds the files and the session, and
+    // the session page still shows the turn's events, kept and marked undone.
+    std::fs::write(f.ws().join("notes.txt"), "by the agent\n").unwrap();
+    let events_before = http(
+        port,
+        "GET",
+        &p("/api/sessions/s/events?after=0&limit=100"),
+        &[("Cookie", cookie)],
+        "",
+    )
+    .json()["events"]
+        .clone();
+    let reply = http(
+        port,
+        "POST",
+        undo,
+        &[("Cookie", cookie), ("X-CSRF-Token", csrf)],
+        r#"{"scope":"all","confirm":true}"#,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(!f.ws().join("notes.txt").exists());
+    let page = http(
+        port,
+        "GET",
+        &p("/api/sessions/s"),
+        &[("Cookie", cookie)],
+        "",
+    )
+    .json();
+    let undone = page["undone"].as_array().unwrap();
+    assert_eq!(undone.len(), 1, "{page}");
+    assert_eq!(undone[0]["turnId"], turn_id.as_str());
+    assert_eq!(undone[0]["scope"], "all");
+    assert_eq!(undone[0]["events"], events_before, "kept as they were");
+    let live = http(
+        port,
+        "GET",
+        &p("/api/sessions/s/events?after=0&limit=100"),
+        &[("Cookie", cookie)],
+        "",
+    )
+    .json();
+    assert_eq!(live["events"], json!([]));
 }
 
 /// The login's redirect never leaves the prefix, whatever the path carries: outside the prefix

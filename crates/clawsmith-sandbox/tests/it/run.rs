@@ -1001,18 +1001,19 @@ async fn everyday_commands_work_with_the_default_allowlist() {
     config.home = Some(home.clone());
     let outcome = run(
         &config,
-        "git init -q . && echo x > f && git add f && git commit -qm one && git log \
-         --format='%an <%ae>' && cat ~/.gitconfig",
+        &format!(
+            "git init -q . && echo x > f && git add f && git commit -qm one && git log \
+             --format='%an <%ae>' && (cat '{}/.gitconfig' 2>/dev/null || echo out of sight)",
+            home.display()
+        ),
     )
     .await
     .unwrap();
     assert_eq!(outcome.exit, ExitKind::Code(0), "{}", outcome.output);
-    assert!(
-        outcome.output.starts_with("Ada <ada@example.invalid>\n"),
-        "{}",
-        outcome.output
+    assert_eq!(
+        outcome.output, "Ada <ada@example.invalid>\nout of sight\n",
+        "the identity reaches git; the file holding it is not shown"
     );
-    assert!(!outcome.output.contains("helper"), "{}", outcome.output);
 
     // The host's own toolchains, as the user running the tests has them.
     let config = fixture.config();
