@@ -333,7 +333,13 @@ impl Store {
                 Err(reason) => report.kept.push((relative.to_owned(), reason)),
             }
         }
-        // Files: walk each path's rows newest first over its current state.
+        // Files: walk each path's rows newest first over its current state. A path already in
+        // the state before its oldest command (an undo interrupted after writing it, rolled
+        // forward now; or put back by hand) is left alone and not named.
+        let mut oldest: HashMap<&str, &Side> = HashMap::new();
+        for row in rows.iter().filter(|row| !row.object) {
+            oldest.insert(row.path.as_str(), &row.pre);
+        }
         let mut current: HashMap<&str, (Side, Side)> = HashMap::new();
         let mut stopped: HashSet<&str> = HashSet::new();
         for row in rows.iter().filter(|row| !row.object) {
@@ -345,6 +351,10 @@ impl Store {
                 Some((_, state)) => state.clone(),
                 None => {
                     let found = current_side(workspace, path);
+                    if found != row.post && oldest.get(path).is_some_and(|pre| **pre == found) {
+                        stopped.insert(path);
+                        continue;
+                    }
                     current.insert(path, (found.clone(), found.clone()));
                     found
                 }

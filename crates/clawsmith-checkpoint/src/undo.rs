@@ -134,6 +134,9 @@ pub struct RecoveredRestore {
     pub skipped: Vec<UndoConflict>,
     /// Temp files the killed undo left beside the paths it was restoring, removed.
     pub swept_temp_files: Vec<String>,
+    /// The repository put back as the undo would have (what it had already put back is left
+    /// alone and not named).
+    pub repository: crate::RepositoryUndo,
 }
 
 /// An interrupted restore waiting for [`Store::recover_restores`].
@@ -476,6 +479,7 @@ impl Store {
                 already_done: Vec::new(),
                 skipped: Vec::new(),
                 swept_temp_files: Vec::new(),
+                repository: crate::RepositoryUndo::default(),
             };
             for action in &plan.actions {
                 // A plan row is data from the file, not a promise: a path that does not resolve
@@ -534,6 +538,12 @@ impl Store {
                         reason: error.to_string(),
                     }),
                 }
+            }
+            // The repository comes after the files, as in the undo itself; its changes are
+            // marked undone only once they are handled, so a second crash repeats this.
+            if !plan.files_checkpoints.is_empty() {
+                result.repository =
+                    self.undo_repository(&plan.session_id, &plan.turns, workspace)?;
             }
             let now = self.now_ms();
             self.write("completing an interrupted undo", |tx| {

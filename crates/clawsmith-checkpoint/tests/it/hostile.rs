@@ -443,3 +443,74 @@ fn recovery_sweeps_the_temp_files_a_killed_undo_left() {
         assert_eq!(damaged.fixture.root().join(name).exists(), !swept, "{name}");
     }
 }
+
+/// An undo killed after its plan, with the repository half put back (`.git/HEAD` written, the
+/// branch and the deleted object not yet): recovery rolls the repository forward too — what was
+/// already back is left alone and not named as changed since, the rest is put back — and a
+/// second undo finds the turn undone. The same with nothing of the repository put back yet.
+#[test]
+fn recovery_rolls_the_repository_forward() {
+    const HEAD: &[u8] = b"ref: refs/heads/main\n";
+    const BRANCH: &[u8] = b"1111111111111111111111111111111111111111\n";
+    const OBJECT: &str = ".git/objects/ab/cdef0123456789abcdef0123456789abcdef01";
+    for head_already_back in [true, false] {
+        let damaged = damaged();
+        let fixture = &damaged.fixture;
+        let store = &fixture.store;
+        fixture.write_initial(".git/HEAD", HEAD, 0o644);
+        fixture.write_initial(".git/refs/heads/main", BRANCH, 0o644);
+        fixture.write_initial(OBJECT, b"object bytes", 0o444);
+        let before_tree = fixture.tree();
+        let before = store.keep_repository(&fixture.workspace).unwrap();
+        // The command of turn t1: HEAD deleted, the branch moved, an object deleted.
+        std::fs::remove_file(fixture.root().join(".git/HEAD")).unwrap();
+        std::fs::write(
+            fixture.root().join(".git/refs/heads/main"),
+            "2222222222222222222222222222222222222222\n",
+        )
+        .unwrap();
+        std::fs::remove_file(fixture.root().join(OBJECT)).unwrap();
+        let after = store.keep_repository(&fixture.workspace).unwrap();
+        assert_eq!(
+            store
+                .record_repository_changes("s", "t1", "c1", &before, &after, &[])
+                .unwrap(),
+            3
+        );
+        // The killed undo's plan; it had put HEAD back before it died (or nothing).
+        damaged.insert_plan(serde_json::json!([{
+            "path": "a.txt",
+            "current": hex(EDITED),
+            "target": {"sha256": hex(ORIGINAL), "mode": 0o644},
+        }]));
+        if head_already_back {
+            std::fs::write(fixture.root().join(".git/HEAD"), HEAD).unwrap();
+        }
+        let recovered = store.recover_restores(&fixture.workspace).unwrap();
+        assert_eq!(recovered.len(), 1);
+        let repository = &recovered[0].repository;
+        assert!(repository.kept.is_empty(), "{repository:?}");
+        assert_eq!(repository.objects_restored, 1);
+        let mut expected = vec![".git/refs/heads/main"];
+        if !head_already_back {
+            expected.insert(0, ".git/HEAD");
+        }
+        assert_eq!(repository.restored, expected);
+        assert_eq!(recovered[0].completed, ["a.txt"]);
+        let mut expected_tree = before_tree.clone();
+        expected_tree.insert("a.txt".into(), (ORIGINAL.to_vec(), 0o644));
+        assert_eq!(
+            fixture.tree(),
+            expected_tree,
+            "HEAD already back: {head_already_back}"
+        );
+        assert!(store.pending_restores().unwrap().is_empty());
+        assert_eq!(
+            store
+                .undo("s", "t1", UndoScope::Files, &fixture.workspace)
+                .unwrap()
+                .outcome,
+            UndoOutcome::AlreadyUndone
+        );
+    }
+}
