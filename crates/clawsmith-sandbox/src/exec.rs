@@ -406,8 +406,9 @@ pub(crate) fn spawn_checked(
             ..
         }
     );
-    let git = (config.policy != SandboxPolicy::Off)
-        .then(|| crate::git_guard::Repositories::before(&workspace, git_lock));
+    let git = (config.policy != SandboxPolicy::Off).then(|| {
+        crate::git_guard::Repositories::before(&workspace, git_lock, config.workspace_writable)
+    });
     let request = SpawnRequest {
         config,
         command,

@@ -11,24 +11,23 @@
 //!   commands that write the repository (`add`, `commit`, `checkout`, `fetch`) fail inside
 //!   background commands (`Unable to create '.git/index.lock': Read-only file system`); they
 //!   belong in `run_command`.
-//! - **`run_command` ([`GitLock::CodePaths`])**: every code path that *exists* (`hooks`, `config`,
-//!   `commondir`, `worktrees`, …), so `git add`, `commit` and `checkout` keep working. A bind mount
-//!   cannot protect a path that does not exist yet, and git needs to create files at the top of
-//!   its git dir (`index.lock`, `HEAD.lock`, `ORIG_HEAD`), so a command can create a missing
-//!   `.git/commondir` (pointing git at a directory with its own hooks), `config.worktree`,
-//!   `worktrees/*`, a first `hooks/`, until it ends. That window is open for the foreground
-//!   command's duration (bounded by its timeout) and is closed by the check below.
-//!
-//! Ways considered to close the foreground window, and why not: creating the missing code paths
-//! beforehand so they can be bound read-only works for directories only (an empty `hooks/`), and
-//! changes the user's repository, read-only workspaces included; a missing *file* has no harmless
-//! stand-in (git uses any `commondir` content as the common dir, and dies on an empty or unreadable
-//! one). Watching the git dirs (inotify) and removing what appears still leaves a window per
-//! write, which a loop rewriting the file keeps open. Landlock and seccomp cannot tell
-//! `index.lock` from `commondir`: both are a new file in the same directory.
+//! - **`run_command` ([`GitLock::CodePaths`])**: every code path (`hooks`, `config`,
+//!   `commondir`, `worktrees`, …), so `git add`, `commit` and `checkout` keep working. A bind
+//!   mount needs something to bind onto, and git needs to create files at the top of its git dir
+//!   (`index.lock`, `HEAD.lock`, `ORIG_HEAD`) — which Landlock and seccomp cannot tell from a
+//!   `commondir` —, so in a writable workspace each code path that does not exist gets a
+//!   **stand-in** first, which the view binds read-only: an empty folder (`hooks/`,
+//!   `worktrees/`, `modules/`), or a file git reads as if it were absent (`commondir` holding
+//!   `.`, the git dir itself; an empty `config.worktree`, `gitdir`, `info/attributes`). The
+//!   command cannot write, replace or remove it (`EROFS`, `EBUSY`), so there is no moment at
+//!   which the user's own git could meet a planted code path; the stand-ins are removed when the
+//!   command is over (the last of this process's commands holding one removes it). A
+//!   clawsmith killed meanwhile leaves them, inert. Git commands that write a code path
+//!   (`git worktree add`, `git submodule update --init`, a hook installer) fail in commands.
 //!
 //! After the command's whole process tree is gone (so nothing races it), [`Repositories::restore`]
-//! takes back whatever the command created at a missing code path and makes every repository the
+//! takes back whatever the command created at a missing code path that got no stand-in (one that
+//! could not be made, or a read-only workspace's) and makes every repository the
 //! command made (`git init` at the root or in any subdirectory, a `.git` file or link) harmless:
 //! a `.git` file or link is removed; a new git dir keeps its objects and refs and loses
 //! `commondir`, `gitdir`, `config.worktree`, `worktrees`, `modules` and every hook that is not a
@@ -121,16 +120,167 @@ pub(crate) struct GitSnapshot {
     git_dir: PathBuf,
     /// `.git` did not exist at all.
     absent: bool,
-    /// Code paths that did not exist (relative to `.git`).
+    /// Code paths that did not exist (relative to `.git`) and have no stand-in: what the command
+    /// creates there is taken back when it ends.
     missing: Vec<&'static str>,
+    /// The stand-ins this command holds (see [`StandIn`]), in the order they were made.
+    stand_ins: Vec<PathBuf>,
+}
+
+/// What stands in for a missing code path while a `run_command` runs, so the view can bind it
+/// read-only: an empty folder, or a file whose content git reads as if it were absent —
+/// `commondir` holding `.` names the git dir itself as the common dir; an empty `config`,
+/// `config.worktree`, `gitdir` or `info/attributes` sets nothing.
+fn stand_in_for(code: &str) -> Option<&'static [u8]> {
+    match code {
+        "hooks" | "worktrees" | "modules" => None,
+        "commondir" => Some(b".\n"),
+        _ => Some(b""),
+    }
+}
+
+/// A stand-in on the host: the path, its identity when made, and how many running commands of
+/// this process hold it (the last to end removes it; a command that started while it stood
+/// finds it present and holds it too).
+struct StandIn {
+    path: PathBuf,
+    identity: (u64, u64),
+    holders: usize,
+}
+
+/// The stand-ins of this process's running commands.
+static STAND_INS: std::sync::Mutex<Vec<StandIn>> = std::sync::Mutex::new(Vec::new());
+
+fn stand_ins() -> std::sync::MutexGuard<'static, Vec<StandIn>> {
+    STAND_INS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
+/// Makes the stand-ins for the code paths of the git dir `git_dir` (beneath `workspace`, every
+/// component opened without following links) that do not exist, or holds the ones another
+/// command of this process made. Returns the paths held and the code paths left missing.
+fn stand_in(workspace: &Path, git_dir: &Path) -> (Vec<PathBuf>, Vec<&'static str>) {
+    let mut held = Vec::new();
+    let mut missing = Vec::new();
+    let Some(pinned) = PinnedDir::open(workspace, git_dir) else {
+        return (held, GIT_CODE_PATHS.to_vec());
+    };
+    let mut registry = stand_ins();
+    // Holds `path` if another command's stand-in is still there; whether it did.
+    let hold = |registry: &mut Vec<StandIn>, path: &Path, held: &mut Vec<PathBuf>| {
+        let now = identity(path);
+        match registry
+            .iter_mut()
+            .find(|stand| stand.path == path && Some(stand.identity) == now)
+        {
+            Some(stand) => {
+                stand.holders += 1;
+                held.push(path.to_path_buf());
+                true
+            }
+            None => false,
+        }
+    };
+    for code in GIT_CODE_PATHS {
+        let path = git_dir.join(code);
+        if hold(&mut registry, &path, &mut held) {
+            continue;
+        }
+        if std::fs::symlink_metadata(&path).is_ok() {
+            continue;
+        }
+        // Made through the pinned git dir, so a link swapped in for a component cannot send it
+        // elsewhere; `create_new` does not follow a link at the name itself.
+        let folder_dir;
+        let (parent, name): (&PinnedDir, &str) = match code.split_once('/') {
+            Some((folder, name)) => {
+                let folder_path = git_dir.join(folder);
+                if !hold(&mut registry, &folder_path, &mut held)
+                    && std::fs::symlink_metadata(&folder_path).is_err()
+                {
+                    if std::fs::create_dir(pinned.path.join(folder)).is_err() {
+                        missing.push(*code);
+                        continue;
+                    }
+                    if let Some(id) = identity(&folder_path) {
+                        registry.push(StandIn {
+                            path: folder_path.clone(),
+                            identity: id,
+                            holders: 1,
+                        });
+                        held.push(folder_path);
+                    }
+                }
+                let Some(child) = pinned.child(std::ffi::OsStr::new(folder)) else {
+                    missing.push(*code);
+                    continue;
+                };
+                folder_dir = child;
+                (&folder_dir, name)
+            }
+            None => (&pinned, code),
+        };
+        let at = parent.path.join(name);
+        let made = match stand_in_for(code) {
+            None => std::fs::create_dir(&at),
+            Some(content) => std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&at)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, content)),
+        };
+        match (made, identity(&path)) {
+            (Ok(()), Some(id)) => {
+                registry.push(StandIn {
+                    path: path.clone(),
+                    identity: id,
+                    holders: 1,
+                });
+                held.push(path);
+            }
+            _ => missing.push(*code),
+        }
+    }
+    (held, missing)
+}
+
+/// Lets go of the stand-ins `held` (newest first); the last holder removes each one that is
+/// still the stand-in it made (a folder only when empty).
+fn release(held: &[PathBuf]) {
+    let mut registry = stand_ins();
+    for path in held.iter().rev() {
+        let Some(index) = registry.iter().position(|stand| stand.path == *path) else {
+            continue;
+        };
+        registry[index].holders -= 1;
+        if registry[index].holders > 0 {
+            continue;
+        }
+        let stand = registry.remove(index);
+        if identity(path) == Some(stand.identity) {
+            // One that cannot be removed (a folder the command filled) stays: a stand-in is
+            // inert, and a folder's content is the command's, kept by the repository keeper.
+            let _removed = match std::fs::symlink_metadata(path) {
+                Ok(meta) if meta.is_dir() => std::fs::remove_dir(path),
+                _ => std::fs::remove_file(path),
+            };
+        }
+    }
 }
 
 /// How much of each repository's git dir a command's view makes read-only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GitLock {
-    /// The existing code paths (`run_command`): the rest stays writable, so `git add`,
-    /// `commit` and `checkout` work; what the command creates at a missing code path is taken
-    /// back when it ends.
+    /// The code paths (`run_command`), stand-ins for the missing ones included: the rest stays
+    /// writable, so `git add`, `commit` and `checkout` work.
     CodePaths,
     /// The whole git dir (`start_command`, piped processes): nothing can be created in it while
     /// the command runs, so there is nothing to take back and no moment the user's git could
@@ -153,15 +303,18 @@ pub(crate) struct Repositories {
 
 impl Repositories {
     /// Scans `workspace` and takes the snapshot of each repository.
-    pub(crate) fn before(workspace: &Path, lock: GitLock) -> Repositories {
+    /// With `stand_ins` (a `run_command` in a writable workspace: [`GitLock::CodePaths`]), the
+    /// missing code paths of each existing git dir get a stand-in the view binds read-only.
+    pub(crate) fn before(workspace: &Path, lock: GitLock, stand_ins: bool) -> Repositories {
         let own = workspace.join(".git");
         let (found, cut) = scan(workspace);
-        let mut snapshots = vec![snapshot(&own)];
+        let stand_ins = stand_ins && lock == GitLock::CodePaths;
+        let mut snapshots = vec![snapshot(workspace, &own, stand_ins)];
         snapshots.extend(
             found
                 .iter()
                 .filter(|git| **git != own)
-                .map(|git| snapshot(git)),
+                .map(|git| snapshot(workspace, git, stand_ins)),
         );
         let watch = (lock == GitLock::Whole)
             .then(|| {
@@ -242,22 +395,28 @@ pub(crate) fn clean_new(workspace: &Path, git: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Takes the snapshot of one `.git` (a directory, a `gitdir:` file, or nothing).
-fn snapshot(git_dir: &Path) -> GitSnapshot {
-    let absent = std::fs::symlink_metadata(git_dir).is_err();
-    let missing = if absent {
-        Vec::new()
-    } else {
-        GIT_CODE_PATHS
-            .iter()
-            .copied()
-            .filter(|name| std::fs::symlink_metadata(git_dir.join(name)).is_err())
-            .collect()
+/// Takes the snapshot of one `.git` (a directory, a `gitdir:` file, or nothing), standing in
+/// for its missing code paths when asked to and it is a directory.
+fn snapshot(workspace: &Path, git_dir: &Path, stand_ins: bool) -> GitSnapshot {
+    let meta = std::fs::symlink_metadata(git_dir);
+    let absent = meta.is_err();
+    let (held, missing) = match meta {
+        Err(_) => (Vec::new(), Vec::new()),
+        Ok(meta) if stand_ins && meta.is_dir() => stand_in(workspace, git_dir),
+        Ok(_) => (
+            Vec::new(),
+            GIT_CODE_PATHS
+                .iter()
+                .copied()
+                .filter(|name| std::fs::symlink_metadata(git_dir.join(name)).is_err())
+                .collect(),
+        ),
     };
     GitSnapshot {
         git_dir: git_dir.to_path_buf(),
         absent,
         missing,
+        stand_ins: held,
     }
 }
 
@@ -282,6 +441,13 @@ impl GitSnapshot {
             }
         }
         restored
+    }
+}
+
+impl Drop for GitSnapshot {
+    /// The stand-ins go when the command is over, whichever way it ended.
+    fn drop(&mut self) {
+        release(&self.stand_ins);
     }
 }
 
@@ -427,7 +593,74 @@ fn clean_config(git: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::clean_new_at;
+    use super::{GIT_CODE_PATHS, clean_new_at, snapshot};
+
+    /// Stand-ins are made only for the code paths a git dir lacks, never through a link, and
+    /// stay while any command holding them runs: the last to end removes them, leaving the git
+    /// dir as it was.
+    #[test]
+    fn stand_ins_stay_while_any_holder_runs_and_never_leave_the_git_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("ws");
+        let git = workspace.join(".git");
+        std::fs::create_dir_all(git.join("info")).unwrap();
+        std::fs::write(git.join("config"), "[core]\n").unwrap();
+        let listing = |path: &std::path::Path| {
+            let mut names: Vec<String> = walk(path);
+            names.sort();
+            names
+        };
+        fn walk(path: &std::path::Path) -> Vec<String> {
+            let mut names = Vec::new();
+            for entry in std::fs::read_dir(path).unwrap().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if entry.file_type().unwrap().is_dir() {
+                    names.extend(
+                        walk(&entry.path())
+                            .into_iter()
+                            .map(|n| format!("{name}/{n}")),
+                    );
+                }
+                names.push(name);
+            }
+            names
+        }
+        let before = listing(&git);
+        let first = snapshot(&workspace, &git, true);
+        let second = snapshot(&workspace, &git, true);
+        assert!(first.missing.is_empty() && second.missing.is_empty());
+        assert_eq!(std::fs::read(git.join("commondir")).unwrap(), b".\n");
+        assert_eq!(std::fs::read(git.join("config")).unwrap(), b"[core]\n");
+        for code in GIT_CODE_PATHS {
+            assert!(git.join(code).exists(), "{code}");
+        }
+        drop(first);
+        assert!(
+            git.join("commondir").exists(),
+            "the second command still runs"
+        );
+        assert!(git.join("hooks").is_dir());
+        drop(second);
+        assert_eq!(listing(&git), before);
+
+        // A `.git` that is a link (planted by another command) gets nothing through it.
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let linked = dir.path().join("ws2");
+        std::fs::create_dir(&linked).unwrap();
+        std::os::unix::fs::symlink(&outside, linked.join(".git")).unwrap();
+        let held = snapshot(&linked, &linked.join(".git"), true);
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+        drop(held);
+        // A folder on the way swapped for a link: nothing is made beyond it either.
+        let nested = dir.path().join("ws3");
+        std::fs::create_dir(&nested).unwrap();
+        std::fs::create_dir_all(outside.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&outside, nested.join("sub")).unwrap();
+        let held = snapshot(&nested, &nested.join("sub/.git"), true);
+        assert_eq!(std::fs::read_dir(outside.join(".git")).unwrap().count(), 0);
+        assert_eq!(held.missing.len(), GIT_CODE_PATHS.len());
+    }
 
     /// A repository the command made whose parts are links out of the workspace: the cleaning
     /// removes the links and never writes or removes what they point at.

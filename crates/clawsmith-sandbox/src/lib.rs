@@ -57,12 +57,13 @@
 //!   workspace's and the nested ones) is bound onto itself (a
 //!   mount point cannot be renamed, removed or replaced); for a background command or a piped
 //!   process the whole git dir is read-only while it runs (git commands that write the
-//!   repository fail there), for `run_command` its existing code paths (`hooks`, `config`,
-//!   `commondir`, `worktrees`, `modules`, …), so `git add`, `commit` and `checkout` keep working.
-//!   After the command (`git_guard`) whatever it created at a code path that did not exist — or
-//!   the hooks of a repository it made, and every config key of it not on an allowlist of inert
-//!   keys, as the host's git reads the file — is taken back and reported; a repository a
-//!   background command makes is cleaned the same way as soon as it appears (an inotify watch).
+//!   repository fail there), for `run_command` its code paths (`hooks`, `config`, `commondir`,
+//!   `worktrees`, `modules`, …; one that does not exist gets an inert stand-in for the command's
+//!   duration, bound read-only like the rest), so `git add`, `commit` and `checkout` keep working.
+//!   After the command (`git_guard`) the hooks of a repository it made, and every config key of
+//!   it not on an allowlist of inert keys, as the host's git reads the file, are taken back and
+//!   reported; a repository a background command makes is cleaned the same way as soon as it
+//!   appears (an inotify watch).
 //! - **The tree dies with the call, and with clawsmith.** Each confined command is a relay
 //!   (the process clawsmith spawned), an init (pid 1 of the PID namespace) and the shell (see
 //!   the `child` module). The init exits when the shell does and the kernel kills the rest of

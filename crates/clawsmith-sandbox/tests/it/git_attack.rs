@@ -35,6 +35,11 @@ enum Mode {
     /// `start_command`: the checks run while it still runs (it prints `written` once its
     /// writes are done, then sleeps).
     Background,
+    /// `run_command`, checked while it still runs: it touches `written` in the workspace once
+    /// its writes are done, then waits (bounded) for the test to touch `done`. The host's
+    /// repository has no `hooks/` before it (as `git init --template=` makes one), so every
+    /// code path it writes is one that did not exist.
+    ForegroundDuring,
 }
 
 /// One attack. In `script`, `MARK` stands for the marker's path and `REMOTE` for a bare
@@ -242,6 +247,16 @@ fn table() -> Vec<Row> {
             )
         },
         Row {
+            mode: Mode::ForegroundDuring,
+            host_repo: true,
+            ..row(
+                "24 a foreground command plants commondir, a first hook and config.worktree, and keeps running",
+                r#"mkdir -p evil/hooks && printf '#!/bin/sh\ntouch MARK\n' > evil/hooks/pre-commit && chmod +x evil/hooks/pre-commit && cp -r .git/objects .git/refs evil/; echo "$PWD/evil" > .git/commondir; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch MARK\n' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; printf '[core]\n\tfsmonitor = "touch MARK"\n' > .git/config.worktree; mkdir -p .git/info; printf '* filter=x\n' > .git/info/attributes; touch written; for i in $(seq 1 400); do [ -e done ] && break; sleep 0.05; done"#,
+                &[],
+                &[],
+            )
+        },
+        Row {
             mode: Mode::Background,
             settle: &[".git"],
             ..row(
@@ -358,6 +373,9 @@ fn prepare(row: &Row) -> (Fixture, PathBuf, PathBuf) {
             None
         ));
         std::fs::write(ws.join("f"), "b\n").unwrap();
+        if row.mode == Mode::ForegroundDuring {
+            std::fs::remove_dir_all(ws.join(".git/hooks")).unwrap();
+        }
     }
     (fixture, marker, remote)
 }
@@ -408,6 +426,55 @@ async fn run_row(row: &Row, policy: SandboxPolicy) -> bool {
                 check_keys(row, &fixture, &repo, &outcome.output);
             }
             user_git(&fixture, &repo);
+        }
+        Mode::ForegroundDuring => {
+            let request = CommandRequest::new(&script);
+            let running = tokio::spawn(async move {
+                run_command(&config, &request, &CancellationSignal::new()).await
+            });
+            let written = fixture.workspace.join("written");
+            for _ in 0..2000 {
+                if written.exists() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            assert!(written.exists(), "{}: the command never wrote", row.name);
+            let git = repo.join(".git");
+            if guarded {
+                // While it runs, every code path it wrote to is the stand-in it could not
+                // change: commondir names the git dir itself, hooks/ is empty.
+                assert_eq!(
+                    std::fs::read_to_string(git.join("commondir")).unwrap(),
+                    ".\n",
+                    "{}",
+                    row.name
+                );
+                assert_eq!(std::fs::read_dir(git.join("hooks")).unwrap().count(), 0);
+                for empty in ["config.worktree", "info/attributes"] {
+                    assert_eq!(
+                        std::fs::read(git.join(empty)).unwrap(),
+                        b"",
+                        "{}: {empty}",
+                        row.name
+                    );
+                }
+            }
+            user_git(&fixture, &repo);
+            std::fs::write(fixture.workspace.join("done"), "").unwrap();
+            let outcome = running.await.unwrap().unwrap();
+            if guarded {
+                check_keys(row, &fixture, &repo, &outcome.output);
+                // Over, the stand-ins are gone with it: the repository is as it was.
+                for gone in ["commondir", "hooks", "config.worktree", "info/attributes"] {
+                    assert!(
+                        std::fs::symlink_metadata(git.join(gone)).is_err(),
+                        "{}: .git/{gone} left after the command\n{}",
+                        row.name,
+                        outcome.output
+                    );
+                }
+            }
         }
         Mode::Background => {
             let service = CommandExecutionService::new(ServiceConfig::new(
