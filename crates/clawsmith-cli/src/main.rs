@@ -160,10 +160,13 @@ enum Command {
         #[command(flatten)]
         turn: run::TurnOptions,
     },
-    /// Serve the frozen tool table over the Model Context Protocol on stdio.
+    /// Serve the frozen tool table over the Model Context Protocol on stdio (or HTTP with
+    /// `--http`).
     Mcp {
         #[command(flatten)]
         core: run::CoreOptions,
+        #[command(flatten)]
+        http: run::McpHttpOptions,
     },
     /// The policy of `clawsmith.toml`: `policy check` explains a decision without running it.
     Policy {
@@ -478,7 +481,7 @@ fn run(cli: Cli) -> Result<i32> {
                 exit::OK
             })
         }
-        Command::Mcp { core } => run::mcp(&state_dir()?, &core),
+        Command::Mcp { core, http } => run::mcp(&state_dir()?, &core, &http),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Run { args } => agent::run(&state_dir()?, &args, &out),
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),

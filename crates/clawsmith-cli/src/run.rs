@@ -793,8 +793,31 @@ pub fn turn(
     Ok(0)
 }
 
-/// `mcp`: the frozen table over the Model Context Protocol on stdio, one long-lived session.
-pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
+/// `mcp --http`: where and for whom the Streamable HTTP transport is served.
+#[derive(Debug, Clone, clap::Args)]
+pub struct McpHttpOptions {
+    /// Serve MCP's Streamable HTTP transport on this address (e.g. 127.0.0.1:8765; port 0
+    /// picks one) instead of stdio. Every request needs `Authorization: Bearer <token>`: the
+    /// token is $CLAWSMITH_MCP_TOKEN, or a new one printed on stderr.
+    #[arg(long, value_name = "ADDRESS")]
+    pub http: Option<std::net::SocketAddr>,
+    /// A browser origin allowed to call the HTTP server (repeatable); requests from any other
+    /// origin are refused.
+    #[arg(long = "http-allow-origin", value_name = "ORIGIN", requires = "http")]
+    pub allowed_origins: Vec<String>,
+    /// Requests the HTTP server serves at once; one more is refused with 503.
+    #[arg(long = "http-max-requests", value_name = "N", requires = "http",
+          default_value_t = clawsmith_mcp::DEFAULT_MAX_CONCURRENT_REQUESTS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_requests: u64,
+}
+
+/// The variable `mcp --http` takes its bearer token from.
+pub const MCP_TOKEN_VAR: &str = "CLAWSMITH_MCP_TOKEN";
+
+/// `mcp`: the frozen table over the Model Context Protocol on stdio (or HTTP), one long-lived
+/// session.
+pub fn mcp(state_dir: &Path, options: &CoreOptions, http: &McpHttpOptions) -> Result<i32> {
     // clawsmith-mcp: a second worker keeps timeouts and signals live while a file tool works.
     let runtime = clawsmith_mcp::stdio_runtime().context("starting the async runtime")?;
     let eliciting = clawsmith_mcp::ElicitingApprover::new();
@@ -818,8 +841,56 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions) -> Result<i32> {
         approver: (!options.yes).then_some(eliciting),
         ..Default::default()
     };
-    runtime
-        .block_on(clawsmith_mcp::serve_stdio(Arc::new(core), server_options))
-        .context("serving MCP on stdio")?;
+    let Some(address) = http.http else {
+        runtime
+            .block_on(clawsmith_mcp::serve_stdio(Arc::new(core), server_options))
+            .context("serving MCP on stdio")?;
+        return Ok(0);
+    };
+    let (token, generated) = match std::env::var(MCP_TOKEN_VAR) {
+        Ok(token) if !token.is_empty() => (token, false),
+        _ => (
+            clawsmith_core::secret::new_secret().context("drawing a token")?,
+            true,
+        ),
+    };
+    let http_options = clawsmith_mcp::HttpOptions {
+        allowed_origins: http.allowed_origins.clone(),
+        max_concurrent_requests: usize::try_from(http.max_requests).unwrap_or(usize::MAX),
+        ..clawsmith_mcp::HttpOptions::new(token.clone())
+    };
+    runtime.block_on(async {
+        let server =
+            clawsmith_mcp::HttpServer::bind(address, Arc::new(core), server_options, http_options)
+                .await
+                .context("starting the MCP HTTP server")?;
+        let token_note = if generated {
+            format!("bearer token {token}")
+        } else {
+            format!("bearer token from ${MCP_TOKEN_VAR}")
+        };
+        eprintln!(
+            "clawsmith mcp: serving {} (session {}); {token_note}",
+            server.url(),
+            server.session_id()
+        );
+        let stop = async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut terminate), Ok(mut interrupt)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+        };
+        server
+            .serve_until(stop)
+            .await
+            .context("serving MCP over HTTP")
+    })?;
     Ok(0)
 }

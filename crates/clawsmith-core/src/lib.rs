@@ -166,6 +166,7 @@ mod pipeline;
 mod real_paths;
 mod redact;
 mod search;
+pub mod secret;
 mod session;
 mod session_tools;
 mod spans;

@@ -5,7 +5,9 @@
 //! - **Server.** [`serve_stdio`] / [`serve_io`] (and [`serve`] over any rmcp transport) put an
 //!   [`clawsmith_core::AgentCore`] behind an MCP connection, so that existing agents and MCP
 //!   clients use clawsmith's tools with the same permission mode, command limits, checkpoints
-//!   and audit events as `clawsmith call`.
+//!   and audit events as `clawsmith call`. [`HttpServer`] serves the same over Streamable HTTP
+//!   behind a guard (bearer token, `Host` and `Origin` checks, body and concurrency limits; see
+//!   the `http` module), one session shared by its clients.
 //! - **Client.** [`connect_servers`] starts the external MCP servers listed in `clawsmith.toml`
 //!   ([`McpConfig`]) and turns each of their tools into a *deferred* extension tool
 //!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`; what went
@@ -144,6 +146,7 @@ mod approval;
 mod client;
 mod config;
 mod error;
+mod http;
 mod jsonrpc;
 mod server;
 mod trace;
@@ -160,6 +163,9 @@ pub use crate::config::{
     McpServerConfig, WorkspaceAccess,
 };
 pub use crate::error::McpError;
+pub use crate::http::{
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_REQUESTS, HttpOptions, HttpServer, MCP_PATH,
+};
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION,

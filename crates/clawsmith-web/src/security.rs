@@ -17,27 +17,7 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
      style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
-/// 128 bits from the operating system's random source, as 32 hex digits: the prefix, the login
-/// token and the CSRF secret are each drawn on their own.
-pub(crate) fn new_secret() -> std::io::Result<String> {
-    let mut bytes = [0u8; 16];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        filled +=
-            rustix::rand::getrandom(&mut bytes[filled..], rustix::rand::GetRandomFlags::empty())
-                .map_err(std::io::Error::from)?;
-    }
-    Ok(hex::encode(bytes))
-}
-
-/// Equality whose time does not depend on where the inputs first differ.
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let difference = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(difference) == 0
-}
+pub(crate) use clawsmith_core::secret::{constant_time_eq, new_secret};
 
 /// Every request passes here first.
 pub(crate) async fn guard(

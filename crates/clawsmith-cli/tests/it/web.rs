@@ -18,6 +18,7 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
 use crate::Fixture;
+use crate::http_client::Reply;
 
 /// A running `clawsmith web`, killed on drop.
 struct Web {
@@ -145,52 +146,9 @@ impl Drop for Web {
     }
 }
 
-/// One HTTP/1.1 exchange over a fresh connection: status, header block (lowercase), body.
-struct Reply {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-
-    fn code(&self) -> String {
-        self.json()["error"]["code"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
-    }
-}
-
+/// [`crate::http_client::http`] with a text body.
 fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\n");
-    if !headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("host"))
-    {
-        request.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
-    }
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str(&format!(
-        "Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    ));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    Reply {
-        status,
-        headers: head.to_lowercase(),
-        body: body.to_owned(),
-    }
+    crate::http_client::http(port, method, path, headers, body.as_bytes())
 }
 
 /// Runs one turn of session `session` with `calls`; returns the turn id.

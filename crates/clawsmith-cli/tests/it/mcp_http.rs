@@ -1,0 +1,549 @@
+//! `clawsmith mcp --http` as a real process, spoken to over HTTP/1.1 from plain sockets: the
+//! Streamable HTTP transport (initialize, tools/list, tools/call answered as event streams), its
+//! turns undone through the CLI, two clients at once, a call that outlasts its client, and every
+//! refusal of the guard — each leaving the workspace and the session as they were.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::Fixture;
+use crate::http_client::{Reply, http};
+
+const TOKEN: &str = "test-token-0123456789abcdef";
+
+/// A running `clawsmith mcp --http 127.0.0.1:0`.
+struct HttpMcp {
+    child: Child,
+    port: u16,
+    session: String,
+}
+
+impl HttpMcp {
+    fn start(f: &Fixture, extra: &[&str]) -> HttpMcp {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+            .arg("--state-dir")
+            .arg(f.state())
+            .args(["mcp", "--workspace"])
+            .arg(f.ws())
+            .args(["--mode", "full", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("CLAWSMITH_STATE_DIR")
+            .env("CLAWSMITH_MCP_TOKEN", TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        let serving = loop {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "the server ended before serving"
+            );
+            if line.contains("serving http://") {
+                break line.clone();
+            }
+        };
+        // Keep reading stderr so the server never blocks on it.
+        std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+        assert!(
+            serving.contains("bearer token from $CLAWSMITH_MCP_TOKEN") && !serving.contains(TOKEN),
+            "{serving}"
+        );
+        let port = serving
+            .split("http://127.0.0.1:")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|port| port.parse().ok())
+            .unwrap_or_else(|| panic!("{serving}"));
+        let session = serving
+            .split("(session ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap()
+            .to_owned();
+        HttpMcp {
+            child,
+            port,
+            session,
+        }
+    }
+
+    /// An MCP client: `initialize` and `notifications/initialized`; its session header.
+    fn connect(&self) -> String {
+        let reply = self.post(&[], &initialize());
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(
+            message(&reply)["result"]["serverInfo"]["name"],
+            "clawsmith",
+            "{}",
+            reply.body
+        );
+        let session = reply.header("mcp-session-id").expect("a session header");
+        let notified = self.post(
+            &[("Mcp-Session-Id", &session)],
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        );
+        assert_eq!(notified.status, 202, "{}", notified.body);
+        session
+    }
+
+    fn call(&self, client: &str, id: u64, tool: &str, arguments: Value) -> Value {
+        let reply = self.post(
+            &[("Mcp-Session-Id", client)],
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments}}),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        message(&reply)["result"].clone()
+    }
+
+    /// A POST to /mcp with the token and the headers the transport asks for, plus `extra`.
+    fn post(&self, extra: &[(&str, &str)], body: &Value) -> Reply {
+        let auth = format!("Bearer {TOKEN}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        http(
+            self.port,
+            "POST",
+            "/mcp",
+            &headers,
+            body.to_string().as_bytes(),
+        )
+    }
+}
+
+impl Drop for HttpMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "clawsmith-cli-test", "version": "0"}}})
+}
+
+/// The JSON-RPC message of an answer: the body, or the `data:` of an event stream.
+fn message(reply: &Reply) -> Value {
+    let text = reply
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .find(|data| data.starts_with('{'))
+        .unwrap_or(&reply.body);
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {}", reply.body))
+}
+
+#[test]
+fn mcp_over_http_serves_the_guarded_table_and_its_turns_undo() {
+    let f = Fixture::new();
+    std::fs::write(f.ws().join("a.txt"), "hello over http\n").unwrap();
+    let server = HttpMcp::start(&f, &[]);
+    let client = server.connect();
+    let listed = server.post(
+        &[("Mcp-Session-Id", &client)],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    let names: Vec<String> = message(&listed)["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    for expected in ["read_file", "write_file", "run_command", "start_command"] {
+        assert!(names.iter().any(|name| name == expected), "{names:?}");
+    }
+    let read = server.call(&client, 2, "read_file", json!({"path": "a.txt"}));
+    assert_eq!(read["isError"], false, "{read}");
+    assert!(
+        read["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello over http"),
+        "{read}"
+    );
+    let written = server.call(
+        &client,
+        3,
+        "write_file",
+        json!({"path": "new.txt", "content": "made over http\n"}),
+    );
+    assert_eq!(written["isError"], false, "{written}");
+    assert_eq!(written["structuredContent"]["sessionId"], server.session);
+    let turn = written["structuredContent"]["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        std::fs::read_to_string(f.ws().join("new.txt")).unwrap(),
+        "made over http\n"
+    );
+    // The server keeps running; the CLI undoes the turn in the same state directory.
+    let undo = f.undo(true, &["files", &turn, "--session", &server.session]);
+    assert_eq!(undo.code, 0, "{}{}", undo.stdout, undo.stderr);
+    assert!(!f.ws().join("new.txt").exists());
+    // A refused tool call is a result, as over stdio.
+    let outside = server.call(&client, 4, "read_file", json!({"path": "../escape"}));
+    assert_eq!(outside["isError"], true, "{outside}");
+}
+
+/// Two clients at once, each with its own MCP session, share the server's clawsmith session:
+/// both are answered, and their calls are turns of one history.
+#[test]
+fn two_http_clients_at_once_are_both_served() {
+    let f = Fixture::new();
+    for n in 0..2 {
+        std::fs::write(f.ws().join(format!("{n}.txt")), format!("file {n}\n")).unwrap();
+    }
+    let server = HttpMcp::start(&f, &[]);
+    let clients: Vec<String> = (0..2).map(|_| server.connect()).collect();
+    assert_ne!(clients[0], clients[1]);
+    let results: Vec<Value> = std::thread::scope(|scope| {
+        let handles: Vec<_> = clients
+            .iter()
+            .enumerate()
+            .map(|(n, client)| {
+                let server = &server;
+                scope.spawn(move || {
+                    (0..5)
+                        .map(|round| {
+                            server.call(
+                                client,
+                                10 + round,
+                                "read_file",
+                                json!({"path": format!("{n}.txt")}),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    assert_eq!(results.len(), 10);
+    for (index, result) in results.iter().enumerate() {
+        let n = index / 5;
+        assert!(
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("file {n}")),
+            "{result}"
+        );
+        assert_eq!(result["structuredContent"]["sessionId"], server.session);
+    }
+}
+
+/// One refused request: what it is, its headers, path and body, then the status and code.
+type Refusal<'a> = (
+    &'a str,
+    Vec<(&'a str, &'a str)>,
+    &'a str,
+    &'a [u8],
+    u16,
+    &'a str,
+);
+
+/// Every refusal of the guard, each with its status and code, none of which runs anything:
+/// the workspace and the session's history are as before.
+#[test]
+fn mcp_http_refuses_what_the_guard_does_not_admit() {
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &["--http-allow-origin", "http://localhost:5173"]);
+    let port = server.port;
+    let client = server.connect();
+    let write = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "planted.txt", "content": "x"}}})
+    .to_string();
+    let good_host = format!("127.0.0.1:{port}");
+    let localhost = format!("localhost:{port}");
+    let other_port = format!("127.0.0.1:{}", port + 1);
+    let bearer = format!("Bearer {TOKEN}");
+    let wrong = format!("Bearer {TOKEN}x");
+    let big = (clawsmith_mcp_default_body() + 1).to_string();
+    // (what, headers, path, body, status, code)
+    let rows: Vec<Refusal<'_>> = vec![
+        (
+            "no token",
+            vec![],
+            "/mcp",
+            write.as_bytes(),
+            401,
+            "unauthorized",
+        ),
+        (
+            "a wrong token",
+            vec![("Authorization", &wrong)],
+            "/mcp",
+            write.as_bytes(),
+            401,
+            "unauthorized",
+        ),
+        (
+            "a token without its scheme",
+            vec![("Authorization", TOKEN)],
+            "/mcp",
+            write.as_bytes(),
+            401,
+            "unauthorized",
+        ),
+        (
+            "a rebinding Host",
+            vec![("Authorization", &bearer), ("Host", "evil.example")],
+            "/mcp",
+            write.as_bytes(),
+            421,
+            "host_refused",
+        ),
+        (
+            "a Host with another port",
+            vec![("Authorization", &bearer), ("Host", &other_port)],
+            "/mcp",
+            write.as_bytes(),
+            421,
+            "host_refused",
+        ),
+        (
+            "a foreign Origin",
+            vec![
+                ("Authorization", &bearer),
+                ("Host", &good_host),
+                ("Origin", "http://evil.example"),
+            ],
+            "/mcp",
+            write.as_bytes(),
+            403,
+            "origin_refused",
+        ),
+        (
+            "an allowed Origin on another port",
+            vec![
+                ("Authorization", &bearer),
+                ("Origin", "http://localhost:5174"),
+            ],
+            "/mcp",
+            write.as_bytes(),
+            403,
+            "origin_refused",
+        ),
+        (
+            "the null Origin",
+            vec![("Authorization", &bearer), ("Origin", "null")],
+            "/mcp",
+            write.as_bytes(),
+            403,
+            "origin_refused",
+        ),
+        (
+            "an oversized body",
+            vec![
+                ("Authorization", &bearer),
+                ("Host", &localhost),
+                ("Content-Length", &big),
+            ],
+            "/mcp",
+            b"",
+            413,
+            "body_too_large",
+        ),
+        (
+            "another path",
+            vec![("Authorization", &bearer)],
+            "/other",
+            write.as_bytes(),
+            404,
+            "not_found",
+        ),
+    ];
+    for (what, mut headers, path, body, status, code) in rows {
+        headers.push(("Content-Type", "application/json"));
+        headers.push(("Accept", "application/json, text/event-stream"));
+        headers.push(("Mcp-Session-Id", &client));
+        let reply = http(port, "POST", path, &headers, body);
+        assert_eq!(
+            (reply.status, reply.code().as_str()),
+            (status, code),
+            "{what}: {}",
+            reply.body
+        );
+        if status == 401 {
+            assert_eq!(
+                reply.header("www-authenticate").as_deref(),
+                Some("bearer realm=\"clawsmith\""),
+                "{what}"
+            );
+        }
+    }
+    assert!(!f.ws().join("planted.txt").exists());
+    // The allowed origin passes, and nothing before it ran a call.
+    let admitted = server.post(
+        &[
+            ("Mcp-Session-Id", &client),
+            ("Origin", "http://localhost:5173"),
+        ],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    );
+    assert_eq!(admitted.status, 200, "{}", admitted.body);
+    let show = f
+        .run(&["--json", "session", "show", &server.session], "")
+        .json();
+    let calls = show["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["type"] == "tool.started")
+        .count();
+    assert_eq!(calls, 0, "{show}");
+}
+
+fn clawsmith_mcp_default_body() -> usize {
+    4 * 1024 * 1024
+}
+
+/// With one request at a time, a second request while a call runs is refused with `503 busy`
+/// at once (not queued), and is served once the call is over.
+#[test]
+fn mcp_http_refuses_requests_over_its_limit_at_once() {
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &["--http-max-requests", "1"]);
+    let client = server.connect();
+    let started = f.ws().join("started");
+    let release = f.ws().join("release");
+    std::thread::scope(|scope| {
+        let long = scope.spawn(|| {
+            server.call(
+                &client,
+                20,
+                "run_command",
+                json!({"command": "touch started; for i in $(seq 1 200); do [ -e release ] && break; sleep 0.05; done; echo over"}),
+            )
+        });
+        for _ in 0..400 {
+            if started.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert!(started.exists(), "the long call never started");
+        let refused = server.post(
+            &[("Mcp-Session-Id", &client)],
+            &json!({"jsonrpc": "2.0", "id": 21, "method": "tools/list"}),
+        );
+        assert_eq!(
+            (refused.status, refused.code().as_str()),
+            (503, "busy"),
+            "{}",
+            refused.body
+        );
+        std::fs::write(&release, "").unwrap();
+        let result = long.join().unwrap();
+        assert!(
+            result["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("over"),
+            "{result}"
+        );
+    });
+    let after = server.post(
+        &[("Mcp-Session-Id", &client)],
+        &json!({"jsonrpc": "2.0", "id": 22, "method": "tools/list"}),
+    );
+    assert_eq!(after.status, 200, "{}", after.body);
+}
+
+/// A Python with the MCP SDK: `$CLAWSMITH_TEST_MCP_PYTHON`, else the virtual environment
+/// `.ci/run` makes (`target/mcp-python`), else `python3` if it imports `mcp`.
+fn python_with_mcp_sdk() -> Option<std::path::PathBuf> {
+    let venv =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-python/bin/python");
+    let candidates = std::env::var_os("CLAWSMITH_TEST_MCP_PYTHON")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain([venv, "python3".into()]);
+    candidates.into_iter().find(|python| {
+        Command::new(python)
+            .args(["-c", "import mcp.client.streamable_http"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}
+
+/// The Python MCP SDK's own Streamable HTTP client: it connects with the token, lists the
+/// tools, reads and writes through them (the write is a turn of the server's session), and
+/// cannot connect with a wrong token. CI installs the SDK (`.ci/run`); elsewhere the test says
+/// it did not run.
+#[test]
+fn the_python_mcp_sdk_speaks_to_the_http_server() {
+    let Some(python) = python_with_mcp_sdk() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the Python MCP SDK (.ci/run makes target/mcp-python)"
+        );
+        eprintln!(
+            "SKIP: no Python with the MCP SDK (run .ci/run's set-up, or set CLAWSMITH_TEST_MCP_PYTHON)"
+        );
+        return;
+    };
+    let f = Fixture::new();
+    std::fs::write(f.ws().join("a.txt"), "hello, python\n").unwrap();
+    let server = HttpMcp::start(&f, &[]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_http_client.py");
+    let output = Command::new(python)
+        .arg(script)
+        .arg(format!("http://127.0.0.1:{}/mcp", server.port))
+        .arg(TOKEN)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(seen["server"], "clawsmith", "{seen}");
+    assert!(
+        seen["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool == "run_command"),
+        "{seen}"
+    );
+    assert_eq!(seen["read"], "hello, python\n", "{seen}");
+    assert_eq!(
+        (seen["readError"].as_bool(), seen["writeError"].as_bool()),
+        (Some(false), Some(false)),
+        "{seen}"
+    );
+    assert!(
+        seen["wrongToken"].as_str().unwrap().starts_with("refused"),
+        "{seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.ws().join("from_python.txt")).unwrap(),
+        "from python\n"
+    );
+    let turn = seen["turnId"].as_str().unwrap();
+    let undo = f.undo(true, &["files", turn, "--session", &server.session]);
+    assert_eq!(undo.code, 0, "{}{}", undo.stdout, undo.stderr);
+    assert!(!f.ws().join("from_python.txt").exists());
+}
