@@ -171,6 +171,7 @@ mod session;
 mod session_tools;
 mod spans;
 mod table;
+pub mod time;
 
 // The layers a front end needs to configure the core, so that `clawsmith-mcp` (which depends on
 // protocol and core only) stays thin: `clawsmith_core::checkpoint::Store`,

@@ -7,7 +7,9 @@
 //!   clients use clawsmith's tools with the same permission mode, command limits, checkpoints
 //!   and audit events as `clawsmith call`. [`HttpServer`] serves the same over Streamable HTTP
 //!   behind a guard (bearer token, `Host` and `Origin` checks, body and concurrency limits; see
-//!   the `http` module), one session shared by its clients.
+//!   the `http` module), one session shared by its clients. For clients that declared the tasks
+//!   extension, a long call ([`TASK_TOOLS`]) still running after [`TASK_AFTER`] becomes a task
+//!   (`tasks/get`, `tasks/cancel`; the `tasks` module).
 //! - **Client.** [`connect_servers`] starts the external MCP servers listed in `clawsmith.toml`
 //!   ([`McpConfig`]) and turns each of their tools into a *deferred* extension tool
 //!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`; what went
@@ -149,6 +151,7 @@ mod error;
 mod http;
 mod jsonrpc;
 mod server;
+mod tasks;
 mod trace;
 mod transport;
 
@@ -171,4 +174,5 @@ pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION,
     ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,
 };
+pub use crate::tasks::{MAX_TASKS, TASK_AFTER, TASK_TOOLS, TASK_TTL};
 pub use crate::transport::MAX_ANSWER_LINE_BYTES;

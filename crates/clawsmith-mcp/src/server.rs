@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
 use clawsmith_protocol::{CancellationSignal, Risk, ToolCall, ToolExecutionResult, ToolStatus};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequest,
-    ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    ElicitRequest, ElicitResult, ElicitationAction, GetTaskParams, GetTaskResult, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::IntoTransport;
@@ -98,6 +98,8 @@ struct Inner {
     /// Turns finished so far: the idle watcher lets go of the lease after [`LEASE_IDLE`] without
     /// a new one.
     turns_done: AtomicU64,
+    /// Calls that became tasks (`tasks.rs`).
+    tasks: crate::tasks::Tasks,
     /// Wakes the idle watcher when a turn left the lease kept.
     lease_kept: tokio::sync::Notify,
 }
@@ -262,6 +264,7 @@ impl ClawsmithServer {
                 pending_approvals: Mutex::new(HashMap::new()),
                 shutdown: CancellationSignal::new(),
                 turns_done: AtomicU64::new(0),
+                tasks: crate::tasks::Tasks::default(),
                 lease_kept: tokio::sync::Notify::new(),
             }),
         })
@@ -675,6 +678,7 @@ impl ServerHandler for ClawsmithServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(
@@ -706,8 +710,74 @@ impl ServerHandler for ClawsmithServer {
         // rmcp's per-request task, which embeds this one, was moved and rewritten whole at its
         // spawn, each poll hand-off and its completion - memcpy of futures was ~19% of the
         // server's user-space instructions (callgrind). On the heap it is written once.
+        let long = crate::tasks::TASK_TOOLS.contains(&request.name.as_ref());
+        let tasks_declared = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.supports_tasks());
+        if long && tasks_declared {
+            return self.call_as_task(request, context).await;
+        }
         Box::pin(self.call(request, &context))
             .await
             .map_err(internal)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        self.inner.tasks.get(&request.task_id)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.inner.tasks.cancel(&request.task_id)
+    }
+}
+
+impl ClawsmithServer {
+    /// A long call for a client that declared the tasks extension: answered as usual when it
+    /// ends within [`crate::tasks::TASK_AFTER`], else as a task it goes on under (`tasks.rs`).
+    async fn call_as_task(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // The call runs with a cancellation of its own: the request's until it is a task, then
+        // `tasks/cancel`'s (the request is answered, and its token may end with it).
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let mut detached = context.clone();
+        detached.ct = cancel.clone();
+        let server = self.clone();
+        let mut running =
+            tokio::spawn(async move { Box::pin(server.call(request, &detached)).await });
+        let joined =
+            |joined: Result<Result<CallToolResponse, McpError>, tokio::task::JoinError>| {
+                joined
+                    .map_err(|error| {
+                        ErrorData::internal_error(format!("the call failed: {error}"), None)
+                    })?
+                    .map_err(internal)
+            };
+        tokio::select! {
+            outcome = &mut running => return joined(outcome),
+            () = context.ct.cancelled() => {
+                cancel.cancel();
+                return joined(running.await);
+            }
+            () = tokio::time::sleep(crate::tasks::TASK_AFTER) => {}
+        }
+        let id = clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Call);
+        let handle = self.inner.tasks.start(&id, cancel);
+        let inner = Arc::clone(&self.inner);
+        tokio::spawn(async move {
+            let outcome = joined(running.await);
+            inner.tasks.finish(&id, outcome);
+        });
+        Ok(CallToolResponse::Task(handle))
     }
 }

@@ -547,3 +547,97 @@ fn the_python_mcp_sdk_speaks_to_the_http_server() {
     assert_eq!(undo.code, 0, "{}{}", undo.stdout, undo.stderr);
     assert!(!f.ws().join("from_python.txt").exists());
 }
+
+/// A client that declared the tasks extension (SEP-2663): a quick command is answered at once, a
+/// long one becomes a task whose result `tasks/get` returns once it is done, and `tasks/cancel`
+/// ends another (its turn closed `cancelled`); an unknown task is an error.
+#[test]
+fn long_calls_become_tasks_for_clients_that_declared_them() {
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &[]);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18",
+                   "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                   "clientInfo": {"name": "clawsmith-cli-test", "version": "0"}}});
+    let reply = server.post(&[], &init);
+    assert!(
+        message(&reply)["result"]["capabilities"]["extensions"]
+            .get("io.modelcontextprotocol/tasks")
+            .is_some(),
+        "{}",
+        reply.body
+    );
+    let client = reply.header("mcp-session-id").unwrap();
+    server.post(
+        &[("Mcp-Session-Id", &client)],
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let rpc = |id: u64, method: &str, params: Value| {
+        let reply = server.post(
+            &[("Mcp-Session-Id", &client)],
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        message(&reply)
+    };
+    let quick = rpc(
+        1,
+        "tools/call",
+        json!({"name": "run_command", "arguments": {"command": "echo quick"}}),
+    );
+    assert!(
+        quick["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("quick"),
+        "{quick}"
+    );
+    // Long: a task, then its result.
+    let long = rpc(
+        2,
+        "tools/call",
+        json!({"name": "run_command",
+        "arguments": {"command": "sleep 2; echo finished > done.txt; echo long done"}}),
+    );
+    assert_eq!(long["result"]["resultType"], "task", "{long}");
+    assert_eq!(long["result"]["status"], "working", "{long}");
+    let task = long["result"]["taskId"].as_str().unwrap().to_owned();
+    let wait_for = |task: &str, first_id: u64| {
+        for n in 0..200 {
+            let got = rpc(first_id + n, "tasks/get", json!({"taskId": task}));
+            if got["result"]["status"] != "working" {
+                return got;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("task {task} still working after 20 s");
+    };
+    let got = wait_for(&task, 100);
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert!(
+        got["result"]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("long done"),
+        "{got}"
+    );
+    assert_eq!(
+        got["result"]["result"]["structuredContent"]["sessionId"],
+        server.session
+    );
+    assert!(f.ws().join("done.txt").exists());
+    // Cancelled: the command is stopped, the task says so.
+    let endless = rpc(
+        3,
+        "tools/call",
+        json!({"name": "run_command",
+        "arguments": {"command": "sleep 30; echo never > never.txt"}}),
+    );
+    let endless_task = endless["result"]["taskId"].as_str().unwrap().to_owned();
+    let acked = rpc(4, "tasks/cancel", json!({"taskId": endless_task}));
+    assert!(acked.get("error").is_none(), "{acked}");
+    let got = wait_for(&endless_task, 400);
+    assert_eq!(got["result"]["status"], "cancelled", "{got}");
+    assert!(!f.ws().join("never.txt").exists());
+    let unknown = rpc(5, "tasks/get", json!({"taskId": "call_nope"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+}
