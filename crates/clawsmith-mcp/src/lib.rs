@@ -9,7 +9,8 @@
 //!   behind a guard (bearer token, `Host` and `Origin` checks, body and concurrency limits; see
 //!   the `http` module), one session shared by its clients. For clients that declared the tasks
 //!   extension, a long call ([`TASK_TOOLS`]) still running after [`TASK_AFTER`] becomes a task
-//!   (`tasks/get`, `tasks/cancel`; the `tasks` module).
+//!   (`tasks/get`, `tasks/cancel`; the `tasks` module). A call whose request carries a
+//!   `progressToken` reports `notifications/progress` every [`PROGRESS_EVERY`] while it runs.
 //! - **Client.** [`connect_servers`] starts the external MCP servers listed in `clawsmith.toml`
 //!   ([`McpConfig`]) and turns each of their tools into a *deferred* extension tool
 //!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`; what went
@@ -171,8 +172,8 @@ pub use crate::http::{
 };
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::server::{
-    APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, SEARCH_TOOLS, SERVER_NAME, SERVER_VERSION,
-    ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,
+    APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, PROGRESS_EVERY, SEARCH_TOOLS, SERVER_NAME,
+    SERVER_VERSION, ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,
 };
 pub use crate::tasks::{MAX_TASKS, TASK_AFTER, TASK_TOOLS, TASK_TTL};
 pub use crate::transport::MAX_ANSWER_LINE_BYTES;

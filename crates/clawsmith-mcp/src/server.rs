@@ -11,7 +11,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     ElicitRequest, ElicitResult, ElicitationAction, GetTaskParams, GetTaskResult, Implementation,
     InputRequest, InputRequests, InputRequiredResult, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, ToolAnnotations,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    ToolAnnotations,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::IntoTransport;
@@ -717,6 +718,7 @@ impl ServerHandler for ClawsmithServer {
         if long && tasks_declared {
             return self.call_as_task(request, context).await;
         }
+        let _progress = progress_ticker(&context);
         Box::pin(self.call(request, &context))
             .await
             .map_err(internal)
@@ -737,6 +739,39 @@ impl ServerHandler for ClawsmithServer {
     ) -> Result<(), ErrorData> {
         self.inner.tasks.cancel(&request.task_id)
     }
+}
+
+/// How often a call whose request carries a `progressToken` reports that it still runs.
+pub const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Stops its ticker when dropped.
+struct Ticker(tokio::task::JoinHandle<()>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// For a request with `_meta.progressToken`: `notifications/progress` every [`PROGRESS_EVERY`]
+/// while the call runs (the seconds so far, and a message saying so), from a task of its own so a
+/// slow client never holds the call back. It stops when the returned guard drops.
+fn progress_ticker(context: &RequestContext<RoleServer>) -> Option<Ticker> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    Some(Ticker(tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            ticks.tick().await;
+            let seconds = started.elapsed().as_secs();
+            let progress = ProgressNotificationParam::new(token.clone(), seconds as f64)
+                .with_message(format!("still running after {seconds} s"));
+            if peer.notify_progress(progress).await.is_err() {
+                return;
+            }
+        }
+    })))
 }
 
 impl ClawsmithServer {

@@ -641,3 +641,43 @@ fn long_calls_become_tasks_for_clients_that_declared_them() {
     let unknown = rpc(5, "tasks/get", json!({"taskId": "call_nope"}));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+/// A call whose request carries a `progressToken` reports on its answer's stream that it still
+/// runs, about once a second, before its result.
+#[test]
+fn a_call_with_a_progress_token_reports_progress_until_its_result() {
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &[]);
+    let client = server.connect();
+    let reply = server.post(
+        &[("Mcp-Session-Id", &client)],
+        &json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+                "params": {"name": "run_command",
+                           "arguments": {"command": "sleep 2.5; echo slow done"},
+                           "_meta": {"progressToken": "p-30"}}}),
+    );
+    let messages: Vec<Value> = reply
+        .body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .collect();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message["method"] == "notifications/progress")
+        .collect();
+    assert!(progress.len() >= 2, "{}", reply.body);
+    for (n, note) in progress.iter().enumerate() {
+        assert_eq!(note["params"]["progressToken"], "p-30");
+        assert_eq!(note["params"]["progress"], json!(n as f64 + 1.0), "{note}");
+    }
+    let last = messages.last().unwrap();
+    assert_eq!(last["id"], 30, "the result comes last: {}", reply.body);
+    assert!(
+        last["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("slow done"),
+        "{last}"
+    );
+}
