@@ -17,10 +17,14 @@ use clawsmith_protocol::{
     ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus, infer_status_from_content,
     truncate_to_boundary,
 };
+use futures_util::StreamExt;
+use rmcp::handler::client::progress::ProgressDispatcher;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, PaginatedRequestParams, ResourceContents,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, ContentBlock, PaginatedRequestParams, ProgressNotificationParam,
+    ResourceContents, ServerResult,
 };
-use rmcp::service::{Peer, RoleClient, RunningService};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService};
 use rmcp::{ServiceError, ServiceExt};
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
@@ -66,10 +70,29 @@ pub struct McpStartup {
 /// connection (killed when it drops), and the connection as long as the last of its tools.
 pub struct McpConnection {
     server: String,
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, ProgressListener>,
+    progress: ProgressDispatcher,
     call_timeout: Duration,
+    call_max: Duration,
     stderr: StderrTail,
     _process: ServerProcess,
+}
+
+/// The client side of a connection: hands each `notifications/progress` to the call waiting on
+/// its token; everything else as rmcp's default client.
+#[derive(Clone, Default)]
+struct ProgressListener {
+    dispatcher: ProgressDispatcher,
+}
+
+impl rmcp::ClientHandler for ProgressListener {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.dispatcher.handle_notification(params).await;
+    }
 }
 
 /// The server's process, killed with its whole tree when the connection drops.
@@ -416,7 +439,9 @@ async fn handshake<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     stderr: StderrTail,
     deadline: Instant,
 ) -> Result<(McpConnection, StderrTail), McpError> {
-    let service = match tokio::time::timeout_at(deadline, ().serve(transport)).await {
+    let listener = ProgressListener::default();
+    let progress = listener.dispatcher.clone();
+    let service = match tokio::time::timeout_at(deadline, listener.serve(transport)).await {
         Ok(Ok(service)) => service,
         Ok(Err(error)) => {
             return Err(McpError::Connect {
@@ -440,7 +465,9 @@ async fn handshake<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     let connection = McpConnection {
         server: server.name.clone(),
         service,
+        progress,
         call_timeout: server.call_timeout(),
+        call_max: server.call_max(),
         stderr: stderr.clone(),
         _process: process,
     };
@@ -658,33 +685,89 @@ impl McpTool {
             }
         }
         if let Some(trace) = &context.trace {
-            // The server sees this call's execute_tool span as its parent (issue 22).
+            // The server sees this call's execute_tool span as its parent.
             params.meta = Some(crate::trace::outgoing_meta(trace));
         }
         let peer = self.connection.service.peer();
-        let call_timeout = self.connection.call_timeout;
-        // Dropping the request (cancelled or timed out) sends `notifications/cancelled`.
-        let answer = tokio::select! {
-            answer = peer.call_tool(params) => answer,
-            () = context.cancellation.cancelled() => {
-                return ToolExecutionResult::failure(
-                    ErrorCode::CANCELLED,
-                    format!("{} was cancelled while the MCP server worked on it.", self.name),
-                );
+        let (call_timeout, call_max) = (self.connection.call_timeout, self.connection.call_max);
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => return map_answer(&self.name, &self.connection.server, Err(error)),
+        };
+        // rmcp gave the request a progress token: each `notifications/progress` for it starts
+        // the idle wait again; the total is capped whatever the progress.
+        let mut progress = self
+            .connection
+            .progress
+            .subscribe(handle.progress_token.clone())
+            .await;
+        let id = handle.id.clone();
+        // A request given up on is cancelled from a task of its own: a server that stopped
+        // reading must not hold the answer to the model back.
+        let give_up = |reason: &str| {
+            let peer = peer.clone();
+            let cancelled =
+                CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_owned()));
+            tokio::spawn(async move {
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        };
+        let timed_out = |what: String, key: &str| {
+            ToolExecutionResult::failure(
+                TIMEOUT,
+                format!(
+                    "{}: the MCP server `{}` {what} (raise `{key}` in clawsmith.toml if it needs \
+                     longer){}",
+                    self.name,
+                    self.connection.server,
+                    self.connection.stderr.suffix(),
+                ),
+            )
+        };
+        let response = handle.await_response();
+        let idle = tokio::time::sleep(call_timeout);
+        let hard = tokio::time::sleep(call_max);
+        tokio::pin!(response, idle, hard);
+        let answer = loop {
+            tokio::select! {
+                answer = &mut response => break answer,
+                Some(_) = progress.next() => {
+                    idle.as_mut().reset(Instant::now() + call_timeout);
+                }
+                () = context.cancellation.cancelled() => {
+                    give_up("cancelled by the client");
+                    return ToolExecutionResult::failure(
+                        ErrorCode::CANCELLED,
+                        format!("{} was cancelled while the MCP server worked on it.", self.name),
+                    );
+                }
+                () = &mut idle => {
+                    give_up("request timeout");
+                    return timed_out(
+                        format!(
+                            "neither answered nor reported progress for {} ms",
+                            call_timeout.as_millis()
+                        ),
+                        "call_timeout_ms",
+                    );
+                }
+                () = &mut hard => {
+                    give_up("maximum total timeout exceeded");
+                    return timed_out(
+                        format!("did not answer within {} ms", call_max.as_millis()),
+                        "call_max_ms",
+                    );
+                }
             }
-            () = tokio::time::sleep(call_timeout) => {
-                return ToolExecutionResult::failure(
-                    TIMEOUT,
-                    format!(
-                        "{}: the MCP server `{}` did not answer within {} ms (raise \
-                         `call_timeout_ms` in clawsmith.toml if it needs longer){}",
-                        self.name,
-                        self.connection.server,
-                        call_timeout.as_millis(),
-                        self.connection.stderr.suffix(),
-                    ),
-                );
-            }
+        };
+        let answer = match answer {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Err(ServiceError::UnexpectedResponse),
+            Err(error) => Err(error),
         };
         map_answer(&self.name, &self.connection.server, answer)
     }

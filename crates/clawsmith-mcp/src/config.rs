@@ -49,10 +49,15 @@ pub struct McpServerConfig {
     /// `tools/list` page. Absent ⇒ [`DEFAULT_STARTUP_TIMEOUT_MS`]; past it the server is left out.
     #[serde(default)]
     pub startup_timeout_ms: Option<u64>,
-    /// How long one call may wait for its answer. Absent ⇒ [`DEFAULT_CALL_TIMEOUT_MS`]; past it
-    /// the call ends with code `timeout`.
+    /// How long one call may wait without its answer or a `notifications/progress` for it (each
+    /// progress notification starts the wait again). Absent ⇒ [`DEFAULT_CALL_TIMEOUT_MS`]; past
+    /// it the call ends with code `timeout`.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// How long one call may run at most, progress or not. Absent ⇒ [`DEFAULT_CALL_MAX_MS`];
+    /// past it the call ends with code `timeout`.
+    #[serde(default)]
+    pub call_max_ms: Option<u64>,
     /// Whether the server may reach the network. Absent ⇒ no: it runs in a network namespace
     /// with only a loopback.
     #[serde(default)]
@@ -87,6 +92,8 @@ pub const MAX_SERVER_NAME_BYTES: usize = 32;
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 10_000;
 /// Budget of one call when `call_timeout_ms` is absent: 60 s.
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+/// The most one call may run when `call_max_ms` is absent, progress or not: 30 minutes.
+pub const DEFAULT_CALL_MAX_MS: u64 = 30 * 60 * 1000;
 
 impl McpServerConfig {
     /// `startup_timeout_ms`, or its default.
@@ -100,6 +107,11 @@ impl McpServerConfig {
     /// `call_timeout_ms`, or its default.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS))
+    }
+
+    /// `call_max_ms`, or its default.
+    pub fn call_max(&self) -> Duration {
+        Duration::from_millis(self.call_max_ms.unwrap_or(DEFAULT_CALL_MAX_MS))
     }
 }
 

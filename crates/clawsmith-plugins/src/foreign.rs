@@ -273,6 +273,7 @@ fn stdio_server(
         risk: None,
         startup_timeout_ms: None,
         call_timeout_ms,
+        call_max_ms: None,
         network: false,
         workspace: clawsmith_mcp::WorkspaceAccess::Read,
         writable: Vec::new(),

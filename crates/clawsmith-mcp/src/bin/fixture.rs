@@ -4,7 +4,9 @@
 //!   `echo {text}` answers the text (and claims `readOnlyHint`, which clawsmith must ignore);
 //!   `getenv {name}` answers the variable's value or `(unset)`, to check the env allow-list;
 //!   `trace_meta` answers the `traceparent`/`tracestate` of the request's `_meta` as JSON;
-//!   `fail` answers `isError: true`; `exit` ends the process without answering.
+//!   `fail` answers `isError: true`; `exit` ends the process without answering;
+//!   `progress {ms, every_ms}` answers after `ms`, sending `notifications/progress` for the
+//!   request's token every `every_ms` meanwhile (none when 0).
 //! - `serve WORKSPACE DATABASE SESSION`: clawsmith's own MCP server (`serve_stdio`) over a core
 //!   in full mode, as `clawsmith mcp` runs it, for the disconnect, signal and backpressure tests.
 //! - a hostile mode ([`Hostile`]): a hand-written JSON-RPC loop that breaks one rule of the
@@ -96,6 +98,14 @@ impl ServerHandler for Fixture {
                 "Ends the server process without answering.",
                 object_schema(serde_json::json!({}), &[]),
             ),
+            Tool::new(
+                "progress",
+                "Answers after `ms`, reporting progress every `every_ms` meanwhile.",
+                object_schema(
+                    serde_json::json!({"ms": {"type": "integer"}, "every_ms": {"type": "integer"}}),
+                    &["ms", "every_ms"],
+                ),
+            ),
         ];
         Ok(ListToolsResult {
             tools,
@@ -123,6 +133,37 @@ impl ServerHandler for Fixture {
                 CallToolResult::success(vec![ContentBlock::text(value)])
             }
             "fail" => CallToolResult::error(vec![ContentBlock::text("it failed on purpose")]),
+            "progress" => {
+                let number = |key: &str| {
+                    request
+                        .arguments
+                        .as_ref()
+                        .and_then(|arguments| arguments.get(key))
+                        .and_then(serde_json::Value::as_u64)
+                        .unwrap_or(0)
+                };
+                let (ms, every) = (number("ms"), number("every_ms"));
+                let until = tokio::time::Instant::now() + std::time::Duration::from_millis(ms);
+                let token = context.meta.get_progress_token();
+                let mut sent = 0u32;
+                while tokio::time::Instant::now() < until {
+                    match (&token, every) {
+                        (Some(token), 1..) => {
+                            tokio::time::sleep(std::time::Duration::from_millis(every)).await;
+                            sent += 1;
+                            let note = rmcp::model::ProgressNotificationParam::new(
+                                token.clone(),
+                                f64::from(sent),
+                            );
+                            let _ = context.peer.notify_progress(note).await;
+                        }
+                        _ => tokio::time::sleep_until(until).await,
+                    }
+                }
+                CallToolResult::success(vec![ContentBlock::text(format!(
+                    "done after {sent} progress notifications"
+                ))])
+            }
             "exit" => std::process::exit(0),
             other => {
                 return Err(ErrorData::invalid_params(format!("no tool {other}"), None));

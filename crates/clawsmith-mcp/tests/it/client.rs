@@ -21,6 +21,9 @@ const FIXTURE: &str = env!("CARGO_BIN_EXE_clawsmith-mcp-fixture");
 
 /// The host's sandbox policy the servers are confined by: a workspace under the target
 /// directory, no state directory.
+/// The tools the well-behaved fixture server lists.
+const FIXTURE_TOOLS: usize = 6;
+
 fn sandbox() -> SandboxConfig {
     let workspace = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-workspace");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -60,6 +63,7 @@ async fn server_tools_become_deferred_tools_named_by_server() {
             "mcp__fixture__trace_meta",
             "mcp__fixture__fail",
             "mcp__fixture__exit",
+            "mcp__fixture__progress",
         ]
     );
     for tool in &tools {
@@ -351,7 +355,12 @@ async fn a_server_that_cannot_start_is_reported_and_left_out() {
     assert!(matches!(connect, McpError::Connect { .. }), "{connect:?}");
     assert!(connect.to_string().contains("`not-mcp`"), "{connect}");
     // The well-behaved server between them still loads.
-    assert_eq!(startup.tools.len(), 5, "{:?}", tool_names(&startup));
+    assert_eq!(
+        startup.tools.len(),
+        FIXTURE_TOOLS,
+        "{:?}",
+        tool_names(&startup)
+    );
 }
 
 fn tool_names(startup: &McpStartup) -> Vec<&str> {
@@ -497,7 +506,12 @@ async fn servers_that_never_answer_start_up_are_left_out_the_rest_loads() {
         assert!(message.contains(&format!("`{mode}`")), "{message}");
         assert!(message.contains(step), "{message}");
         assert!(message.contains("startup_timeout_ms"), "{message}");
-        assert_eq!(startup.tools.len(), 5, "{mode}: {:?}", tool_names(&startup));
+        assert_eq!(
+            startup.tools.len(),
+            FIXTURE_TOOLS,
+            "{mode}: {:?}",
+            tool_names(&startup)
+        );
     }
 }
 
@@ -531,7 +545,12 @@ async fn a_listing_over_the_line_cap_is_reported_and_the_server_left_out() {
         message.contains("huge-list") && message.contains("16 MiB"),
         "{message}"
     );
-    assert_eq!(startup.tools.len(), 5, "{:?}", tool_names(&startup));
+    assert_eq!(
+        startup.tools.len(),
+        FIXTURE_TOOLS,
+        "{:?}",
+        tool_names(&startup)
+    );
 }
 
 #[tokio::test]
@@ -564,6 +583,52 @@ async fn calls_time_out_and_oversized_answers_are_clear_errors() {
             "{name}: {result:?}"
         );
         assert!(result.content.contains(words), "{name}: {}", result.content);
+    }
+}
+
+/// `call_timeout_ms` is how long a call may go without its answer or progress: a server that
+/// reports progress keeps a long call alive, one that stays silent as long is timed out, and
+/// `call_max_ms` ends a call whatever its progress.
+#[tokio::test]
+async fn progress_keeps_a_call_alive_until_its_hard_cap() {
+    let mut server = fixture(Some(&["filesystem.read"]), None);
+    server.call_timeout_ms = Some(500);
+    server.call_max_ms = Some(2_500);
+    let startup = connect_all(vec![server]).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let progress = tool(&startup.tools, "mcp__fixture__progress");
+    // (arguments, code, words of the message)
+    let table = [
+        (json!({"ms": 1_500, "every_ms": 100}), "", "done after"),
+        (
+            json!({"ms": 1_500, "every_ms": 0}),
+            "timeout",
+            "call_timeout_ms",
+        ),
+        (
+            json!({"ms": 5_000, "every_ms": 100}),
+            "timeout",
+            "call_max_ms",
+        ),
+        (json!({"ms": 100, "every_ms": 0}), "", "done after 0"),
+    ];
+    for (arguments, code, words) in table {
+        let result = tokio::time::timeout(
+            Duration::from_secs(30),
+            run(progress.as_ref(), arguments.clone(), authorized()),
+        )
+        .await
+        .expect("the call ended (harness deadline)");
+        assert_eq!(
+            result.code().map_or("", |c| c.as_str()),
+            code,
+            "{arguments}: {result:?}"
+        );
+        assert!(
+            result.content.contains(words),
+            "{arguments}: {}",
+            result.content
+        );
     }
 }
 
@@ -749,13 +814,17 @@ async fn servers_start_together_so_start_up_waits_for_the_slowest_not_the_sum() 
     let startup = connect_all(vec![rendezvous("a", "b", true), rendezvous("b", "a", true)]).await;
     assert!(startup.problems.is_empty(), "{:?}", startup.problems);
     let names = tool_names(&startup);
-    assert_eq!(names.len(), 10, "{names:?}");
+    assert_eq!(names.len(), 2 * FIXTURE_TOOLS, "{names:?}");
     assert!(
-        names[..5].iter().all(|name| name.starts_with("mcp__a__")),
+        names[..FIXTURE_TOOLS]
+            .iter()
+            .all(|name| name.starts_with("mcp__a__")),
         "{names:?}"
     );
     assert!(
-        names[5..].iter().all(|name| name.starts_with("mcp__b__")),
+        names[FIXTURE_TOOLS..]
+            .iter()
+            .all(|name| name.starts_with("mcp__b__")),
         "{names:?}"
     );
 }
