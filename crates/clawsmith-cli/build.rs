@@ -1,4 +1,4 @@
-//! Lays out the `clawsmith` binary's start-up code together (issue 15).
+//! Lays out the `clawsmith` binary's start-up code together.
 //!
 //! A `clawsmith call` executes ~1,500 functions spread over the binary's 21 MB of code, and the
 //! kernel maps code into a process 64 KB at a time, on the first touch of each window: 119 such

@@ -24,13 +24,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-// `clawsmith web` on a long session (issue 21).
+// `clawsmith web` on a long session.
 mod web;
 
 // Language-server pairs (clawsmith-lsp).
 mod lsp;
 
-// OTLP export on vs off (issue 22).
+// OTLP export on vs off.
 mod traces;
 
 /// What a figure is compared with.
@@ -578,7 +578,7 @@ fn clawsmith_call(bin: &Path, state: &Path, workspace: &Path, tool: &str, args: 
 }
 
 /// `clawsmith call read_file` of a 10 KB file, process start to result, against `cat` of the
-/// same file (issue 15).
+/// same file.
 fn call_vs_cat(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
     let dir = data.join("call-read");
     std::fs::create_dir_all(&dir)?;
@@ -978,7 +978,7 @@ fn memory_rows(bin: &Path, data: &Path) -> Result<Vec<Row>> {
 }
 
 /// Peak resident memory of `clawsmith mcp` while a client writes 20,000 `read_file` requests and
-/// reads none of the answers (issue 14: backpressure, target ≤ 50 MiB).
+/// reads none of the answers (backpressure, target ≤ 50 MiB).
 fn mcp_unread_client(bin: &Path, data: &Path) -> Result<Vec<Row>> {
     let workspace = data.join("unread-ws");
     std::fs::create_dir_all(&workspace)?;
@@ -1047,8 +1047,8 @@ fn mcp_unread_client(bin: &Path, data: &Path) -> Result<Vec<Row>> {
     }])
 }
 
-/// `clawsmith call read_file` in a session of 1,000,000 events against one of 10 (issue 14:
-/// opening a session costs the same whatever its history, target ≤ 1.2×). The long history is
+/// `clawsmith call read_file` in a session of 1,000,000 events against one of 10
+/// (opening a session costs the same whatever its history, target ≤ 1.2×). The long history is
 /// made by copying one stored event with `sqlite3` (sequences stay gap-free).
 fn history_scale(bin: &Path, data: &Path, options: &Options) -> Result<Vec<Row>> {
     ensure_debian("sqlite3", "sqlite3")?;

@@ -8,9 +8,10 @@
 //!   `cargo deny check licenses bans sources`, then `publish`. It first checks that the cargo subcommands it
 //!   needs are installed (rustfmt, clippy, cargo-deny; cargo-nextest is optional) and names
 //!   every missing one with its install command before building anything.
-//! - `cargo xtask tidy` — project rules no compiler checks: dependency arrows follow STYLE.md's
-//!   layering (read from `cargo metadata`), every crate opens with a `//!` essay and uses the
-//!   workspace lints, no `mod.rs`, and no unfinished-work markers or ignored tests.
+//! - `cargo xtask tidy` — project rules no compiler checks: dependency arrows follow the
+//!   layering of `CONTRIBUTING.md` (read from `cargo metadata`), every crate opens with a `//!`
+//!   essay and uses the workspace lints, no `mod.rs`, no unfinished-work markers or ignored
+//!   tests, a `// SAFETY:` comment on every `unsafe`, and no comment citing an issue number.
 //! - `cargo xtask readmes [--check]` — writes each published crate's `README.md` from the `//!`
 //!   essay of its `lib.rs` (see `readmes.rs`); `--check` fails when one differs.
 //! - `cargo xtask publish` — what keeps the crates publishable (see `publish.rs`): manifests,
@@ -67,7 +68,8 @@ fn main() -> Result<()> {
 
 const USAGE: &str = "usage: cargo xtask <command>
   ci                 fmt, clippy, tests, docs, tidy, codegen --check, cargo deny, publish
-  tidy               layering, crate essays, lints, forbidden markers
+  tidy               layering, crate essays, lints, forbidden markers, SAFETY comments, no
+                     issue numbers in comments
   codegen [--check]  write (or check) docs/protocol.schema.json
   readmes [--check]  write (or check) each crate's README.md from its `//!` essay
   publish            manifests, tiers, protocol API, READMEs, examples, package, hack, semver

@@ -1,6 +1,6 @@
 //! `cargo xtask order-file`: writes `crates/clawsmith-cli/order/clawsmith.txt`, the functions the
 //! `clawsmith` binary's short-lived commands execute, which its build script hands to the linker
-//! (`--symbol-ordering-file`) so that they sit together (issue 15; see the CLI's `build.rs`).
+//! (`--symbol-ordering-file`) so that they sit together (see the CLI's `build.rs`).
 //!
 //! How: the release binary is built with the linker's map (`CLAWSMITH_LINK_MAP`), each sample
 //! command runs once to warm its state and once under callgrind (`--dump-instr=yes`: every

@@ -1,5 +1,4 @@
-//! `cargo xtask soak [--minutes N] [--seed S] [--binary PATH] [--keep]`: the kill -9 soak
-//! (issue 9).
+//! `cargo xtask soak [--minutes N] [--seed S] [--binary PATH] [--keep]`: the kill -9 soak.
 //!
 //! A driver runs random turns (writes, edits, renames, deletes, reads, commands) through the real
 //! release `clawsmith` binary against a scratch workspace and state dir, and kills the process with

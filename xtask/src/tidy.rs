@@ -1,5 +1,7 @@
-//! Project rules the compiler does not check (STYLE.md).
+//! Project rules the compiler does not check (CONTRIBUTING.md).
 
+mod issue_refs;
+mod lex;
 mod safety;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -247,7 +249,7 @@ pub fn check_layers(edges: &[(String, String, String)]) -> Vec<String> {
         };
         if !ok {
             problems.push(format!(
-                "{from} -> {to} ({kind} dependency) goes against the layering in STYLE.md"
+                "{from} -> {to} ({kind} dependency) goes against the layering in CONTRIBUTING.md"
             ));
         }
     }
@@ -414,6 +416,7 @@ pub fn check_source(shown: &str, text: &str) -> Vec<String> {
         }
     }
     problems.extend(safety::check_unsafe_comments(shown, text));
+    problems.extend(issue_refs::check_issue_references(shown, text));
     problems
 }
 

@@ -1,4 +1,4 @@
-//! Checkpoint benchmarks (issue 5): the recorder's overhead on a 1 MB edit, undo of a turn that
+//! Checkpoint benchmarks: the recorder's overhead on a 1 MB edit, undo of a turn that
 //! touched 1,000 files, and pruning a large store.
 //!
 //! The prune benchmark builds a store of `CLAWSMITH_BENCH_PRUNE_MIB` MiB (default 1024) of

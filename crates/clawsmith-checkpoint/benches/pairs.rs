@@ -1,4 +1,4 @@
-//! In-process pairs for `cargo xtask bench` (issue 8), measured alternately in one run:
+//! In-process pairs for `cargo xtask bench`, measured alternately in one run:
 //! - the real `edit_file` tool on a 1 MB file with the [`CheckpointRecorder`] against the same
 //!   tool with the [`NoopRecorder`] (each edit in a turn of its own, so every edit stores a
 //!   fresh 1 MB prior blob: the worst case);

@@ -23,7 +23,7 @@ use crate::error::{JsonContext, StoreError};
 pub const MAX_STORED_ARGUMENT_BYTES: usize = 1024 * 1024;
 
 /// `value` as JSON with every string masked, written in one pass (no `serde_json::Value` tree
-/// between: issue 15).
+/// between).
 pub(crate) fn redacted_json<T: Serialize>(
     value: &T,
     context: &'static str,
@@ -34,7 +34,7 @@ pub(crate) fn redacted_json<T: Serialize>(
 /// A message as stored: masked, its calls' arguments bounded.
 pub(crate) fn message_json(message: &ModelMessage) -> Result<String, StoreError> {
     // Arguments with nothing to mask and within the bound are stored as they are: the message is
-    // then written without a copy of it (issue 15: a copy of every call's id, name and arguments
+    // then written without a copy of it (which would copy every call's id, name and arguments
     // at every batch).
     let as_they_are = message.tool_calls.iter().all(|call| {
         call.arguments.len() <= MAX_STORED_ARGUMENT_BYTES
@@ -79,7 +79,7 @@ pub(crate) fn event_json(
     let (output, body) = match (&mut event.payload, message_content) {
         (EventPayload::ToolCompleted(completed), Some(content)) => {
             // The texts left out are taken out while the rest is written and put back after
-            // (the caller hands the event on whole): no copy of a result's text (issue 15).
+            // (the caller hands the event on whole): no copy of a result's text.
             let output = std::mem::take(&mut completed.output);
             // The body as the core left it is masked already; when it equals the message's text,
             // that text had nothing to mask, and the message holds it (masked by the store).

@@ -5,7 +5,7 @@
 //! A content of at most [`FILE_THRESHOLD`] bytes sits in its `blobs` row (`in_file = 0`). A
 //! larger one is a *blob file* beside the database: `<database>-blobs/ab/cdef…` (the first two
 //! hex digits of its SHA-256 name the directory, the other 62 the file), and its row holds the
-//! hash, the size and `in_file = 1` with an empty `content`. Issue 15's profile of a 1 MB
+//! hash, the size and `in_file = 1` with an empty `content`. A profile of a 1 MB
 //! `edit_file` put most of the recorder's cost in writing the prior content into the WAL page by
 //! page and copying it again into the main file at the next automatic checkpoint; a file is
 //! one `write`. The directory is named after the database file (like its `-wal`), so two

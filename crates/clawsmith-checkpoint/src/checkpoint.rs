@@ -96,7 +96,7 @@ pub struct FileChange {
     pub lines_added: Option<u64>,
     /// Lines removed; `None` when not computable.
     pub lines_removed: Option<u64>,
-    /// Who made the change when it was not a file tool: `command` (issue 16).
+    /// Who made the change when it was not a file tool: `command`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     /// The call that made it, when `origin` is set.
@@ -353,7 +353,7 @@ fn cached_execute<P: rusqlite::Params>(
 
 /// [`Store::finish_turn_with`] inside a caller's transaction. The checkpoint's id and state
 /// are one lookup and its file rows are read once, the manifest built from them with the line
-/// stats this computes (issue 15: two statements fewer in every turn's finish).
+/// stats this computes (two statements fewer in every turn's finish).
 pub(crate) fn finish_turn_in(
     tx: &Transaction<'_>,
     session_id: &str,
@@ -472,7 +472,7 @@ pub(crate) fn begin_turn_in(
 /// [`begin_turn_in`] for the session of `tail`: the message count and the last event sequence
 /// the checkpoint records are the tail's, so the records that follow in the same transaction
 /// (an MCP turn's deferred start: its `turn.started`, `model.request` and the call's message)
-/// do not look the session, its last message and its last event up again (issue 15: three
+/// do not look the session, its last message and its last event up again (three
 /// statements of ~26 a one-read MCP turn). A turn begun twice is refused by the table's
 /// `UNIQUE (session_id, turn_id)` rather than by a lookup before the insert (one statement
 /// fewer; the failed insert changes nothing).

@@ -136,7 +136,7 @@ impl Store {
     }
 }
 
-/// A command whose capture began and never ended: the process died while it ran (issue 16).
+/// A command whose capture began and never ended: the process died while it ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterruptedCapture {
     /// The turn the command ran in.
@@ -243,7 +243,7 @@ impl Store {
     }
 }
 
-/// A path a command changed that undo cannot give back (issue 16), and why.
+/// A path a command changed that undo cannot give back, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UncapturedChange {

@@ -56,7 +56,7 @@ pub struct FileDiff {
     pub unified: String,
     /// Whether `unified` was cut.
     pub unified_truncated: bool,
-    /// Who made the change when it was not a file tool: `command` (issue 16); absent otherwise.
+    /// Who made the change when it was not a file tool: `command`; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
     /// The call that made it, when `origin` is set.

@@ -189,7 +189,7 @@ impl Store {
 
     /// [`Store::close_call`] of the tool message made from `completed` itself: its call id, its
     /// tool name, its `output` as the text, and `summary` — the text lent to the message while
-    /// both are stored, not copied (issue 15: the tool message held a second copy of a read
+    /// both are stored, not copied (a copy would give the tool message a second copy of a read
     /// file at every call). Stores what [`Store::close_call`] stores for that message, and
     /// returns the event as given.
     pub fn close_call_with_message(
@@ -332,8 +332,8 @@ impl Store {
 /// Whether the tool message holds the text `completed`'s legacy `output` repeats (then stored
 /// once, in the message).
 /// The tool message of `completed` as stored ([`crate::at_rest::message_json`]), without
-/// scanning its text a second time when the core already did (issue 15: a read file's text was
-/// masked twice per call, ~5% of the pipeline pair's samples). The `tool.completed` display
+/// scanning its text a second time when the core already did (masking a read file's text
+/// twice per call was ~5% of the pipeline pair's samples). The `tool.completed` display
 /// body is the core's masked copy of the result (`redact_display`, the same detector); when it
 /// equals the message's text, that text is what masking gives back, and masking it again
 /// changes nothing — so only the message's other fields are masked here.

@@ -11,8 +11,8 @@
 //! is not *fresh*, so it must not run crash recovery — the owner of any open call is alive, and
 //! it is this process. Serializing its own turns is the host's job, as for the MCP server.
 //!
-//! **Waiting is announced.** A host may keep a lease between its turns (the MCP server does,
-//! issue 15: taking it was an `open`, a `flock`, an `ftruncate` and a `write`, and closing a
+//! **Waiting is announced.** A host may keep a lease between its turns (the MCP server does:
+//! taking it was an `open`, a `flock`, an `ftruncate` and a `write`, and closing a
 //! truncated file started its writeback — ~8% of a call; the pid is now written over the last
 //! holder's, and the file never shortened). So that a CLI `undo` between two calls
 //! still gets in, a process that finds the lease taken by another process holds a shared
@@ -346,7 +346,7 @@ fn lock_file(path: &Path, session_id: &str, wait: Taking) -> Result<File, StoreE
         }
     };
     // The pid is written over the previous holder's, padded to a fixed width, and the file is
-    // never shortened (issue 15): truncating it to zero freed its block at every lease, which
+    // never shortened: truncating it to zero freed its block at every lease, which
     // on a file system mounted with `discard` is a synchronous discard the caller waited for
     // (0.16–3.5 ms of a `clawsmith call`). A file an older build left longer is cut once.
     let record = format!(
@@ -438,7 +438,7 @@ mod tests {
     }
 
     /// The holder's pid is written over whatever the file held, padded to a fixed width (the
-    /// file is never truncated to zero, issue 15); a longer record an older build or another
+    /// file is never truncated to zero); a longer record an older build or another
     /// writer left is cut, and the pid reads back whole either way.
     #[test]
     fn the_pid_is_written_over_the_last_record_and_reads_back_whole() {

@@ -28,7 +28,7 @@
 //!   command runs and reads a prior content back when the command changed that file; the change
 //!   itself is then recorded through [`CheckpointRecorder`] like a file tool's.
 //! - Retention (K5): [`Store::prune`] with a [`RetentionPolicy`] → [`PruneReport`].
-//! - The memory index (issue 18): [`MemoryIndex`], a second SQLite file of FTS5 tables over
+//! - The memory index: [`MemoryIndex`], a second SQLite file of FTS5 tables over
 //!   chunks of memory files and notes ([`MemoryIndex::replace_source`], [`MemoryIndex::search`]
 //!   with typed [`MemoryTerm`]s that are always quoted for FTS5, notes with
 //!   [`MemoryIndex::add_note`]). `clawsmith-skills` finds, chunks and presents; the SQL is here.
@@ -87,7 +87,7 @@
 //!   only refer to them, so a fork copies metadata, never content. A content over
 //!   [`FILE_THRESHOLD`] (64 KiB) is a file beside the database (`<database>-blobs/ab/cdef…`)
 //!   instead of row pages: a 1 MB prior content through the WAL (and again into the main file at
-//!   the next checkpoint) was most of what the recorder cost an `edit_file` (issue 15). The file is
+//!   the next checkpoint) was most of what the recorder cost an `edit_file`. The file is
 //!   written before the commit that names it, and files are written and deleted only under the
 //!   write lock, so [`Store::prune`] deletes exactly the files no row names (crash orphans
 //!   included); every read verifies the hash.

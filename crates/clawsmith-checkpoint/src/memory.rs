@@ -1,4 +1,4 @@
-//! The memory index: SQLite FTS5 over chunks of the memory files and notes (issue 18).
+//! The memory index: SQLite FTS5 over chunks of the memory files and notes.
 //!
 //! It lives here because this crate is the one owner of SQL; what a source is, how it is split
 //! into chunks and how hits are shown belong to `clawsmith-skills`, which hands this module typed

@@ -151,14 +151,14 @@ const V6: &str = r#"
 CREATE INDEX IF NOT EXISTS journal_open ON journal(session_id) WHERE closed_at IS NULL;
 "#;
 
-/// Version 7: a change a command made names it (issue 16): `origin` (`command`; `NULL` for a file
+/// Version 7: a change a command made names it: `origin` (`command`; `NULL` for a file
 /// tool's change) and the call's id.
 const V7: &str = r#"
 ALTER TABLE checkpoint_files ADD COLUMN origin TEXT;
 ALTER TABLE checkpoint_files ADD COLUMN call_id TEXT;
 "#;
 
-/// Version 8: a command's capture, noted before the command starts (issue 16): the workspace
+/// Version 8: a command's capture, noted before the command starts: the workspace
 /// manifest it runs against, so a process killed mid-command leaves the next open of the session
 /// what it needs to record the command's changes; and what a command changed that undo cannot
 /// give back (an ignored path, a file over the size limit), so undo can name it.
@@ -182,14 +182,14 @@ CREATE TABLE IF NOT EXISTS uncaptured_changes (
 
 /// Version 9: a `tool.completed` whose display body is its tool message's text (a whole file
 /// read) stores it once: `display_body_in_message` = 1 says the body is the text of the message
-/// at `message_idx`, put back when the event is read (issue 15: the body was a second copy of
+/// at `message_idx`, put back when the event is read (the body was a second copy of
 /// every read file in the log).
 const V9: &str = r#"
 ALTER TABLE events ADD COLUMN display_body_in_message INTEGER NOT NULL DEFAULT 0;
 "#;
 
-/// Version 10: messages and events become rowid tables with their key in a separate index
-/// (issue 15). As `WITHOUT ROWID` tables the key's b-tree held the whole row, and a row over a
+/// Version 10: messages and events become rowid tables with their key in a separate index.
+/// As `WITHOUT ROWID` tables the key's b-tree held the whole row, and a row over a
 /// page (a 10 KB tool result, a `model.request`) spills onto overflow pages: every seek that
 /// compared against such a cell (the next index, the next sequence, the insert itself) read the
 /// whole row back, and SQLite reads overflow pages straight from the file, past its cache — an
@@ -225,7 +225,7 @@ ALTER TABLE events_v10 RENAME TO events;
 CREATE INDEX events_kind ON events(session_id, type, sequence);
 "#;
 
-/// Version 11: the directories each command made (issue 16), seen as absent before it and
+/// Version 11: the directories each command made, seen as absent before it and
 /// present after it, so undo removes exactly those once they are empty again (birth times are
 /// not reliable for this: the file system's clock is coarser than the turn's).
 const V11: &str = r#"
@@ -240,14 +240,14 @@ CREATE TABLE IF NOT EXISTS created_directories (
 
 /// Version 12: a content over `blob::FILE_THRESHOLD` is a blob file beside the database
 /// (`<database>-blobs/ab/cdef…`, see `blob.rs`), its row keeping the hash and size with
-/// `in_file = 1` and an empty `content` (issue 15: a 1 MB prior content went through the WAL
+/// `in_file = 1` and an empty `content` (a 1 MB prior content went through the WAL
 /// page by page and was copied again into the main file). Rows already stored keep their
 /// content (`in_file = 0`) and are read as before.
 const V12: &str = r#"
 ALTER TABLE blobs ADD COLUMN in_file INTEGER NOT NULL DEFAULT 0;
 "#;
 
-/// Version 13: `events_kind` indexes only the kinds a session has few of (issue 15). Every call
+/// Version 13: `events_kind` indexes only the kinds a session has few of. Every call
 /// writes a `tool.started` and a `tool.completed`, and each put an entry in this index: one more
 /// b-tree leaf (a 4 KB WAL frame) in every call's commit, for an index that answers "the last
 /// event of a kind" — which opening a session asks of `model.request`. The last `tool.*` event is
@@ -261,7 +261,7 @@ CREATE INDEX events_kind ON events(session_id, type, sequence)
     WHERE type NOT IN ('tool.started', 'tool.completed');
 "#;
 
-/// Version 14: messages and events are keyed by one integer, their rowid (issue 15): `key` =
+/// Version 14: messages and events are keyed by one integer, their rowid: `key` =
 /// the session's `number` (a column `sessions` gains, unique, given at insert by a trigger)
 /// shifted left by 32, plus the message's `idx` or the event's `sequence`. One b-tree per table:
 /// V10's separate `(session_id, idx/sequence)` key index cost every call's commit two more WAL
@@ -371,7 +371,7 @@ CREATE TRIGGER events_delete INSTEAD OF DELETE ON events BEGIN
 END;
 "#;
 
-/// Version 15: `events_kind` is ordered by the event's key, not by its kind (issue 15). Keyed
+/// Version 15: `events_kind` is ordered by the event's key, not by its kind. Keyed
 /// by `type` (V14), a turn's `turn.started`, `model.request` and `turn.completed` went to three
 /// places in the index — the end of each kind's range — so an MCP call's commit (one turn) wrote
 /// three of its leaves, three 4 KB WAL frames (strace of 500 calls: 16.0 frames a commit, 13.7
@@ -389,7 +389,7 @@ CREATE INDEX events_kind ON event_rows(key, type)
 "#;
 
 /// Version 16: the `checkpoints.state` check compares the value with each state instead of
-/// `IN (…)` (issue 15). SQLite evaluates an `IN` list of three or more constants through an
+/// `IN (…)`. SQLite evaluates an `IN` list of three or more constants through an
 /// ephemeral b-tree built at every run of the statement — a temporary database opened, its page
 /// cache allocated (page faults), the list inserted, the b-tree closed — and the check runs at
 /// each turn's `INSERT` and its `UPDATE` to `finished`: ~6% of an MCP server's samples. The two
@@ -411,7 +411,7 @@ DROP INDEX IF EXISTS checkpoints_state;
 CREATE INDEX checkpoints_state ON checkpoints(session_id, state);
 "#;
 
-/// Version 17: `checkpoints` without `AUTOINCREMENT` (issue 15). With it, every new checkpoint
+/// Version 17: `checkpoints` without `AUTOINCREMENT`. With it, every new checkpoint
 /// — one a turn, one an MCP call — updated the table's row in `sqlite_sequence`, so that page
 /// was one more 4 KB WAL frame in every turn's commit (strace of 300 MCP calls: 13.6 frames a
 /// commit, `sqlite_sequence`'s page in each). What `AUTOINCREMENT` gave is kept another way: an

@@ -599,7 +599,7 @@ fn write_event_at(
 /// Where a session's next message and next event go, as one write transaction learns them: each
 /// is looked up once (a seek in its table's key) and then counted on, so records written one
 /// after another in a transaction (a call's deferred start, then its close) do not look up what
-/// the previous one just wrote (issue 15: three statements of a read's twelve).
+/// the previous one just wrote (three statements of a read's twelve).
 #[derive(Debug)]
 pub(crate) struct Tail {
     session_id: String,

@@ -395,8 +395,7 @@ impl Store {
 
 impl Drop for Store {
     /// Waits for a background checkpoint in progress (it holds its own connection to the file),
-    /// then folds a log of 128 frames or more that its last commit left and starts it over
-    /// (issue 15).
+    /// then folds a log of 128 frames or more that its last commit left and starts it over.
     fn drop(&mut self) {
         let connection = self
             .connection
@@ -407,7 +406,7 @@ impl Drop for Store {
 }
 
 impl Store {
-    /// Closes the store for a process that exits next (`clawsmith call`, issue 15): the log is
+    /// Closes the store for a process that exits next (`clawsmith call`): the log is
     /// left as dropping the store leaves it (a background checkpoint waited for, a long log
     /// folded and started over), but the connection itself is never closed — the exit releases
     /// its descriptors and locks, which is all that closing a connection does to the files here
@@ -438,7 +437,7 @@ fn close_log(checkpointer: Option<&Checkpointer>, connection: &mut Connection) {
 
 /// Folds every frame of the log into the main file and starts the log over, so that the next
 /// process to open the database — which rebuilds its WAL index by reading the log up to the first
-/// frame that does not belong to it — reads a frame or two instead of hundreds (issue 15).
+/// frame that does not belong to it — reads a frame or two instead of hundreds.
 ///
 /// A passive checkpoint is not enough: what it folded is recorded only in the WAL index, which
 /// the next process rebuilds from the log, and the rebuild counts nothing as folded, so the log
@@ -471,7 +470,7 @@ fn restart_log_at_close(connection: &mut Connection) {
 }
 
 /// Frames of the log left by this store's last commit from which closing the store folds it
-/// and starts it over (issue 15). The connection's own checkpoint on
+/// and starts it over. The connection's own checkpoint on
 /// close is off (four fsyncs, half of a one-call process), but a log left behind is not free
 /// either: the next process to open the database is the first to map its WAL index and rebuilds
 /// it by reading and checksumming every frame of the log — the processor time of a `clawsmith
@@ -504,15 +503,15 @@ pub(crate) const INLINE_CHECKPOINT_FRAMES: u32 = 4 * CHECKPOINT_FRAMES;
 /// fsyncs (the log's, then the main file's). A round copies each page the log holds once, however
 /// many frames of it the batch has: the pages every commit rewrites (page 1, the tables' parents,
 /// the events and index leaves) are copied once a round, so fewer, larger rounds copy them
-/// less often (issue 15: a quarter of [`CHECKPOINT_FRAMES`] before; at a whole one the
-/// checkpoint thread's processor time per MCP `read_file` call fell ~25%). The log's bound,
+/// less often (at a whole [`CHECKPOINT_FRAMES`] rather than a quarter of it, the checkpoint
+/// thread's processor time per MCP `read_file` call is ~25% lower). The log's bound,
 /// [`INLINE_CHECKPOINT_FRAMES`], is unchanged.
 const CHECKPOINT_BATCH_FRAMES: u32 = CHECKPOINT_FRAMES;
 
 /// How long the writer must pause before the thread folds a tail shorter than a batch.
 const TAIL_WAIT: Duration = Duration::from_millis(50);
 
-/// Folds the write-ahead log into the main database file on a thread of its own (issue 15).
+/// Folds the write-ahead log into the main database file on a thread of its own.
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses 1,000 frames: it copies
 /// every page the log holds into the main file and fsyncs the log and the file (~3 ms each on
@@ -811,7 +810,7 @@ fn commit_one<T>(
     }
 }
 
-/// Commits `transaction` with a cached `COMMIT` statement (issue 15): rusqlite's own commit
+/// Commits `transaction` with a cached `COMMIT` statement: rusqlite's own commit
 /// parses the statement again at every commit. A commit that fails leaves the transaction open,
 /// and dropping it rolls it back, as rusqlite's commit does.
 fn commit(transaction: Transaction<'_>) -> rusqlite::Result<()> {
@@ -888,7 +887,7 @@ fn prepare(
     connection
         .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
         .map_err(|error| classify(shown, error))?;
-    // `PRAGMA foreign_keys = ON` without a statement to parse (issue 15: each statement a
+    // `PRAGMA foreign_keys = ON` without a statement to parse (each statement a
     // one-call process prepares is parsed once, ~10% of its processor time in all).
     connection
         .set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_FKEY, true)
@@ -963,7 +962,7 @@ fn prepare_once(
     }
     // Parse the schema and read the root pages of the tables every command uses, so a file whose
     // schema pages are damaged fails now, not later. `EXISTS`, not `count(*)`: a count reads every
-    // page of the table, and `checkpoints` gains a row a turn (issue 15).
+    // page of the table, and `checkpoints` gains a row a turn.
     connection
         .query_row(
             "SELECT EXISTS (SELECT 1 FROM sessions) + EXISTS (SELECT 1 FROM checkpoints)",

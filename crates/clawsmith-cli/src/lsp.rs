@@ -1,4 +1,4 @@
-//! The language-server tools of clawsmith-lsp (issue 19): `[[lsp_servers]]` of clawsmith.toml
+//! The language-server tools of clawsmith-lsp: `[[lsp_servers]]` of clawsmith.toml
 //! and the usual servers found on `PATH`, as deferred tools of the core.
 
 use std::path::Path;

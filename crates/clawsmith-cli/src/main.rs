@@ -93,7 +93,7 @@ struct Cli {
 }
 
 /// The command tree of `call` alone, with the same global options: what [`parse`] tries first
-/// for a `call` (issue 15).
+/// for a `call`.
 #[derive(Debug, Parser)]
 #[command(name = "clawsmith")]
 struct CallCli {
@@ -375,7 +375,7 @@ fn main() {
     logging::init(cli.globals.verbosity);
     output::set_quiet(cli.globals.verbosity.quiet);
     let outcome = run(cli);
-    // The last spans reach the collector (bounded wait) before the process ends (issue 22).
+    // The last spans reach the collector (bounded wait) before the process ends.
     traces::finish();
     match outcome {
         Ok(code) => std::process::exit(code),
@@ -393,7 +393,7 @@ fn main() {
 ///
 /// A command line that names `call` is first read with [`CallCli`], the tree of `call` alone:
 /// clap builds the whole tree before it reads anything (every subcommand, every argument), ~0.4
-/// million of a `call`'s ~7.7 million instructions and ~55 of its ~700 page faults (issue 15).
+/// million of a `call`'s ~7.7 million instructions and ~55 of its ~700 page faults.
 /// Whatever `CallCli` does not accept — `--help`, `--version`, any error, another subcommand
 /// whose arguments hold the word `call` — is read again by the whole tree, so every message is
 /// the whole tree's; what it accepts, the whole tree reads the same way (the same global options
@@ -404,7 +404,7 @@ fn parse(args: Vec<std::ffi::OsString>, color: clap::ColorChoice) -> Cli {
             .color(color)
             .try_get_matches_from(&args)
             // `_mut` takes the values out instead of cloning every match first (the clone and
-            // its drop were ~1% of a `call`'s instructions, issue 15).
+            // its drop were ~1% of a `call`'s instructions).
             .and_then(|mut matches| CallCli::from_arg_matches_mut(&mut matches));
         if let Ok(CallCli { globals, command }) = call {
             return Cli {

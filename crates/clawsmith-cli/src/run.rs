@@ -166,8 +166,8 @@ pub fn daily_call_session(workspace: &Path) -> Result<String> {
 }
 
 /// The local zone, for a date only. `jiff::tz::TimeZone::system()` first lists every name under
-/// /usr/share/zoneinfo (about 600 entries in 20 directories, at every start of `call`; issue
-/// 15) to name the zone; a date needs the rules, not the name, so without `TZ` the rules
+/// /usr/share/zoneinfo (about 600 entries in 20 directories, at every start of `call`)
+/// to name the zone; a date needs the rules, not the name, so without `TZ` the rules
 /// are read from /etc/localtime directly.
 fn local_zone_for_dates() -> jiff::tz::TimeZone {
     if std::env::var_os("TZ").is_none()
@@ -246,8 +246,8 @@ pub fn build_core(
     let store = state::open_store(state_dir)?;
     // After the store: opening it checked the state directory (and refused a planted
     // configuration). Invalid configuration stops the start before any tool exists. The file
-    // is found and checked once here, then read by each section's owner (issue 15: it was
-    // found five times, each time listing and checking the state directory again).
+    // is found and checked once here, then read by each section's owner (finding it
+    // lists and checks the state directory each time).
     let config_file = config_in_prepared_state(state_dir, options.config.as_deref())?;
     let file_policy = crate::policy::load_file(config_file.as_deref())?;
     // The one policy every process clawsmith starts is confined by (commands, background
@@ -291,7 +291,7 @@ pub fn build_core(
         }
         config.extension_tools = startup.tools;
     }
-    // clawsmith-trace: OTLP export and the caller's TRACEPARENT (issue 22); before the
+    // clawsmith-trace: OTLP export and the caller's TRACEPARENT; before the
     // sub-agents, whose cores take the same tracer.
     crate::traces::configure(&mut config)?;
     // clawsmith-agent: the sub-agent tools, when a [provider] is configured.
@@ -354,7 +354,7 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// worker per core for), and the CLI sets no per-call timeout that a worker would let fire
 /// while a tool blocks. The multi-thread runtime started a worker per core for each `call` and
 /// handed the call to one of them and back (thread starts, their stacks and malloc arenas,
-/// futex wake-ups: issue 15's profile of the process).
+/// futex wake-ups).
 pub fn one_call_runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -432,8 +432,8 @@ pub fn call(
     // when none is. A second thread used to build jsonschema's 2020-12 meta-schema validator
     // meanwhile (~1.4 ms of processor time); shipped schemas no longer need it
     // (`compile_shipped` in clawsmith-core's table.rs), and what is left (~0.3 ms) cost no more
-    // here than a thread's start, stack and malloc arena (issue 15: processor time and page
-    // faults alternated).
+    // here than a thread's start, stack and malloc arena (processor time and page
+    // faults, measured alternately).
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {
@@ -463,7 +463,7 @@ pub fn call(
     // turn's last, as in the MCP server: a call that guards no side effect is recorded by the
     // finish's commit, so a read is one commit in all (the turn's start and request, the call,
     // `turn.completed`, the checkpoint's close); a side-effecting call still commits the turn's
-    // start and its journal entry before it runs (issue 15: a read's two commits were ~0.2 ms of
+    // start and its journal entry before it runs (a read's two commits were ~0.2 ms of
     // the process).
     let mut turn = session.begin_turn_recording_request(&sink, None)?;
     let results = runtime.block_on(turn.run_last_batch(vec![call], &sink))?;
@@ -500,7 +500,7 @@ pub fn call(
     // The process ends with this call: the session (its lease) and the core are dropped as
     // usual, but the store's connection is left to the exit once its log is closed as a drop
     // closes it (`Store::leave_to_exit`: freeing SQLite's schema, page cache and statements was
-    // ~2% of the process's processor time, issue 15). The call's records are committed above.
+    // ~2% of the process's processor time). The call's records are committed above.
     let store = Arc::clone(core.store());
     drop(session);
     drop(core);

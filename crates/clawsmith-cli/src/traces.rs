@@ -1,4 +1,4 @@
-//! Traces (issue 22): the OTLP exporter from the `OTEL_EXPORTER_OTLP_*` variables and the caller's
+//! Traces: the OTLP exporter from the `OTEL_EXPORTER_OTLP_*` variables and the caller's
 //! trace context (`--traceparent`, else `TRACEPARENT`/`TRACESTATE`) as the parent of every turn.
 //! Nothing is exported when no endpoint is set; a setting clawsmith cannot honour stops the start
 //! with a message naming it.

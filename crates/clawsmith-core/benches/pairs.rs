@@ -1,10 +1,10 @@
-//! In-process pair for `cargo xtask bench` (issue 8): `read_file` calls per second through the
+//! In-process pair for `cargo xtask bench`: `read_file` calls per second through the
 //! full pipeline (validation, permission, journal, events, messages — persistence on, the
 //! default durability, one call per `run_batch`) against the same reads called directly on the
 //! tool; then the same with `synchronous = FULL` (`--fsync`). Each sample is the
 //! throughput of a batch of calls; the two sides alternate per round. Prints one
 //! `CLAWSMITH-BENCH {json}` line per row. A last pair runs `run_command` on a 20,000-file
-//! workspace with and without the undo capture (issue 16).
+//! workspace with and without the undo capture.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -35,7 +35,7 @@ fn main() {
     }
 }
 
-/// Files in the tree of the capture pair (issue 16 asks for 20,000).
+/// Files in the tree of the capture pair (the workspace size its target is set for).
 const CAPTURE_TREE_FILES: usize = 20_000;
 
 /// `run_command "true"` through the pipeline on a 20,000-file workspace with the undo capture
@@ -123,7 +123,7 @@ fn capture_pair(quick: bool) {
             "oursSamples": ours,
             "theirsSamples": theirs,
             "unit": "seconds",
-            // About +15 ms on the ~30 ms a sandboxed command costs here: the issue's target.
+            // About +15 ms on the ~30 ms a sandboxed command costs here: the capture's target.
             "target": {"ratioAtMost": 1.5},
             "note": note,
         })
@@ -195,7 +195,7 @@ fn pair(quick: bool, durability: Durability) {
     let mut sorted = ours.clone();
     sorted.sort_by(f64::total_cmp);
     let median = sorted[sorted.len() / 2];
-    // Issue 15: the default durability at least 10,000 calls/s and 0.2× direct; `--fsync`
+    // Targets: the default durability at least 10,000 calls/s and 0.2× direct; `--fsync`
     // (synchronous = FULL) at least 2,000 calls/s.
     let (name, sync, target) = match durability {
         Durability::Normal => (

@@ -1,4 +1,4 @@
-//! Undo for what commands change (issue 16): a manifest of the workspace before each foreground
+//! Undo for what commands change: a manifest of the workspace before each foreground
 //! `run_command`, compared with the workspace after it; every difference becomes a change of the
 //! running turn, recorded through the same [`ChangeRecorder`] the file tools use, so undo treats
 //! it like any other change (one precheck over post hashes, then one restore plan).

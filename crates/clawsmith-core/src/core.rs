@@ -77,7 +77,7 @@ pub struct CoreConfig {
     /// (8 MiB) by default.
     pub capture_content_limit: u64,
     /// Whether the workspace is captured around each foreground `run_command` so undo restores
-    /// what it changed (issue 16). On by default; off only to measure what it costs.
+    /// what it changed. On by default; off only to measure what it costs.
     pub capture_commands: bool,
     /// Whether only tools of effective risk `read` join the table (a sub-agent's core,
     /// clawsmith-agent). Off by default.
@@ -86,7 +86,7 @@ pub struct CoreConfig {
     /// its `tools`, clawsmith-agent); names the table does not have are ignored. `None` (every
     /// tool) by default.
     pub only_tools: Option<BTreeSet<String>>,
-    /// Where turn and call spans go (issue 22); the default records nothing.
+    /// Where turn and call spans go; the default records nothing.
     pub tracer: clawsmith_trace::Tracer,
     /// The parent of every turn's span: the caller's `traceparent` (CLI `--traceparent` or
     /// `TRACEPARENT`). `None` starts a new trace per turn.
@@ -321,7 +321,7 @@ impl AgentCore {
                 false,
             );
         }
-        // The capture takes full passes while a background command runs (issue 16).
+        // The capture takes full passes while a background command runs.
         let background_service = command_service.clone();
         if let Some(service) = command_service {
             for tool in command_tools(service) {

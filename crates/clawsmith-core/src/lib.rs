@@ -112,7 +112,7 @@
 //! - **Checkpoints (K1, K7).** A turn begins its checkpoint before `turn.started`, the file
 //!   tools get the store's `CheckpointRecorder` (replaceable through
 //!   [`CoreConfig::change_recorder`]), and [`Turn::finish`] closes it and returns the manifest.
-//! - **Commands are checkpointed too (issue 16).** Around each foreground `run_command` (and each
+//! - **Commands are checkpointed too.** Around each foreground `run_command` (and each
 //!   extension tool that may execute processes) the core brings the session's workspace
 //!   manifest up to date (`capture.rs`: every regular file the
 //!   search walk visits and every symlink in the folders it enters, with its stamp and SHA-256 of

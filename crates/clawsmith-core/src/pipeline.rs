@@ -6,7 +6,7 @@
 //! display (A5) → journal close → `tool.completed` → tool message. Every step that refuses ends
 //! the call with its P6 code, and the call still gets its `tool.completed` and its message.
 //!
-//! Commits (issue 15). A side-effecting call's start (the journal entry, `tool.started`, and the
+//! Commits. A side-effecting call's start (the journal entry, `tool.started`, and the
 //! batch's assistant message if still unstored) commits before it runs. A call that guards no
 //! side effect (effective risk `read`, concurrency-safe: `read_file`, `search_files`, …) defers
 //! its start to the store's next commit ([`clawsmith_checkpoint::Store::defer_call_start`]) and
@@ -107,7 +107,7 @@ pub(crate) struct TurnContext<'a> {
     /// The batch's assistant message until a store write carries it: the first call's start
     /// commits it with its `tool.started` (and journal entry), so a batch costs one commit less.
     pub assistant: std::sync::Mutex<Option<ModelMessage>>,
-    /// The batch's call spans (issue 22).
+    /// The batch's call spans.
     pub spans: crate::spans::CallSpans<'a>,
     /// The turn's deferred events, sent to `sink` once stored.
     pub outbox: &'a Outbox,
@@ -735,7 +735,7 @@ fn close_call(
             ToolCompleted::new(call.id.clone(), context.turn_id, call.name.clone(), &result);
         (completed.trace_id, completed.span_id) = (trace_id, span_id);
         // The message borrows the result's text while it is stored, and gives it back (no
-        // copy: issue 15).
+        // copy).
         let message = ModelMessage::tool_result(
             call.id.clone(),
             call.name.clone(),
@@ -756,7 +756,7 @@ fn close_call(
         return Ok(result);
     }
     // The event takes the result's text and metadata (the tool message is made from it), and
-    // gives them back once stored and sent: no copy of either (issue 15).
+    // gives them back once stored and sent: no copy of either.
     let mut completed = ToolCompleted::taking(
         call.id.clone(),
         context.turn_id,
@@ -1017,8 +1017,8 @@ async fn run_parallel(
 
 #[cfg(test)]
 mod tests {
-    //! The at-rest masking guarantee through every way a call's records reach the store (issue
-    //! 15: the store masks a text once, and not again when the core's masked display body shows
+    //! The at-rest masking guarantee through every way a call's records reach the store (the
+    //! store masks a text once, and not again when the core's masked display body shows
     //! it had nothing to mask): a secret in a tool's result, display or arguments is found in no
     //! byte of the database or its log.
     #![allow(clippy::unwrap_used, clippy::expect_used)]

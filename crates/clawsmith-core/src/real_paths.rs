@@ -30,7 +30,7 @@ pub(crate) fn resolved_paths(workspace: &Workspace, input: &serde_json::Value) -
             let parent = path.parent_str()?;
             // A name directly in the root has no parent to resolve: the root was made canonical
             // once, when the workspace was opened, and resolving it again (three `readlink` and
-            // a `faccessat2` a call, issue 15) could only give it back or lead outside, which
+            // a `faccessat2` a call) could only give it back or lead outside, which
             // both add nothing here.
             if parent.is_empty() {
                 return None;

@@ -7,7 +7,7 @@ pub use clawsmith_protocol::redact::{REDACTED, is_secret_key, redact_json, redac
 use clawsmith_protocol::{Display, DisplayField};
 
 /// Redacts and re-bounds a display (title, body, field labels and values). A text with nothing
-/// to mask is kept as it is, not copied (issue 15).
+/// to mask is kept as it is, not copied.
 pub fn redact_display(display: Display) -> Display {
     let Display {
         kind,

@@ -34,7 +34,7 @@ pub struct RecoveryReport {
     pub finished_restores: Vec<String>,
     /// Temp files that an interrupted write left beside its target, removed (relative paths).
     pub swept_temp_files: Vec<String>,
-    /// Paths an interrupted command changed, recorded as its changes (undoable; issue 16).
+    /// Paths an interrupted command changed, recorded as its changes (undoable).
     pub command_changes: Vec<String>,
 }
 
@@ -169,7 +169,7 @@ impl SessionHandle {
         &self.recovery
     }
 
-    /// The core's tracer (issue 22): a host that wraps its turns in spans of its own
+    /// The core's tracer: a host that wraps its turns in spans of its own
     /// (clawsmith-agent's `invoke_agent`) starts them with it, then passes the span to
     /// [`SessionHandle::begin_turn_under`].
     pub fn tracer(&self) -> &clawsmith_trace::Tracer {
@@ -235,7 +235,7 @@ impl SessionHandle {
     }
 
     /// Finished turns give the session's lease back to this handle instead of letting go of it
-    /// (issue 15: taking a lease is an `open`, `flock`, `ftruncate` and `write`, and its `close`
+    /// (taking a lease is an `open`, `flock`, `ftruncate` and `write`, and its `close`
     /// starts a writeback: ~8% of an MCP `read_file` call). Another process that wants the lease
     /// still gets it: the next turn yields it when a waiter announced itself
     /// ([`clawsmith_checkpoint::SessionLease::is_wanted`]), and the host calls
@@ -315,8 +315,8 @@ impl SessionHandle {
 
     /// [`SessionHandle::begin_turn_with_request`] for a host that does not send the tool list
     /// anywhere (the MCP server, whose client listed the tools before): the same `model.request`
-    /// is stored, without copying every tool's schema into an evidence nobody reads (issue 15:
-    /// the copy and its drop were ~12% of an MCP `read_file` call's processor time).
+    /// is stored, without copying every tool's schema into an evidence nobody reads (the
+    /// copy and its drop were ~12% of an MCP `read_file` call's processor time).
     pub fn begin_turn_recording_request(
         &self,
         sink: &dyn EventSink,
@@ -351,7 +351,7 @@ impl SessionHandle {
         payloads.extend(extra);
         let outbox = Outbox::default();
         outbox.push(store.defer_turn_start(&self.id, &turn_id, payloads, store.now_ms()));
-        // A turn boundary: background commands' changes since the last capture (issue 16).
+        // A turn boundary: background commands' changes since the last capture.
         crate::capture::settle_background(&self.shared, &self.id, &turn_id);
         outbox.deliver(sink);
         let mut span = self
@@ -855,7 +855,7 @@ impl Turn {
 
     /// Finishes the turn: closes its checkpoint (K1) and stores `turn.completed`.
     pub fn finish(self, sink: &dyn EventSink) -> Result<TurnManifest, CoreError> {
-        // A turn boundary: background commands' changes since the last capture (issue 16).
+        // A turn boundary: background commands' changes since the last capture.
         crate::capture::settle_background(&self.shared, &self.session_id, &self.turn_id);
         // The checkpoint's close and `turn.completed` commit together.
         let store = &self.shared.store;

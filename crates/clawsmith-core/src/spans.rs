@@ -1,4 +1,4 @@
-//! The core's spans (issue 22): one per turn, `execute_tool {tool}` per call as its child, with
+//! The core's spans: one per turn, `execute_tool {tool}` per call as its child, with
 //! the GenAI attributes and the pipeline's steps as events. Names come from
 //! `clawsmith_trace::semconv`; with the default no-op tracer nothing here allocates.
 

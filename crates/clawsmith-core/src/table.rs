@@ -47,14 +47,14 @@ impl std::fmt::Debug for ExtensionTool {
 /// were ~15% of a `clawsmith call read_file`), and tests compile every shipped schema. A call
 /// that a shipped tool vouches for ([`Tool::vouches_for_input`]: the file tools, whose typed
 /// parse is proven by this module's tests to accept nothing their schema refuses) compiles
-/// none: a one-call process's compile was ~13% of its instructions (issue 15).
+/// none: a one-call process's compile was ~13% of its instructions.
 pub struct ToolEntry {
     tool: Arc<dyn Tool>,
     origin: String,
     facts: ToolFacts,
     /// The tool's [`Tool::input_schema`], asked for when first needed (shown, hashed, listed or
-    /// compiled): a process that never shows a deferred tool never builds its schema (issue
-    /// 15: the six `lsp_*` schemas were ~1% of a `clawsmith call read_file`). A schema from
+    /// compiled): a process that never shows a deferred tool never builds its schema (the
+    /// six `lsp_*` schemas were ~1% of a `clawsmith call read_file`). A schema from
     /// elsewhere is asked for when the tool enters the table, to compile it.
     schema: OnceLock<serde_json::Value>,
     validator: OnceLock<Result<jsonschema::Validator, String>>,
@@ -215,8 +215,8 @@ const SHIPPED_SCHEMA_URI: &str = "urn:clawsmith:tool-input-schema";
 ///
 /// That check is what made a process's first compile expensive: jsonschema 0.61 builds a
 /// validator of the whole 2020-12 meta-schema (its eight vocabularies and their registry) for
-/// it, ~1.4 ms of processor time against ~12 µs for compiling a tool's schema itself (issue 15:
-/// a quarter of a `clawsmith call read_file`'s samples), and it has no option to skip it. A
+/// it, ~1.4 ms of processor time against ~12 µs for compiling a tool's schema itself (a
+/// quarter of a `clawsmith call read_file`'s samples), and it has no option to skip it. A
 /// shipped schema is derived from a Rust type by schemars, and the tests check every one of
 /// them against the meta-schema (`jsonschema::validator_for`), so checking it again in every
 /// process proves nothing new. The check is skipped the way jsonschema allows: the schema
@@ -421,7 +421,7 @@ pub fn schema_list_sha256(shown: &[ShownTool]) -> String {
 /// [`schema_list_sha256`] of the [`ShownTool`]s of `entries`, written straight from the
 /// entries: the same canonical text (a shown tool's keys sorted are `description`,
 /// `inputSchema`, `name`) without copying every schema into a list and that list into a
-/// `serde_json::Value` first (issue 15: a one-call process hashes the whole shown list once,
+/// `serde_json::Value` first (a one-call process hashes the whole shown list once,
 /// ~2% of its main thread with the copies).
 fn shown_entries_sha256<'a>(entries: impl Iterator<Item = &'a ToolEntry>) -> String {
     let mut out = Vec::from(*b"[");
@@ -458,7 +458,7 @@ pub fn canonical_json(value: &serde_json::Value) -> String {
 
 /// Writes `value` canonically into `out`: bytes straight into the buffer (no `String` per string
 /// or number), and an object's keys listed and sorted only when they are not in order already
-/// (schemars writes schemas' keys sorted; issue 15: this text is hashed by every process that
+/// (schemars writes schemas' keys sorted, and this text is hashed by every process that
 /// opens a turn).
 fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     match value {

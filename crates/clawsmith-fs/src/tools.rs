@@ -93,7 +93,7 @@ trait FileTool: Send + Sync + 'static {
 }
 
 /// The adapter keeps no copy of its schema: the core's table asks for it once, when it first
-/// needs it, and keeps that (issue 15: generating all seven at construction, then cloning each
+/// needs it, and keeps that (generating all seven at construction, then cloning each
 /// into the table and dropping both at exit, was ~3% of a `clawsmith call read_file`).
 struct Adapter<T: FileTool> {
     tool: T,

@@ -172,7 +172,7 @@ pub(crate) fn inspect(line: &[u8]) -> Inbound {
     }
 }
 
-/// A well-formed `tools/call` request read straight into its type (issue 15): rmcp's own parse
+/// A well-formed `tools/call` request read straight into its type: rmcp's own parse
 /// of a message buffers it and tries its untagged request enum variant by variant, ~3% of an MCP
 /// `read_file` call's processor time. The same `Request` parse rmcp ends with (`_meta` into the
 /// extensions), for the same shape rmcp accepts as a request (`method` and `id`, neither

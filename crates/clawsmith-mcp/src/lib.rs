@@ -32,15 +32,15 @@
 //!   so each request gets its own turn (checkpoint) and `clawsmith undo` can revert any of them.
 //!   Turns of the connection run one at a time: two interleaved turns would each record the
 //!   other's edits in their checkpoints.
-//! - **The session's lease stays with the connection while calls keep coming** (issue 15: taking
-//!   it per turn was an `open`, `flock`, `ftruncate`, `write` and `close` a call, ~8% of a
+//! - **The session's lease stays with the connection while calls keep coming** (taking it
+//!   per turn was an `open`, `flock`, `ftruncate`, `write` and `close` a call, ~8% of a
 //!   `read_file` call's processor time). It is let go of after [`LEASE_IDLE`] (50 ms) without a
 //!   call, and yielded at the next call when another process announced that it waits
 //!   (`clawsmith undo`, a CLI `call` on the same session): that process gets the session between
 //!   two calls, as when the lease was taken per turn, and the connection's next call waits for
 //!   it, then runs recovery if the session changed meanwhile.
 //! - **`clawsmith mcp` keeps a second worker** ([`stdio_runtime`]): one thread would save ~8% of
-//!   a `read_file` call's processor time (issue 15), but a file tool works synchronously, and a
+//!   a `read_file` call's processor time, but a file tool works synchronously, and a
 //!   read stuck on a hung mount would then hold back the call's timeout, cancellations, signals
 //!   and every other request. [`serve_stdio`] keeps freed memory with glibc instead of trimming
 //!   it at every call (page faults 30 → 3 a call).
@@ -75,7 +75,7 @@
 //!   and need an authorized context like every side-effecting tool.
 //! - **The environment of a server is an allow-list.** The child starts with an empty
 //!   environment plus the variables named in `env`; not even `PATH` is inherited unless listed.
-//! - **Trace context in `_meta`** (issue 22, the keys SEP-414 reserves): a `tools/call`'s
+//! - **Trace context in `_meta`** (the keys SEP-414 reserves): a `tools/call`'s
 //!   `_meta.traceparent`/`tracestate` parents that call's turn; a call to an external server
 //!   carries its `execute_tool` span the same way. A malformed incoming value is ignored.
 //!
@@ -84,7 +84,7 @@
 //! waits forever) and reads and executes whatever arrives. Both sides therefore run over this
 //! crate's own line transport (`transport`, `jsonrpc`): a line is written by its sender with one
 //! `write` when nothing waits before it, else queued for one writer task behind a bounded queue
-//! (issue 15: no hand-off per answer); lines capped while they are read.
+//! (no hand-off per answer); lines capped while they are read.
 //!
 //! Server (`clawsmith mcp`):
 //! - **Backpressure.** At most [`MAX_UNANSWERED_REQUESTS`] (32) requests are read and not yet
@@ -108,9 +108,12 @@
 //!
 //! Client (external servers):
 //! - **Deadlines.** Spawn, `initialize` and every `tools/list` page share
-//!   `startup_timeout_ms` (default [`DEFAULT_STARTUP_TIMEOUT_MS`], 10 s); each call has
-//!   `call_timeout_ms` (default [`DEFAULT_CALL_TIMEOUT_MS`], 60 s) and ends with code
-//!   [`TIMEOUT`] (`timeout`), the request cancelled on the server.
+//!   `startup_timeout_ms` (default [`DEFAULT_STARTUP_TIMEOUT_MS`], 10 s); each call may go
+//!   `call_timeout_ms` (default [`DEFAULT_CALL_TIMEOUT_MS`], 60 s) without its answer or a
+//!   `notifications/progress` for it (each one starts the wait again), and runs `call_max_ms`
+//!   at most (default [`DEFAULT_CALL_MAX_MS`], 30 min); past either it ends with code
+//!   [`TIMEOUT`] (`timeout`), the request cancelled on the server from a task of its own (a
+//!   server that stopped reading cannot hold the result back).
 //! - **Requests from the server** (pings, sampling…) take one of 32 slots until our answer is
 //!   written, as a client's do on the server side: a server that floods requests and never reads
 //!   our answers stalls its own connection (its calls time out), not this process.
@@ -163,8 +166,8 @@ pub use crate::client::{
     TIMEOUT, connect_server, connect_servers, tool_name,
 };
 pub use crate::config::{
-    DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS, MAX_SERVER_NAME_BYTES, McpConfig,
-    McpServerConfig, WorkspaceAccess,
+    DEFAULT_CALL_MAX_MS, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
+    MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig, WorkspaceAccess,
 };
 pub use crate::error::McpError;
 pub use crate::http::{

@@ -34,7 +34,7 @@ pub const SEARCH_TOOLS: &str = "search_tools";
 /// The key of the approval question in an `input_required` result (and of its answer in the
 /// retried request's `inputResponses`).
 pub const APPROVAL_INPUT: &str = "clawsmith_approval";
-/// How long the connection keeps its session's lease after a call (issue 15): calls that follow
+/// How long the connection keeps its session's lease after a call: calls that follow
 /// sooner reuse it; after this long without one it is let go of, so `clawsmith undo` and other
 /// processes find the session free (one that comes sooner is let in at the next call, or waits
 /// this long: [`clawsmith_core::checkpoint::LINGERING_HOLDER`]).
@@ -93,7 +93,7 @@ struct Inner {
     pending_approvals: Mutex<HashMap<String, (u64, String)>>,
     /// Fired once the connection ends (client gone, signal): the running turn is cancelled and
     /// no new one starts. Every `tools/call` task awaits it; a wait dropped with its finished
-    /// call takes its waker out (issue 15: before, each call's ~13 KB future stayed reachable
+    /// call takes its waker out (otherwise each call's ~13 KB future would stay reachable
     /// until the connection closed).
     shutdown: CancellationSignal,
     /// Turns finished so far: the idle watcher lets go of the lease after [`LEASE_IDLE`] without
@@ -171,7 +171,7 @@ pub async fn serve_stdio(core: Arc<AgentCore>, options: ServerOptions) -> Result
 /// after 2,000 files or 2 MiB read, a glob after 20,000 files) — but a read on a hung network
 /// mount has no limit of its own. With a second worker the call's timeout, a
 /// `notifications/cancelled`, a signal and the other requests are still acted on while one
-/// tool holds a thread. One thread was measured (issue 15, ☉ in docs/benchmarks.md): ~1.2
+/// tool holds a thread. One thread was measured (☉ in docs/benchmarks.md): ~1.2
 /// fewer context switches and ~8% less processor time a `read_file` call (the idle worker is
 /// woken at the hand-offs between the connection's tasks), and not taken for that reason.
 pub fn stdio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -186,7 +186,7 @@ pub fn stdio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
 const KEEP_FREED_BYTES: usize = 4 * 1024 * 1024;
 
 /// Keeps up to ~8 MiB of freed memory with the allocator (glibc) instead of handing it back to
-/// the kernel at every `free` (issue 15).
+/// the kernel at every `free`.
 ///
 /// glibc trims an arena as soon as its free top exceeds 128 KiB: the 10 KB results, their
 /// JSON and SQLite's page-cache chunks of each `read_file` call were allocated, freed, trimmed
@@ -537,10 +537,10 @@ impl ClawsmithServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<TurnOutcome, McpError> {
         let sink = self.inner.sink.as_ref();
-        // The client's `_meta.traceparent` parents this call's turn (issue 22).
+        // The client's `_meta.traceparent` parents this call's turn.
         let parent = crate::trace::incoming_parent(&context.meta);
         // The turn's start, its one model request, a read's records and the turn's end commit
-        // together, at the finish (issue 15); a side-effecting call commits its start (with the
+        // together, at the finish; a side-effecting call commits its start (with the
         // turn's) before it runs.
         let mut turn = self
             .inner
@@ -707,7 +707,7 @@ impl ServerHandler for ClawsmithServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        // Boxed (issue 15): the call's future holds a whole turn's state machine (~9 KB), and
+        // Boxed: the call's future holds a whole turn's state machine (~9 KB), and
         // rmcp's per-request task, which embeds this one, was moved and rewritten whole at its
         // spawn, each poll hand-off and its completion - memcpy of futures was ~19% of the
         // server's user-space instructions (callgrind). On the heap it is written once.

@@ -1,4 +1,4 @@
-//! W3C trace context over MCP `_meta` (issue 22, SEP-414's reserved `traceparent` and
+//! W3C trace context over MCP `_meta` (SEP-414's reserved `traceparent` and
 //! `tracestate` keys): read from a client's `tools/call`, written on calls to external servers.
 
 use clawsmith_protocol::TraceHeaders;

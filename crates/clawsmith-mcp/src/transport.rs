@@ -129,7 +129,7 @@ struct WriterState<W> {
     buffer: Vec<u8>,
 }
 
-/// The writing half (issue 15): a line is written by whoever sends it — the service's own task,
+/// The writing half: a line is written by whoever sends it — the service's own task,
 /// with one `write` of the line and its newline — when nothing waits to be written before it;
 /// only the rest of a line the pipe did not take at once, and lines sent meanwhile, go through
 /// a bounded queue to one task that waits until the peer reads. Before, every line took the

@@ -127,7 +127,7 @@ impl Tool for PluginTool {
             request.timeout = self.spec.timeout;
             request.stdin = Some(serde_json::to_vec(&input).unwrap_or_default());
             request.separate_stderr = true;
-            // The call's span, as `TRACEPARENT` (issue 22).
+            // The call's span, as `TRACEPARENT`.
             request.trace = context.trace.clone();
             match run_command(&self.sandbox, &request, &context.cancellation).await {
                 Ok(outcome) => ToolOutput::Result(self.result(&outcome)),

@@ -255,7 +255,7 @@ impl ToolCompleted {
     }
 
     /// [`ToolCompleted::new`] that takes the result's text and metadata instead of copying them
-    /// (issue 15: the text and the display body, a read file each, were copied at every call),
+    /// (the text and the display body are a read file each, otherwise copied at every call),
     /// leaving `result` its status, code and `retryable`; [`ToolCompleted::give_back`] returns
     /// them once the event is stored and sent.
     pub fn taking(

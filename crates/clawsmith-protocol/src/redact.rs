@@ -78,7 +78,7 @@ const TOKEN_PREFIXES: &[&str] = &[
 pub fn is_secret_key(key: &str) -> bool {
     // ASCII case-insensitive substring search without allocating: it runs at every `=` and `:`
     // of every masked text and at every string-valued key of every stored JSON object, and keys
-    // are short. Only the words starting with a position's letter are tried there (issue 15:
+    // are short. Only the words starting with a position's letter are tried there (trying
     // every word at every position was ~3.5% of the pipeline pair's samples).
     let key = key.as_bytes();
     (0..key.len()).any(|start| {
@@ -117,7 +117,7 @@ pub fn redact_text(text: &str) -> String {
 }
 
 /// [`redact_text`] of a text the caller owns: the same `String` back when nothing is masked (no
-/// copy, no allocation: issue 15, a 4 KB file's display body was copied at every call).
+/// copy, no allocation: a 4 KB file's display body would otherwise be copied at every call).
 pub fn redact_owned(text: String) -> String {
     match redact(&text) {
         Cow::Borrowed(_) => text,
@@ -176,7 +176,7 @@ pub fn redact_json_in_place(value: &mut serde_json::Value) {
 /// `value` as compact JSON text with every string masked, in one pass: the same JSON as
 /// `serde_json::to_string(&redact_json(&serde_json::to_value(value)?))` (the same text where
 /// `serde_json` keeps object keys in their order, as every clawsmith binary builds it), without
-/// building the `serde_json::Value` tree in between (issue 15).
+/// building the `serde_json::Value` tree in between.
 pub fn to_redacted_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
     masking::to_masked_json(value, None)
 }

@@ -56,7 +56,7 @@ pub trait Tool: Send + Sync {
     /// its own crates' extensions), whose tests prove for each of them that the parser accepts
     /// nothing the schema refuses; a tool from elsewhere (MCP, plugins, host code) is always
     /// validated against its schema. It spares a short process compiling a schema validator
-    /// for a well-formed call (issue 15).
+    /// for a well-formed call.
     fn vouches_for_input(&self, input: &serde_json::Value) -> bool {
         let _ = input;
         false
@@ -156,7 +156,7 @@ pub struct ToolExecutionContext {
     /// Fires when the user or host cancels the call.
     pub cancellation: CancellationSignal,
     /// The call's W3C trace context (its `execute_tool` span), handed to the processes and
-    /// servers the call reaches; `None` when the call is not traced (issue 22).
+    /// servers the call reaches; `None` when the call is not traced.
     pub trace: Option<TraceHeaders>,
     authorization: Option<Authorization>,
 }

@@ -2,7 +2,7 @@
 //! `TMPDIR`, and never anything that looks like a secret.
 //!
 //! `TRACEPARENT` and `TRACESTATE` never come from the host, even when `env_allow` names them:
-//! they name the calling tool call's span (issue 22) when the call is traced, and are unset
+//! they name the calling tool call's span when the call is traced, and are unset
 //! otherwise, so a command never reports under a parent that is not its caller.
 
 use std::ffi::OsString;

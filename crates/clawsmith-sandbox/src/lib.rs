@@ -121,7 +121,7 @@
 //!   `TMPDIR=/tmp` (the private tmpfs; a host temp dir removed afterwards in the host's view) and
 //!   the configured extras; names that look like secrets (`*_TOKEN`, `*_KEY`, `*SECRET*`,
 //!   `*PASSWORD*`, …) never pass, even when listed. `TRACEPARENT`/`TRACESTATE` are the calling
-//!   tool call's span (`CommandRequest::trace`, issue 22) or absent, never the host's.
+//!   tool call's span (`CommandRequest::trace`) or absent, never the host's.
 //! - **PTY via nix `openpty`**, not portable-pty; input and resize of a PTY command need the
 //!   random control token returned by `start_command` (compared in constant time).
 //!

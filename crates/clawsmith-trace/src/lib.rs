@@ -1,4 +1,4 @@
-//! Trace context and span recording for clawsmith (issue 22).
+//! Trace context and span recording for clawsmith.
 //!
 //! A tool call should appear in the same distributed trace as the request that caused it. This
 //! crate holds the pieces every layer shares:

@@ -1,4 +1,4 @@
-//! Language-server pairs (issue 19): `lsp_diagnostics` through `clawsmith mcp` (the tool, its
+//! Language-server pairs: `lsp_diagnostics` through `clawsmith mcp` (the tool, its
 //! sandboxed pylsp, the re-sync by content hash, the wait for the version sent) against the same
 //! requests written straight to a `pylsp` process by a minimal LSP client — cold (first call:
 //! the server starts) and warm (after an edit on disk).

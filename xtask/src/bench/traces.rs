@@ -1,4 +1,4 @@
-//! Traces (issue 22): `read_file` calls per second through the whole pipeline of a real
+//! Traces: `read_file` calls per second through the whole pipeline of a real
 //! `clawsmith mcp`, with OTLP export on (to a receiver this harness runs on 127.0.0.1) against
 //! the same server with export off.
 

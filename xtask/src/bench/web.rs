@@ -1,4 +1,4 @@
-//! `clawsmith web` on a long session (issue 21): time to the first byte of a 10,000-event session's
+//! `clawsmith web` on a long session: time to the first byte of a 10,000-event session's
 //! page and of its first page of events as JSON, through a real `clawsmith web` on 127.0.0.1.
 
 use std::io::{BufRead, BufReader, Read, Write};

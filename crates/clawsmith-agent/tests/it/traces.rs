@@ -1,4 +1,4 @@
-//! Traces of the loop (issue 22): an `invoke_agent` span per loop and per sub-agent, the turn
+//! Traces of the loop: an `invoke_agent` span per loop and per sub-agent, the turn
 //! and its tool calls beneath it, and the span's `traceparent` on every provider request.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! What the store writes to disk (issue 14, break 1) and who may write a session (break 3):
+//! What the store writes to disk and who may write a session:
 //! secrets masked in every row but the blobs, the legacy `output` stored once, arguments bounded,
 //! the database private, and the session lease.
 

@@ -1,4 +1,4 @@
-//! Contents over `FILE_THRESHOLD` live in blob files beside the database (issue 15): undo gives
+//! Contents over `FILE_THRESHOLD` live in blob files beside the database: undo gives
 //! them back byte for byte, a missing or damaged file refuses the undo with nothing changed,
 //! prune deletes exactly the files no row names (also racing a writer in another store, and
 //! after a writer killed by SIGKILL), the files are private, and a database whose large

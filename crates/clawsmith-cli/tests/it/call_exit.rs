@@ -1,5 +1,5 @@
-//! How a `call` process leaves the state database: it exits without closing its connection
-//! (issue 15), so what closing the store does to the files is checked on the files themselves.
+//! How a `call` process leaves the state database: it exits without closing its connection,
+//! so what closing the store does to the files is checked on the files themselves.
 
 use crate::Fixture;
 

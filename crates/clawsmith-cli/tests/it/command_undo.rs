@@ -1,4 +1,4 @@
-//! Undo covers what commands change (issue 16), through the binary: `turn` runs one
+//! Undo covers what commands change, through the binary: `turn` runs one
 //! `run_command` in the kernel sandbox, `undo files TURN` puts the tree back byte for byte
 //! (modes and symlinks included), refuses after a user edit, and never touches ignored paths.
 

@@ -1,4 +1,4 @@
-//! Several `clawsmith` processes on one state dir at once (issue 9): an MCP server, turns, single
+//! Several `clawsmith` processes on one state dir at once: an MCP server, turns, single
 //! calls, undo, prune and history reads race for about three seconds. No caller may see `database is locked`
 //! (or any other store failure), every call gets exactly one result, and every session's event
 //! sequence stays gap-free with each `tool.started` closed by a `tool.completed`.

@@ -1,4 +1,4 @@
-//! A damaged state database through the binary (issue 9): every command that needs the store
+//! A damaged state database through the binary: every command that needs the store
 //! refuses with the store's clear message, exits 1, and neither the workspace nor the file is
 //! changed.
 

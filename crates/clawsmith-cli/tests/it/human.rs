@@ -1,4 +1,4 @@
-//! The human surface (issue 17): a closed pipe, exit codes, error messages, paths people type.
+//! The human surface: a closed pipe, exit codes, error messages, paths people type.
 
 use std::process::{Command, Stdio};
 

@@ -1,4 +1,4 @@
-//! The language-server tools end to end (issue 19): deferred in `clawsmith tools` and in an MCP
+//! The language-server tools end to end: deferred in `clawsmith tools` and in an MCP
 //! session's `tools/list` until `search_tools` activates them, then answering from pylsp for the
 //! content on disk, before and after an `edit_file` in the same session.
 

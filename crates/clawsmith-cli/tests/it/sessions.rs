@@ -1,4 +1,4 @@
-//! One writer per session (issue 14, break 3) and the session-id rules (issue 13), through real
+//! One writer per session and the session-id rules, through real
 //! processes: while a `turn` holds a session, `call`, `turn`, `mcp`, `undo` and `session fork` on
 //! it are refused with the holder's pid (or wait, with `--wait`), and the running call is closed
 //! exactly once, by its own process.

@@ -291,8 +291,8 @@ fn memory_notes_and_search_through_the_binary() {
 }
 
 /// The schemas of clawsmith's own extension crates (`lsp_*`, `skill_view`, `memory_search`, the
-/// sub-agent tools) are compiled on their tool's first call, not when the table is built (issue
-/// 15), so this is where a broken one is caught: every schema of the table compiles, and every
+/// sub-agent tools) are compiled on their tool's first call, not when the table is built,
+/// so this is where a broken one is caught: every schema of the table compiles, and every
 /// extension tool of a plain configuration comes from those crates.
 #[test]
 fn every_schema_of_the_table_compiles() {

@@ -1,4 +1,4 @@
-//! Snapshots of the text for people (issue 17), with colour on and off: `tools`, `turn
+//! Snapshots of the text for people, with colour on and off: `tools`, `turn
 //! --pretty`, `session show`, `undo list/diff/files`, `prune --dry-run` and the errors.
 //!
 //! Times, ids, temp paths and durations change from run to run; filters replace them with

@@ -1,4 +1,4 @@
-//! The state directory at rest and the trust placed in it (issue 14, breaks 1 and 2), through the
+//! The state directory at rest and the trust placed in it, through the
 //! real binary: private modes whatever the umask, looser ones tightened, secrets masked before
 //! they reach any file, nothing read from or written through a directory, configuration or
 //! symlink another user could have planted, and undo writing only where it is told.

@@ -1,4 +1,4 @@
-//! Colour and progress on a terminal, none through a pipe (issue 17): `turn --pretty` and
+//! Colour and progress on a terminal, none through a pipe: `turn --pretty` and
 //! `prune` run once under a pseudo-terminal (`script`, from util-linux) and once piped.
 
 use std::path::Path;

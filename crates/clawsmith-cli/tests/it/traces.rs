@@ -1,4 +1,4 @@
-//! Issue 22 through the binary: `call` under a caller's TRACEPARENT exports its spans as OTLP
+//! Traces through the binary: `call` under a caller's TRACEPARENT exports its spans as OTLP
 //! http/json and over gRPC to receivers on 127.0.0.1; `clawsmith mcp` takes `_meta.traceparent`
 //! per call; bad settings stop the start.
 

@@ -1,4 +1,4 @@
-//! Undo covers what commands change (issue 16): each case runs one command through the core in
+//! Undo covers what commands change: each case runs one command through the core in
 //! the kernel sandbox, checks that it changed the tree (or, for a command that nets nothing,
 //! that it did not), then undoes the turn's files and compares the tree byte for byte, modes and
 //! symlinks included, with what it was before the command.

@@ -1,4 +1,4 @@
-//! When a call's records are committed (issue 15): a call that guards no side effect is written
+//! When a call's records are committed: a call that guards no side effect is written
 //! after it ran, its start and close in one commit (a turn of such calls, finished at once, in
 //! the finish's commit); a side-effecting call's journal entry and start are committed before it
 //! runs. The tools here look at the database through a second connection while they run, so

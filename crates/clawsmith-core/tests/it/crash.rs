@@ -2,7 +2,7 @@
 //! SIGKILL while `run_command` runs and while `edit_file` is between its write and its
 //! completion. Reopening the session closes the call as `unknown` / `interrupted`, pairs every
 //! call with one result, and re-runs nothing. A read killed before its records were committed
-//! (they are written after it ran, issue 15) leaves no trace of itself, nor of its turn; one
+//! (they are written after it ran) leaves no trace of itself, nor of its turn; one
 //! killed after its start was committed (it ran past the record window) is closed as
 //! interrupted, with the other call of its parallel batch.
 

@@ -1,4 +1,4 @@
-//! Issue 22: a span per turn, `execute_tool {tool}` per call as its child, refused calls
+//! Traces: a span per turn, `execute_tool {tool}` per call as its child, refused calls
 //! included, and the ids on `tool.started`/`tool.completed`.
 
 use std::sync::Arc;

@@ -104,7 +104,7 @@ fn read(
             None => return binary(),
         }
     } else {
-        // The head read holds the probe's bytes: the file is read once (issue 15).
+        // The head read holds the probe's bytes: the file is read once.
         let (bytes, notes) = read_head(file, size)?;
         if bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0) {
             return binary();
@@ -169,7 +169,7 @@ fn read_probe(file: &File) -> io::Result<Vec<u8>> {
 /// is read as far as it goes, one that shrank as far as it still goes. An unchanged file takes
 /// two `read` calls: one of `size + 1` bytes that comes back short, and one that returns 0
 /// (a short read alone does not prove the end on every filesystem, so the end is always an
-/// empty read, as before; issue 15: `read_to_end` took three, the first capped at 8 KiB).
+/// empty read; `read_to_end` takes three, the first capped at 8 KiB).
 fn read_head(file: &File, size: u64) -> io::Result<(Vec<u8>, Vec<String>)> {
     const CAP: usize = READ_MAX_BYTES + 1;
     let expected = usize::try_from(size).map_or(CAP, |size| size.saturating_add(1).min(CAP));

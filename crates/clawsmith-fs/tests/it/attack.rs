@@ -1,4 +1,4 @@
-//! Issue 13, the file-tool breaks, as tables of attack inputs: special files in the walk, lost
+//! Attacks on the file tools, as tables of inputs: special files in the walk, lost
 //! updates, owner and mode, names that forge output, and paths that name a folder. Every refusal
 //! also asserts that nothing on disk changed; every call that could hang runs under a deadline.
 

@@ -1,4 +1,4 @@
-//! Property (issue 9): for any generated tree of files, directories and symlinks (inside, to the
+//! Property: for any generated tree of files, directories and symlinks (inside, to the
 //! outside directory or file, to `..`, absolute, dangling, chained), `search_files` and
 //! `glob_files` never report a path outside the workspace and never show a byte of an outside
 //! file, whatever the query, pattern or starting path.

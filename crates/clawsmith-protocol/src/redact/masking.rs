@@ -1,4 +1,4 @@
-//! JSON text with every string masked, written in one pass (issue 15): the same text as
+//! JSON text with every string masked, written in one pass: the same text as
 //! `serde_json::to_string(&redact_json(&serde_json::to_value(value)?))`, without building the
 //! `serde_json::Value` tree in between (an allocation per key, string and node, then a second
 //! walk to mask it and a third to write it: ~9% of the pipeline pair's samples).
@@ -35,7 +35,7 @@ pub(crate) fn to_masked_json<T: Serialize + ?Sized>(
     let long_text = unmasked.map_or(0, |(_, text)| text.len());
     // Stored events and messages are mostly a few hundred bytes to ~1.5 KB, plus the one long
     // text a caller may name: one allocation for most, instead of doubling from 256 bytes
-    // (issue 15: ~8 reallocations a pipeline call).
+    // (~8 reallocations a pipeline call).
     let mut out = Vec::with_capacity(LEADING_CAPACITY + long_text + long_text / 16);
     let splice = unmasked.map(|(field, text)| Splice {
         field,
@@ -66,8 +66,8 @@ pub(crate) fn to_masked_json<T: Serialize + ?Sized>(
 
 /// The one field of the outermost object written as it is: its name and text, and where the
 /// text goes in the JSON. The field is written as `""` while the rest is serialized, and the
-/// text spliced in between those quotes after, escaped by [`escape_json_text`] (issue 15:
-/// serde_json's escaping of a read file's text, a byte at a time, was ~2.3% of the pipeline
+/// text spliced in between those quotes after, escaped by [`escape_json_text`]
+/// (serde_json's escaping of a read file's text, a byte at a time, was ~2.3% of the pipeline
 /// pair's samples).
 struct Splice<'a> {
     field: &'a str,
@@ -1024,7 +1024,7 @@ mod tests {
         assert_eq!(unwrap_raw(&written["plain"]), json!([1, 2]));
     }
 
-    /// The detector before its first-byte table (issue 15), as the reference.
+    /// The detector without its first-byte table (every word at every position), as the reference.
     fn is_secret_key_scanning_every_word(key: &str) -> bool {
         let key = key.as_bytes();
         SECRET_KEY_WORDS.iter().any(|word| {
