@@ -33,6 +33,9 @@ mod lsp;
 // OTLP export on vs off.
 mod traces;
 
+// MCP over Streamable HTTP vs stdio.
+mod mcp_http;
+
 /// What a figure is compared with.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
@@ -81,6 +84,7 @@ pub struct Options {
 /// The groups a run is made of, in the order they run; a NAME selects those containing it.
 pub const GROUPS: &[&str] = &[
     "mcp-read-file",
+    "mcp-http-read-file",
     "traces-export",
     "call-vs-cat",
     "one-shot-command",
@@ -379,6 +383,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     };
     attempt("mcp-read-file", &mut rows, &mut || {
         mcp_read_pair(root, &bin, &data, &options)
+    });
+    attempt("mcp-http-read-file", &mut rows, &mut || {
+        mcp_http::http_vs_stdio(&bin, &data, &options)
     });
     attempt("traces-export", &mut rows, &mut || {
         traces::export_pair(&bin, &data, &options)

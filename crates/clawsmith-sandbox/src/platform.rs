@@ -936,7 +936,16 @@ fn hidden(
     if let Some(source) = &config.hidden_path_source {
         candidates.extend(source.hidden_paths());
     }
-    candidates.extend(root_only_paths(sight.covers).paths.iter().cloned());
+    let state_dir = match config.state_dir() {
+        crate::config::StateDir::At(state) => Some(state.as_path()),
+        crate::config::StateDir::NotKept => None,
+    };
+    candidates.extend(
+        root_only_paths(sight.covers, state_dir)
+            .paths
+            .iter()
+            .cloned(),
+    );
     candidates.extend(host_unix_sockets());
     let mut emptied: Vec<CString> = Vec::new();
     // (staged path, (st_dev, st_ino)) of each.
@@ -1081,8 +1090,11 @@ fn root_only_unscanned() -> usize {
 }
 
 /// The root-only scan for `covers`, made again when it is older than [`BASE_MAX_AGE`] or the
-/// covered folders differ (a folder not covered is scanned, one covered is skipped).
-fn root_only_paths(covers: &Covers) -> Arc<RootOnly> {
+/// covered folders differ (a folder not covered is scanned, one covered is skipped). A process
+/// that has none yet reads the last one from the state directory (`state_dir`) when it is as
+/// young and for the same folders, so one-shot processes share a scan as a long-lived one
+/// keeps its own (the scan was a third of a one-shot `run_command`'s time as root).
+fn root_only_paths(covers: &Covers, state_dir: Option<&Path>) -> Arc<RootOnly> {
     if !nix::unistd::getuid().is_root() {
         return Arc::new(RootOnly::default());
     }
@@ -1093,11 +1105,26 @@ fn root_only_paths(covers: &Covers) -> Arc<RootOnly> {
     {
         return Arc::clone(found);
     }
+    let file = state_dir.map(|dir| dir.join(ROOT_ONLY_FILE));
+    if let Some((age, found)) = file
+        .as_deref()
+        .and_then(|file| read_root_only(file, &covers.dirs))
+    {
+        let found = Arc::new(found);
+        let at = std::time::Instant::now()
+            .checked_sub(age)
+            .unwrap_or_else(std::time::Instant::now);
+        *kept = Some((at, covers.dirs.clone(), Arc::clone(&found)));
+        return found;
+    }
     let roots: Vec<PathBuf> = ROOT_ONLY_SCAN.iter().map(PathBuf::from).collect();
     let mut found = scan_root_only(&roots, covers, ROOT_ONLY_SCAN_MAX);
     let root_home = Path::new(ROOT_HOME);
     if !covers.dirs.iter().any(|dir| root_home.starts_with(dir)) {
         found.paths.push(root_home.to_path_buf());
+    }
+    if let Some(file) = &file {
+        write_root_only(file, &covers.dirs, &found);
     }
     let found = Arc::new(found);
     *kept = Some((
@@ -1106,6 +1133,95 @@ fn root_only_paths(covers: &Covers) -> Arc<RootOnly> {
         Arc::clone(&found),
     ));
     found
+}
+
+/// The last root-only scan, in the state directory.
+const ROOT_ONLY_FILE: &str = "root-only-scan";
+
+/// The first field of [`ROOT_ONLY_FILE`].
+const ROOT_ONLY_MAGIC: &str = "clawsmith-root-only-scan-1";
+
+fn unix_ms() -> Option<u64> {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    u64::try_from(since.as_millis()).ok()
+}
+
+/// Writes `found` for `dirs` (NUL-separated: magic, time, unscanned count, the number of covered
+/// folders, the folders, the paths) through a private temporary file renamed into place; a
+/// failure only costs the next process a scan.
+fn write_root_only(file: &Path, dirs: &[PathBuf], found: &RootOnly) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(now) = unix_ms() else { return };
+    let mut bytes: Vec<u8> = Vec::new();
+    for field in [
+        ROOT_ONLY_MAGIC.to_owned(),
+        now.to_string(),
+        found.unscanned.to_string(),
+        dirs.len().to_string(),
+    ] {
+        bytes.extend_from_slice(field.as_bytes());
+        bytes.push(0);
+    }
+    for path in dirs.iter().chain(&found.paths) {
+        bytes.extend_from_slice(path.as_os_str().as_bytes());
+        bytes.push(0);
+    }
+    let temporary = file.with_extension(format!("tmp-{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temporary)
+        .and_then(|mut out| out.write_all(&bytes));
+    if written.is_err() || std::fs::rename(&temporary, file).is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+}
+
+/// The scan in `file` and its age, when it was made for `dirs` less than [`BASE_MAX_AGE`] ago
+/// and the file is root's alone (not a link, no rights for group or others): anything else is
+/// scanned again.
+fn read_root_only(file: &Path, dirs: &[PathBuf]) -> Option<(std::time::Duration, RootOnly)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(file)
+        .ok()?;
+    let meta = opened.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != 0 || meta.mode() & 0o077 != 0 {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    opened.read_to_end(&mut bytes).ok()?;
+    let mut fields = bytes.split(|byte| *byte == 0);
+    let mut text = || -> Option<String> { String::from_utf8(fields.next()?.to_vec()).ok() };
+    if text()? != ROOT_ONLY_MAGIC {
+        return None;
+    }
+    let made: u64 = text()?.parse().ok()?;
+    let unscanned: usize = text()?.parse().ok()?;
+    let count: usize = text()?.parse().ok()?;
+    let age = std::time::Duration::from_millis(unix_ms()?.checked_sub(made)?);
+    if age >= BASE_MAX_AGE {
+        return None;
+    }
+    let mut paths: Vec<PathBuf> = bytes
+        .split(|byte| *byte == 0)
+        .skip(4)
+        .filter(|field| !field.is_empty())
+        .map(|field| PathBuf::from(std::ffi::OsStr::from_bytes(field)))
+        .collect();
+    if paths.len() < count || paths[..count] != *dirs {
+        return None;
+    }
+    let paths = paths.split_off(count);
+    Some((age, RootOnly { paths, unscanned }))
 }
 
 /// Walks `roots` in order, at most `budget` entries. When the budget runs out, the folder being
@@ -2019,6 +2135,57 @@ mod tests {
             assert_eq!(scan.unscanned > 0, budget < 47, "budget {budget}");
             assert!(!scan.paths.iter().any(|path| path.starts_with(&home)));
         }
+    }
+
+    /// The shared root-only scan is read back only when it was made for the same covered
+    /// folders within the last minute and is root's alone (not a link, no rights for others):
+    /// anything else is scanned again.
+    #[test]
+    fn a_kept_root_only_scan_is_trusted_only_fresh_private_and_for_the_same_folders() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(ROOT_ONLY_FILE);
+        let dirs = vec![PathBuf::from("/root"), PathBuf::from("/run")];
+        let found = RootOnly {
+            paths: vec![
+                PathBuf::from("/etc/shadow"),
+                PathBuf::from("/var/lib/a b\nc"),
+            ],
+            unscanned: 2,
+        };
+        write_root_only(&file, &dirs, &found);
+        if !nix::unistd::getuid().is_root() {
+            // Only root's own file is trusted.
+            assert!(read_root_only(&file, &dirs).is_none());
+            return;
+        }
+        let (age, read) = read_root_only(&file, &dirs).expect("fresh, private, same folders");
+        assert!(age < BASE_MAX_AGE);
+        assert_eq!((read.paths, read.unscanned), (found.paths.clone(), 2));
+        assert!(read_root_only(&file, &dirs[..1]).is_none(), "other folders");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_root_only(&file, &dirs).is_none(), "readable by others");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_root_only(&link, &dirs).is_none(), "a link");
+        let written = |made: u64| {
+            let text = format!("{ROOT_ONLY_MAGIC}\0{made}\x000\x002\0/root\0/run\0/etc/shadow\0");
+            std::fs::write(&file, text).unwrap();
+        };
+        written(unix_ms().unwrap() - 1_000);
+        assert_eq!(
+            read_root_only(&file, &dirs).map(|(_, found)| found.paths),
+            Some(vec![PathBuf::from("/etc/shadow")]),
+            "the format as written by hand"
+        );
+        written(unix_ms().unwrap() - 61_000);
+        assert!(
+            read_root_only(&file, &dirs).is_none(),
+            "older than a minute"
+        );
+        std::fs::write(&file, b"something else\0").unwrap();
+        assert!(read_root_only(&file, &dirs).is_none(), "not a scan");
     }
 
     /// A covered path's real path from its directory's (resolved once per directory) is the
