@@ -205,8 +205,14 @@ impl HttpServer {
         self,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), McpError> {
+        use axum::serve::ListenerExt;
         let token = self.stop.clone();
-        axum::serve(self.listener, self.router)
+        // An answer's event stream is written in small pieces (its events, then the end): with
+        // Nagle's algorithm each would wait for the client's delayed acknowledgement.
+        let listener = self.listener.tap_io(|stream| {
+            let _ = stream.set_nodelay(true);
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(async move {
                 stop.await;
                 token.cancel();

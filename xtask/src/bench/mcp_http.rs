@@ -54,7 +54,9 @@ impl HttpClient {
             }
         };
         std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-        let stream = BufReader::new(TcpStream::connect(("127.0.0.1", port))?);
+        let stream = TcpStream::connect(("127.0.0.1", port))?;
+        stream.set_nodelay(true)?;
+        let stream = BufReader::new(stream);
         let mut client = HttpClient {
             child,
             port,
@@ -85,9 +87,8 @@ impl HttpClient {
             head.push_str(&format!("Mcp-Session-Id: {session}\r\n"));
         }
         head.push_str("\r\n");
-        let stream = self.stream.get_mut();
-        stream.write_all(head.as_bytes())?;
-        stream.write_all(body.as_bytes())?;
+        head.push_str(&body);
+        self.stream.get_mut().write_all(head.as_bytes())?;
         let mut status = String::new();
         self.stream.read_line(&mut status)?;
         if !status.starts_with("HTTP/1.1 2") {
