@@ -16,7 +16,9 @@
 //! 5. **Examples:** every example of a published crate runs and exits 0.
 //! 6. **Packaging:** `cargo package --workspace --exclude xtask`, which packs each crate as
 //!    crates.io would receive it and builds it from that archive alone (files outside the crate
-//!    or an undeclared dependency fail here, not after a release).
+//!    or an undeclared dependency fail here, not after a release). What earlier runs unpacked of
+//!    the members into cargo's local registry folders is removed first: cargo would reuse a
+//!    sibling's old sources under the same version.
 //! 7. **Features:** `cargo hack check --each-feature --no-dev-deps`: each crate builds with each
 //!    of its features alone and without its dev-dependencies, so no crate compiles only thanks
 //!    to a feature that another workspace member happens to turn on.
@@ -417,6 +419,48 @@ pub fn check_protocol_api(dependencies: &BTreeSet<String>) -> Vec<String> {
 }
 
 /// `cargo xtask publish`, and the end of `cargo xtask ci`.
+/// Removes what earlier `cargo package` runs unpacked of the members into cargo's registry
+/// folders. `cargo package --workspace` verifies each crate against its siblings through a local
+/// registry, and cargo unpacks a registry crate only once per name and version: a sibling
+/// changed since (same 0.x version) would otherwise be built from its old sources. Only the
+/// local registries' folders (named `-<hash>`) are touched, never crates.io's.
+fn forget_unpacked_members(packages: &[Package]) -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let Some(home) = home else {
+        return Ok(());
+    };
+    let members: Vec<String> = packages
+        .iter()
+        .filter(|p| p.publishable)
+        .map(|p| format!("{}-{}", p.name, p.version))
+        .collect();
+    for kind in ["src", "cache"] {
+        let Ok(registries) = std::fs::read_dir(home.join("registry").join(kind)) else {
+            continue;
+        };
+        for registry in registries.flatten() {
+            if !registry.file_name().to_string_lossy().starts_with('-') {
+                continue;
+            }
+            for member in &members {
+                let unpacked = registry.path().join(member);
+                if unpacked.is_dir() {
+                    std::fs::remove_dir_all(&unpacked)
+                        .with_context(|| format!("removing {}", unpacked.display()))?;
+                }
+                let archive = registry.path().join(format!("{member}.crate"));
+                if archive.is_file() {
+                    std::fs::remove_file(&archive)
+                        .with_context(|| format!("removing {}", archive.display()))?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(root: &Path) -> Result<()> {
     println!("==> publish: manifests, tiers, protocol API");
     let packages = packages(root)?;
@@ -455,6 +499,7 @@ pub fn run(root: &Path) -> Result<()> {
             )?;
         }
     }
+    forget_unpacked_members(&packages)?;
     crate::step(
         root,
         "package",
