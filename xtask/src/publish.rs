@@ -423,7 +423,9 @@ pub fn check_protocol_api(dependencies: &BTreeSet<String>) -> Vec<String> {
 /// folders. `cargo package --workspace` verifies each crate against its siblings through a local
 /// registry, and cargo unpacks a registry crate only once per name and version: a sibling
 /// changed since (same 0.x version) would otherwise be built from its old sources. Only the
-/// local registries' folders (named `-<hash>`) are touched, never crates.io's.
+/// local registries' folders (named `-<hash>`) are touched, never crates.io's. (A target folder
+/// that already built the siblings as registry crates keeps those builds: `.ci/run` starts from
+/// a clean clone.)
 fn forget_unpacked_members(packages: &[Package]) -> Result<()> {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
