@@ -171,7 +171,9 @@ fn stand_in(workspace: &Path, git_dir: &Path) -> (Vec<PathBuf>, Vec<&'static str
     let mut held = Vec::new();
     let mut missing = Vec::new();
     let Some(pinned) = PinnedDir::open(workspace, git_dir) else {
-        return (held, GIT_CODE_PATHS.to_vec());
+        // No stand-ins through a path that cannot be pinned; what exists is not "missing" (the
+        // check after the command removes what it finds at a missing code path).
+        return (held, missing_code_paths(git_dir));
     };
     let mut registry = stand_ins();
     // Holds `path` if another command's stand-in is still there; whether it did.
@@ -395,6 +397,15 @@ pub(crate) fn clean_new(workspace: &Path, git: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The code paths that do not exist in `git_dir`.
+fn missing_code_paths(git_dir: &Path) -> Vec<&'static str> {
+    GIT_CODE_PATHS
+        .iter()
+        .copied()
+        .filter(|name| std::fs::symlink_metadata(git_dir.join(name)).is_err())
+        .collect()
+}
+
 /// Takes the snapshot of one `.git` (a directory, a `gitdir:` file, or nothing), standing in
 /// for its missing code paths when asked to and it is a directory.
 fn snapshot(workspace: &Path, git_dir: &Path, stand_ins: bool) -> GitSnapshot {
@@ -403,14 +414,7 @@ fn snapshot(workspace: &Path, git_dir: &Path, stand_ins: bool) -> GitSnapshot {
     let (held, missing) = match meta {
         Err(_) => (Vec::new(), Vec::new()),
         Ok(meta) if stand_ins && meta.is_dir() => stand_in(workspace, git_dir),
-        Ok(_) => (
-            Vec::new(),
-            GIT_CODE_PATHS
-                .iter()
-                .copied()
-                .filter(|name| std::fs::symlink_metadata(git_dir.join(name)).is_err())
-                .collect(),
-        ),
+        Ok(_) => (Vec::new(), missing_code_paths(git_dir)),
     };
     GitSnapshot {
         git_dir: git_dir.to_path_buf(),
@@ -659,7 +663,13 @@ mod tests {
         std::os::unix::fs::symlink(&outside, nested.join("sub")).unwrap();
         let held = snapshot(&nested, &nested.join("sub/.git"), true);
         assert_eq!(std::fs::read_dir(outside.join(".git")).unwrap().count(), 0);
+        // Nothing exists behind the link's `.git` either, so every code path is missing; an
+        // existing one would not be (the check after the command removes what is missing).
         assert_eq!(held.missing.len(), GIT_CODE_PATHS.len());
+        drop(held);
+        std::fs::create_dir(outside.join(".git/hooks")).unwrap();
+        let held = snapshot(&nested, &nested.join("sub/.git"), true);
+        assert!(!held.missing.contains(&"hooks"), "{:?}", held.missing);
     }
 
     /// A repository the command made whose parts are links out of the workspace: the cleaning
