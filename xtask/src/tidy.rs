@@ -2,7 +2,9 @@
 
 mod issue_refs;
 mod lex;
+mod requirement_refs;
 mod safety;
+mod stated;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -108,6 +110,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "clawsmith-cli",
         &[
             "clawsmith-protocol",
+            "clawsmith-shell",
             "clawsmith-security",
             "clawsmith-fs",
             "clawsmith-sandbox",
@@ -128,12 +131,31 @@ pub const LAYERS: &[(&str, &[&str])] = &[
 pub fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     let metadata = cargo_metadata(root)?;
-    problems.extend(check_layers(&workspace_edges(&metadata)?));
-    problems.extend(check_owned_dependencies(&dependencies(&metadata)?));
+    let edges = workspace_edges(&metadata)?;
+    problems.extend(check_layers(&edges));
+    let all_dependencies = dependencies(&metadata)?;
+    problems.extend(check_owned_dependencies(&all_dependencies));
+    let members = workspace_crates(&metadata)?;
+    let direct = stated::direct(members.iter().map(|(name, _)| name.as_str()), &edges);
+    let architecture = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md"))
+        .context("reading docs/ARCHITECTURE.md")?;
+    problems.extend(stated::check_architecture_map(&architecture, &direct));
+    let protocol: BTreeSet<String> = all_dependencies
+        .iter()
+        .filter(|(from, _, kind)| from == "clawsmith-protocol" && kind == "normal")
+        .map(|(_, to, _)| to.clone())
+        .collect();
+    problems.extend(stated::check_protocol_statement(&architecture, &protocol));
+    let contributing =
+        std::fs::read_to_string(root.join("CONTRIBUTING.md")).context("reading CONTRIBUTING.md")?;
+    problems.extend(stated::check_contributing_table(&contributing, LAYERS));
     problems.extend(check_protocol_is_plain(root)?);
-    for (name, dir) in workspace_crates(&metadata)? {
+    for (name, dir) in members {
         problems.extend(check_crate(&name, &dir)?);
     }
+    let requirements = std::fs::read_to_string(root.join("docs/REQUIREMENTS.md"))
+        .context("reading docs/REQUIREMENTS.md")?;
+    let requirements = requirement_refs::defined_ids(&requirements);
     for dir in ["crates", "xtask"] {
         for file in rust_files(&root.join(dir))? {
             let text = std::fs::read_to_string(&file)
@@ -144,7 +166,22 @@ pub fn run(root: &Path) -> Result<()> {
                 .display()
                 .to_string();
             problems.extend(check_source(&shown, &text));
+            problems.extend(requirement_refs::check_rust(&shown, &text, &requirements));
         }
+    }
+    for file in markdown_files(root)? {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("reading {}", file.display()))?;
+        let shown = file
+            .strip_prefix(root)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        problems.extend(requirement_refs::check_markdown(
+            &shown,
+            &text,
+            &requirements,
+        ));
     }
     if problems.is_empty() {
         println!("tidy: ok");
@@ -380,6 +417,30 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
             } else if name.ends_with(".rs") {
                 files.push(path);
             }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The project's Markdown: the root's, `docs/`'s and each crate's README.
+fn markdown_files(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for dir in [root.to_path_buf(), root.join("docs")] {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("listing {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.extension().is_some_and(|ext| ext == "md") {
+                files.push(path);
+            }
+        }
+    }
+    let crates = root.join("crates");
+    for entry in std::fs::read_dir(&crates).context("listing crates")? {
+        let readme = entry?.path().join("README.md");
+        if readme.is_file() {
+            files.push(readme);
         }
     }
     files.sort();

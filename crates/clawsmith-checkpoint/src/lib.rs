@@ -2,7 +2,7 @@
 //!
 //! The persistent half of clawsmith: one SQLite file that holds every session's history (messages,
 //! events, todos, pending approvals, artifacts), the journal of side-effecting calls, and the turn
-//! checkpoints that make undo safe (SPEC K1–K7, the persistence parts of P9–P11, A2, A4 and A8).
+//! checkpoints that make undo safe (K1–K7, the persistence parts of P9–P11, A2, A4 and A8).
 //! It is the only crate that speaks SQL.
 //!
 //! ## Main types

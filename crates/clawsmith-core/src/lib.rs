@@ -149,12 +149,14 @@
 //! the assistant's calls back), does not decide permissions itself (clawsmith-security), does
 //! not open or change workspace files except through clawsmith-fs tools and the workspace handle
 //! (the permission check only resolves the symlinks of a path argument's parent, `real_paths.rs`;
-//! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does
-//! not replay interrupted calls, ever. Its command capture covers the foreground `run_command`
-//! and extension tools with `process.execute` (not background commands), and restores files and
-//! symlinks (not empty directories). It does not serialize two handles of one session inside
-//! one process (they share the lease); the host does, as the MCP server serializes a
-//! connection's turns.
+//! that lookup belongs in clawsmith-fs once it offers one), does not spawn model commands
+//! (clawsmith-sandbox), and does not speak SQL (clawsmith-checkpoint). It does not replay
+//! interrupted calls, ever. Its command capture covers the foreground `run_command`, extension
+//! tools with `process.execute` and background commands (what changed while one ran is recorded
+//! at the session's next capture point, as the oldest pending command's change; `capture.rs`
+//! says what cannot be told apart), and restores files and symlinks (not empty directories). It
+//! does not serialize two handles of one session inside one process (they share the lease); the
+//! host does, as the MCP server serializes a connection's turns.
 
 mod approval;
 mod capture;

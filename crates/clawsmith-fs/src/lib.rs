@@ -1,6 +1,6 @@
 //! # clawsmith-fs
 //!
-//! The workspace boundary and the seven file tools of clawsmith (SPEC F1–F9): `read_file`,
+//! The workspace boundary and the seven file tools of clawsmith (F1–F9): `read_file`,
 //! `search_files`, `glob_files`, `write_file`, `edit_file`, `rename_file`, `delete_file`. This is
 //! the only crate that opens workspace paths; checkpoint restores go through the same handle.
 //!

@@ -1,4 +1,4 @@
-//! The change-recorder seam between the write tools and checkpoints (SPEC K1, F5–F8).
+//! The change-recorder seam between the write tools and checkpoints (K1, F5–F8).
 //!
 //! The contract is fixed with `clawsmith-checkpoint` (see `notes/recorder-contract.md`): a write
 //! tool reports a path's prior state *before* it changes it and the post-operation state right

@@ -1,4 +1,4 @@
-//! The seven file tools as [`Tool`] implementations (SPEC F2–F8).
+//! The seven file tools as [`Tool`] implementations (F2–F8).
 //!
 //! Each tool is a small spec ([`FileTool`]): its input struct (one source of truth for both the
 //! JSON Schema the model sees and the deserializer), its name and description, and a synchronous

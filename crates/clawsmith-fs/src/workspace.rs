@@ -1,4 +1,4 @@
-//! The workspace handle: the only way into the workspace (SPEC F1, F9).
+//! The workspace handle: the only way into the workspace (F1, F9).
 //!
 //! Two checks guard every path. The lexical check ([`Workspace::resolve`]) normalizes the requested
 //! string against the canonical root and refuses anything outside with

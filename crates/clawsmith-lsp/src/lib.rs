@@ -1,6 +1,6 @@
 //! # clawsmith-lsp
 //!
-//! Code intelligence from real language servers (SPEC A9, A10): six read-only, deferred tools —
+//! Code intelligence from real language servers (A9, A10): six read-only, deferred tools —
 //! `lsp_diagnostics`, `lsp_definition`, `lsp_references`, `lsp_hover`, `lsp_document_symbols`
 //! and `lsp_workspace_symbols` — that answer from a language server for the exact content on
 //! disk, within a deadline. They are hidden from the model until `search_tools` finds them by the

@@ -1,6 +1,6 @@
 //! # clawsmith-mcp
 //!
-//! clawsmith speaking the Model Context Protocol, both ways (SPEC X1, A9, A10):
+//! clawsmith speaking the Model Context Protocol, both ways (X1, A9, A10):
 //!
 //! - **Server.** [`serve_stdio`] / [`serve_io`] (and [`serve`] over any rmcp transport) put an
 //!   [`clawsmith_core::AgentCore`] behind an MCP connection, so that existing agents and MCP

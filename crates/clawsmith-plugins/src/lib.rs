@@ -1,5 +1,5 @@
 //! Plugins: tools, MCP servers, hooks and skills that come in a folder, and enter the core
-//! through the same pipeline as every other tool (SPEC A10).
+//! through the same pipeline as every other tool (A10).
 //!
 //! A plugin is a directory holding `clawsmith-plugin.toml`:
 //!

@@ -13,7 +13,7 @@
 //! - [`ToolExecutionResult`] = [`ToolResultMetadata`] (`version: 1`, `status`, `code`,
 //!   `retryable`, `display`, `artifact`) + `content`, the only text the model sees. [`Display`] is
 //!   the bounded projection for people; it never reaches the model. [`ErrorCode`] carries the
-//!   codes of SPEC P6 and knows their status and retryability.
+//!   codes of P6 and knows their status and retryability.
 //! - [`Event`] with [`EventPayload`]: `tool.started`, `tool.completed` (with the legacy `status`,
 //!   `output`, `artifact` fields), `model.request` evidence and turn boundaries, each with the
 //!   session's `sequence`.

@@ -17,7 +17,7 @@ pub const DISPLAY_FIELDS_MAX: usize = 32;
 /// Upper bound on a display field label or value in bytes.
 pub const DISPLAY_FIELD_MAX_BYTES: usize = 512;
 
-/// How a call ended (SPEC P7).
+/// How a call ended (P7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolStatus {
@@ -46,7 +46,7 @@ impl ToolStatus {
     }
 }
 
-/// A machine-readable reason for a non-success status (SPEC P6).
+/// A machine-readable reason for a non-success status (P6).
 ///
 /// On the wire it is a plain string, as in the seed (`code?: string`), so tools and extensions can
 /// add codes; the ones the protocol defines are associated constants.

@@ -1,4 +1,4 @@
-//! Declared risk and capabilities (SPEC P2, P3).
+//! Declared risk and capabilities (P2, P3).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -37,7 +37,7 @@ impl std::fmt::Display for Risk {
     }
 }
 
-/// What a tool can touch. The strings are part of the contract (SPEC P3).
+/// What a tool can touch. The strings are part of the contract (P3).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
 )]
@@ -116,7 +116,7 @@ impl std::fmt::Display for Capability {
 ///
 /// Built-in tools declare a typed list. Extension tools (MCP servers, plugins, configuration
 /// files) hand over whatever JSON they were given, and `clawsmith-security` normalizes it, failing
-/// closed on anything it does not fully understand (SPEC S2).
+/// closed on anything it does not fully understand (S2).
 #[derive(Debug, Clone, PartialEq)]
 pub enum CapabilityDeclaration {
     /// A typed list from Rust code.

@@ -1,4 +1,4 @@
-//! The disaster check (SPEC C1): a pure function over the command text that no approval can
+//! The disaster check (C1): a pure function over the command text that no approval can
 //! override.
 //!
 //! The text is read by `clawsmith-shell`, the one bash parse, which yields every simple command

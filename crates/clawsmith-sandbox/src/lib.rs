@@ -1,6 +1,6 @@
 //! # clawsmith-sandbox
 //!
-//! The only crate of clawsmith that spawns processes (SPEC C1–C4, S5). It turns a shell command
+//! The only crate of clawsmith that spawns processes (C1–C4, S5). It turns a shell command
 //! from a model into a process that cannot do the obvious disasters, cannot write outside the
 //! workspace, cannot reach the network unless allowed, cannot outlive its call, and cannot flood
 //! memory with output.

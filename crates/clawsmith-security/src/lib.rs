@@ -2,7 +2,7 @@
 //!
 //! Decides *whether* a tool call may run, never *how* it runs. Four pieces:
 //!
-//! - **Capability normalization** ([`normalize_capabilities`], SPEC S2). A typed declaration is
+//! - **Capability normalization** ([`normalize_capabilities`], S2). A typed declaration is
 //!   taken as is; anything untrusted (a JSON declaration from an extension) must be an array of
 //!   exact capability strings. Missing, `null`, another type, a non-string entry, an unknown or
 //!   misspelled capability — each fails closed to *all* capabilities.

@@ -1,4 +1,4 @@
-//! `read_file` (SPEC F2).
+//! `read_file` (F2).
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};

@@ -1,4 +1,4 @@
-//! `search_files` (SPEC F3) and `glob_files` (SPEC F4).
+//! `search_files` (F3) and `glob_files` (F4).
 
 // Helpers return the refusal itself as their error so `run` can hand it back unchanged; it is
 // built once per call, so its size does not matter (the protocol's own `require_authorization`

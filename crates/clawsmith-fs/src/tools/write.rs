@@ -1,4 +1,4 @@
-//! `write_file`, `edit_file`, `rename_file`, `delete_file` (SPEC F5–F8), each reporting to the
+//! `write_file`, `edit_file`, `rename_file`, `delete_file` (F5–F8), each reporting to the
 //! [`ChangeRecorder`] in the order the checkpoint contract fixes.
 
 use std::sync::Arc;

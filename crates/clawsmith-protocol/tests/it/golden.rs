@@ -74,7 +74,7 @@ fn interrupted_is_unknown() {
 
 #[test]
 fn every_protocol_code_has_its_status_and_retryability() {
-    // (code, status, retryable) — SPEC P6 and P8.
+    // (code, status, retryable) — P6 and P8.
     let table = [
         (ErrorCode::UNKNOWN_TOOL, "error", false),
         (ErrorCode::INACTIVE_TOOL, "error", true),
