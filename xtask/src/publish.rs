@@ -5,7 +5,9 @@
 //! 1. **Manifests:** every published crate has a description, license, repository, README,
 //!    keywords, categories and docs.rs settings, and depends on its workspace siblings by path
 //!    *and* the workspace version (what `cargo package` needs). Nothing published depends on an
-//!    unpublished member, and a stable crate depends on no crate that is not stable.
+//!    unpublished member, and a stable crate depends on no crate that is not stable. Each
+//!    crate's folder holds the text of every license its `license` names (`LICENSE-MIT`,
+//!    `LICENSE-APACHE`: links to the root's copies), so the `.crate` carries them.
 //! 2. **Tiers:** every published crate has a tier in [`TIERS`], and `docs/STABILITY.md`'s table
 //!    says the same tier for it.
 //! 3. **The protocol's public API:** `clawsmith-protocol` must be usable without a runtime,
@@ -463,10 +465,42 @@ fn forget_unpacked_members(packages: &[Package]) -> Result<()> {
     Ok(())
 }
 
+/// The file each license of an SPDX expression ships as, in the crate's folder (so that
+/// `cargo package` puts it in the `.crate`).
+const LICENSE_FILES: &[(&str, &str)] = &[("MIT", "LICENSE-MIT"), ("Apache-2.0", "LICENSE-APACHE")];
+
+/// Published crates whose folder lacks the text of a license their `license` names.
+pub fn check_license_files(packages: &[Package]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for package in packages.iter().filter(|package| package.publishable) {
+        for license in package
+            .license
+            .split(" OR ")
+            .flat_map(|part| part.split(" AND "))
+            .map(|part| part.trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace()))
+        {
+            match LICENSE_FILES.iter().find(|(name, _)| *name == license) {
+                None => problems.push(format!(
+                    "{}: license {license} has no license file known to xtask/src/publish.rs",
+                    package.name
+                )),
+                Some((_, file)) if !package.dir.join(file).is_file() => problems.push(format!(
+                    "{}: {file} is missing from {} (a link to the root's copy will do)",
+                    package.name,
+                    package.dir.display()
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    problems
+}
+
 pub fn run(root: &Path) -> Result<()> {
-    println!("==> publish: manifests, tiers, protocol API");
+    println!("==> publish: manifests, tiers, license files, protocol API");
     let packages = packages(root)?;
     let mut problems = check_manifests(&packages);
+    problems.extend(check_license_files(&packages));
     let stability = root.join("docs/STABILITY.md");
     let text = std::fs::read_to_string(&stability)
         .with_context(|| format!("reading {}", stability.display()))?;
@@ -656,5 +690,36 @@ mod tests {
             tree_names(tree, "clawsmith-protocol"),
             ["serde", "serde_derive"].map(String::from).into()
         );
+    }
+
+    #[test]
+    fn published_crates_carry_the_text_of_each_license() {
+        let dir = std::env::temp_dir().join(format!("xtask-licenses-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("LICENSE-MIT"), "MIT").unwrap();
+        let mut package = Package {
+            name: "clawsmith-protocol".to_owned(),
+            dir: dir.clone(),
+            publishable: true,
+            license: "MIT OR Apache-2.0".to_owned(),
+            ..Package::default()
+        };
+        let problems = check_license_files(std::slice::from_ref(&package));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("LICENSE-APACHE is missing"),
+            "{problems:?}"
+        );
+        std::fs::write(dir.join("LICENSE-APACHE"), "Apache").unwrap();
+        assert!(check_license_files(std::slice::from_ref(&package)).is_empty());
+        package.license = "MIT OR GPL-3.0".to_owned();
+        let problems = check_license_files(std::slice::from_ref(&package));
+        assert!(
+            problems[0].contains("GPL-3.0 has no license file"),
+            "{problems:?}"
+        );
+        package.publishable = false;
+        assert!(check_license_files(&[package]).is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
