@@ -1,5 +1,6 @@
 //! Project rules the compiler does not check (CONTRIBUTING.md).
 
+mod error_causes;
 mod issue_refs;
 mod lex;
 mod requirement_refs;
@@ -100,11 +101,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     // The local web view of the store.
     (
         "clawsmith-web",
-        &[
-            "clawsmith-protocol",
-            "clawsmith-checkpoint",
-            "clawsmith-core",
-        ],
+        &["clawsmith-protocol", "clawsmith-fs", "clawsmith-checkpoint"],
     ),
     (
         "clawsmith-cli",
@@ -478,6 +475,7 @@ pub fn check_source(shown: &str, text: &str) -> Vec<String> {
     }
     problems.extend(safety::check_unsafe_comments(shown, text));
     problems.extend(issue_refs::check_issue_references(shown, text));
+    problems.extend(error_causes::check_error_causes(shown, text));
     problems
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use clawsmith_core::{EventSink, SessionHandle, Turn};
+use clawsmith_core::{BatchOptions, EventSink, SessionHandle, Turn, TurnOptions};
 use clawsmith_protocol::{
     AgentStopped, BackgroundTaskCompleted, CancellationSignal, EventPayload, ModelMessage, Role,
     TokenUsage,
@@ -161,7 +161,13 @@ pub async fn run_task(
     span.set_attribute(semconv::GEN_AI_OPERATION_NAME, semconv::INVOKE_AGENT);
     span.set_attribute(semconv::GEN_AI_AGENT_NAME, options.agent_name.clone());
     span.set_attribute(semconv::GEN_AI_CONVERSATION_ID, session.id().to_owned());
-    let mut turn = session.begin_turn_under(sink, span.context())?;
+    let mut turn = session.begin_turn(
+        sink,
+        TurnOptions {
+            parent: span.context(),
+            ..TurnOptions::default()
+        },
+    )?;
     // The caller's signal reaches the turn's own: a batch sees it as a turn cancellation.
     let forward = {
         let outer = options.cancellation.clone();
@@ -292,8 +298,15 @@ async fn drive(
         }
         // The core stores the assistant message with its text and calls, then one result per
         // call.
-        turn.run_batch_with_text(reply.text, reply.tool_calls, sink)
-            .await?;
+        turn.run_batch(
+            reply.tool_calls,
+            sink,
+            BatchOptions {
+                text: reply.text,
+                ..BatchOptions::default()
+            },
+        )
+        .await?;
         if cancellation.is_cancelled() {
             return Ok(StopReason::Cancelled);
         }

@@ -99,9 +99,9 @@ impl ProviderConfig {
     /// The `[provider]` section of the file at `path`; `None` when it has none. Other tables
     /// belong to other readers and are ignored.
     pub fn load(path: &Path) -> Result<Option<ProviderConfig>, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         ProviderConfig::parse(&text, Some(path.to_path_buf()))
     }

@@ -55,12 +55,12 @@ pub enum ProviderError {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("reading {}: {source}", path.display())]
+    #[error("reading {}: {cause}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (quoted in the message, so not also the source).
+        cause: std::io::Error,
     },
     /// The section is invalid (TOML errors carry line and column).
     #[error("{}invalid [provider] configuration: {message}", path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default())]

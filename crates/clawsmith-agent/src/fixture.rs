@@ -399,10 +399,7 @@ fn whole(reply: &ScriptedReply, anthropic: bool) -> Value {
 /// The answer as SSE frames; text and arguments are split in two deltas each.
 fn stream_events(reply: &ScriptedReply, anthropic: bool) -> Vec<String> {
     let halves = |text: &str| {
-        let mut middle = text.len() / 2;
-        while !text.is_char_boundary(middle) {
-            middle -= 1;
-        }
+        let middle = text.floor_char_boundary(text.len() / 2);
         (text[..middle].to_owned(), text[middle..].to_owned())
     };
     let frame = |event: Option<&str>, data: Value| match event {

@@ -36,14 +36,14 @@
 //!   answer as an assistant message, so a continued session (`--session ID`) sends the stored
 //!   history as it is.
 //! - **The loop's own facts are events of its turn.** The text a model writes beside its calls
-//!   is stored with them ([`clawsmith_core::Turn::run_batch_with_text`]), so a continued session
+//!   is stored with them ([`clawsmith_core::BatchOptions::text`]), so a continued session
 //!   sends it back; `agent.stopped {stopReason, turns, usage, error?}` is the turn's last event
 //!   before `turn.completed`, also when the provider failed (`error`); a background task's one
 //!   notice is a `background_task.completed` event beside the user message carrying it.
 //! - **A loop is a span, and its requests carry it.** [`run_task`] starts an
 //!   `invoke_agent {name}` span with the core's tracer ([`clawsmith_core::SessionHandle::tracer`];
 //!   parent: [`RunOptions::trace_parent`], else the core's), begins its turn under it
-//!   ([`clawsmith_core::SessionHandle::begin_turn_under`]) so every `execute_tool` span is
+//!   ([`clawsmith_core::TurnOptions::parent`]) so every `execute_tool` span is
 //!   beneath, and sends its context as `traceparent`/`tracestate` on each provider request; the
 //!   stop reason, request count and token usage are its attributes. A sub-agent's parent is its
 //!   delegating call's span (the call's `ToolExecutionContext::trace`). Without a tracer the

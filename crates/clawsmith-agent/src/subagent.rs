@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use clawsmith_core::front_matter::parse_front_matter;
 use clawsmith_core::{AgentCore, CoreConfig, ExtensionTool, NullSink};
 use clawsmith_protocol::{
     BackgroundTaskCompleted, CancellationSignal, Capability, CapabilityDeclaration, ErrorCode,
@@ -437,9 +438,21 @@ pub(crate) fn task_argument(input: &Value) -> Result<String, ToolExecutionResult
     }
 }
 
+/// A task argument, trimmed; refused when nothing is left.
+#[allow(clippy::result_large_err)] // the refusal is the tool's result, returned as is
+pub(crate) fn non_empty_task(task: String) -> Result<String, ToolExecutionResult> {
+    match task.trim() {
+        "" => Err(ToolExecutionResult::failure(
+            ErrorCode::INVALID_ARGUMENTS,
+            "argument `task` must be a non-empty string",
+        )),
+        task => Ok(task.to_owned()),
+    }
+}
+
 pub(crate) fn summary_of(input: &Value) -> String {
     let task = input.get("task").and_then(Value::as_str).unwrap_or("");
-    crate::wire::bounded(task, 80)
+    clawsmith_protocol::text::clip(task, 80)
 }
 
 /// `delegate_task {task, agent?}`.
@@ -870,47 +883,68 @@ fn find_agent(workspace: &Path, name: &str) -> Result<AgentDefinition, String> {
         })
 }
 
-/// Front matter between `---` lines, `key: value` per line; the rest is the prompt.
+/// The YAML front matter (the one reader of `clawsmith_core::front_matter`); the body after it,
+/// without its leading blank lines, is the prompt. `None`: not a valid definition (no or invalid
+/// front matter, a list or map where a single value belongs, `max_turns` not a positive number).
 fn parse_agent(stem: &str, text: &str) -> Option<AgentDefinition> {
-    let rest = text.strip_prefix("---")?;
-    let end = rest.find("\n---")?;
-    let (front, body) = rest.split_at(end);
-    let body = body
-        .trim_start_matches("\n---")
-        .trim_start_matches(['\r', '\n']);
+    let front = parse_front_matter(text, "an agent definition").ok()?;
     let mut definition = AgentDefinition {
         name: stem.to_owned(),
         description: String::new(),
         max_turns: None,
         tools: None,
         model: None,
-        prompt: body.to_owned(),
+        prompt: front.body.trim_start_matches(['\r', '\n']).to_owned(),
     };
-    for line in front.lines() {
-        let Some((key, value)) = line.split_once(':') else {
+    let fields = match front.fields {
+        Value::Object(fields) => fields,
+        Value::Null => serde_json::Map::new(),
+        _ => return None,
+    };
+    for (key, value) in fields {
+        if key == "tools" {
+            definition.tools = tool_names(value)?;
             continue;
-        };
-        let value = value.trim().trim_matches('"').to_owned();
-        match key.trim() {
+        }
+        let value = single_value(value)?;
+        match key.as_str() {
             "name" if !value.is_empty() => definition.name = value,
             "description" => definition.description = value,
             "max_turns" => definition.max_turns = Some(value.parse().ok().filter(|n| *n > 0)?),
-            // `Read, Grep` or `[read_file, search_files]`.
-            "tools" => {
-                let names: Vec<String> = value
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .split(',')
-                    .map(|name| name.trim().trim_matches(['"', '\'']).to_owned())
-                    .filter(|name| !name.is_empty())
-                    .collect();
-                definition.tools = (!names.is_empty()).then_some(names);
-            }
             "model" if !value.is_empty() => definition.model = Some(value),
             _ => {}
         }
     }
     Some(definition)
+}
+
+/// A scalar of the front matter as text (`""` for an empty value); `None` for a list or map.
+fn single_value(value: Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.trim().to_owned()),
+        Value::Null => Some(String::new()),
+        Value::Bool(_) | Value::Number(_) => Some(value.to_string()),
+        Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+/// `tools`: `Read, Grep` or `[read_file, search_files]`; `Some(None)` when it names none.
+fn tool_names(value: Value) -> Option<Option<Vec<String>>> {
+    let names: Vec<String> = match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(single_value)
+            .collect::<Option<Vec<_>>>()?,
+        // A quoted `"[a, b]"` is a list too.
+        value => single_value(value)?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+            .map(|name| name.trim().trim_matches(['"', '\'']).to_owned())
+            .collect(),
+    };
+    let names: Vec<String> = names.into_iter().filter(|name| !name.is_empty()).collect();
+    Some((!names.is_empty()).then_some(names))
 }
 
 #[cfg(test)]
@@ -927,7 +961,7 @@ mod tests {
             Option<&'a str>,
             &'a str,
         )>;
-        let table: [(&str, Expected<'_>); 6] = [
+        let table: [(&str, Expected<'_>); 9] = [
             (
                 "---\nname: reviewer\ndescription: reads code\nmax_turns: 3\ntools: read_file\n---\nBe strict.\n",
                 Some((
@@ -958,6 +992,13 @@ mod tests {
             ),
             ("no front matter", None),
             ("---\nmax_turns: zero\n---\n", None),
+            (
+                "---\nname: \"quoted: name\"\nmax_turns: \"2\"\n---\n\n\nPrompt",
+                Some(("quoted: name", Some(2), None, None, "Prompt")),
+            ),
+            // Front matter that is not YAML (an unquoted `: ` inside a value) is no definition.
+            ("---\ndescription: use it: now\n---\n", None),
+            ("---\nname: [a, b]\n---\n", None),
         ];
         for (text, expected) in table {
             let parsed = parse_agent("stem", text);

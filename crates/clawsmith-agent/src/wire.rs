@@ -51,16 +51,7 @@ pub(crate) fn error_message(body: &str) -> String {
 }
 
 /// At most `max` bytes of `text` on a char boundary, with `…` when cut.
-pub(crate) fn bounded(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
+pub(crate) use clawsmith_protocol::text::clip as bounded;
 
 fn system_text(request: &ProviderRequest) -> Option<String> {
     let mut parts: Vec<&str> = request.system.iter().map(String::as_str).collect();

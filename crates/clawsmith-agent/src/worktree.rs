@@ -27,11 +27,13 @@ use clawsmith_core::checkpoint::Store;
 use clawsmith_core::sandbox::SandboxConfig;
 use clawsmith_core::security::PermissionPolicy;
 use clawsmith_core::{AgentCore, Approver, CoreConfig, Hook};
+use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, ErrorCode, EventPayload, Risk, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput,
 };
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::agent_loop::StopReason;
@@ -702,12 +704,7 @@ impl Tool for DelegateWorktree {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "The change to make."}},
-            "required": ["task"],
-            "additionalProperties": false,
-        })
+        input_schema::<DelegateWorktreeInput>()
     }
 
     fn summarize(&self, input: &Value) -> String {
@@ -716,7 +713,11 @@ impl Tool for DelegateWorktree {
 
     fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let task = match crate::subagent::task_argument(&input) {
+            let input = match parse_input::<DelegateWorktreeInput>(self.name(), input) {
+                Ok(input) => input,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let task = match crate::subagent::non_empty_task(input.task) {
                 Ok(task) => task,
                 Err(refusal) => return ToolOutput::Result(refusal),
             };
@@ -728,6 +729,22 @@ impl Tool for DelegateWorktree {
             }
         })
     }
+}
+
+/// `delegate_worktree`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DelegateWorktreeInput {
+    /// The change to make.
+    task: String,
+}
+
+/// `worktree_apply`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WorktreeApplyInput {
+    /// delegate_worktree's patchId.
+    patch_id: String,
 }
 
 /// `worktree_apply {patchId}`. The core captures the workspace around it (an extension tool
@@ -861,12 +878,7 @@ impl Tool for WorktreeApply {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"patchId": {"type": "string", "description": "delegate_worktree's patchId."}},
-            "required": ["patchId"],
-            "additionalProperties": false,
-        })
+        input_schema::<WorktreeApplyInput>()
     }
 
     fn summarize(&self, input: &Value) -> String {
@@ -875,7 +887,10 @@ impl Tool for WorktreeApply {
 
     fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let patch_id = input["patchId"].as_str().unwrap_or("").to_owned();
+            let patch_id = match parse_input::<WorktreeApplyInput>(self.name(), input) {
+                Ok(input) => input.patch_id,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
             let this = WorktreeApply {
                 workspace: self.workspace.clone(),
                 store: Arc::clone(&self.store),

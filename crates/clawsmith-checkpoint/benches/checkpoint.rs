@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clawsmith_checkpoint::{
-    CheckpointRecorder, Durability, RetentionPolicy, Store, StoreOptions, UndoScope,
+    CheckpointRecorder, Durability, RetentionPolicy, Store, StoreOptions, TurnOpening, UndoScope,
 };
 use clawsmith_fs::{ChangeOrigin, ChangeRecorder, PostState, Workspace};
 
@@ -74,7 +74,10 @@ fn edit_1mb_file(bencher: divan::Bencher<'_, '_>, with_recorder: bool) {
         let prior = bench.workspace.read_state(&path).unwrap();
         let new = megabyte((index % 26) as u8 + 1);
         if with_recorder {
-            bench.store.begin_turn("s", &turn).unwrap();
+            bench
+                .store
+                .begin_turn("s", &turn, TurnOpening::default())
+                .unwrap();
             recorder.before_change(&origin, "big.txt", &prior).unwrap();
         }
         bench
@@ -115,7 +118,10 @@ fn undo_turn_of_1000_files(bencher: divan::Bencher<'_, '_>) {
                     .restore_file(&path, format!("before {index}\n").as_bytes(), 0o644, true)
                     .unwrap();
             }
-            bench.store.begin_turn("s", "t").unwrap();
+            bench
+                .store
+                .begin_turn("s", "t", TurnOpening::default())
+                .unwrap();
             for index in 0..500 {
                 for name in [
                     format!("dir{}/keep-{index}.txt", index % 10),
@@ -166,7 +172,10 @@ fn prune_large_store(bencher: divan::Bencher<'_, '_>) {
                 .collect();
             for index in 0..mebibytes {
                 let turn = format!("t{index}");
-                bench.store.begin_turn("s", &turn).unwrap();
+                bench
+                    .store
+                    .begin_turn("s", &turn, TurnOpening::default())
+                    .unwrap();
                 let mut content = chunk.clone();
                 content[..8].copy_from_slice(&(index as u64).to_le_bytes());
                 bench

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clawsmith_checkpoint::{
-    CheckpointRecorder, Durability, RetentionPolicy, Store, StoreOptions, UndoScope,
+    CheckpointRecorder, Durability, RetentionPolicy, Store, StoreOptions, TurnOpening, UndoScope,
 };
 use clawsmith_fs::{
     ChangeOrigin, ChangeRecorder, NoopRecorder, PostState, Workspace, builtin_tools,
@@ -150,7 +150,9 @@ impl EditSide {
     fn edit_once(&mut self) {
         let turn = format!("t{}", self.counter);
         if let Some(store) = &self.store {
-            store.begin_turn("s", &turn).unwrap();
+            store
+                .begin_turn("s", &turn, TurnOpening::default())
+                .unwrap();
         }
         let input = json!({
             "path": "big.rs",
@@ -218,7 +220,7 @@ fn thousand_file_turn(dir: &Path) -> Workspace {
             .restore_file(&path, format!("before {index}\n").as_bytes(), 0o644, true)
             .unwrap();
     }
-    store.begin_turn("s", "t").unwrap();
+    store.begin_turn("s", "t", TurnOpening::default()).unwrap();
     for index in 0..500 {
         for name in [
             format!("dir{}/keep-{index}.txt", index % 10),
@@ -284,7 +286,9 @@ fn prune_row(quick: bool) {
         for index in 0..mebibytes {
             let turn = format!("t{index}");
             let file = format!("f{}", index % 64);
-            store.begin_turn("s", &turn).unwrap();
+            store
+                .begin_turn("s", &turn, TurnOpening::default())
+                .unwrap();
             let mut content = chunk.clone();
             content[..8].copy_from_slice(&(index as u64).to_le_bytes());
             store

@@ -57,10 +57,7 @@ pub(crate) fn arguments(text: &str) -> String {
     if masked.len() <= MAX_STORED_ARGUMENT_BYTES {
         return masked;
     }
-    let mut end = MAX_STORED_ARGUMENT_BYTES;
-    while !masked.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = masked.floor_char_boundary(MAX_STORED_ARGUMENT_BYTES);
     format!(
         "{}…[clawsmith stored only the first {end} of {} bytes]",
         &masked[..end],

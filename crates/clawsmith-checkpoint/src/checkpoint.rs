@@ -1,5 +1,6 @@
 //! Turn checkpoints (K1, K7): what a turn started from and which files it changed.
 
+use clawsmith_fs::diff::{DiffPurpose, LineDiff};
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
@@ -154,20 +155,6 @@ impl FileRecord {
 }
 
 impl Store {
-    /// Begins turn `turn_id` of the session: records the message count, the last event sequence
-    /// and a snapshot of the todo list (K7). A turn id can be begun once per session.
-    pub fn begin_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-    ) -> Result<CheckpointInfo, StoreError> {
-        let now = self.now_ms();
-        self.write("beginning a turn", |tx| {
-            begin_turn_in(tx, session_id, turn_id, now)?;
-            checkpoint_info(tx, session_id, turn_id)
-        })
-    }
-
     /// The checkpoint of one turn.
     pub fn checkpoint(
         &self,
@@ -429,18 +416,8 @@ pub(crate) fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
     if before.contains('\0') || after.contains('\0') {
         return None;
     }
-    let diff = similar::TextDiff::configure()
-        .timeout(std::time::Duration::from_secs(2))
-        .diff_lines(before, after);
-    let (mut added, mut removed) = (0, 0);
-    for change in diff.iter_all_changes() {
-        match change.tag() {
-            similar::ChangeTag::Insert => added += 1,
-            similar::ChangeTag::Delete => removed += 1,
-            similar::ChangeTag::Equal => {}
-        }
-    }
-    Some((added, removed))
+    let (added, removed) = LineDiff::new(before, after, DiffPurpose::Record).counts();
+    Some((added as u64, removed as u64))
 }
 
 /// The id a new checkpoint gets (schema V17): one past both the newest checkpoint's and the
@@ -732,8 +709,16 @@ mod tests {
                         .collect()
                 } else {
                     let stored = store
-                        .begin_turn_with_events("s", "t1", turn_events, 2)
-                        .unwrap();
+                        .begin_turn(
+                            "s",
+                            "t1",
+                            crate::TurnOpening {
+                                events: turn_events,
+                                timestamp_ms: 2,
+                            },
+                        )
+                        .unwrap()
+                        .events;
                     store
                         .append_message("s", &ModelMessage::text(Role::User, "x"))
                         .unwrap();
@@ -749,7 +734,10 @@ mod tests {
                 let after = events as u64;
                 assert_eq!(sequences, [after + 1, after + 2], "{case}");
                 assert_eq!(store.messages("s").unwrap().len(), messages + 1, "{case}");
-                let second = store.begin_turn("s", "t2").unwrap();
+                let second = store
+                    .begin_turn("s", "t2", crate::TurnOpening::default())
+                    .unwrap()
+                    .checkpoint;
                 assert_eq!(
                     (second.message_count, second.event_sequence),
                     (messages as u64 + 1, after + 2),
@@ -768,17 +756,22 @@ mod tests {
         store.create_session("s", "/w").unwrap();
         store.create_session("other", "/w").unwrap();
         store.append_event("s", started("earlier"), 1).unwrap();
-        store.begin_turn("s", "t1").unwrap();
+        store
+            .begin_turn("s", "t1", crate::TurnOpening::default())
+            .unwrap();
         assert!(matches!(
-            store.begin_turn("s", "t1"),
+            store.begin_turn("s", "t1", crate::TurnOpening::default()),
             Err(StoreError::TurnExists { .. })
         ));
         assert!(matches!(
-            store.begin_turn_with_event("s", "t1", started("t1"), 3),
-            Err(StoreError::TurnExists { .. })
-        ));
-        assert!(matches!(
-            store.begin_turn_with_events("s", "t1", vec![started("t1")], 3),
+            store.begin_turn(
+                "s",
+                "t1",
+                crate::TurnOpening {
+                    events: vec![started("t1")],
+                    timestamp_ms: 3
+                }
+            ),
             Err(StoreError::TurnExists { .. })
         ));
         store.defer_turn_start("s", "t1", vec![started("t1")], 3);
@@ -791,7 +784,9 @@ mod tests {
         let reader = Store::open(dir.path().join("db")).unwrap();
         assert_eq!(reader.events("s").unwrap().len(), 1);
         assert_eq!(reader.checkpoints("s").unwrap().len(), 1);
-        reader.begin_turn("other", "t1").unwrap();
+        reader
+            .begin_turn("other", "t1", crate::TurnOpening::default())
+            .unwrap();
         assert_eq!(reader.checkpoints("other").unwrap().len(), 1);
     }
 
@@ -800,7 +795,9 @@ mod tests {
     #[test]
     fn a_finish_returns_the_change_list_it_stored() {
         let store = store_with(0, 0);
-        store.begin_turn("s", "t1").unwrap();
+        store
+            .begin_turn("s", "t1", crate::TurnOpening::default())
+            .unwrap();
         // (path, content before the call, after it)
         type File<'a> = (&'a str, Option<&'a [u8]>, Option<&'a [u8]>);
         let files: [File<'_>; 4] = [

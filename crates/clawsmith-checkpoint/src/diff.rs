@@ -1,6 +1,7 @@
 //! Diffs on demand (K4): before/after text and a unified diff of one path of one turn, read only
 //! when asked.
 
+use clawsmith_fs::diff::{DiffPurpose, LineDiff};
 use serde::{Deserialize, Serialize};
 
 use crate::blob::get_blob;
@@ -97,14 +98,7 @@ impl Store {
         let after_text = text_of(&after);
         let (unified, unified_truncated) = match (&before_text, &after_text) {
             (Some(old), Some(new)) => {
-                let diff = similar::TextDiff::configure()
-                    .timeout(std::time::Duration::from_secs(2))
-                    .diff_lines(old.as_str(), new.as_str());
-                let text = diff
-                    .unified_diff()
-                    .context_radius(3)
-                    .header(&format!("a/{path}"), &format!("b/{path}"))
-                    .to_string();
+                let text = LineDiff::new(old, new, DiffPurpose::Record).unified(path);
                 cut(text, "\n… diff truncated")
             }
             _ => (String::new(), false),
@@ -169,11 +163,7 @@ fn cut(mut text: String, note: &str) -> (String, bool) {
     if text.len() <= DIFF_SIDE_MAX_BYTES {
         return (text, false);
     }
-    let mut end = DIFF_SIDE_MAX_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
+    text.truncate(text.floor_char_boundary(DIFF_SIDE_MAX_BYTES));
     text.push_str(note);
     (text, true)
 }

@@ -179,7 +179,7 @@ pub use repository::{
 };
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
-pub use session::{PendingApproval, SessionInfo, Todo, TodoStatus};
+pub use session::{OpenedTurn, PendingApproval, SessionInfo, Todo, TodoStatus, TurnOpening};
 pub use store::{
     BUSY_TIMEOUT, Clock, DeferredEvent, Durability, Store, StoreOptions, system_clock,
 };

@@ -5,6 +5,7 @@ use rusqlite::{OptionalExtension, Transaction, params};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::CheckpointInfo;
 use crate::error::{JsonContext, SqlContext, StoreError};
 use crate::store::{Deferred, DeferredEvent, Store};
 
@@ -56,6 +57,25 @@ pub struct PendingApproval {
     pub call_id: String,
     /// The request as the core shows it (opaque JSON).
     pub request: serde_json::Value,
+}
+
+/// What [`Store::begin_turn`] stores with a turn's checkpoint. The default: no events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnOpening {
+    /// Events appended after the checkpoint in the same commit, in order (the turn's
+    /// `turn.started`, then e.g. its `model.request`).
+    pub events: Vec<EventPayload>,
+    /// The events' timestamp (ms since the epoch).
+    pub timestamp_ms: u64,
+}
+
+/// What [`Store::begin_turn`] stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenedTurn {
+    /// The turn's checkpoint.
+    pub checkpoint: CheckpointInfo,
+    /// The events of [`TurnOpening::events`], with their sequences.
+    pub events: Vec<Event>,
 }
 
 impl Store {
@@ -171,48 +191,46 @@ impl Store {
         Ok(())
     }
 
-    /// Begins turn `turn_id` ([`Store::begin_turn`]: the checkpoint records the message count,
-    /// the last event sequence before this event, and the todo list) and appends `started` (its
-    /// `turn.started`) in one commit. Nothing is guarded by it yet, so under `Durability::Full`
-    /// it is not fsynced on its own: the first commit that guards a change (a prior state, a
-    /// journal entry) or the turn's end fsyncs it.
-    pub fn begin_turn_with_event(
+    /// Begins turn `turn_id` of the session: its checkpoint records the message count, the last
+    /// event sequence and a snapshot of the todo list (K7), and the events of `opening` (its
+    /// `turn.started`, then e.g. the turn's `model.request`) are appended after it, in order, in
+    /// the same commit. A turn id can be begun once per session.
+    ///
+    /// A turn opened with events guards nothing yet, so under `Durability::Full` that commit is
+    /// not fsynced on its own: the first commit that guards a change (a prior state, a journal
+    /// entry) or the turn's end fsyncs it. One opened without events is fsynced as any write.
+    pub fn begin_turn(
         &self,
         session_id: &str,
         turn_id: &str,
-        started: EventPayload,
-        timestamp_ms: u64,
-    ) -> Result<Event, StoreError> {
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError> {
         let now = self.now_ms();
-        self.write_unsynced("beginning a turn", |tx| {
+        let TurnOpening {
+            events,
+            timestamp_ms,
+        } = opening;
+        let unsynced = !events.is_empty();
+        let open = |tx: &Transaction<'_>| {
             let mut tail = Tail::of(tx, session_id)?;
             crate::checkpoint::begin_turn_at_tail(tx, &mut tail, turn_id, now)?;
-            tail.insert_event(tx, started, timestamp_ms, None)
-        })
-    }
-
-    /// [`Store::begin_turn_with_event`] with every event of `events` (its `turn.started`, then
-    /// e.g. the turn's `model.request`), in order, in the same commit: an MCP call's turn starts
-    /// with one commit instead of two.
-    pub fn begin_turn_with_events(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        events: Vec<EventPayload>,
-        timestamp_ms: u64,
-    ) -> Result<Vec<Event>, StoreError> {
-        let now = self.now_ms();
-        self.write_unsynced("beginning a turn", |tx| {
-            let mut tail = Tail::of(tx, session_id)?;
-            crate::checkpoint::begin_turn_at_tail(tx, &mut tail, turn_id, now)?;
-            events
+            let events = events
                 .into_iter()
                 .map(|payload| tail.insert_event(tx, payload, timestamp_ms, None))
-                .collect()
-        })
+                .collect::<Result<Vec<Event>, StoreError>>()?;
+            Ok(OpenedTurn {
+                checkpoint: crate::checkpoint::checkpoint_info(tx, session_id, turn_id)?,
+                events,
+            })
+        };
+        if unsynced {
+            self.write_unsynced("beginning a turn", open)
+        } else {
+            self.write("beginning a turn", open)
+        }
     }
 
-    /// [`Store::begin_turn_with_events`] deferred to the store's next commit
+    /// [`Store::begin_turn`] deferred to the store's next commit
     /// ([`Store::flush_deferred`]): the turn exists for others, and for a crash, only once a
     /// later write of this store commits (any write does, taking the deferred records first).
     /// A turn of reads only then costs no commit of its own: its start rides on its first

@@ -1548,25 +1548,35 @@ mod tests {
             assert_eq!(files, 1);
         }
         // The deleted newest id 3 is not given again.
-        store.begin_turn("s", "t4").unwrap();
+        store
+            .begin_turn("s", "t4", crate::TurnOpening::default())
+            .unwrap();
         assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 4]);
         // Nor is a newest id deleted after the migration.
         store
             .connection()
             .execute("DELETE FROM checkpoints WHERE id = 4", [])
             .unwrap();
-        store.begin_turn("s", "t5").unwrap();
+        store
+            .begin_turn("s", "t5", crate::TurnOpening::default())
+            .unwrap();
         assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 5]);
         // Nor the ids of a deleted session's checkpoints (deleted by its cascade).
         store.create_session("gone", "/w").unwrap();
-        store.begin_turn("gone", "g1").unwrap();
-        store.begin_turn("gone", "g2").unwrap();
+        store
+            .begin_turn("gone", "g1", crate::TurnOpening::default())
+            .unwrap();
+        store
+            .begin_turn("gone", "g2", crate::TurnOpening::default())
+            .unwrap();
         assert_eq!(checkpoint_ids(&store.connection(), "gone"), [6, 7]);
         store
             .connection()
             .execute("DELETE FROM sessions WHERE id = 'gone'", [])
             .unwrap();
-        store.begin_turn("s", "t6").unwrap();
+        store
+            .begin_turn("s", "t6", crate::TurnOpening::default())
+            .unwrap();
         assert_eq!(checkpoint_ids(&store.connection(), "s"), [1, 2, 5, 8]);
         // A fork's copies get fresh ids after every one given.
         store.fork_session("s", "f").unwrap();

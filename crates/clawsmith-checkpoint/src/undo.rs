@@ -317,11 +317,11 @@ impl Store {
                 .collect();
             let actions = if files_pending {
                 match precheck(tx, &files_turns, workspace)? {
-                    Ok(Precheck { actions, already }) => {
+                    Precheck::Passed { actions, already } => {
                         report.already_as_before = already;
                         actions
                     }
-                    Err(conflicts) => {
+                    Precheck::Conflicts(conflicts) => {
                         report.outcome = UndoOutcome::Conflicts(conflicts);
                         return Ok((report, None));
                     }
@@ -693,12 +693,18 @@ fn current_key(
     }))
 }
 
-/// What a passed precheck found: what to write, and what already holds its target.
-pub(crate) struct Precheck {
-    /// The final action per path that needs one.
-    pub actions: Vec<RestoreAction>,
-    /// Paths already holding what the undo would leave there.
-    pub already: Vec<String>,
+/// What the precheck of an undo found.
+pub(crate) enum Precheck {
+    /// Nothing stands in the way: what to write, and what already holds its target.
+    Passed {
+        /// The final action per path that needs one.
+        actions: Vec<RestoreAction>,
+        /// Paths already holding what the undo would leave there.
+        already: Vec<String>,
+    },
+    /// Paths not as the rewound turns left them (changed since, or unusable): the undo is
+    /// refused.
+    Conflicts(Vec<UndoConflict>),
 }
 
 /// Simulates the rollback newest first; returns the final action per path or every conflict.
@@ -711,7 +717,7 @@ pub(crate) fn precheck(
     tx: &Transaction<'_>,
     turns: &[&TurnRow],
     workspace: &Workspace,
-) -> Result<Result<Precheck, Vec<UndoConflict>>, StoreError> {
+) -> Result<Precheck, StoreError> {
     // path → simulated current hash (None = absent); Err(reason) when the entry is unusable.
     let mut simulated: HashMap<String, Result<Option<String>, String>> = HashMap::new();
     let mut current: HashMap<String, Option<String>> = HashMap::new();
@@ -802,7 +808,7 @@ pub(crate) fn precheck(
     // An unusable entry (`Err`) has no `current` and stays a conflict.
     conflicts.retain(|conflict| !already.contains(&conflict.path));
     if !conflicts.is_empty() {
-        return Ok(Err(conflicts));
+        return Ok(Precheck::Conflicts(conflicts));
     }
     let actions = finals
         .into_iter()
@@ -818,7 +824,7 @@ pub(crate) fn precheck(
         .into_iter()
         .filter(|path| current.get(path).is_some_and(Option::is_some))
         .collect();
-    Ok(Ok(Precheck { actions, already }))
+    Ok(Precheck::Passed { actions, already })
 }
 
 /// The session rewind and the undone flags, in the transaction that deletes the plan. What the

@@ -78,7 +78,7 @@ impl Store {
                 let turns: Vec<&TurnRow> =
                     rows.iter().rev().filter(|row| !row.files_undone).collect();
                 match precheck(tx, &turns, workspace)? {
-                    Ok(Precheck { actions, already }) => {
+                    Precheck::Passed { actions, already } => {
                         preview.already_as_before = already;
                         for action in actions {
                             match action.target {
@@ -87,7 +87,7 @@ impl Store {
                             }
                         }
                     }
-                    Err(conflicts) => preview.conflicts = conflicts,
+                    Precheck::Conflicts(conflicts) => preview.conflicts = conflicts,
                 }
             }
             Ok(preview)

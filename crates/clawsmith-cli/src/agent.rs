@@ -19,6 +19,7 @@ use clawsmith_core::{
 use clawsmith_protocol::{CancellationSignal, Event};
 
 use crate::run::{CoreOptions, Lifetime};
+use crate::state::StateOptions;
 use crate::{Help, Output};
 
 /// `run`'s own options.
@@ -215,10 +216,10 @@ fn cancel_on_signals(cancellation: CancellationSignal, received: Arc<AtomicI32>)
     });
 }
 
-pub fn run(state_dir: &Path, args: &RunArgs, out: &Output) -> Result<i32> {
+pub fn run(state_options: &StateOptions, args: &RunArgs, out: &Output) -> Result<i32> {
     let options = &args.core;
     let runtime = crate::run::runtime()?;
-    let config_file = crate::run::config_path(state_dir, options)?;
+    let config_file = crate::run::config_path(&state_options.dir, options)?;
     let Some((provider_config, provider)) = provider(config_file.as_deref())? else {
         return Err(anyhow::anyhow!("no model provider is configured").context(Help(
             "add a [provider] table to clawsmith.toml (in the state directory, or --config FILE), \
@@ -232,7 +233,13 @@ pub fn run(state_dir: &Path, args: &RunArgs, out: &Output) -> Result<i32> {
             lock: tokio::sync::Mutex::new(()),
         }) as Arc<dyn Approver>
     });
-    let core = crate::run::build_core(&runtime, state_dir, options, Lifetime::OneShot, approver)?;
+    let core = crate::run::build_core(
+        &runtime,
+        state_options,
+        options,
+        Lifetime::OneShot,
+        approver,
+    )?;
     let session = core.open_session(options.session.clone())?;
     let mut run_options = RunOptions::new();
     if let Some(max_turns) = args.max_turns {

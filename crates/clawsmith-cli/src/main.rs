@@ -435,12 +435,17 @@ fn is_broken_pipe(error: &anyhow::Error) -> bool {
 /// a [`Help`].
 fn error_text(error: &anyhow::Error) -> String {
     let help = error.downcast_ref::<Help>().map(|help| help.0.as_str());
-    // Several library errors both quote their source in the message and return it as
-    // `source()`; a cause the message before it already says is printed once, not twice.
+    // clawsmith's own errors print a cause once (tidy checks it). Some third-party errors
+    // still end their message with their source's (`…: {source}`) and return it as `source()`
+    // too: a cause that the message before it ends with, after `: `, is that repetition and is
+    // printed once. A cause merely mentioned elsewhere in the message is still printed.
     let mut causes: Vec<String> = Vec::new();
     for cause in error.chain().map(|cause| cause.to_string()) {
-        let said = causes.last().is_some_and(|last| last.contains(&cause));
-        if !said && Some(cause.as_str()) != help {
+        let repeated = causes.last().is_some_and(|last| {
+            last.strip_suffix(cause.as_str())
+                .is_some_and(|head| head.ends_with(": "))
+        });
+        if !repeated && Some(cause.as_str()) != help {
             causes.push(cause);
         }
     }
@@ -461,10 +466,19 @@ fn error_text(error: &anyhow::Error) -> String {
 fn run(cli: Cli) -> Result<i32> {
     let Cli { globals, command } = cli;
     let out = Output { json: globals.json };
-    state::FSYNC_EVERY_COMMIT.store(globals.fsync, std::sync::atomic::Ordering::Relaxed);
-    state::WAIT_FOR_SESSIONS.store(globals.wait, std::sync::atomic::Ordering::Relaxed);
+    let durability = if globals.fsync {
+        clawsmith_checkpoint::Durability::Full
+    } else {
+        clawsmith_checkpoint::Durability::Normal
+    };
+    let lease_wait = if globals.wait {
+        clawsmith_checkpoint::LeaseWait::Wait
+    } else {
+        clawsmith_checkpoint::LeaseWait::Fail
+    };
     traces::set_flag(globals.traceparent);
-    let state_dir = || state::state_dir(globals.state_dir.as_deref());
+    let state_dir =
+        || state::StateOptions::new(globals.state_dir.as_deref(), durability, lease_wait);
     match command {
         Command::Tools { core } => run::tools(&state_dir()?, &core, &out),
         Command::Call(CallCommand::Call {
@@ -484,10 +498,10 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Mcp { core, http } => run::mcp(&state_dir()?, &core, &http),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Run { args } => agent::run(&state_dir()?, &args, &out),
-        Command::Policy { command } => policy::run(&state_dir()?, command, &out),
-        Command::Skills { command } => skills::run_skills(&state_dir()?, command, &out),
-        Command::Memory { command } => skills::run_memory(&state_dir()?, command, &out),
-        Command::Plugins { command } => plugins::run(&state_dir()?, command, &out),
+        Command::Policy { command } => policy::run(&state_dir()?.dir, command, &out),
+        Command::Skills { command } => skills::run_skills(&state_dir()?.dir, command, &out),
+        Command::Memory { command } => skills::run_memory(&state_dir()?.dir, command, &out),
+        Command::Plugins { command } => plugins::run(&state_dir()?.dir, command, &out),
         Command::CheckCommand { text } => {
             let verdict = clawsmith_sandbox::classify::check_command(&text);
             out.json_line(&verdict)?;
@@ -544,7 +558,59 @@ fn run(cli: Cli) -> Result<i32> {
 mod tests {
     use clap::{CommandFactory, Parser};
 
-    use super::{CallCli, Cli, Command};
+    use super::{CallCli, Cli, Command, error_text};
+
+    /// An error whose message is `message` and whose source is `source`.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            formatter.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|source| source as _)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_printed_once_and_none_is_dropped() {
+        // (message, its source's message, the line printed)
+        let table = [
+            // A third-party error that ends with its source's message: said once.
+            (
+                "open failed: disk full",
+                "disk full",
+                "open failed: disk full",
+            ),
+            // A message that mentions the cause's words elsewhere keeps the cause.
+            (
+                "disk full check: retry",
+                "disk full",
+                "disk full check: retry: disk full",
+            ),
+            // A cause contained in the message without `: ` before it is another cause.
+            (
+                "the-quota-exceeded",
+                "exceeded",
+                "the-quota-exceeded: exceeded",
+            ),
+            (
+                "reading a.toml",
+                "no such file",
+                "reading a.toml: no such file",
+            ),
+        ];
+        for (message, source, printed) in table {
+            let error = anyhow::Error::new(Layer(message, Some(Box::new(Layer(source, None)))));
+            let text = error_text(&error);
+            let plain: String = anstream::adapter::strip_str(&text).to_string();
+            assert_eq!(plain, format!("error: {printed}\n"), "{message} / {source}");
+        }
+    }
 
     /// Reads `line` (words split at spaces) with [`CallCli`] and with the whole tree: `CallCli`
     /// accepts it exactly when `accepted`, and what it accepts reads as the whole tree reads it.

@@ -18,7 +18,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use clawsmith_core::fs::HiddenPaths;
-use clawsmith_core::{CommandHook, HiddenGlobMatches};
+use clawsmith_core::{CommandHook, HiddenGlobMatches, HookEntry};
+use clawsmith_protocol::text::line_column;
 use clawsmith_protocol::{Capability, Verdict};
 use clawsmith_sandbox::SandboxConfig;
 use clawsmith_security::{
@@ -30,9 +31,6 @@ use toml::Spanned;
 
 use crate::Output;
 use crate::run::{self, CoreOptions, Lifetime};
-
-/// Longest timeout a hook may be given.
-const MAX_HOOK_TIMEOUT_MS: u64 = 600_000;
 
 /// `clawsmith policy …`.
 #[derive(Debug, Subcommand)]
@@ -118,17 +116,6 @@ struct RuleEntry {
     rule: Spanned<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HookEntry {
-    name: Spanned<String>,
-    command: Spanned<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    timeout_ms: Option<Spanned<u64>>,
-}
-
 /// `[sandbox]`: limits of `run_command` (absent keys keep the defaults).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -184,11 +171,9 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
     }
     let mut hooks = Vec::new();
     for entry in &file.hooks {
-        for field in [&entry.name, &entry.command] {
-            if field.get_ref().trim().is_empty() {
-                return Err(at(Some(field.span()), "a hook needs a name and a command"));
-            }
-        }
+        entry
+            .check_name_and_command()
+            .map_err(|error| at(Some(error.span), &error.message))?;
         // `./check.sh` means beside this file, wherever clawsmith runs from; a bare name is
         // looked up on `PATH`.
         let command = Path::new(entry.command.get_ref());
@@ -198,16 +183,9 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
             }
             _ => command.to_path_buf(),
         };
-        let mut hook = CommandHook::new(entry.name.get_ref().trim(), program, entry.args.clone());
-        if let Some(timeout) = &entry.timeout_ms {
-            if !(1..=MAX_HOOK_TIMEOUT_MS).contains(timeout.get_ref()) {
-                return Err(at(
-                    Some(timeout.span()),
-                    &format!("timeout_ms must be between 1 and {MAX_HOOK_TIMEOUT_MS}"),
-                ));
-            }
-            hook = hook.with_timeout(Duration::from_millis(*timeout.get_ref()));
-        }
+        let hook = entry
+            .hook(entry.name.get_ref().trim(), program, entry.args.clone())
+            .map_err(|error| at(Some(error.span), &error.message))?;
         hooks.push(hook);
     }
     check_sandbox(&file.sandbox).map_err(|(span, message)| at(Some(span), &message))?;
@@ -404,18 +382,6 @@ impl PolicyConfig {
     }
 }
 
-/// 1-based line and column (in characters) of byte `offset` of `text`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rsplit('\n')
-        .next()
-        .map_or(0, |last| last.chars().count())
-        + 1;
-    (line, column)
-}
-
 /// `clawsmith policy …`.
 pub fn run(state_dir: &Path, command: PolicyCommand, out: &Output) -> Result<i32> {
     match command {
@@ -436,7 +402,13 @@ fn check(
     out: &Output,
 ) -> Result<i32> {
     let runtime = run::runtime()?;
-    let core = run::build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
+    let core = run::build_core(
+        &runtime,
+        &crate::state::StateOptions::at(state_dir),
+        options,
+        Lifetime::OneShot,
+        None,
+    )?;
     let config = load(state_dir, options)?;
     let Some(entry) = core.tools().get(tool) else {
         bail!(

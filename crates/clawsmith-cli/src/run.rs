@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
+use clawsmith_checkpoint::LeaseWait;
 use clawsmith_core::{
-    AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CallResult, CoreConfig,
-    EventSink, SessionHandle, Turn,
+    AgentCore, ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, BatchOptions, CallResult,
+    CoreConfig, EventSink, OpeningRequest, SessionHandle, Turn,
 };
 use clawsmith_protocol::{Event, ToolCall, ToolStatus};
 use clawsmith_sandbox::{
@@ -17,6 +18,7 @@ use clawsmith_sandbox::{
 use clawsmith_security::PermissionMode;
 use serde_json::json;
 
+use crate::state::StateOptions;
 use crate::{Help, Output, state};
 
 /// The options every command that builds a core shares.
@@ -124,11 +126,15 @@ impl Approver for ApproveAll {
 /// its turns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lifetime<'a> {
-    /// One process per turn (`call`, `turn`, `tools`, `run`): its background commands log into
+    /// One process per turn (`turn`, `tools`, `run`): its background commands log into
     /// `commands/<pid>/`, left for the next process to remove (a one-shot process has no place
     /// to hold the directory's guard, and every start removes the directories of processes
     /// that are gone).
     OneShot,
+    /// One process per tool call (`call`): as [`Lifetime::OneShot`], and its commands take no
+    /// warm spare ([`SandboxConfig::warm_spares`]): it runs one command at most, so the spare
+    /// its command would order never serves.
+    OneCall,
     /// A server that outlives turns; its background commands log into `command_logs`.
     LongLived {
         /// This process's `commands/<pid>/` ([`state::command_log_dir`]).
@@ -226,15 +232,16 @@ fn mcp_config(config_file: Option<&Path>) -> Result<Option<clawsmith_mcp::McpCon
     Ok(Some(config))
 }
 
-/// Builds the core for `options` with state in `state_dir`: connects the configured MCP servers
-/// (their tools enter as deferred tools), then freezes the table.
+/// Builds the core for `options` with its state where `state_options` say: connects the
+/// configured MCP servers (their tools enter as deferred tools), then freezes the table.
 pub fn build_core(
     runtime: &tokio::runtime::Runtime,
-    state_dir: &Path,
+    state_options: &StateOptions,
     options: &CoreOptions,
     lifetime: Lifetime<'_>,
     approver: Option<Arc<dyn Approver>>,
 ) -> Result<AgentCore> {
+    let state_dir = state_options.dir.as_path();
     let workspace = options
         .workspace
         .canonicalize()
@@ -243,7 +250,7 @@ pub fn build_core(
         bail!("workspace {} is not a directory", workspace.display());
     }
     state::ensure_outside(state_dir, &workspace)?;
-    let store = state::open_store(state_dir)?;
+    let store = state::open_store(state_options)?;
     // After the store: opening it checked the state directory (and refused a planted
     // configuration). Invalid configuration stops the start before any tool exists. The file
     // is found and checked once here, then read by each section's owner (finding it
@@ -259,8 +266,9 @@ pub fn build_core(
     );
     sandbox.policy = options.sandbox.into();
     sandbox.network_allowed = options.allow_network;
+    sandbox.warm_spares = lifetime != Lifetime::OneCall;
     let default_mode = match lifetime {
-        Lifetime::OneShot => ModeArg::Ask,
+        Lifetime::OneShot | Lifetime::OneCall => ModeArg::Ask,
         Lifetime::LongLived { .. } => ModeArg::AcceptEdits,
     };
     let mut config = CoreConfig::new(&workspace, store);
@@ -321,7 +329,7 @@ pub fn build_core(
     {
         let log_dir = match lifetime {
             Lifetime::LongLived { command_logs } => command_logs.to_path_buf(),
-            Lifetime::OneShot => state::command_log_dir(state_dir)?.keep(),
+            Lifetime::OneShot | Lifetime::OneCall => state::command_log_dir(state_dir)?.keep(),
         };
         let service = CommandExecutionService::new(ServiceConfig::new(sandbox.clone(), &log_dir))
             .with_context(|| {
@@ -362,9 +370,9 @@ pub fn one_call_runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i32> {
+pub fn tools(state_options: &StateOptions, options: &CoreOptions, out: &Output) -> Result<i32> {
     let runtime = runtime()?;
-    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
+    let core = build_core(&runtime, state_options, options, Lifetime::OneShot, None)?;
     let table = core.tools();
     let rows: Vec<_> = table
         .entries()
@@ -373,7 +381,7 @@ pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i3
             let facts = entry.facts();
             json!({
                 "name": entry.name(),
-                "origin": entry.origin(),
+                "origin": entry.origin().to_string(),
                 "risk": facts.effective_risk,
                 "declaredRisk": facts.declared_risk,
                 "capabilities": facts.capabilities.to_vec(),
@@ -421,7 +429,7 @@ pub fn tools(state_dir: &Path, options: &CoreOptions, out: &Output) -> Result<i3
 }
 
 pub fn call(
-    state_dir: &Path,
+    state_options: &StateOptions,
     options: &CoreOptions,
     (tool, arguments): (&str, &str),
     pretty: bool,
@@ -434,20 +442,21 @@ pub fn call(
     // (`compile_shipped` in clawsmith-core's table.rs), and what is left (~0.3 ms) cost no more
     // here than a thread's start, stack and malloc arena (processor time and page
     // faults, measured alternately).
+    let mut state_options = state_options.clone();
     let session_id = match &options.session {
         Some(_) => options.named_session(),
         None => {
             // Calls share the day's session; a second `call` waits for the first rather
             // than failing with "session … is in use".
-            state::WAIT_FOR_SESSIONS.store(true, std::sync::atomic::Ordering::Relaxed);
+            state_options.lease_wait = LeaseWait::Wait;
             Some(daily_call_session(&options.workspace)?)
         }
     };
     let runtime = one_call_runtime()?;
-    // clawsmith-sandbox: one call runs one command at most; no warm spare for a next one.
-    clawsmith_sandbox::set_warm_spares(false);
-    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
-    let session = open_session_saying_when_waiting(&core, session_id)?;
+    // One call runs one command at most: no warm spare for a next one.
+    let core = build_core(&runtime, &state_options, options, Lifetime::OneCall, None)?;
+    let waits = state_options.lease_wait == LeaseWait::Wait;
+    let session = open_session_saying_when_waiting(&core, session_id, waits)?;
     tracing::debug!(session = session.id(), "call session");
     let call = ToolCall {
         // Unique anyway (ids need only be unique within a turn): the id names this call in the
@@ -465,8 +474,21 @@ pub fn call(
     // `turn.completed`, the checkpoint's close); a side-effecting call still commits the turn's
     // start and its journal entry before it runs (a read's two commits were ~0.2 ms of
     // the process).
-    let mut turn = session.begin_turn_recording_request(&sink, None)?;
-    let results = runtime.block_on(turn.run_last_batch(vec![call], &sink))?;
+    let mut turn = session.begin_turn(
+        &sink,
+        clawsmith_core::TurnOptions {
+            parent: None,
+            request: OpeningRequest::NamesOnly,
+        },
+    )?;
+    let results = runtime.block_on(turn.run_batch(
+        vec![call],
+        &sink,
+        BatchOptions {
+            last: true,
+            ..BatchOptions::default()
+        },
+    ))?;
     turn.finish(&sink)?;
     keep_activations(&session, searched, &sink)?;
     let Some(first) = results.into_iter().next() else {
@@ -480,14 +502,7 @@ pub fn call(
     if tool == "start_command" && first.1.status() == ToolStatus::Success {
         note_background_commands_end();
     }
-    if first
-        .1
-        .code()
-        .is_some_and(|code| code.as_str() == "permission_denied")
-        && first.1.content.contains("needs approval")
-        && !options.yes
-    {
-        // The core's text is the one signal that an `ask` found no approver here.
+    if clawsmith_core::needs_an_approver(&first.1) && !options.yes {
         crate::output::notice(
             crate::output::Level::Help,
             format_args!(
@@ -513,12 +528,12 @@ const WAIT_NOTICE_AFTER: std::time::Duration = std::time::Duration::from_millis(
 
 /// [`AgentCore::open_session`], saying on stderr when the session is busy: a `call` that waits
 /// for another process's lease (the day's session, `--wait`) would otherwise look hung. Only
-/// when waiting is on does a watcher thread start; a lease taken at once ends it silently.
+/// when it `waits` does a watcher thread start; a lease taken at once ends it silently.
 fn open_session_saying_when_waiting(
     core: &AgentCore,
     session_id: Option<String>,
+    waits: bool,
 ) -> Result<SessionHandle> {
-    let waits = state::WAIT_FOR_SESSIONS.load(std::sync::atomic::Ordering::Relaxed);
     let Some(name) = session_id.clone().filter(|_| waits) else {
         return Ok(core.open_session(session_id)?);
     };
@@ -551,7 +566,7 @@ async fn run_request(
     sink: &dyn EventSink,
 ) -> Result<Vec<CallResult>> {
     turn.model_request(sink)?;
-    Ok(turn.run_batch(calls, sink).await?)
+    Ok(turn.run_batch(calls, sink, BatchOptions::default()).await?)
 }
 
 /// A one-shot process's background commands end with it: said on stderr after a
@@ -729,7 +744,7 @@ struct CallLine<'a> {
 }
 
 pub fn turn(
-    state_dir: &Path,
+    state_options: &StateOptions,
     options: &CoreOptions,
     turn_options: &TurnOptions,
     out: &Output,
@@ -754,10 +769,10 @@ pub fn turn(
         ))
         .context("stdin is not a turn")?;
     let runtime = runtime()?;
-    let core = build_core(&runtime, state_dir, options, Lifetime::OneShot, None)?;
+    let core = build_core(&runtime, state_options, options, Lifetime::OneShot, None)?;
     let session = core.open_session(options.named_session())?;
     let sink = PrintingSink::new(turn_options.pretty);
-    let mut turn = session.begin_turn(&sink)?;
+    let mut turn = session.begin_turn(&sink, clawsmith_core::TurnOptions::default())?;
     let mut results = Vec::new();
     let mut searched = false;
     let started_background = batches
@@ -817,7 +832,12 @@ pub const MCP_TOKEN_VAR: &str = "CLAWSMITH_MCP_TOKEN";
 
 /// `mcp`: the frozen table over the Model Context Protocol on stdio (or HTTP), one long-lived
 /// session.
-pub fn mcp(state_dir: &Path, options: &CoreOptions, http: &McpHttpOptions) -> Result<i32> {
+pub fn mcp(
+    state_options: &StateOptions,
+    options: &CoreOptions,
+    http: &McpHttpOptions,
+) -> Result<i32> {
+    let state_dir = state_options.dir.as_path();
     // clawsmith-mcp: a second worker keeps timeouts and signals live while a file tool works.
     let runtime = clawsmith_mcp::stdio_runtime().context("starting the async runtime")?;
     let eliciting = clawsmith_mcp::ElicitingApprover::new();
@@ -829,7 +849,7 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions, http: &McpHttpOptions) -> Re
     let command_logs = state::command_log_dir(state_dir)?;
     let core = build_core(
         &runtime,
-        state_dir,
+        state_options,
         options,
         Lifetime::LongLived {
             command_logs: command_logs.path(),
@@ -850,7 +870,7 @@ pub fn mcp(state_dir: &Path, options: &CoreOptions, http: &McpHttpOptions) -> Re
     let (token, generated) = match std::env::var(MCP_TOKEN_VAR) {
         Ok(token) if !token.is_empty() => (token, false),
         _ => (
-            clawsmith_core::secret::new_secret().context("drawing a token")?,
+            clawsmith_core::fs::secret::new_secret().context("drawing a token")?,
             true,
         ),
     };

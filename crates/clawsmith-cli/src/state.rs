@@ -22,6 +22,45 @@ pub const CONFIG_FILE: &str = "clawsmith.toml";
 /// Where background commands of a long-lived process keep their logs: `commands/<pid>/`.
 pub const COMMANDS_DIR: &str = "commands";
 
+/// Where the state lives and how its database is opened: the global `--state-dir`, `--fsync`
+/// and `--wait`, read once at startup and handed to whatever opens the store.
+#[derive(Debug, Clone)]
+pub struct StateOptions {
+    /// The state directory ([`state_dir`]).
+    pub dir: PathBuf,
+    /// Whether every commit of the database is fsynced (`--fsync`: [`Durability::Full`]).
+    pub durability: Durability,
+    /// Whether a second writer of a session waits for the first (`--wait`:
+    /// [`LeaseWait::Wait`]).
+    pub lease_wait: LeaseWait,
+}
+
+impl StateOptions {
+    /// The state directory `explicit` names ([`state_dir`]), its database opened with
+    /// `durability` and `lease_wait`.
+    pub fn new(
+        explicit: Option<&Path>,
+        durability: Durability,
+        lease_wait: LeaseWait,
+    ) -> Result<StateOptions> {
+        Ok(StateOptions {
+            dir: state_dir(explicit)?,
+            durability,
+            lease_wait,
+        })
+    }
+
+    /// `dir` with the defaults: commits survive a killed process (not fsynced each), and a
+    /// session another process writes is refused, not waited for.
+    pub fn at(dir: &Path) -> StateOptions {
+        StateOptions {
+            dir: dir.to_path_buf(),
+            durability: Durability::default(),
+            lease_wait: LeaseWait::default(),
+        }
+    }
+}
+
 /// The state directory from the flag/env value, else `$XDG_STATE_HOME/clawsmith`, else
 /// `~/.local/state/clawsmith`.
 ///
@@ -98,14 +137,6 @@ pub fn ensure_outside(state: &Path, workspace: &Path) -> Result<()> {
     }
     Ok(())
 }
-
-/// Whether every commit of the state database is fsynced (`--fsync`); set once at startup.
-pub static FSYNC_EVERY_COMMIT: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
-
-/// Whether a second writer of a session waits for the first (`--wait`); set once at startup.
-pub static WAIT_FOR_SESSIONS: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
 
 /// Creates the state directory (0700) or checks an existing one: it must be a directory the
 /// current user owns that group and others cannot write, under ancestors no other user can swap
@@ -257,32 +288,25 @@ pub fn require_trusted_config(path: &Path) -> Result<()> {
     require_trusted("configuration", path, &metadata)
 }
 
-/// Opens (creating if needed) the store in `state`: the directory is prepared and checked, the
-/// database created 0600 (SQLite gives its `-wal` and `-shm` the same mode) and never opened
-/// through a symlink.
-pub fn open_store(state: &Path) -> Result<Arc<Store>> {
-    prepare_state_dir(state)?;
-    let path = state.join(DATABASE_FILE);
-    let durability = if FSYNC_EVERY_COMMIT.load(std::sync::atomic::Ordering::Relaxed) {
-        Durability::Full
-    } else {
-        Durability::Normal
-    };
+/// Opens (creating if needed) the store in `state.dir`, with its durability and lease wait: the
+/// directory is prepared and checked, the database created 0600 (SQLite gives its `-wal` and
+/// `-shm` the same mode) and never opened through a symlink.
+pub fn open_store(state: &StateOptions) -> Result<Arc<Store>> {
+    prepare_state_dir(&state.dir)?;
+    let path = state.dir.join(DATABASE_FILE);
     let options = StoreOptions {
-        durability,
+        durability: state.durability,
         ..StoreOptions::default()
     };
     let store = Store::open_with(&path, options)
         .with_context(|| format!("opening the state database {}", path.display()))?;
-    if WAIT_FOR_SESSIONS.load(std::sync::atomic::Ordering::Relaxed) {
-        store.set_lease_wait(LeaseWait::Wait);
-    }
+    store.set_lease_wait(state.lease_wait);
     Ok(Arc::new(store))
 }
 
 /// Opens the store only if the database exists (read-only commands never create state).
-pub fn open_existing_store(state: &Path) -> Result<Arc<Store>> {
-    let path = state.join(DATABASE_FILE);
+pub fn open_existing_store(state: &StateOptions) -> Result<Arc<Store>> {
+    let path = state.dir.join(DATABASE_FILE);
     if std::fs::symlink_metadata(&path).is_err() {
         bail!(
             "no clawsmith state at {} (nothing has run with this --state-dir yet)",

@@ -9,6 +9,8 @@ use anyhow::{Context, Result};
 use clawsmith_fs::Workspace;
 use clawsmith_web::{UndoWorkspace, WebConfig, WebServer};
 
+use crate::state::StateOptions;
+
 /// Options of `clawsmith web`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WebOptions {
@@ -26,8 +28,9 @@ pub struct WebOptions {
     pub workspace: Option<PathBuf>,
 }
 
-pub fn run(state_dir: &Path, options: &WebOptions) -> Result<i32> {
-    let store = crate::state::open_existing_store(state_dir)?;
+pub fn run(state_options: &StateOptions, options: &WebOptions) -> Result<i32> {
+    let state_dir = state_options.dir.as_path();
+    let store = crate::state::open_existing_store(state_options)?;
     let undo = match &options.workspace {
         Some(dir) => {
             let root = Workspace::open(dir)

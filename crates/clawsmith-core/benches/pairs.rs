@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clawsmith_checkpoint::{Durability, Store, StoreOptions, system_clock};
-use clawsmith_core::{AgentCore, CoreConfig, NullSink};
+use clawsmith_core::{AgentCore, BatchOptions, CoreConfig, NullSink, TurnOptions};
 use clawsmith_protocol::{ToolCall, ToolExecutionContext, ToolOutput, ToolStatus};
 use serde_json::json;
 
@@ -152,7 +152,9 @@ fn pair(quick: bool, durability: Durability) {
         .unwrap();
 
     let session = core.open_session(None).unwrap();
-    let mut turn = session.begin_turn(&NullSink).unwrap();
+    let mut turn = session
+        .begin_turn(&NullSink, TurnOptions::default())
+        .unwrap();
     let tool = core.tools().get("read_file").unwrap().tool().clone();
     let mut pipeline_counter = 0u64;
     let mut direct_counter = 0u64;
@@ -171,7 +173,7 @@ fn pair(quick: bool, durability: Durability) {
                 ),
             };
             let results = runtime
-                .block_on(turn.run_batch(vec![call], &NullSink))
+                .block_on(turn.run_batch(vec![call], &NullSink, BatchOptions::default()))
                 .unwrap();
             assert_eq!(results[0].1.status(), ToolStatus::Success);
         }

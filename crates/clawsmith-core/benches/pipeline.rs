@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use clawsmith_checkpoint::{Durability, Store, StoreOptions, system_clock};
-use clawsmith_core::{AgentCore, CoreConfig, NullSink};
+use clawsmith_core::{AgentCore, BatchOptions, CoreConfig, NullSink, TurnOptions};
 use clawsmith_protocol::{ToolCall, ToolExecutionContext};
 
 fn main() {
@@ -62,7 +62,9 @@ fn read_file_through_pipeline_without_fsync(bencher: divan::Bencher<'_, '_>) {
 fn through_pipeline(bencher: divan::Bencher<'_, '_>, durability: Durability) {
     let setup = setup_with(durability);
     let session = setup.core.open_session(None).unwrap();
-    let mut turn = session.begin_turn(&NullSink).unwrap();
+    let mut turn = session
+        .begin_turn(&NullSink, TurnOptions::default())
+        .unwrap();
     let mut counter = 0u64;
     bencher.bench_local(|| {
         counter += 1;
@@ -74,7 +76,7 @@ fn through_pipeline(bencher: divan::Bencher<'_, '_>, durability: Durability) {
         };
         let results = setup
             .runtime
-            .block_on(turn.run_batch(vec![call], &NullSink))
+            .block_on(turn.run_batch(vec![call], &NullSink, BatchOptions::default()))
             .unwrap();
         assert_eq!(
             results[0].1.status(),

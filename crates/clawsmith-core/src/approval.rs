@@ -4,7 +4,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 
-use clawsmith_protocol::{Capability, Event, Risk};
+use clawsmith_protocol::{
+    Capability, Display, DisplayKind, ErrorCode, Event, Risk, ToolExecutionResult,
+};
 use serde::Serialize;
 
 /// What a person is asked to approve.
@@ -40,6 +42,40 @@ pub enum ApprovalAnswer {
 
 /// The future an approver returns.
 pub type ApprovalFuture<'a> = Pin<Box<dyn Future<Output = ApprovalAnswer> + Send + 'a>>;
+
+/// The display field, and its value, of a call refused because its rules say `ask` and no
+/// approver is configured where it ran; [`needs_an_approver`] reads them, so a front end tells
+/// that case apart without reading the message.
+const APPROVER_FIELD: &str = "approver";
+const NO_APPROVER: &str = "none here";
+
+/// The result of a call whose rules say `ask` when no one can approve it here: denied, with the
+/// reason, and marked for [`needs_an_approver`].
+pub(crate) fn refused_without_approver(tool: &str, reason: &str) -> ToolExecutionResult {
+    ToolExecutionResult::failure(
+        ErrorCode::PERMISSION_DENIED,
+        format!("{tool} needs approval ({reason}) and no one can approve it here."),
+    )
+    .with_display(
+        Display::new(DisplayKind::Text)
+            .with_title(format!("{tool} needs approval"))
+            .with_field("decision", "ask")
+            .with_field("reason", reason)
+            .with_field(APPROVER_FIELD, NO_APPROVER),
+    )
+}
+
+/// Whether `result` is a refusal for want of an approver (the rules said `ask`, and nothing
+/// where the call ran could answer), as opposed to a rule that denies.
+pub fn needs_an_approver(result: &ToolExecutionResult) -> bool {
+    result.code() == Some(&ErrorCode::PERMISSION_DENIED)
+        && result.metadata.display.as_ref().is_some_and(|display| {
+            display
+                .fields
+                .iter()
+                .any(|field| field.label == APPROVER_FIELD && field.value == NO_APPROVER)
+        })
+}
 
 /// Answers `ask` decisions. Without one, `ask` becomes `permission_denied` (non-interactive front
 /// ends, S4).

@@ -88,9 +88,9 @@ use clawsmith_fs::{
 use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
 use clawsmith_sandbox::{CommandExecutionService, CommandState};
 
-use crate::core::Shared;
-use crate::pipeline::execute_tool;
-use crate::table::ToolEntry;
+use crate::execute::execute_tool;
+use crate::shared::Shared;
+use crate::table::{Origin, ToolEntry};
 
 /// Files larger than this are tracked by hash only: undo cannot give them back.
 pub const CAPTURE_CONTENT_LIMIT: u64 = 8 * 1024 * 1024;
@@ -107,9 +107,57 @@ struct Attribution<'a> {
     label: &'a str,
 }
 
+/// What a capture reads and writes: the workspace it lists, the store that keeps contents and
+/// manifests, and the recorder its changes go through (the file tools' own).
+#[derive(Clone, Copy)]
+struct CaptureIo<'a> {
+    workspace: &'a Workspace,
+    store: &'a Store,
+    recorder: &'a dyn ChangeRecorder,
+}
+
+impl<'a> CaptureIo<'a> {
+    /// The core's workspace, store and recorder.
+    fn of(shared: &'a Shared) -> CaptureIo<'a> {
+        CaptureIo {
+            workspace: &shared.workspace,
+            store: &shared.store,
+            recorder: shared.recorder.as_ref(),
+        }
+    }
+
+    /// Records differences through this store and recorder, as `who`'s changes.
+    fn recording(self, who: &'a Attribution<'a>, content_limit: u64) -> Recording<'a> {
+        Recording {
+            store: self.store,
+            recorder: self.recorder,
+            who,
+            content_limit,
+        }
+    }
+}
+
+/// How [`record_differences`] records: through which store and recorder, as whose changes.
+struct Recording<'a> {
+    store: &'a Store,
+    recorder: &'a dyn ChangeRecorder,
+    who: &'a Attribution<'a>,
+    /// Files above this size were hashed, not stored: their prior content cannot be recorded.
+    content_limit: u64,
+}
+
+/// Two manifests of one workspace and the paths between them that may differ (sorted): what a
+/// refresh found.
+#[derive(Clone, Copy)]
+struct Difference<'a> {
+    before: &'a Manifest,
+    after: &'a Manifest,
+    candidates: &'a [String],
+}
+
 /// The label of the changes captured around a call of `entry`.
 fn change_label(entry: &ToolEntry) -> &str {
-    if entry.origin() == "builtin:command" {
+    if *entry.origin() == Origin::Command {
         COMMAND_ORIGIN
     } else {
         entry.name()
@@ -415,45 +463,33 @@ impl Captures {
         }
     }
 
-    /// Records what changed between `before` and `after` (a refresh's `candidates`) as the
-    /// changes of the background command `command_id`, in turn `turn_id`.
-    #[allow(clippy::too_many_arguments)]
+    /// Records what a refresh found changed as the changes of the background command that
+    /// `origin` names (its call id is the command's id).
     fn record_for_background(
         &self,
-        store: &Store,
-        recorder: &dyn ChangeRecorder,
-        session_id: &str,
-        turn_id: &str,
-        command_id: &str,
-        before: &Manifest,
-        after: &Manifest,
-        candidates: &[String],
+        io: CaptureIo<'_>,
+        origin: &ChangeOrigin,
+        difference: Difference<'_>,
     ) {
-        let origin = ChangeOrigin {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            tool_call_id: command_id.to_owned(),
-        };
         let who = Attribution {
-            origin: &origin,
+            origin,
             label: COMMAND_ORIGIN,
         };
-        let mut not_captured = record_differences(
-            store,
-            recorder,
-            &who,
-            before,
-            after,
-            candidates,
-            self.content_limit,
-        );
+        let Difference { before, after, .. } = difference;
+        let mut not_captured =
+            record_differences(&io.recording(&who, self.content_limit), difference);
         not_captured.extend(uncaptured_differences(before, after));
-        record_made_directories(store, &origin, before, after);
+        record_made_directories(io.store, origin, before, after);
         let entries: Vec<(String, String)> = not_captured
             .into_iter()
             .map(|entry| (entry.path, entry.reason))
             .collect();
-        if let Err(error) = store.record_uncaptured(session_id, turn_id, command_id, &entries) {
+        if let Err(error) = io.store.record_uncaptured(
+            &origin.session_id,
+            &origin.turn_id,
+            &origin.tool_call_id,
+            &entries,
+        ) {
             tracing::warn!(%error, "the paths left out of a background command's capture could not be recorded");
         }
     }
@@ -465,11 +501,8 @@ impl Captures {
     /// out for a foreground command (that command's capture sees the changes).
     fn settle_background(
         &self,
-        workspace: &Workspace,
-        store: &Store,
-        recorder: &dyn ChangeRecorder,
-        session_id: &str,
-        turn_id: &str,
+        io: CaptureIo<'_>,
+        (session_id, turn_id): (&str, &str),
         baseline: bool,
     ) {
         let (pending, ended) = self.pending_background(session_id);
@@ -480,9 +513,8 @@ impl Captures {
         if existing.is_none() && !baseline {
             return;
         }
-        let manifest = self.refresh_recording_background(
-            workspace, store, recorder, session_id, turn_id, existing, &pending,
-        );
+        let manifest =
+            self.refresh_recording_background(io, (session_id, turn_id), existing, &pending);
         self.put(session_id, manifest);
         self.forget_background(session_id, &ended);
     }
@@ -490,14 +522,10 @@ impl Captures {
     /// Refreshes the session's `existing` manifest (none: a first, full one); what changed since
     /// it is recorded, in turn `turn_id`, as the changes of the oldest of the session's `pending`
     /// background commands when there is one (a user's edit meanwhile too: see the module docs).
-    #[allow(clippy::too_many_arguments)]
     fn refresh_recording_background(
         &self,
-        workspace: &Workspace,
-        store: &Store,
-        recorder: &dyn ChangeRecorder,
-        session_id: &str,
-        turn_id: &str,
+        io: CaptureIo<'_>,
+        (session_id, turn_id): (&str, &str),
         existing: Option<Manifest>,
         pending: &[String],
     ) -> Manifest {
@@ -505,20 +533,22 @@ impl Captures {
             .as_ref()
             .is_some_and(|manifest| !manifest.remembered);
         let previous = existing.unwrap_or_default();
-        let (refreshed, background) = self.refresh_session(workspace, store, session_id, &previous);
+        let (refreshed, background) =
+            self.refresh_session(io.workspace, io.store, session_id, &previous);
         let mut manifest = match refreshed {
             Some((after, candidates)) => {
                 if let (Some(command_id), true) = (pending.first(), known) {
-                    self.record_for_background(
-                        store,
-                        recorder,
-                        session_id,
-                        turn_id,
-                        command_id,
-                        &previous,
-                        &after,
-                        &candidates,
-                    );
+                    let origin = ChangeOrigin {
+                        session_id: session_id.to_owned(),
+                        turn_id: turn_id.to_owned(),
+                        tool_call_id: command_id.to_owned(),
+                    };
+                    let difference = Difference {
+                        before: &previous,
+                        after: &after,
+                        candidates: &candidates,
+                    };
+                    self.record_for_background(io, &origin, difference);
                 }
                 after
             }
@@ -533,24 +563,18 @@ impl Captures {
     /// ends only costs the next command a full read). Then notes durably that the command runs
     /// against it, so that a process killed mid-command leaves the next open of the session what
     /// it needs ([`recover_interrupted`]); a note that cannot be written costs only that.
-    fn before_command(
-        &self,
-        workspace: &Workspace,
-        store: &Store,
-        recorder: &dyn ChangeRecorder,
-        origin: &ChangeOrigin,
-    ) -> Manifest {
+    fn before_command(&self, io: CaptureIo<'_>, origin: &ChangeOrigin) -> Manifest {
+        let CaptureIo {
+            workspace, store, ..
+        } = io;
         self.count_command(workspace);
         let (pending, ended) = self.pending_background(&origin.session_id);
         let existing = self
             .take(&origin.session_id)
             .or_else(|| Self::remembered(workspace, store));
         let mut manifest = self.refresh_recording_background(
-            workspace,
-            store,
-            recorder,
-            &origin.session_id,
-            &origin.turn_id,
+            io,
+            (&origin.session_id, &origin.turn_id),
             existing,
             &pending,
         );
@@ -607,27 +631,24 @@ impl Captures {
     /// difference as a change of the call `origin`. Returns what could not be recorded.
     fn after_command(
         &self,
-        workspace: &Workspace,
-        store: &Store,
-        recorder: &dyn ChangeRecorder,
+        io: CaptureIo<'_>,
         who: &Attribution<'_>,
         before: Manifest,
     ) -> Vec<NotCaptured> {
+        let store = io.store;
         let origin = who.origin;
         let noted = before.persisted.is_some();
         let (refreshed, background) =
-            self.refresh_session(workspace, store, &origin.session_id, &before);
+            self.refresh_session(io.workspace, store, &origin.session_id, &before);
         let (mut after, not_captured) = match refreshed {
             Some((after, candidates)) => {
-                let mut not_captured = record_differences(
-                    store,
-                    recorder,
-                    who,
-                    &before,
-                    &after,
-                    &candidates,
-                    self.content_limit,
-                );
+                let difference = Difference {
+                    before: &before,
+                    after: &after,
+                    candidates: &candidates,
+                };
+                let mut not_captured =
+                    record_differences(&io.recording(who, self.content_limit), difference);
                 not_captured.extend(uncaptured_differences(&before, &after));
                 record_made_directories(store, origin, &before, &after);
                 (after, not_captured)
@@ -1002,15 +1023,12 @@ fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
 
 /// Records each of `candidates` (sorted) whose content or mode differs between `before` and
 /// `after`, in path order.
-fn record_differences(
-    store: &Store,
-    recorder: &dyn ChangeRecorder,
-    who: &Attribution<'_>,
-    before: &Manifest,
-    after: &Manifest,
-    candidates: &[String],
-    content_limit: u64,
-) -> Vec<NotCaptured> {
+fn record_differences(recording: &Recording<'_>, difference: Difference<'_>) -> Vec<NotCaptured> {
+    let Difference {
+        before,
+        after,
+        candidates,
+    } = difference;
     let mut not_captured = Vec::new();
     for path in candidates {
         let (prior, post) = (before.files.get(path), after.files.get(path));
@@ -1027,7 +1045,7 @@ fn record_differences(
         {
             continue;
         }
-        if let Err(reason) = record_one(store, recorder, who, path, prior, post, content_limit) {
+        if let Err(reason) = record_one(recording, path, prior, post) {
             not_captured.push(NotCaptured {
                 path: path.clone(),
                 reason,
@@ -1038,14 +1056,17 @@ fn record_differences(
 }
 
 fn record_one(
-    store: &Store,
-    recorder: &dyn ChangeRecorder,
-    who: &Attribution<'_>,
+    recording: &Recording<'_>,
     path: &str,
     prior: Option<&Known>,
     post: Option<&Known>,
-    content_limit: u64,
 ) -> Result<(), String> {
+    let Recording {
+        store,
+        recorder,
+        who,
+        content_limit,
+    } = *recording;
     let origin = who.origin;
     let prior_state = match prior {
         None => PriorState::Absent,
@@ -1104,25 +1125,22 @@ pub(crate) async fn execute_with_capture(
         return start_background(shared, entry, input, context, cancellation).await;
     }
     if !shared.capture_commands || !captures_changes(entry) {
-        return execute_tool(shared, entry, input, context, cancellation).await;
+        return execute_tool(shared.execution, entry, input, context, cancellation).await;
     }
     let origin = ChangeOrigin::from_context(&context);
     let before = {
         let shared = Arc::clone(shared);
         let origin = origin.clone();
         tokio::task::spawn_blocking(move || {
-            let manifest = shared.captures.before_command(
-                &shared.workspace,
-                &shared.store,
-                shared.recorder.as_ref(),
-                &origin,
-            );
+            let manifest = shared
+                .captures
+                .before_command(CaptureIo::of(&shared), &origin);
             (manifest, keep_repository(&shared))
         })
         .await
     };
     let label = change_label(entry).to_owned();
-    let mut result = execute_tool(shared, entry, input, context, cancellation).await;
+    let mut result = execute_tool(shared.execution, entry, input, context, cancellation).await;
     let not_captured = match before {
         Ok((before, repository_before)) => {
             let shared = Arc::clone(shared);
@@ -1132,13 +1150,10 @@ pub(crate) async fn execute_with_capture(
                     origin: &origin,
                     label: &label,
                 };
-                let mut not_captured = shared.captures.after_command(
-                    &shared.workspace,
-                    &shared.store,
-                    shared.recorder.as_ref(),
-                    &who,
-                    before,
-                );
+                let mut not_captured =
+                    shared
+                        .captures
+                        .after_command(CaptureIo::of(&shared), &who, before);
                 let repository_after = keep_repository(&shared);
                 record_repository(
                     &shared,
@@ -1252,11 +1267,8 @@ async fn start_background(
         let origin = origin.clone();
         let settled = tokio::task::spawn_blocking(move || {
             shared.captures.settle_background(
-                &shared.workspace,
-                &shared.store,
-                shared.recorder.as_ref(),
-                &origin.session_id,
-                &origin.turn_id,
+                CaptureIo::of(&shared),
+                (&origin.session_id, &origin.turn_id),
                 true,
             );
         })
@@ -1265,7 +1277,7 @@ async fn start_background(
             tracing::warn!(%error, "the workspace manifest before a background command failed");
         }
     }
-    let result = execute_tool(shared, entry, input, context, cancellation).await;
+    let result = execute_tool(shared.execution, entry, input, context, cancellation).await;
     if result.status() == clawsmith_protocol::ToolStatus::Success {
         let started: Option<String> = serde_json::from_str::<serde_json::Value>(&result.content)
             .ok()
@@ -1286,19 +1298,14 @@ pub(crate) fn settle_background(shared: &Shared, session_id: &str, turn_id: &str
     if !shared.capture_commands {
         return;
     }
-    shared.captures.settle_background(
-        &shared.workspace,
-        &shared.store,
-        shared.recorder.as_ref(),
-        session_id,
-        turn_id,
-        false,
-    );
+    shared
+        .captures
+        .settle_background(CaptureIo::of(shared), (session_id, turn_id), false);
 }
 
 /// Whether the call starts a background command (`start_command` of the command service).
 fn starts_background(entry: &ToolEntry) -> bool {
-    entry.origin() == "service:commands" && entry.name() == "start_command"
+    *entry.origin() == Origin::Commands && entry.name() == "start_command"
 }
 
 /// Whether a call's workspace changes are captured: the foreground command tool, and every
@@ -1308,8 +1315,8 @@ fn starts_background(entry: &ToolEntry) -> bool {
 /// points instead ([`settle_background`]): what it changes happens after its call returns.
 fn captures_changes(entry: &ToolEntry) -> bool {
     let capabilities = &entry.facts().capabilities;
-    entry.origin() == "builtin:command"
-        || (entry.origin().starts_with("extension:")
+    *entry.origin() == Origin::Command
+        || (matches!(entry.origin(), Origin::Extension(_))
             && (capabilities.contains(clawsmith_protocol::Capability::ProcessExecute)
                 || capabilities.contains(clawsmith_protocol::Capability::FilesystemWrite)))
 }
@@ -1339,15 +1346,13 @@ pub(crate) fn recover_interrupted(shared: &Shared, session_id: &str) -> Vec<Stri
                 origin: &origin,
                 label: COMMAND_ORIGIN,
             };
-            let not_captured = record_differences(
-                store,
-                shared.recorder.as_ref(),
-                &who,
-                &before,
-                &after,
-                &candidates,
-                limit,
-            );
+            let difference = Difference {
+                before: &before,
+                after: &after,
+                candidates: &candidates,
+            };
+            let not_captured =
+                record_differences(&CaptureIo::of(shared).recording(&who, limit), difference);
             recorded.extend(
                 candidates
                     .into_iter()

@@ -18,11 +18,13 @@ use clawsmith_security::PermissionPolicy;
 use crate::approval::Approver;
 use crate::capture::Captures;
 use crate::error::CoreError;
+use crate::execute::ExecutionLimits;
 use crate::hooks::{CommandHook, Hook};
 use crate::search::{Activations, SearchDocument, SearchToolsTool};
 use crate::session::SessionHandle;
 use crate::session_tools::{ReadArtifactTool, TodoListTool, TodoWriteTool};
-use crate::table::{Candidate, ExtensionTool, ToolTable};
+use crate::shared::Shared;
+use crate::table::{Candidate, ExtensionTool, Origin, ToolTable};
 
 /// Default bound on calls of one parallel read batch running at once.
 pub const DEFAULT_MAX_PARALLEL: usize = 4;
@@ -130,44 +132,6 @@ impl CoreConfig {
     }
 }
 
-/// State shared by every session of one core.
-pub(crate) struct Shared {
-    pub table: ToolTable,
-    pub store: Arc<Store>,
-    pub workspace: Arc<Workspace>,
-    pub workspace_root_text: String,
-    pub policy: PermissionPolicy,
-    pub approver: Option<Arc<dyn Approver>>,
-    pub hooks: Vec<Arc<dyn Hook>>,
-    pub artifacts_enabled: bool,
-    pub max_parallel: usize,
-    pub call_timeout: Option<Duration>,
-    pub cancel_grace: Duration,
-    /// [`CoreConfig::read_record_window`].
-    pub read_record_window: Duration,
-    pub activations: Arc<Activations>,
-    pub record_tool_schemas: bool,
-    /// The recorder of the file tools, which also records what commands change.
-    pub recorder: Arc<dyn ChangeRecorder>,
-    /// The per-session workspace manifests taken around commands.
-    pub captures: Captures,
-    /// [`CoreConfig::capture_commands`].
-    pub capture_commands: bool,
-    /// [`CoreConfig::tracer`].
-    pub tracer: clawsmith_trace::Tracer,
-    /// [`CoreConfig::trace_parent`].
-    pub trace_parent: Option<clawsmith_trace::SpanContext>,
-}
-
-impl Shared {
-    /// Whether the parallel path is possible at all (A6): with hooks configured, each call must
-    /// get its own hook decision and audit record in order, so no. An approver does not count:
-    /// a parallel batch needs every call allowed outright, so it is never consulted there.
-    pub fn parallel_allowed(&self) -> bool {
-        self.hooks.is_empty()
-    }
-}
-
 /// The hidden paths as a command's view must cover them when it starts (the literal entries,
 /// and the files the glob entries match then): the [`HiddenPathSource`] for
 /// [`SandboxConfig::hidden_path_source`].
@@ -261,7 +225,7 @@ impl AgentCore {
             None => Arc::new(CheckpointRecorder::new(store.clone())),
         };
         let mut candidates = Vec::new();
-        let mut push = |origin: &str, tool: Arc<dyn Tool>, deferred: bool| {
+        let mut push = |origin: Origin, tool: Arc<dyn Tool>, deferred: bool| {
             if read_only_tools
                 && clawsmith_security::ToolFacts::of(tool.as_ref()).effective_risk
                     != clawsmith_protocol::Risk::Read
@@ -275,13 +239,13 @@ impl AgentCore {
                 return;
             }
             candidates.push(Candidate {
-                origin: origin.to_owned(),
+                origin,
                 tool,
                 deferred,
             });
         };
         for tool in clawsmith_fs::builtin_tools(workspace.clone(), recorder.clone()) {
-            push("builtin:fs", tool, false);
+            push(Origin::Files, tool, false);
         }
         sandbox.workspace_root = workspace.root().to_path_buf();
         // The root the file tools opened: a command refuses to run once the path names
@@ -304,19 +268,23 @@ impl AgentCore {
             }
         }
         push(
-            "builtin:command",
+            Origin::Command,
             Arc::new(RunCommandTool::new(sandbox)),
             false,
         );
         push(
-            "session",
+            Origin::Session,
             Arc::new(TodoWriteTool::new(store.clone())),
             false,
         );
-        push("session", Arc::new(TodoListTool::new(store.clone())), false);
+        push(
+            Origin::Session,
+            Arc::new(TodoListTool::new(store.clone())),
+            false,
+        );
         if artifacts_enabled {
             push(
-                "service:artifacts",
+                Origin::Artifacts,
                 Arc::new(ReadArtifactTool::new(store.clone())),
                 false,
             );
@@ -325,12 +293,15 @@ impl AgentCore {
         let background_service = command_service.clone();
         if let Some(service) = command_service {
             for tool in command_tools(service) {
-                push("service:commands", tool, false);
+                push(Origin::Commands, tool, false);
             }
         }
         for extension in extension_tools {
-            let origin = format!("extension:{}", extension.source);
-            push(&origin, extension.tool, extension.deferred);
+            push(
+                Origin::Extension(extension.source),
+                extension.tool,
+                extension.deferred,
+            );
         }
         // Build once without search_tools to learn which tools are deferred, then add it.
         let activations = Arc::new(Activations::default());
@@ -343,7 +314,7 @@ impl AgentCore {
             .collect();
         if !documents.is_empty() {
             table = table.with(Candidate {
-                origin: "session".to_owned(),
+                origin: Origin::Session,
                 tool: Arc::new(SearchToolsTool::new(documents, activations.clone())),
                 deferred: false,
             })?;
@@ -359,8 +330,10 @@ impl AgentCore {
                 hooks,
                 artifacts_enabled,
                 max_parallel: max_parallel.max(1),
-                call_timeout,
-                cancel_grace,
+                execution: ExecutionLimits {
+                    call_timeout,
+                    cancel_grace,
+                },
                 read_record_window,
                 activations,
                 record_tool_schemas,
@@ -423,7 +396,7 @@ impl AgentCore {
     /// The parent may belong to another core over the same store (the sub-agent's core has
     /// fewer tools).
     pub fn open_child_session(&self, parent_id: &str) -> Result<SessionHandle, CoreError> {
-        let id = crate::session::new_id(clawsmith_protocol::id::IdKind::Session);
+        let id = clawsmith_protocol::id::new_id(clawsmith_protocol::id::IdKind::Session);
         self.shared
             .store
             .create_child_session(&id, parent_id, &self.shared.workspace_root_text)?;

@@ -103,8 +103,9 @@ impl ConfinedHook {
             Err(error) => return self.deny(format_args!("could not be given its input: {error}")),
         };
         let program = self.hook.program.to_string_lossy();
+        let argv = clawsmith_sandbox::Argv::new(program.as_ref(), &self.hook.args);
         let (mut process, io) =
-            match clawsmith_sandbox::spawn_piped_argv(&self.sandbox, &program, &self.hook.args) {
+            match clawsmith_sandbox::spawn_piped_argv(&self.sandbox, &argv, None) {
                 Ok(started) => started,
                 Err(error) => {
                     return self.deny(format_args!("could not be started ({program}): {error}"));

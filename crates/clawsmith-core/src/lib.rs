@@ -53,10 +53,10 @@
 //! runs and must never exist without its parent's call on record: `agent.delegate` calls commit
 //! their start before they run) is recorded after it ran, start and close in one commit (its start
 //! is committed meanwhile once it runs past [`CoreConfig::read_record_window`]); a turn's start
-//! rides on its first write, and [`Turn::run_last_batch`] lets the turn's finish carry its reads,
-//! so an MCP turn or a `clawsmith call` of one read is one commit. A process killed mid-read leaves
-//! a history without that read (or with it started and then closed `interrupted`), never half of
-//! one.
+//! rides on its first write, and a batch run as the turn's last ([`BatchOptions::last`]) lets the
+//! turn's finish carry its reads, so an MCP turn or a `clawsmith call` of one read is one commit.
+//! A process killed mid-read leaves a history without that read (or with it started and then
+//! closed `interrupted`), never half of one.
 //!
 //! ## Decisions and why
 //! - **Failures are data.** Every refusal is a `ToolExecutionResult` built with
@@ -162,15 +162,18 @@ mod approval;
 mod capture;
 mod core;
 mod error;
+mod execute;
+pub mod front_matter;
+mod hook_entry;
 mod hooks;
 mod normalize;
 mod pipeline;
 mod real_paths;
 mod redact;
 mod search;
-pub mod secret;
 mod session;
 mod session_tools;
+mod shared;
 mod spans;
 mod table;
 pub mod time;
@@ -185,12 +188,14 @@ pub use clawsmith_security as security;
 
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,
+    needs_an_approver,
 };
 pub use crate::capture::{CAPTURE_CONTENT_LIMIT, COMMAND_ORIGIN, CapturePasses};
 pub use crate::core::{
     AgentCore, CoreConfig, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_PARALLEL, HiddenGlobMatches,
 };
 pub use crate::error::CoreError;
+pub use crate::hook_entry::{HookEntry, HookEntryError, MAX_HOOK_TIMEOUT_MS};
 pub use crate::hooks::{CommandHook, DEFAULT_HOOK_TIMEOUT, Hook, HookFuture};
 pub use crate::normalize::{
     ARTIFACT_THRESHOLD_BYTES, PREVIEW_HEAD_BYTES, PREVIEW_TAIL_BYTES, artifact_preview,
@@ -199,9 +204,12 @@ pub use crate::normalize::{
 pub use crate::pipeline::{CallResult, READ_RECORD_WINDOW};
 pub use crate::redact::{REDACTED, redact_display, redact_json, redact_text};
 pub use crate::search::{SearchDocument, SearchHit, rank};
-pub use crate::session::{RecoveryReport, RequestEvidence, SessionHandle, Turn, TurnOutcome};
+pub use crate::session::{
+    BatchOptions, OpeningRequest, RecoveryReport, RequestEvidence, SessionHandle, Turn,
+    TurnOptions, TurnOutcome,
+};
 pub use crate::session_tools::{ARTIFACT_NOT_FOUND, READ_ARTIFACT_MAX_BYTES};
 pub use crate::table::{
-    ExtensionTool, IN_TREE_SOURCES, ShownTool, ToolEntry, ToolTable, canonical_json,
+    ExtensionTool, IN_TREE_SOURCES, Origin, ShownTool, ToolEntry, ToolTable, canonical_json,
     prepare_schema_compiler, schema_list_sha256,
 };

@@ -104,10 +104,7 @@ fn head_of(content: &str, max: usize) -> &str {
     if content.len() <= max {
         return content;
     }
-    let mut cut = max;
-    while !content.is_char_boundary(cut) {
-        cut -= 1;
-    }
+    let cut = content.floor_char_boundary(max);
     match content[..cut].rfind('\n') {
         Some(newline) if newline > max / 2 => &content[..newline],
         _ => &content[..cut],
@@ -118,10 +115,7 @@ fn tail_of(content: &str, max: usize) -> &str {
     if content.len() <= max {
         return content;
     }
-    let mut start = content.len() - max;
-    while !content.is_char_boundary(start) {
-        start += 1;
-    }
+    let start = content.ceil_char_boundary(content.len() - max);
     match content[start..].find('\n') {
         Some(newline) if newline < max / 2 => &content[start + newline + 1..],
         _ => &content[start..],

@@ -14,14 +14,14 @@
 //! after [`READ_RECORD_WINDOW`] gets its start committed while it runs (a long read, a
 //! sub-agent, is visible and survives a crash as `interrupted`). A non-journaled call's close is
 //! deferred too when a later call of the batch follows (whose start or close commits it) or
-//! when the host finishes the turn right after ([`crate::Turn::run_last_batch`]), so a batch of
+//! when the host finishes the turn right after ([`crate::BatchOptions::last`]), so a batch of
 //! reads, and an MCP turn of one read, is one commit. Deferring never reorders: any commit of the
 //! store writes every deferred record first, so a journal entry is never durable ahead of the
 //! records before it, and a process killed mid-read leaves a history without that read at all.
 
-// A refusal *is* a `ToolExecutionResult` (data for the model); it is built once per call and
-// moved, so boxing it would only add an allocation.
-#![allow(clippy::result_large_err)]
+// A refusal *is* a `ToolExecutionResult` (data for the model), in an `Err` or in a step's
+// outcome enum; it is built once per call and moved, so boxing it would only add an allocation.
+#![allow(clippy::result_large_err, clippy::large_enum_variant)]
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -39,14 +39,12 @@ use tokio::task::JoinHandle;
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, EventSink};
 use crate::capture::execute_with_capture;
-use crate::core::Shared;
 use crate::error::CoreError;
-use crate::normalize::{
-    ARTIFACT_THRESHOLD_BYTES, artifact_preview, normalize_output, truncate_without_artifact,
-};
+use crate::execute::execute_tool;
+use crate::normalize::{ARTIFACT_THRESHOLD_BYTES, artifact_preview, truncate_without_artifact};
 use crate::real_paths::resolved_paths;
 use crate::redact::{redact_display, redact_json, redact_text};
-use crate::session::new_id;
+use crate::shared::Shared;
 use crate::table::{ToolEntry, canonical_json};
 use clawsmith_protocol::redact::redact_owned;
 
@@ -111,7 +109,7 @@ pub(crate) struct TurnContext<'a> {
     pub spans: crate::spans::CallSpans<'a>,
     /// The turn's deferred events, sent to `sink` once stored.
     pub outbox: &'a Outbox,
-    /// Whether the host finishes the turn right after this batch ([`crate::Turn::run_last_batch`]):
+    /// Whether the host finishes the turn right after this batch ([`crate::BatchOptions::last`]):
     /// the last call's close may then be deferred to the finish's commit.
     pub last_batch: bool,
 }
@@ -281,14 +279,26 @@ fn truncated_name(text: &str) -> String {
     clawsmith_protocol::truncate_to_boundary(text.to_owned(), 128)
 }
 
-/// Steps 6–7: hooks, then the permission policy, then the approver for `ask`.
-/// The call's permission decision, with its masked summary (which its `tool.started` carries
-/// too: computed once a call).
+/// What [`authorize_call`] decided for a call.
+enum Authorization {
+    /// The call may run: its permission decision, with its masked summary (which its
+    /// `tool.started` carries too: computed once a call).
+    Granted {
+        decision: PermissionDecision,
+        summary: String,
+    },
+    /// A hook, the policy, the approver or a cancellation refused it: the result the call ends
+    /// with.
+    Refused(ToolExecutionResult),
+}
+
+/// Steps 6–7: hooks, then the permission policy, then the approver for `ask`. `Err` only when
+/// the store fails.
 async fn authorize_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
-) -> Result<Result<(PermissionDecision, String), ToolExecutionResult>, CoreError> {
+) -> Result<Authorization, CoreError> {
     let shared = context.shared;
     let entry = prepared.entry;
     let facts = entry.facts();
@@ -321,7 +331,7 @@ async fn authorize_call(
                 .unwrap_or_else(|| "no reason given".to_owned());
             match decision.decision {
                 HookVerdict::Deny => {
-                    return Ok(Err(ToolExecutionResult::failure(
+                    return Ok(Authorization::Refused(ToolExecutionResult::failure(
                         ErrorCode::HOOK_DENIED,
                         format!(
                             "{} was refused by hook `{}`: {reason}",
@@ -357,23 +367,18 @@ async fn authorize_call(
         };
     }
     let answer = match decision.verdict {
-        Verdict::Allow => return Ok(Ok((decision, summary))),
+        Verdict::Allow => return Ok(Authorization::Granted { decision, summary }),
         Verdict::Deny => {
-            return Ok(Err(ToolExecutionResult::failure(
+            return Ok(Authorization::Refused(ToolExecutionResult::failure(
                 ErrorCode::PERMISSION_DENIED,
                 format!("{} is not allowed: {}", entry.name(), decision.reason),
             )));
         }
         Verdict::Ask => {
             let Some(approver) = &shared.approver else {
-                return Ok(Err(ToolExecutionResult::failure(
-                    ErrorCode::PERMISSION_DENIED,
-                    format!(
-                        "{} needs approval ({}) and no one can approve it here.",
-                        entry.name(),
-                        decision.reason
-                    ),
-                )));
+                return Ok(Authorization::Refused(
+                    crate::approval::refused_without_approver(entry.name(), &decision.reason),
+                ));
             };
             let request = ApprovalRequest {
                 session_id: context.session_id.to_owned(),
@@ -388,7 +393,9 @@ async fn authorize_call(
             // The open question is stored while a person thinks, so a `session` undo or a
             // recovery can clear it (K7).
             let pending = PendingApproval {
-                approval_id: new_id(clawsmith_protocol::id::IdKind::Approval),
+                approval_id: clawsmith_protocol::id::new_id(
+                    clawsmith_protocol::id::IdKind::Approval,
+                ),
                 turn_id: context.turn_id.to_owned(),
                 call_id: call.id.clone(),
                 request: serde_json::to_value(&request).unwrap_or(serde_json::Value::Null),
@@ -408,19 +415,21 @@ async fn authorize_call(
         }
     };
     Ok(match answer {
-        None => Err(cancelled_before_start(call)),
-        Some(ApprovalAnswer::Approve) => Ok((
-            PermissionDecision {
+        None => Authorization::Refused(cancelled_before_start(call)),
+        Some(ApprovalAnswer::Approve) => Authorization::Granted {
+            decision: PermissionDecision {
                 verdict: Verdict::Allow,
                 reason: format!("approved ({})", decision.reason),
                 rule: decision.rule,
             },
             summary,
-        )),
-        Some(ApprovalAnswer::Decline(reason)) => Err(ToolExecutionResult::failure(
-            ErrorCode::PERMISSION_DENIED,
-            format!("{} was declined: {}", entry.name(), redact_text(&reason)),
-        )),
+        },
+        Some(ApprovalAnswer::Decline(reason)) => {
+            Authorization::Refused(ToolExecutionResult::failure(
+                ErrorCode::PERMISSION_DENIED,
+                format!("{} was declined: {}", entry.name(), redact_text(&reason)),
+            ))
+        }
     })
 }
 
@@ -462,17 +471,25 @@ struct Started {
     deferred: bool,
 }
 
+/// What [`start_call`] did with a call.
+enum CallStart {
+    /// Started: run it.
+    Started(Started),
+    /// Its journal entry could not be written, so it is not run: the result it ends with.
+    NotJournaled(ToolExecutionResult),
+}
+
 /// Steps 8–9: journal start for side-effecting calls (durable before anything runs), then
 /// `tool.started` (deferred for a call that guards no side effect: see the module docs).
-/// `Err(result)` if journaling failed (the call is then not run).
-/// `summary`: the call's masked summary when [`authorize_call`] made it already.
+/// `summary`: the call's masked summary when [`authorize_call`] made it already. `Err` when the
+/// store fails for a call that has no journal entry to lose.
 fn start_call(
     context: &TurnContext<'_>,
     call: &ToolCall,
     prepared: &Prepared<'_>,
     batch: BatchInfo,
     summary: Option<String>,
-) -> Result<Result<Started, ToolExecutionResult>, CoreError> {
+) -> Result<CallStart, CoreError> {
     let entry = prepared.entry;
     let facts = entry.facts();
     let side_effect = facts.side_effect();
@@ -520,7 +537,7 @@ fn start_call(
         ) {
             Ok(event) => {
                 context.outbox.push([event]);
-                Ok(Ok(Started {
+                Ok(CallStart::Started(Started {
                     journaled: false,
                     deferred: true,
                 }))
@@ -540,7 +557,7 @@ fn start_call(
     ) {
         Ok(event) => {
             context.outbox.deliver_with(context.sink, &event);
-            Ok(Ok(Started {
+            Ok(CallStart::Started(Started {
                 journaled: side_effect,
                 deferred: false,
             }))
@@ -548,10 +565,12 @@ fn start_call(
         Err(error) => {
             context.restore_assistant(assistant);
             if side_effect {
-                Ok(Err(ToolExecutionResult::tool_failed(format!(
-                    "{} was not run: the call could not be journaled ({error}).",
-                    entry.name()
-                ))))
+                Ok(CallStart::NotJournaled(ToolExecutionResult::tool_failed(
+                    format!(
+                        "{} was not run: the call could not be journaled ({error}).",
+                        entry.name()
+                    ),
+                )))
             } else {
                 Err(error.into())
             }
@@ -582,91 +601,6 @@ async fn within_record_window<T>(
         Err(error) => tracing::warn!(%error, "a running read's start could not be committed"),
     }
     work.await
-}
-
-/// Step 10 (and 11, A3): runs the tool in its own task so a panic becomes `tool_failed`, with
-/// the turn's cancellation and the call timeout watched. A tool that ignores cancellation is
-/// given `cancel_grace` to return, then abandoned (its task aborted).
-pub(crate) async fn execute_tool(
-    shared: &Shared,
-    entry: &ToolEntry,
-    input: serde_json::Value,
-    context: ToolExecutionContext,
-    turn_cancellation: &CancellationSignal,
-) -> ToolExecutionResult {
-    let name = entry.name().to_owned();
-    if turn_cancellation.is_cancelled() {
-        return ToolExecutionResult::failure(
-            ErrorCode::CANCELLED,
-            format!("{name} was cancelled before it ran."),
-        );
-    }
-    let call_signal = CancellationSignal::new();
-    let context = context.with_cancellation(call_signal.clone());
-    let tool = Arc::clone(entry.tool());
-    let mut handle: JoinHandle<clawsmith_protocol::ToolOutput> =
-        tokio::spawn(async move { tool.execute(input, context).await });
-    let timeout = shared.call_timeout;
-    let deadline = async move {
-        match timeout {
-            Some(limit) => tokio::time::sleep(limit).await,
-            None => std::future::pending::<()>().await,
-        }
-    };
-    let timed_out = tokio::select! {
-        joined = &mut handle => return joined_result(&name, joined),
-        () = turn_cancellation.cancelled() => false,
-        () = deadline => true,
-    };
-    call_signal.cancel();
-    let late = tokio::time::timeout(shared.cancel_grace, &mut handle).await;
-    match late {
-        Ok(joined) => {
-            let result = joined_result(&name, joined);
-            if timed_out && result.status() != clawsmith_protocol::ToolStatus::Success {
-                timed_out_result(&name, timeout)
-            } else {
-                result
-            }
-        }
-        Err(_) => {
-            handle.abort();
-            if timed_out {
-                timed_out_result(&name, timeout)
-            } else {
-                ToolExecutionResult::failure(
-                    ErrorCode::CANCELLED,
-                    format!("{name} was cancelled and abandoned after it did not stop."),
-                )
-            }
-        }
-    }
-}
-
-fn timed_out_result(name: &str, timeout: Option<std::time::Duration>) -> ToolExecutionResult {
-    let seconds = timeout.map_or(0.0, |limit| limit.as_secs_f64());
-    ToolExecutionResult::tool_failed(format!("{name} did not finish within {seconds} s."))
-}
-
-fn joined_result(
-    name: &str,
-    joined: Result<clawsmith_protocol::ToolOutput, tokio::task::JoinError>,
-) -> ToolExecutionResult {
-    match joined {
-        Ok(output) => normalize_output(output),
-        Err(error) if error.is_panic() => {
-            let payload = error.into_panic();
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|text| (*text).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "no message".to_owned());
-            ToolExecutionResult::tool_failed(format!("Tool {name} panicked: {message}"))
-        }
-        Err(_) => {
-            ToolExecutionResult::failure(ErrorCode::CANCELLED, format!("{name} was cancelled."))
-        }
-    }
 }
 
 /// Steps 12–16: artifact, redaction, journal close, `tool.completed`, tool message. With
@@ -880,40 +814,71 @@ async fn run_serial(
     for (index, (call, plan)) in plans.into_iter().enumerate() {
         // A later call's commit (or the turn's finish) writes this one's close.
         let defer_close = index + 1 < count || context.last_batch;
-        let (journaled, result) = match plan {
-            Err(failure) => (false, failure),
-            Ok(_) if context.cancellation.is_cancelled() => (false, cancelled_before_start(&call)),
-            Ok(prepared) => match authorize_call(context, &call, &prepared).await? {
-                Err(refusal) => (false, refusal),
-                Ok(_) if context.cancellation.is_cancelled() => {
-                    (false, cancelled_before_start(&call))
-                }
-                Ok((decision, summary)) => match context_for(context, &call, &decision) {
-                    None => (false, not_authorized(&call)),
-                    Some(tool_context) => {
-                        match start_call(context, &call, &prepared, batch, Some(summary))? {
-                            Err(failure) => (false, failure),
-                            Ok(started) => {
-                                let running = execute_with_capture(
-                                    context.shared,
-                                    prepared.entry,
-                                    prepared.input,
-                                    tool_context,
-                                    context.cancellation,
-                                );
-                                let result =
-                                    within_record_window(context, started.deferred, running).await;
-                                (started.journaled, result)
-                            }
-                        }
-                    }
-                },
-            },
-        };
-        let result = close_call(context, &call, journaled, defer_close, result)?;
+        let ran = run_serial_call(context, &call, plan, batch).await?;
+        let result = close_call(context, &call, ran.journaled, defer_close, ran.result)?;
         results.push((call.id, result));
     }
     Ok(results)
+}
+
+/// How a call of a serial batch ended, before its close.
+struct SerialCall {
+    /// It has a journal entry to close.
+    journaled: bool,
+    result: ToolExecutionResult,
+}
+
+impl SerialCall {
+    /// A call that ended before it started: nothing journaled.
+    fn not_run(result: ToolExecutionResult) -> SerialCall {
+        SerialCall {
+            journaled: false,
+            result,
+        }
+    }
+}
+
+/// Steps 6–11 of one call of a serial batch: authorize, start and run it, unless a step
+/// refuses it first (or the turn was cancelled). `Err` only when the store fails.
+async fn run_serial_call(
+    context: &TurnContext<'_>,
+    call: &ToolCall,
+    plan: Result<Prepared<'_>, ToolExecutionResult>,
+    batch: BatchInfo,
+) -> Result<SerialCall, CoreError> {
+    let prepared = match plan {
+        Ok(prepared) => prepared,
+        Err(failure) => return Ok(SerialCall::not_run(failure)),
+    };
+    if context.cancellation.is_cancelled() {
+        return Ok(SerialCall::not_run(cancelled_before_start(call)));
+    }
+    let (decision, summary) = match authorize_call(context, call, &prepared).await? {
+        Authorization::Granted { decision, summary } => (decision, summary),
+        Authorization::Refused(refusal) => return Ok(SerialCall::not_run(refusal)),
+    };
+    if context.cancellation.is_cancelled() {
+        return Ok(SerialCall::not_run(cancelled_before_start(call)));
+    }
+    let Some(tool_context) = context_for(context, call, &decision) else {
+        return Ok(SerialCall::not_run(not_authorized(call)));
+    };
+    let started = match start_call(context, call, &prepared, batch, Some(summary))? {
+        CallStart::Started(started) => started,
+        CallStart::NotJournaled(failure) => return Ok(SerialCall::not_run(failure)),
+    };
+    let running = execute_with_capture(
+        context.shared,
+        prepared.entry,
+        prepared.input,
+        tool_context,
+        context.cancellation,
+    );
+    let result = within_record_window(context, started.deferred, running).await;
+    Ok(SerialCall {
+        journaled: started.journaled,
+        result,
+    })
 }
 
 async fn run_parallel(
@@ -962,11 +927,11 @@ async fn run_parallel(
             continue;
         };
         match start_call(context, &call, &prepared, batch, None)? {
-            Err(failure) => {
+            CallStart::NotJournaled(failure) => {
                 slots.push((call, Slot::Done(failure)));
                 continue;
             }
-            Ok(started) => any_deferred |= started.deferred,
+            CallStart::Started(started) => any_deferred |= started.deferred,
         }
         // Each call runs in its own task, bounded by the semaphore. The task needs owned data:
         // the shared state is reached again through the table by name.
@@ -979,7 +944,7 @@ async fn run_parallel(
             let _permit = semaphore.acquire_owned().await;
             match shared.table.get(&name) {
                 Some(entry) => {
-                    execute_tool(&shared, entry, input, tool_context, &cancellation).await
+                    execute_tool(shared.execution, entry, input, tool_context, &cancellation).await
                 }
                 None => ToolExecutionResult::tool_failed(format!("{name} vanished from the table")),
             }
@@ -1033,7 +998,7 @@ mod tests {
     };
     use clawsmith_security::{PermissionMode, PermissionPolicy};
 
-    use crate::{AgentCore, CoreConfig, ExtensionTool, NullSink};
+    use crate::{AgentCore, BatchOptions, CoreConfig, ExtensionTool, NullSink, TurnOptions};
     use clawsmith_protocol::ToolCall;
 
     /// Pieces of secrets that must reach no stored byte.
@@ -1177,18 +1142,28 @@ mod tests {
             // A read alone in its batch (start deferred, start and close in one commit), a
             // journaled call, a parallel batch of reads, and a last batch whose close waits for
             // the turn's finish (deferred records).
-            let mut turn = session.begin_turn(&NullSink).unwrap();
+            let mut turn = session
+                .begin_turn(&NullSink, TurnOptions::default())
+                .unwrap();
             let results = turn
-                .run_batch(vec![read("r1", "secrets.env", 100)], &NullSink)
+                .run_batch(
+                    vec![read("r1", "secrets.env", 100)],
+                    &NullSink,
+                    BatchOptions::default(),
+                )
                 .await
                 .unwrap();
             assert_eq!(results[0].1.status(), ToolStatus::Success);
-            let results = turn.run_batch(vec![leaky("w1")], &NullSink).await.unwrap();
+            let results = turn
+                .run_batch(vec![leaky("w1")], &NullSink, BatchOptions::default())
+                .await
+                .unwrap();
             assert_eq!(results[0].1.status(), ToolStatus::Success);
             let results = turn
                 .run_batch(
                     vec![read("r2", "secrets.env", 101), read("r3", "clean.rs", 100)],
                     &NullSink,
+                    BatchOptions::default(),
                 )
                 .await
                 .unwrap();
@@ -1197,9 +1172,16 @@ mod tests {
                     .iter()
                     .all(|(_, r)| r.status() == ToolStatus::Success)
             );
-            turn.run_last_batch(vec![read("r4", "secrets.env", 102), leaky("w2")], &NullSink)
-                .await
-                .unwrap();
+            turn.run_batch(
+                vec![read("r4", "secrets.env", 102), leaky("w2")],
+                &NullSink,
+                BatchOptions {
+                    last: true,
+                    ..BatchOptions::default()
+                },
+            )
+            .await
+            .unwrap();
             turn.finish(&NullSink).unwrap();
         });
         // The records are there, masked rather than dropped.

@@ -19,8 +19,8 @@ use clawsmith_protocol::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::session_tools::{parse, schema_of};
 use crate::table::ToolEntry;
+use clawsmith_protocol::schema::{input_schema, parse_input};
 
 /// Field weights of the ranking, highest first.
 pub const NAME_WEIGHT: u32 = 16;
@@ -240,7 +240,7 @@ impl Tool for SearchToolsTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        schema_of::<SearchInput>()
+        input_schema::<SearchInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -254,7 +254,7 @@ impl Tool for SearchToolsTool {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            let input: SearchInput = match parse(self.name(), input) {
+            let input: SearchInput = match parse_input(self.name(), input) {
                 Ok(input) => input,
                 Err(failure) => return ToolOutput::Result(failure),
             };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use clawsmith_checkpoint::{CheckpointState, SessionLease, TurnManifest};
-use clawsmith_protocol::id::IdKind;
+use clawsmith_protocol::id::{IdKind, new_id};
 use clawsmith_protocol::{
     CancellationSignal, ErrorCode, Event, EventPayload, ModelMessage, ModelRequest,
     RequestComposition, Role, ToolCall, ToolCompleted, ToolExecutionResult, ToolStatus,
@@ -14,9 +14,9 @@ use clawsmith_protocol::{
 };
 
 use crate::approval::{EventSink, NullSink};
-use crate::core::Shared;
 use crate::error::CoreError;
 use crate::pipeline::{CallResult, DuplicateTracker, Outbox, TurnContext, emit, run_batch};
+use crate::shared::Shared;
 use crate::table::ShownTool;
 
 /// What recovery did when the session was opened (A8).
@@ -81,6 +81,56 @@ pub struct TurnOutcome {
     pub manifest: TurnManifest,
 }
 
+/// How [`SessionHandle::begin_turn`] begins a turn. The default: the turn's span is a child
+/// of [`CoreConfig::trace_parent`], and no model request is stored with its start.
+///
+/// [`CoreConfig::trace_parent`]: crate::CoreConfig::trace_parent
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurnOptions<'a> {
+    /// The parent of the turn's span instead of [`CoreConfig::trace_parent`]: a caller's
+    /// `traceparent` (an MCP request's `_meta`), or a span of the host's own around its turns
+    /// (clawsmith-agent's `invoke_agent`, started with [`SessionHandle::tracer`]).
+    ///
+    /// [`CoreConfig::trace_parent`]: crate::CoreConfig::trace_parent
+    pub parent: Option<&'a clawsmith_trace::SpanContext>,
+    /// Whether the turn's start also stores a model request.
+    pub request: OpeningRequest,
+}
+
+/// Whether a turn's start stores a model request ([`TurnOptions::request`]). One stored with the
+/// start is what [`Turn::model_request`] stores, written by the same commit as `turn.started`:
+/// a host that makes one request per turn (the MCP server, `clawsmith call`: one call per
+/// turn) saves a commit per turn. Its evidence is [`Turn::take_opening_request`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OpeningRequest {
+    /// No request: the host records its requests with [`Turn::model_request`].
+    #[default]
+    None,
+    /// A request whose evidence carries the shown tools with their schemas: the list to send to
+    /// the provider.
+    WithTools,
+    /// A request whose evidence leaves `tools` empty (its names and hash are still right), for
+    /// a host that does not send the tool list anywhere (the MCP server, whose client listed the
+    /// tools before): the same `model.request` is stored without copying every tool's schema
+    /// (the copy and its drop were ~12% of an MCP `read_file` call's processor time).
+    NamesOnly,
+}
+
+/// How [`Turn::run_batch`] runs a batch. The default: an assistant message of calls alone, with
+/// more batches or requests of the turn to come.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchOptions {
+    /// What the model wrote beside its calls: the stored assistant message carries it, so a
+    /// resumed session sends it back.
+    pub text: String,
+    /// The batch is the turn's last and [`Turn::finish`] follows at once (the MCP server: one
+    /// call per turn): the records of calls that guard no side effect are then written by the
+    /// finish's commit, so a turn of reads is one commit. The results are durable once `finish`
+    /// returns, not before; a host that drops the turn instead leaves them to the store's next
+    /// commit (or to nothing, if the process ends first: as if it was killed).
+    pub last: bool,
+}
+
 /// An open session of a core.
 pub struct SessionHandle {
     shared: Arc<Shared>,
@@ -109,11 +159,6 @@ impl std::fmt::Debug for SessionHandle {
             .field("recovery", &self.recovery)
             .finish_non_exhaustive()
     }
-}
-
-/// A fresh id of `kind`: the protocol's one generator (`<prefix>_<ULID>`).
-pub(crate) fn new_id(kind: IdKind) -> String {
-    clawsmith_protocol::id::new_id(kind)
 }
 
 impl SessionHandle {
@@ -171,7 +216,7 @@ impl SessionHandle {
 
     /// The core's tracer: a host that wraps its turns in spans of its own
     /// (clawsmith-agent's `invoke_agent`) starts them with it, then passes the span to
-    /// [`SessionHandle::begin_turn_under`].
+    /// [`SessionHandle::begin_turn`] as [`TurnOptions::parent`].
     pub fn tracer(&self) -> &clawsmith_trace::Tracer {
         &self.shared.tracer
     }
@@ -281,74 +326,35 @@ impl SessionHandle {
 
     /// Begins a turn: takes the session's lease for the turn's life, opens its checkpoint (K1,
     /// K7) and stores `turn.started`, both written by the turn's first commit (a turn's start
-    /// guards nothing, so it rides on the next write; the sink gets `turn.started` then).
-    pub fn begin_turn(&self, sink: &dyn EventSink) -> Result<Turn, CoreError> {
-        self.begin_turn_under(sink, None)
-    }
-
-    /// [`SessionHandle::begin_turn`] with the turn's span a child of `parent` (a caller's
-    /// `traceparent`, e.g. an MCP request's `_meta`) instead of [`CoreConfig::trace_parent`].
+    /// guards nothing, so it rides on the next write; the sink gets `turn.started` then). The
+    /// opening is deferred to the store's next commit (the turn's first write, or its finish):
+    /// a process killed before that commit leaves no trace of the turn.
     ///
-    /// [`CoreConfig::trace_parent`]: crate::CoreConfig::trace_parent
-    pub fn begin_turn_under(
+    /// `options` say where the turn's span hangs ([`TurnOptions::parent`]) and whether the
+    /// turn's start also stores a model request ([`TurnOptions::request`]).
+    pub fn begin_turn(
         &self,
         sink: &dyn EventSink,
-        parent: Option<&clawsmith_trace::SpanContext>,
+        options: TurnOptions<'_>,
     ) -> Result<Turn, CoreError> {
-        Ok(self.begin(sink, parent, |_| (Vec::new(), ()))?.0)
-    }
-
-    /// [`SessionHandle::begin_turn_under`] followed by [`Turn::model_request`], with the
-    /// `model.request` stored in the commit that opens the turn: a host that makes one request
-    /// per turn (the MCP server: one call per turn) saves a commit per turn.
-    pub fn begin_turn_with_request(
-        &self,
-        sink: &dyn EventSink,
-        parent: Option<&clawsmith_trace::SpanContext>,
-    ) -> Result<(Turn, RequestEvidence), CoreError> {
-        self.begin(sink, parent, |turn_id| {
-            let (payload, evidence) =
-                compose_request(&self.shared, &self.id, Some(turn_id), ShowTools::Clone);
-            (vec![payload], evidence)
-        })
-    }
-
-    /// [`SessionHandle::begin_turn_with_request`] for a host that does not send the tool list
-    /// anywhere (the MCP server, whose client listed the tools before): the same `model.request`
-    /// is stored, without copying every tool's schema into an evidence nobody reads (the
-    /// copy and its drop were ~12% of an MCP `read_file` call's processor time).
-    pub fn begin_turn_recording_request(
-        &self,
-        sink: &dyn EventSink,
-        parent: Option<&clawsmith_trace::SpanContext>,
-    ) -> Result<Turn, CoreError> {
-        let (turn, ()) = self.begin(sink, parent, |turn_id| {
-            let (payload, _) =
-                compose_request(&self.shared, &self.id, Some(turn_id), ShowTools::NamesOnly);
-            (vec![payload], ())
-        })?;
-        Ok(turn)
-    }
-
-    /// Begins a turn whose opening also stores the events `more` gives for its id. The opening
-    /// is deferred to the store's next commit (the turn's first write, or its finish): nothing
-    /// is guarded by it, and a process killed before that commit leaves no trace of the turn.
-    fn begin<T>(
-        &self,
-        sink: &dyn EventSink,
-        parent: Option<&clawsmith_trace::SpanContext>,
-        more: impl FnOnce(&str) -> (Vec<EventPayload>, T),
-    ) -> Result<(Turn, T), CoreError> {
         let lease = self.lease_for_turn()?;
         let turn_id = new_id(IdKind::Turn);
-        // The checkpoint, `turn.started` and what `more` adds commit together, with the turn's
-        // first write.
+        // The checkpoint, `turn.started` and the opening request commit together, with the
+        // turn's first write.
         let store = &self.shared.store;
         let mut payloads = vec![EventPayload::TurnStarted(TurnStarted {
             turn_id: turn_id.clone(),
         })];
-        let (extra, value) = more(&turn_id);
-        payloads.extend(extra);
+        let show = match options.request {
+            OpeningRequest::None => None,
+            OpeningRequest::WithTools => Some(ShowTools::Clone),
+            OpeningRequest::NamesOnly => Some(ShowTools::NamesOnly),
+        };
+        let opening_request = show.map(|show| {
+            let (payload, evidence) = compose_request(&self.shared, &self.id, Some(&turn_id), show);
+            payloads.push(payload);
+            evidence
+        });
         let outbox = Outbox::default();
         outbox.push(store.defer_turn_start(&self.id, &turn_id, payloads, store.now_ms()));
         // A turn boundary: background commands' changes since the last capture.
@@ -357,7 +363,7 @@ impl SessionHandle {
         let mut span = self
             .shared
             .tracer
-            .start(parent.or(self.shared.trace_parent.as_ref()), || {
+            .start(options.parent.or(self.shared.trace_parent.as_ref()), || {
                 clawsmith_trace::semconv::TURN_SPAN.to_owned()
             });
         span.set_attribute(clawsmith_trace::semconv::CLAWSMITH_TURN_ID, turn_id.clone());
@@ -365,7 +371,7 @@ impl SessionHandle {
             clawsmith_trace::semconv::GEN_AI_CONVERSATION_ID,
             self.id.clone(),
         );
-        let turn = Turn {
+        Ok(Turn {
             span,
             shared: Arc::clone(&self.shared),
             session_id: self.id.clone(),
@@ -381,8 +387,8 @@ impl SessionHandle {
                 .keep_lease
                 .load(Ordering::SeqCst)
                 .then(|| Arc::clone(&self.lease)),
-        };
-        Ok((turn, value))
+            opening_request,
+        })
     }
 
     /// A whole turn with one batch: begin, run `calls`, finish.
@@ -391,8 +397,8 @@ impl SessionHandle {
         calls: Vec<ToolCall>,
         sink: &dyn EventSink,
     ) -> Result<TurnOutcome, CoreError> {
-        let mut turn = self.begin_turn(sink)?;
-        let results = turn.run_batch(calls, sink).await?;
+        let mut turn = self.begin_turn(sink, TurnOptions::default())?;
+        let results = turn.run_batch(calls, sink, BatchOptions::default()).await?;
         let turn_id = turn.id().to_owned();
         let manifest = turn.finish(sink)?;
         Ok(TurnOutcome {
@@ -734,6 +740,9 @@ pub struct Turn {
     /// Where a finished turn gives its lease back, when its handle keeps it between turns; a
     /// dropped (unfinished) turn lets go of it, so the next turn's recovery check runs.
     lease_home: Option<Arc<std::sync::Mutex<Option<SessionLease>>>>,
+    /// The evidence of the model request stored with the turn's start ([`OpeningRequest`]),
+    /// until the host takes it.
+    opening_request: Option<RequestEvidence>,
 }
 
 impl std::fmt::Debug for Turn {
@@ -777,46 +786,20 @@ impl Turn {
         Ok(evidence)
     }
 
-    /// Runs the calls of one assistant message: stores the assistant message, then exactly one
-    /// result per call in call order (A6, A7). `Err` only when the store fails.
+    /// The evidence of the model request stored with the turn's start ([`TurnOptions::request`]),
+    /// taken out: `None` when none was asked for, or once taken.
+    pub fn take_opening_request(&mut self) -> Option<RequestEvidence> {
+        self.opening_request.take()
+    }
+
+    /// Runs the calls of one assistant message: stores the assistant message (with
+    /// [`BatchOptions::text`]), then exactly one result per call in call order (A6, A7). `Err`
+    /// only when the store fails.
     pub async fn run_batch(
         &mut self,
         calls: Vec<ToolCall>,
         sink: &dyn EventSink,
-    ) -> Result<Vec<CallResult>, CoreError> {
-        self.run_batch_with_text(String::new(), calls, sink).await
-    }
-
-    /// [`Turn::run_batch`] for an assistant message that also has `text` (what a model wrote
-    /// beside its calls): the stored message carries it, so a resumed session sends it back.
-    pub async fn run_batch_with_text(
-        &mut self,
-        text: String,
-        calls: Vec<ToolCall>,
-        sink: &dyn EventSink,
-    ) -> Result<Vec<CallResult>, CoreError> {
-        self.run(text, calls, sink, false).await
-    }
-
-    /// [`Turn::run_batch`] for the turn's last batch, when [`Turn::finish`] follows at once (the
-    /// MCP server: one call per turn): the records of calls that guard no side effect are then
-    /// written by the finish's commit, so a turn of reads is one commit. The results are durable
-    /// once `finish` returns, not before; a host that drops the turn instead leaves them to the
-    /// store's next commit (or to nothing, if the process ends first: as if it was killed).
-    pub async fn run_last_batch(
-        &mut self,
-        calls: Vec<ToolCall>,
-        sink: &dyn EventSink,
-    ) -> Result<Vec<CallResult>, CoreError> {
-        self.run(String::new(), calls, sink, true).await
-    }
-
-    async fn run(
-        &mut self,
-        text: String,
-        calls: Vec<ToolCall>,
-        sink: &dyn EventSink,
-        last_batch: bool,
+        options: BatchOptions,
     ) -> Result<Vec<CallResult>, CoreError> {
         let context = TurnContext {
             shared: &self.shared,
@@ -831,11 +814,11 @@ impl Turn {
                 (&self.session_id, &self.turn_id),
             ),
             outbox: &self.outbox,
-            last_batch,
+            last_batch: options.last,
         };
         let index = self.batches;
         self.batches += 1;
-        let results = run_batch(&context, text, calls, index, &mut self.duplicates).await?;
+        let results = run_batch(&context, options.text, calls, index, &mut self.duplicates).await?;
         self.closed_calls += results.len() as u64;
         Ok(results)
     }

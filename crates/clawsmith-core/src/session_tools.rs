@@ -8,13 +8,13 @@
 use std::sync::Arc;
 
 use clawsmith_checkpoint::{Store, StoreError, Todo, TodoStatus};
+use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
     ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
 /// `read_artifact` returns at most this many bytes per call (below the artifact threshold, so
 /// reading an artifact never creates another one).
@@ -26,26 +26,6 @@ pub const READ_ARTIFACT_MAX_MATCHES: usize = 200;
 
 /// The error code of an artifact id that is unknown in this session.
 pub const ARTIFACT_NOT_FOUND: ErrorCode = ErrorCode::from_static("artifact_not_found");
-
-/// The JSON Schema of a core tool's arguments. With [`parse`] over the same type, the schema the
-/// model sees and the parser that reads its call cannot disagree (as for the fs and sandbox
-/// tools).
-pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
-    schemars::schema_for!(T).to_value()
-}
-
-/// Parses a core tool's arguments into the type its schema came from.
-pub(crate) fn parse<T: DeserializeOwned>(
-    tool: &str,
-    input: serde_json::Value,
-) -> Result<T, ToolExecutionResult> {
-    serde_json::from_value(input).map_err(|error| {
-        ToolExecutionResult::failure(
-            ErrorCode::INVALID_ARGUMENTS,
-            format!("Invalid arguments for {tool}: {error}"),
-        )
-    })
-}
 
 fn render_todos(todos: &[Todo]) -> String {
     if todos.is_empty() {
@@ -137,7 +117,7 @@ impl Tool for TodoWriteTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        schema_of::<TodoWriteInput>()
+        input_schema::<TodoWriteInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -154,7 +134,7 @@ impl Tool for TodoWriteTool {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            let input: TodoWriteInput = match parse(self.name(), input) {
+            let input: TodoWriteInput = match parse_input(self.name(), input) {
                 Ok(input) => input,
                 Err(failure) => return ToolOutput::Result(failure),
             };
@@ -226,7 +206,7 @@ impl Tool for TodoListTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        schema_of::<TodoListInput>()
+        input_schema::<TodoListInput>()
     }
 
     fn summarize(&self, _input: &serde_json::Value) -> String {
@@ -239,7 +219,7 @@ impl Tool for TodoListTool {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            if let Err(failure) = parse::<TodoListInput>(self.name(), input) {
+            if let Err(failure) = parse_input::<TodoListInput>(self.name(), input) {
                 return ToolOutput::Result(failure);
             }
             match self.store.todos(&context.session_id) {
@@ -313,7 +293,7 @@ impl Tool for ReadArtifactTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        schema_of::<ReadArtifactInput>()
+        input_schema::<ReadArtifactInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -330,7 +310,7 @@ impl Tool for ReadArtifactTool {
         context: ToolExecutionContext,
     ) -> ToolFuture<'a> {
         Box::pin(async move {
-            let input: ReadArtifactInput = match parse(self.name(), input) {
+            let input: ReadArtifactInput = match parse_input(self.name(), input) {
                 Ok(input) => input,
                 Err(failure) => return ToolOutput::Result(failure),
             };
@@ -459,11 +439,11 @@ mod tests {
 
     /// The schema a model is shown and the parser that reads its call come from one type, so
     /// they agree on every input: (what the schema validator says, what the parser says).
-    fn check<T: JsonSchema + DeserializeOwned>(input: Value, valid: bool) {
-        let schema = schema_of::<T>();
+    fn check<T: JsonSchema + serde::de::DeserializeOwned>(input: Value, valid: bool) {
+        let schema = input_schema::<T>();
         let validator = jsonschema::validator_for(&schema).unwrap();
         let by_schema = validator.is_valid(&input);
-        let by_parser = parse::<T>("tool", input.clone()).is_ok();
+        let by_parser = parse_input::<T>("tool", input.clone()).is_ok();
         assert_eq!((by_schema, by_parser), (valid, valid), "{input}");
     }
 

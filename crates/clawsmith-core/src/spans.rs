@@ -57,8 +57,7 @@ impl<'a> CallSpans<'a> {
             let validation: Vec<Attribute> = match prepared {
                 Ok(entry) => {
                     let facts = entry.facts();
-                    let builtin =
-                        entry.origin().starts_with("builtin") || entry.origin() == "session";
+                    let builtin = entry.origin().is_core();
                     span.set_attribute(
                         semconv::GEN_AI_TOOL_TYPE,
                         if builtin { "function" } else { "extension" },

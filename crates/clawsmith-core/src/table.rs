@@ -50,7 +50,7 @@ impl std::fmt::Debug for ExtensionTool {
 /// none: a one-call process's compile was ~13% of its instructions.
 pub struct ToolEntry {
     tool: Arc<dyn Tool>,
-    origin: String,
+    origin: Origin,
     facts: ToolFacts,
     /// The tool's [`Tool::input_schema`], asked for when first needed (shown, hashed, listed or
     /// compiled): a process that never shows a deferred tool never builds its schema (the
@@ -80,9 +80,8 @@ impl ToolEntry {
         &self.facts.name
     }
 
-    /// Where the tool came from (`builtin:fs`, `builtin:command`, `session`, `service:artifacts`,
-    /// `service:commands`, `extension:<source>`).
-    pub fn origin(&self) -> &str {
+    /// Where the tool came from.
+    pub fn origin(&self) -> &Origin {
         &self.origin
     }
 
@@ -254,12 +253,53 @@ fn compile_shipped(
 /// schemas written elsewhere, compiled when they enter the table.
 pub const IN_TREE_SOURCES: [&str; 4] = ["lsp", "skills", "memory", "agent"];
 
-/// Whether a table origin (`extension:<source>`) brings a schema written outside this
-/// repository, compiled when the tool enters the table.
-fn schema_from_elsewhere(origin: &str) -> bool {
-    origin
-        .strip_prefix("extension:")
-        .is_some_and(|source| !IN_TREE_SOURCES.contains(&source))
+/// Where a tool of the table comes from. Code that treats tools differently by origin matches
+/// on this; its text (`builtin:fs`, `extension:<source>`…) is for people, listings and errors.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The seven file tools: `builtin:fs`.
+    Files,
+    /// `run_command`: `builtin:command`.
+    Command,
+    /// `todo_write`, `todo_list` and `search_tools`: `session`.
+    Session,
+    /// `read_artifact`: `service:artifacts`.
+    Artifacts,
+    /// The background-command tools: `service:commands`.
+    Commands,
+    /// A tool the host added, with its source: `extension:<source>`.
+    Extension(String),
+}
+
+impl Origin {
+    /// Whether the tool ships with the core (file tools, commands, session and service tools),
+    /// as opposed to an extension.
+    pub fn is_core(&self) -> bool {
+        !matches!(self, Origin::Extension(_))
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Files => formatter.write_str("builtin:fs"),
+            Origin::Command => formatter.write_str("builtin:command"),
+            Origin::Session => formatter.write_str("session"),
+            Origin::Artifacts => formatter.write_str("service:artifacts"),
+            Origin::Commands => formatter.write_str("service:commands"),
+            Origin::Extension(source) => write!(formatter, "extension:{source}"),
+        }
+    }
+}
+
+/// Whether a tool of `origin` brings a schema written outside this repository, compiled when the
+/// tool enters the table.
+fn schema_from_elsewhere(origin: &Origin) -> bool {
+    match origin {
+        Origin::Extension(source) => !IN_TREE_SOURCES.contains(&source.as_str()),
+        _ => false,
+    }
 }
 
 /// Shown lists whose hash is kept (a session activates a handful of sets).
@@ -267,7 +307,7 @@ const SCHEMA_HASHES_KEPT: usize = 64;
 
 /// A tool offered to the table with its origin and deferral flag.
 pub(crate) struct Candidate {
-    pub origin: String,
+    pub origin: Origin,
     pub tool: Arc<dyn Tool>,
     pub deferred: bool,
 }
@@ -298,14 +338,14 @@ impl ToolTable {
         if !valid_tool_name(&name) {
             return Err(CoreError::InvalidToolName {
                 name,
-                origin: candidate.origin,
+                origin: candidate.origin.to_string(),
             });
         }
         if let Some(&existing) = self.index.get(&name) {
             return Err(CoreError::DuplicateTool {
                 name,
-                first: self.entries[existing].origin.clone(),
-                second: candidate.origin,
+                first: self.entries[existing].origin.to_string(),
+                second: candidate.origin.to_string(),
             });
         }
         let schema = OnceLock::new();
@@ -316,7 +356,7 @@ impl ToolTable {
                 jsonschema::validator_for(schema.get_or_init(|| candidate.tool.input_schema()))
                     .map_err(|error| CoreError::InvalidSchema {
                         name: name.clone(),
-                        origin: candidate.origin.clone(),
+                        origin: candidate.origin.to_string(),
                         message: error.to_string(),
                     })?;
             let _ = validator.set(Ok(compiled));
@@ -793,7 +833,7 @@ mod tests {
             .tools()
             .entries()
             .iter()
-            .filter(|entry| entry.origin() == "builtin:fs")
+            .filter(|entry| *entry.origin() == Origin::Files)
             .map(ToolEntry::name)
             .collect();
         assert_eq!((names.len(), names), (7, file_tools));

@@ -36,7 +36,7 @@
 //!
 //! ## Decisions
 //! - **Two checks, one path.** The lexical check normalizes the requested string against the
-//!   canonical root *without touching the filesystem* and fails with the seed's
+//!   canonical root *without touching the filesystem* and fails with the mission's
 //!   `Path is outside the workspace: <requested>`. The normalized relative string is then the only
 //!   thing ever opened: there is no second parse that could disagree with the first. Nothing is
 //!   trimmed or unquoted, so `ws"`, `ws ` or `ws\n` next to `ws` are simply other directories.
@@ -124,7 +124,7 @@
 //!   `before_change` (an `Err` means nothing is changed), makes the change, then calls
 //!   `after_change`. A failed `after_change` is reported as a failure that says the change *was*
 //!   made.
-//! - **Failures are results.** Tools answer `tool_failed` (or `invalid_arguments`) with the seed's
+//! - **Failures are results.** Tools answer `tool_failed` (or `invalid_arguments`) with the mission's
 //!   messages (`The old text was not found`, `The old text must occur exactly once; provide more
 //!   surrounding context`, `Tool <name> requires explicit authorization`); the model text is
 //!   short, and a bounded display (`text`, `search`, or a `similar` unified `diff`) is attached.
@@ -142,10 +142,12 @@
 //! (behind a `.git` *file*, outside the workspace) is not read. Snapshots for the recorder hold
 //! whole files in memory, up to [`MAX_SNAPSHOT_BYTES`].
 
+pub mod diff;
 mod error;
 mod escape;
 mod hidden;
 mod recorder;
+pub mod secret;
 mod tools;
 mod workspace;
 

@@ -1,5 +1,7 @@
 //! Secrets the front ends' local servers hand out (the web view's prefix, token and CSRF secret;
-//! the MCP HTTP server's bearer token) and their comparison.
+//! the MCP HTTP server's bearer token) and their comparison. They live in this crate because it
+//! is the lowest layer every such server already depends on that reads the operating system's
+//! random source; the web view needs nothing above it.
 
 /// 128 bits from the operating system's random source, as 32 hex digits.
 pub fn new_secret() -> std::io::Result<String> {

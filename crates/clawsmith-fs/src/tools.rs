@@ -26,6 +26,8 @@ use clawsmith_protocol::{
     Capability, CapabilityDeclaration, ErrorCode, Risk, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput,
 };
+// `read` and `search` cut a body or a line with it (`super::clip`).
+use clawsmith_protocol::text::clip;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 
@@ -387,18 +389,6 @@ fn resolve_file(
         )));
     }
     Ok(path)
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
-fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &text[..cut])
 }
 
 #[cfg(test)]

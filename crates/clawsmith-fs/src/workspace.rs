@@ -1130,8 +1130,9 @@ pub(crate) enum Unusable {
     Outside,
     #[error("larger than {limit} bytes")]
     TooLarge { limit: u64 },
+    // The message quotes the I/O error, so it is not also the source (printed once).
     #[error("it cannot be read: {0}")]
-    Failed(#[source] io::Error),
+    Failed(io::Error),
 }
 
 /// Why [`Workspace::open_regular_beneath`] failed: the open itself, or what the probe found.

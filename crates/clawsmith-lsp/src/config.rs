@@ -190,9 +190,9 @@ impl LspConfig {
 
     /// Reads and parses `path`; errors name the file, line and column.
     pub fn load(path: &Path) -> Result<LspConfig, LspError> {
-        let text = std::fs::read_to_string(path).map_err(|source| LspError::ReadConfig {
+        let text = std::fs::read_to_string(path).map_err(|cause| LspError::ReadConfig {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         LspConfig::parse(&text, Some(path.to_path_buf()))
     }

@@ -10,12 +10,12 @@ use clawsmith_protocol::ErrorCode;
 #[non_exhaustive]
 pub enum LspError {
     /// `clawsmith.toml` could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {cause}", path.display())]
     ReadConfig {
         /// The file.
         path: PathBuf,
-        /// What the filesystem said.
-        source: std::io::Error,
+        /// What the filesystem said (quoted in the message, so not also the source).
+        cause: std::io::Error,
     },
     /// `[[lsp_servers]]` is malformed.
     #[error("invalid [[lsp_servers]] configuration{}: {message}",

@@ -41,10 +41,11 @@
 //!   64 KiB, kept to explain a crash), results (200 diagnostics per file, 200 locations, 500
 //!   symbols, 8 KiB of hover text, with the number left out), documents (4 MiB), requests (each
 //!   with a deadline: code `timeout`).
-//! - **Confined servers.** Servers run through `clawsmith-sandbox` ([`spawn_piped`]) with the
-//!   workspace bound read-only (`workspace_writable = false`), a private writable cache directory
-//!   (also their `HOME` and `XDG_CACHE_HOME`), and no network; the disaster check sees the
-//!   command line like any other.
+//! - **Confined servers.** Servers run through `clawsmith-sandbox` ([`spawn_piped_argv`]: their
+//!   program and arguments as words, never joined into shell text) in their project root, with
+//!   the workspace bound read-only (`workspace_writable = false`), a private writable cache
+//!   directory (also their `HOME` and `XDG_CACHE_HOME`), and no network; the disaster check
+//!   sees the command line like any other.
 //! - **Crash ⇒ restart, within limits.** A server that exits unasked is started again on the
 //!   next call after a backoff (200 ms doubling, at most 5 s) — a call whose server died under it
 //!   is retried once on the new one — up to `max_restarts`; then calls fail with `tool_failed`
@@ -58,7 +59,7 @@
 //! servers that need a build (clangd's `compile_commands.json`, a Cargo project for
 //! rust-analyzer) get the workspace as it is.
 //!
-//! [`spawn_piped`]: clawsmith_sandbox::spawn_piped
+//! [`spawn_piped_argv`]: clawsmith_sandbox::spawn_piped_argv
 
 mod config;
 mod error;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use clawsmith_protocol::ErrorCode;
-use clawsmith_sandbox::{PipedIo, SandboxConfig, spawn_piped};
+use clawsmith_sandbox::{Argv, PipedIo, SandboxConfig, spawn_piped_argv};
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -120,11 +120,6 @@ impl std::fmt::Debug for Server {
     }
 }
 
-/// `'text'` for bash, whatever the text holds.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
 /// `file://` URI of an absolute path, percent-encoding all but unreserved bytes and `/`.
 pub(crate) fn path_to_uri(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
@@ -183,29 +178,21 @@ impl Server {
             message,
             code,
         };
-        let mut script = format!(
-            "cd {} && export",
-            shell_quote(&launch.root.to_string_lossy())
-        );
         let cache = launch.cache.to_string_lossy();
-        for (name, value) in [("HOME", cache.as_ref()), ("XDG_CACHE_HOME", cache.as_ref())]
+        let argv = [("HOME", cache.as_ref()), ("XDG_CACHE_HOME", cache.as_ref())]
             .into_iter()
             .chain(config.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        {
-            script.push_str(&format!(" {name}={}", shell_quote(value)));
-        }
-        script.push_str(" && exec ");
-        script.push_str(&shell_quote(&config.command));
-        for arg in &config.args {
-            script.push(' ');
-            script.push_str(&shell_quote(arg));
-        }
+            .fold(
+                Argv::new(&config.command, &config.args),
+                |argv, (name, value)| argv.with_env(name, value),
+            );
         // The server's own program and scripts stay visible wherever they are (read-only).
         let words: Vec<String> = std::iter::once(config.command.clone())
             .chain(config.args.iter().cloned())
             .collect();
         let sandbox = launch.sandbox.clone().seeing_code_of(&words);
-        let (mut process, io) = spawn_piped(&sandbox, &script)
+        let root = launch.root.to_string_lossy();
+        let (mut process, io) = spawn_piped_argv(&sandbox, &argv, Some(&root))
             .map_err(|error| start_error(error.to_string(), error.code()))?;
         let sandbox_summary = process.report().summary();
         let PipedIo {
@@ -694,7 +681,6 @@ mod tests {
         }
         assert_eq!(uri_to_path("file://localhost/x").unwrap(), Path::new("/x"));
         assert_eq!(uri_to_path("untitled:1"), None);
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 
     #[test]

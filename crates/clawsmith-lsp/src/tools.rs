@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use clawsmith_protocol::schema::input_schema;
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput,
@@ -194,19 +195,17 @@ struct LspTool {
     schema: serde_json::Value,
 }
 
-fn schema_of<T: JsonSchema>() -> serde_json::Value {
-    schemars::schema_for!(T).to_value()
-}
-
 /// The six tools over `service` (deferred, read risk, concurrency-safe).
 pub fn lsp_tools(service: Arc<LspService>) -> Vec<Arc<dyn Tool>> {
     SPECS
         .iter()
         .map(|spec| {
             let schema = match spec.kind {
-                Kind::Diagnostics | Kind::DocumentSymbols => schema_of::<PathInput>(),
-                Kind::Definition | Kind::References | Kind::Hover => schema_of::<LineColumnInput>(),
-                Kind::WorkspaceSymbols => schema_of::<QueryInput>(),
+                Kind::Diagnostics | Kind::DocumentSymbols => input_schema::<PathInput>(),
+                Kind::Definition | Kind::References | Kind::Hover => {
+                    input_schema::<LineColumnInput>()
+                }
+                Kind::WorkspaceSymbols => input_schema::<QueryInput>(),
             };
             Arc::new(LspTool {
                 spec,

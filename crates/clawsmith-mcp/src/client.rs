@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clawsmith_core::ExtensionTool;
-use clawsmith_core::sandbox::{PipedIo, ProcessKind, SandboxConfig, spawn_piped_argv};
+use clawsmith_core::sandbox::{Argv, PipedIo, ProcessKind, SandboxConfig, spawn_piped_argv};
 use clawsmith_protocol::{
     CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus, infer_status_from_content,
@@ -350,7 +350,7 @@ async fn spawn(
         .chain(server.args.iter().cloned())
         .collect();
     let profile = profile.seeing_code_of(&words);
-    let (process, io) = spawn_piped_argv(&profile, &server.command, &server.args)
+    let (process, io) = spawn_piped_argv(&profile, &Argv::new(&server.command, &server.args), None)
         .map_err(|error| spawn_error(std::io::Error::other(error.to_string())))?;
     let PipedIo {
         stdin,

@@ -35,7 +35,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use clawsmith_core::AgentCore;
-use clawsmith_core::secret::constant_time_eq;
+use clawsmith_core::fs::secret::constant_time_eq;
 use futures_util::StreamExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};

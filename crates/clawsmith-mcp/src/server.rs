@@ -5,7 +5,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use clawsmith_core::{AgentCore, EventSink, NullSink, SessionHandle, ShownTool, TurnOutcome};
+use clawsmith_core::{
+    AgentCore, BatchOptions, EventSink, NullSink, OpeningRequest, SessionHandle, ShownTool,
+    TurnOptions, TurnOutcome,
+};
 use clawsmith_protocol::{CancellationSignal, Risk, ToolCall, ToolExecutionResult, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
@@ -542,13 +545,23 @@ impl ClawsmithServer {
         // The turn's start, its one model request, a read's records and the turn's end commit
         // together, at the finish; a side-effecting call commits its start (with the
         // turn's) before it runs.
-        let mut turn = self
-            .inner
-            .session
-            .begin_turn_recording_request(sink, parent.as_ref())?;
+        let mut turn = self.inner.session.begin_turn(
+            sink,
+            TurnOptions {
+                parent: parent.as_ref(),
+                request: OpeningRequest::NamesOnly,
+            },
+        )?;
         let cancellation = turn.cancellation();
         let results = {
-            let batch = turn.run_last_batch(vec![call], sink);
+            let batch = turn.run_batch(
+                vec![call],
+                sink,
+                BatchOptions {
+                    last: true,
+                    ..BatchOptions::default()
+                },
+            );
             tokio::pin!(batch);
             tokio::select! {
                 results = &mut batch => results,

@@ -3,6 +3,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use clawsmith_protocol::text::line_column;
+
 /// Why a plugin (or the `plugins` key of `clawsmith.toml`) could not be loaded. Each names the
 /// file, and the line and column when the problem sits at a place in it.
 #[derive(Debug, thiserror::Error)]
@@ -86,20 +88,4 @@ impl SourceFile {
             message: message.into(),
         }
     }
-}
-
-/// 1-based line and column (in characters) of byte `offset` of `text`.
-pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rsplit('\n')
-        .next()
-        .map_or(0, |last| last.chars().count())
-        + 1;
-    (line, column)
 }

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawsmith_core::CommandHook;
+use clawsmith_core::{CommandHook, HookEntry};
 use clawsmith_mcp::McpServerConfig;
 use clawsmith_protocol::{CapabilityDeclaration, Risk, SearchMetadata};
 use clawsmith_sandbox::MAX_TIMEOUT;
@@ -19,8 +19,6 @@ use crate::plugin::{Plugin, PluginFormat, PluginToolSpec, server_name, skill_nam
 
 /// Longest plugin or tool name part.
 pub const MAX_NAME_BYTES: usize = 48;
-/// Longest hook timeout (the policy file's limit).
-const MAX_HOOK_TIMEOUT_MS: u64 = 600_000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,17 +65,6 @@ struct SearchEntry {
     tags: Vec<String>,
     #[serde(default)]
     search_hint: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HookEntry {
-    name: Spanned<String>,
-    command: Spanned<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    timeout_ms: Option<Spanned<u64>>,
 }
 
 /// Kebab-case: `[a-z0-9]` words joined by single `-`, at most [`MAX_NAME_BYTES`].
@@ -351,11 +338,9 @@ fn hook(
     plugin: &str,
     entry: &HookEntry,
 ) -> Result<CommandHook, PluginError> {
-    for field in [&entry.name, &entry.command] {
-        if field.get_ref().trim().is_empty() {
-            return Err(source.error(Some(field.span()), "a hook needs a name and a command"));
-        }
-    }
+    entry
+        .check_name_and_command()
+        .map_err(|error| source.error(Some(error.span), error.message))?;
     let mut argv = vec![entry.command.get_ref().clone()];
     argv.extend(entry.args.iter().cloned());
     let resolved = root.resolve_command(&argv).map_err(|message| {
@@ -365,15 +350,7 @@ fn hook(
         )
     })?;
     let name = format!("{plugin}/{}", entry.name.get_ref().trim());
-    let mut hook = CommandHook::new(name, &resolved[0], resolved[1..].to_vec());
-    if let Some(timeout) = &entry.timeout_ms {
-        if !(1..=MAX_HOOK_TIMEOUT_MS).contains(timeout.get_ref()) {
-            return Err(source.error(
-                Some(timeout.span()),
-                format!("timeout_ms must be between 1 and {MAX_HOOK_TIMEOUT_MS}"),
-            ));
-        }
-        hook = hook.with_timeout(Duration::from_millis(*timeout.get_ref()));
-    }
-    Ok(hook)
+    entry
+        .hook(name, &resolved[0], resolved[1..].to_vec())
+        .map_err(|error| source.error(Some(error.span), error.message))
 }

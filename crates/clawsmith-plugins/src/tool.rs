@@ -276,11 +276,7 @@ fn structured(stdout: &str) -> Option<Structured> {
 
 /// The last `max` bytes of `text` (at a character boundary), trimmed.
 fn tail(text: &str, max: usize) -> &str {
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    text[start..].trim()
+    text[text.ceil_char_boundary(text.len().saturating_sub(max))..].trim()
 }
 
 #[cfg(test)]

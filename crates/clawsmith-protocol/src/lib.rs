@@ -32,7 +32,7 @@
 //! - **One source of truth for schemas.** Every type derives `schemars::JsonSchema` next to serde,
 //!   so the schema a client validates against is generated from the deserializer itself
 //!   ([`schema::protocol_schema`], written to `docs/protocol.schema.json` by `cargo xtask codegen`).
-//! - **Error codes are open strings.** The seed types `code` as a string; tools add codes such as
+//! - **Error codes are open strings.** The mission types `code` as a string; tools add codes such as
 //!   `command_blocked`. The codes the protocol defines are constants with their status and
 //!   retryability attached, so no caller has to remember the table.
 //! - **Failures are data.** A tool answers with a result, never an `Err`; the content of a failure
@@ -56,6 +56,7 @@ pub mod redact;
 mod result;
 mod risk;
 pub mod schema;
+pub mod text;
 mod tool;
 
 pub use cancel::{CancellationSignal, Cancelled};
@@ -68,9 +69,9 @@ pub use result::{
     ArtifactRef, DISPLAY_BODY_MAX_BYTES, DISPLAY_FIELD_MAX_BYTES, DISPLAY_FIELDS_MAX,
     DISPLAY_TITLE_MAX_BYTES, Display, DisplayField, DisplayKind, ErrorCode, RESULT_VERSION,
     ToolExecutionResult, ToolResultMetadata, ToolResultSummary, ToolStatus, status_prefix,
-    truncate_to_boundary,
 };
 pub use risk::{Capability, CapabilityDeclaration, Risk};
+pub use text::truncate_to_boundary;
 pub use tool::{
     Authorization, PermissionDecision, SearchMetadata, Tool, ToolExecutionContext, ToolFuture,
     ToolOutput, TraceHeaders, Verdict,

@@ -27,8 +27,12 @@ pub use known::{MASKED_ANYWHERE_BYTES, mask_known_secret, mask_secret_value};
 /// What replaces a secret.
 pub const REDACTED: &str = "[REDACTED]";
 
-/// The words that make a key secret, as one list: the detector looks them up by first letter
-/// ([`secret_key_words_from`]), and a test checks that lookup holds exactly these.
+/// The words that make a key secret anywhere in it, as one list: the detector looks them up by
+/// first letter ([`secret_key_words_from`]), and a test checks that lookup holds exactly these.
+/// Keys are field labels, JSON keys and environment variable names alike: the sandbox keeps
+/// every variable this detector calls secret out of a command's environment, so a value the
+/// logs would mask is never handed to a command either. `_key` names a key in a variable
+/// (`STRIPE_KEY`, `SIGNING_KEY`) as `token` does a token.
 #[cfg(test)]
 const SECRET_KEY_WORDS: &[&str] = &[
     "password",
@@ -49,7 +53,13 @@ const SECRET_KEY_WORDS: &[&str] = &[
     "x-auth",
     "session_key",
     "cookie",
+    "_key",
 ];
+
+/// Endings that make a key secret only at its end: `_pat` is a personal access token in a
+/// variable name (`GITHUB_PAT`, `AZURE_DEVOPS_PAT`) but the start of `_path` and `_pattern`
+/// anywhere else.
+const SECRET_KEY_ENDINGS: &[&str] = &["_pat"];
 
 const TOKEN_PREFIXES: &[&str] = &[
     "sk-",
@@ -74,20 +84,26 @@ const TOKEN_PREFIXES: &[&str] = &[
     "hf_",
 ];
 
-/// Whether a label names a secret (field labels, JSON keys, env var names).
+/// Whether a label names a secret (field labels, JSON keys, env var names): it holds one of the
+/// words of `SECRET_KEY_WORDS` or ends with one of `SECRET_KEY_ENDINGS`, in any case.
 pub fn is_secret_key(key: &str) -> bool {
     // ASCII case-insensitive substring search without allocating: it runs at every `=` and `:`
     // of every masked text and at every string-valued key of every stored JSON object, and keys
     // are short. Only the words starting with a position's letter are tried there (trying
     // every word at every position was ~3.5% of the pipeline pair's samples).
     let key = key.as_bytes();
-    (0..key.len()).any(|start| {
-        let rest = &key[start..];
-        secret_key_words_from(rest[0]).iter().any(|word| {
-            rest.get(..word.len())
-                .is_some_and(|window| window.eq_ignore_ascii_case(word.as_bytes()))
+    let secret_ending = SECRET_KEY_ENDINGS.iter().any(|ending| {
+        key.len() >= ending.len()
+            && key[key.len() - ending.len()..].eq_ignore_ascii_case(ending.as_bytes())
+    });
+    secret_ending
+        || (0..key.len()).any(|start| {
+            let rest = &key[start..];
+            secret_key_words_from(rest[0]).iter().any(|word| {
+                rest.get(..word.len())
+                    .is_some_and(|window| window.eq_ignore_ascii_case(word.as_bytes()))
+            })
         })
-    })
 }
 
 /// The words of [`SECRET_KEY_WORDS`] that start with `byte` (either case).
@@ -107,6 +123,7 @@ fn secret_key_words_from(byte: u8) -> &'static [&'static str] {
         b's' => &["secret", "session_key"],
         b't' => &["token"],
         b'x' => &["x-auth"],
+        b'_' => &["_key"],
         _ => &[],
     }
 }
@@ -534,6 +551,50 @@ mod tests {
         ];
         for input in cases {
             assert_eq!(redact_text(input), input);
+        }
+    }
+
+    #[test]
+    fn secret_names() {
+        // (name, secret): labels, JSON keys and environment variable names alike; the sandbox
+        // keeps exactly the secret ones out of commands.
+        let table = [
+            ("TOKEN", true),
+            ("token", true),
+            ("GITHUB_TOKEN", true),
+            ("NPM_TOKEN", true),
+            ("GITHUB_PAT", true),
+            ("azure_devops_pat", true),
+            ("AWS_SECRET_ACCESS_KEY", true),
+            ("OPENAI_API_KEY", true),
+            ("STRIPE_KEY", true),
+            ("SIGNING_KEY", true),
+            ("SSH_PRIVATE_KEY", true),
+            ("DB_PASSWORD", true),
+            ("MYSQL_PWD", true),
+            ("GOOGLE_APPLICATION_CREDENTIALS", true),
+            ("MY_SECRET_THING", true),
+            ("SESSION_COOKIE", true),
+            ("apiKey", true),
+            ("x-auth-token", true),
+            ("PATH", false),
+            ("HOME", false),
+            ("LANG", false),
+            ("LC_ALL", false),
+            ("TERM", false),
+            ("CARGO_HOME", false),
+            ("GOPATH", false),
+            ("PKG_CONFIG_PATH", false),
+            ("file_path", false),
+            ("glob_pattern", false),
+            ("KEYBOARD", false),
+            ("KEY", false),
+            ("MONKEY", false),
+            ("XAUTHORITY", false),
+            ("name", false),
+        ];
+        for (name, secret) in table {
+            assert_eq!(is_secret_key(name), secret, "{name}");
         }
     }
 }

@@ -5,6 +5,8 @@ use std::borrow::Cow;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::text::truncate_to_boundary;
+
 /// The result protocol version this crate writes.
 pub const RESULT_VERSION: u32 = 1;
 
@@ -48,7 +50,7 @@ impl ToolStatus {
 
 /// A machine-readable reason for a non-success status (P6).
 ///
-/// On the wire it is a plain string, as in the seed (`code?: string`), so tools and extensions can
+/// On the wire it is a plain string, as in the mission (`code?: string`), so tools and extensions can
 /// add codes; the ones the protocol defines are associated constants.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
@@ -220,21 +222,6 @@ impl Display {
         }
         self
     }
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
-pub fn truncate_to_boundary(mut text: String, max: usize) -> String {
-    if text.len() <= max {
-        return text;
-    }
-    let marker = "…";
-    let mut cut = max.saturating_sub(marker.len());
-    while cut > 0 && !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
-    text.push_str(marker);
-    text
 }
 
 /// A reference to content stored outside the message (A4). The body is never copied here.

@@ -1,9 +1,35 @@
 //! The protocol's JSON Schema, generated from the same Rust types that (de)serialize it.
 //! `cargo xtask codegen` writes it to `docs/protocol.schema.json`.
 
+use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
 
-use crate::{Event, ModelMessage, PermissionDecision, ToolExecutionResult, ToolResultSummary};
+use crate::{
+    ErrorCode, Event, ModelMessage, PermissionDecision, ToolExecutionResult, ToolResultSummary,
+};
+
+/// The JSON Schema of a tool's arguments, from the Rust type its calls are parsed into. With
+/// [`parse_input`] over the same type, the schema the model sees and the parser that reads its
+/// call cannot disagree (P1).
+pub fn input_schema<T: JsonSchema>() -> serde_json::Value {
+    schemars::schema_for!(T).to_value()
+}
+
+/// Parses a tool's arguments into the type its schema came from ([`input_schema`]); what does
+/// not fit is refused with `invalid_arguments`, naming the tool and what serde found.
+#[allow(clippy::result_large_err)] // the refusal is the result handed back, built once per call
+pub fn parse_input<T: DeserializeOwned>(
+    tool: &str,
+    input: serde_json::Value,
+) -> Result<T, ToolExecutionResult> {
+    serde_json::from_value(input).map_err(|error| {
+        ToolExecutionResult::failure(
+            ErrorCode::INVALID_ARGUMENTS,
+            format!("Invalid arguments for {tool}: {error}"),
+        )
+    })
+}
 
 /// One JSON Schema document whose `$defs` hold every wire type of the protocol.
 pub fn protocol_schema() -> serde_json::Value {

@@ -211,7 +211,7 @@ impl ToolExecutionContext {
         self.authorization.is_some()
     }
 
-    /// The second authorization at the tool layer (S5): `Err` carries the seed's exact refusal,
+    /// The second authorization at the tool layer (S5): `Err` carries the mission's exact refusal,
     /// `Tool <action> requires explicit authorization`, as a `permission_denied` result.
     #[allow(clippy::result_large_err)]
     pub fn require_authorization(&self, action: &str) -> Result<(), ToolExecutionResult> {

@@ -274,6 +274,13 @@ pub struct SandboxConfig {
     /// Variables passed exactly as the host has them, even names that look like secrets: what
     /// the user listed for an MCP server (`env = ["GITHUB_TOKEN"]`). Empty for commands.
     pub env_exact: Vec<String>,
+    /// Whether a command may run in a warm spare, a tree started before it (`run_command`
+    /// without input, with merged output), and order the next one (default true). A process that
+    /// runs one command at most (the CLI's `call`) turns them off: the spare its first command
+    /// orders would never serve, and making it — a fork, namespaces, mounts — is processor time
+    /// taken from the call on a second core. Off, every command goes the ordinary way (the same
+    /// tree, made at the call) and orders no spare.
+    pub warm_spares: bool,
     /// Where clawsmith keeps its state; set at construction only.
     state_dir: StateDir,
 }
@@ -316,6 +323,7 @@ impl SandboxConfig {
             kernel_support: None,
             kill_grace: Duration::from_secs(2),
             env_exact: Vec::new(),
+            warm_spares: true,
             state_dir,
         }
     }
@@ -661,6 +669,9 @@ mod tests {
                 true,
                 Box::new(|c| c.env_exact.push("CLAWSMITH_TEST".into())),
             ),
+            // Whether a command looks for a spare at all, decided before one is looked for; the
+            // tree is the same.
+            ("warm_spares", true, Box::new(|c| c.warm_spares = false)),
             (
                 "state_dir",
                 false,
@@ -695,6 +706,7 @@ mod tests {
             kernel_support,
             kill_grace,
             env_exact,
+            warm_spares,
             state_dir,
         );
         let limits = every_field!(

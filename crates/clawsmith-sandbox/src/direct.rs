@@ -154,11 +154,46 @@ pub(crate) fn resolve(command: &str, env: &[(OsString, OsString)]) -> Option<Dir
         // bash warns that the level is too high and resets it: leave that to bash.
         return None;
     }
+    let program = on_path(name, env)?;
+    starts_like_executable(&program).then(|| Direct {
+        program,
+        name: name.to_owned(),
+        args,
+    })
+}
+
+/// The program of an argv request ([`crate::Argv`]) to `exec` as it is: an absolute path, or a
+/// bare name found on the command's `PATH` (as `execvp` would find it), that is an executable.
+/// `None` (a relative path, a name not found, a file that is not an executable) leaves the
+/// request to bash, which runs its quoted words and reports a failure as bash would.
+pub(crate) fn locate(
+    program: &str,
+    args: &[String],
+    env: &[(OsString, OsString)],
+) -> Option<Direct> {
+    let path = if program.starts_with('/') {
+        PathBuf::from(program)
+    } else if program.contains('/') || program.is_empty() {
+        // Relative to the working directory, which is the child's, not this process's.
+        return None;
+    } else {
+        on_path(program, env)?
+    };
+    let meta = std::fs::metadata(&path).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0 && starts_like_executable(&path))
+        .then(|| Direct {
+            program: path,
+            name: program.to_owned(),
+            args: args.to_vec(),
+        })
+}
+
+/// The first executable file named `name` in the absolute entries of the environment's `PATH`;
+/// `None` when an entry is empty or relative (it names the working directory: bash decides).
+fn on_path(name: &str, env: &[(OsString, OsString)]) -> Option<PathBuf> {
     let path = env.iter().find(|(k, _)| k == "PATH")?.1.to_str()?;
-    let mut found = None;
     for dir in path.split(':') {
         if !dir.starts_with('/') {
-            // An empty or relative entry names the working directory: leave it to bash.
             return None;
         }
         let candidate = Path::new(dir).join(name);
@@ -166,20 +201,23 @@ pub(crate) fn resolve(command: &str, env: &[(OsString, OsString)]) -> Option<Dir
             && meta.is_file()
             && meta.permissions().mode() & 0o111 != 0
         {
-            found = Some(candidate);
-            break;
+            return Some(candidate);
         }
     }
-    let program = found?;
+    None
+}
+
+/// Whether the file starts like something the kernel executes (`\x7fELF` or `#!`); a file
+/// without either is a script bash would run itself.
+fn starts_like_executable(program: &Path) -> bool {
     let mut magic = [0u8; 4];
-    let mut file = std::fs::File::open(&program).ok()?;
-    let read = file.read(&mut magic).ok()?;
-    let executable = (read == 4 && &magic == b"\x7fELF") || (read >= 2 && &magic[..2] == b"#!");
-    executable.then(|| Direct {
-        program,
-        name: name.to_owned(),
-        args,
-    })
+    let Ok(mut file) = std::fs::File::open(program) else {
+        return false;
+    };
+    let Ok(read) = file.read(&mut magic) else {
+        return false;
+    };
+    (read == 4 && &magic == b"\x7fELF") || (read >= 2 && &magic[..2] == b"#!")
 }
 
 /// The inherited `SHLVL` as bash reads it: a number, else 0; never negative.

@@ -44,17 +44,10 @@ const BASE: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
-/// Fragments of names never passed on, whatever the allow-list says.
-const SECRET_SUFFIXES: &[&str] = &["_TOKEN", "_KEY", "_PAT"];
-const SECRET_FRAGMENTS: &[&str] = &["SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "PRIVATE_KEY"];
-
-/// Whether a variable name looks like it carries a secret.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper == "TOKEN"
-        || SECRET_SUFFIXES.iter().any(|s| upper.ends_with(s))
-        || SECRET_FRAGMENTS.iter().any(|f| upper.contains(f))
-}
+/// Whether a variable name looks like it carries a secret; such a variable is never passed on,
+/// whatever the allow-list says. It is the masker's rule, so a variable whose value the logs
+/// would mask never reaches a command, and the list of secret words has one owner.
+pub use clawsmith_protocol::redact::is_secret_key as looks_secret;
 
 fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {
@@ -218,6 +211,42 @@ mod tests {
             ]
         );
         assert!(env.iter().any(|(k, v)| k == "TMPDIR" && v == "/p"));
+    }
+
+    #[test]
+    fn exactly_the_names_the_masker_calls_secret_are_kept_out() {
+        // (name, passed on when allow-listed)
+        let table = [
+            ("PATH", true),
+            ("HOME", true),
+            ("LANG", true),
+            ("TERM", true),
+            ("CARGO_HOME", true),
+            ("KEYBOARD", true),
+            ("PKG_CONFIG_PATH", true),
+            ("TOKEN", false),
+            ("GITHUB_TOKEN", false),
+            ("GITHUB_PAT", false),
+            ("AWS_SECRET_ACCESS_KEY", false),
+            ("STRIPE_KEY", false),
+            ("DB_PASSWORD", false),
+            ("SSH_AUTH_SOCK", false),
+            ("SESSION_COOKIE", false),
+        ];
+        let host = table.map(|(name, _)| (OsString::from(name), OsString::from("x")));
+        let env = command_environment(host, &["*".to_owned()], Path::new("/p"), None);
+        for (name, passed) in table {
+            assert_eq!(env.iter().any(|(key, _)| key == name), passed, "{name}");
+            assert_eq!(
+                clawsmith_protocol::redact::is_secret_key(name),
+                !passed,
+                "{name}"
+            );
+        }
+        // The variables every command gets are never taken for secrets.
+        for name in BASE {
+            assert!(!looks_secret(name), "{name}");
+        }
     }
 
     #[test]

@@ -30,11 +30,69 @@ use crate::platform::{self, SandboxReport, Target, Unavailable, World};
 /// that left the group still holds the output pipe.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(2);
 
+/// A program and its arguments, run without a shell in between: the entry point for processes
+/// whose words are known (hooks, MCP servers, language servers, plugin tools), so their words
+/// are never joined into shell text to be parsed back.
+///
+/// The program is `exec`ed as it is when it is an absolute path or a bare name found on the
+/// command's `PATH`. Otherwise (a relative path, a name not found, a file that is not an
+/// executable) bash runs [`Argv::script`], the same words quoted, and reports the failure as it
+/// would. The disaster check reads that text too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Argv {
+    /// The program: an absolute path or a name looked up on `PATH`.
+    pub program: String,
+    pub args: Vec<String>,
+    /// Variables set for the process on top of its command environment (a language server's
+    /// `HOME`, a plugin's root).
+    pub env: Vec<(String, String)>,
+}
+
+impl Argv {
+    /// `program` with `args` and no extra variables.
+    pub fn new(
+        program: impl Into<String>,
+        args: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Argv {
+        Argv {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: Vec::new(),
+        }
+    }
+
+    /// The same with `name=value` set for the process.
+    pub fn with_env(mut self, name: impl Into<String>, value: impl Into<String>) -> Argv {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// `exec 'program' 'arg' …`: shell text that runs exactly these words, for the disaster
+    /// check, for people (logs, displays), and for bash when the program cannot be `exec`ed
+    /// directly.
+    pub fn script(&self) -> String {
+        let mut script = String::from("exec");
+        for word in std::iter::once(&self.program).chain(&self.args) {
+            script.push(' ');
+            script.push_str(&shell_quote(word));
+        }
+        script
+    }
+}
+
+/// `text` as one single-quoted shell word.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// One command to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandRequest {
-    /// The `bash -c` script.
+    /// The `bash -c` script; for an [`Argv`] request, its [`Argv::script`].
     pub command: String,
+    /// The program and arguments to run without a shell, when the request was made from them
+    /// ([`CommandRequest::argv`]).
+    pub argv: Option<Argv>,
     /// Working directory, relative to the workspace or absolute inside it.
     pub cwd: Option<String>,
     /// Timeout; `None` means the configured default.
@@ -56,11 +114,21 @@ impl CommandRequest {
     pub fn new(command: impl Into<String>) -> CommandRequest {
         CommandRequest {
             command: command.into(),
+            argv: None,
             cwd: None,
             timeout: None,
             stdin: None,
             separate_stderr: false,
             trace: None,
+        }
+    }
+
+    /// A request for `argv`, run without a shell, in the workspace root with the default
+    /// timeout.
+    pub fn argv(argv: Argv) -> CommandRequest {
+        CommandRequest {
+            argv: Some(argv.clone()),
+            ..CommandRequest::new(argv.script())
         }
     }
 }
@@ -152,20 +220,20 @@ pub enum RunError {
     #[error("Path is outside the workspace: {0}")]
     OutsideWorkspace(String),
     /// `cwd` does not exist or is not a directory.
-    #[error("working directory {path} is not a directory inside the workspace: {source}")]
+    #[error("working directory {path} is not a directory inside the workspace: {cause}")]
     BadCwd {
         /// As requested.
         path: String,
-        /// What the filesystem said.
-        source: io::Error,
+        /// What the filesystem said (quoted in the message, so not also the source).
+        cause: io::Error,
     },
     /// The workspace root cannot be resolved.
-    #[error("workspace root {path} cannot be used: {source}")]
+    #[error("workspace root {path} cannot be used: {cause}")]
     Workspace {
         /// The configured root.
         path: PathBuf,
-        /// What the filesystem said.
-        source: io::Error,
+        /// What the filesystem said (quoted in the message, so not also the source).
+        cause: io::Error,
     },
     /// The workspace root is no longer the directory the session opened (it was swapped, e.g.
     /// for a symlink, since).
@@ -365,30 +433,56 @@ pub(crate) fn effective_timeout(
     Ok(timeout)
 }
 
-/// Disaster check, cwd check, sandbox plan, spawn: the steps every command goes through.
-/// `git_lock` says how much of the repositories' git dirs the view makes read-only.
+/// A command text that passed the disaster check. [`spawn_checked`] takes only this, so every
+/// way to start a process passes the check, and each passes it once: the entry points check
+/// first, before any other argument or sandbox work, and a blocked command comes back as
+/// [`RunError::Blocked`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cleared<'a> {
+    /// The shell text (an argv request's quoted words).
+    text: &'a str,
+    argv: Option<&'a Argv>,
+}
+
+impl<'a> Cleared<'a> {
+    /// Runs the disaster check on `command`.
+    pub(crate) fn check(command: &'a str) -> Result<Self, RunError> {
+        Self::check_request(command, None)
+    }
+
+    /// Runs the disaster check on `text`, the shell text of `argv` when there is one.
+    pub(crate) fn check_request(text: &'a str, argv: Option<&'a Argv>) -> Result<Self, RunError> {
+        let verdict = check_command(text);
+        if verdict.is_blocked() {
+            return Err(RunError::Blocked(verdict));
+        }
+        Ok(Cleared { text, argv })
+    }
+}
+
+/// Cwd check, sandbox plan, spawn: the steps every command goes through after its disaster
+/// check. `git_lock` says how much of the repositories' git dirs the view makes read-only.
 pub(crate) fn spawn_checked(
     config: &SandboxConfig,
-    command: &str,
+    Cleared {
+        text: command,
+        argv,
+    }: Cleared<'_>,
     cwd: Option<&str>,
     io: ChildIo,
     trace: Option<&TraceHeaders>,
     git_lock: GitLock,
 ) -> Result<Spawned, RunError> {
-    let verdict = check_command(command);
-    if verdict.is_blocked() {
-        return Err(RunError::Blocked(verdict));
-    }
     let workspace = config
         .workspace_root
         .canonicalize()
-        .map_err(|source| RunError::Workspace {
+        .map_err(|cause| RunError::Workspace {
             path: config.workspace_root.clone(),
-            source,
+            cause,
         })?;
-    let identity = platform::identity_of(&workspace).map_err(|source| RunError::Workspace {
+    let identity = platform::identity_of(&workspace).map_err(|cause| RunError::Workspace {
         path: config.workspace_root.clone(),
-        source,
+        cause,
     })?;
     if config
         .workspace_identity
@@ -397,21 +491,24 @@ pub(crate) fn spawn_checked(
         return Err(RunError::WorkspaceReplaced(config.workspace_root.clone()));
     }
     let cwd = resolve_cwd(&workspace, cwd)?;
-    // run_command without input and with merged output may take a warm spare (`spare.rs`).
-    let spare = matches!(
-        io,
-        ChildIo::Pipe {
-            input: None,
-            errors: None,
-            ..
-        }
-    );
+    // run_command without input and with merged output may take a warm spare (`spare.rs`),
+    // unless the configuration turns them off.
+    let spare = config.warm_spares
+        && matches!(
+            io,
+            ChildIo::Pipe {
+                input: None,
+                errors: None,
+                ..
+            }
+        );
     let git = (config.policy != SandboxPolicy::Off).then(|| {
         crate::git_guard::Repositories::before(&workspace, git_lock, config.workspace_writable)
     });
     let request = SpawnRequest {
         config,
         command,
+        argv,
         repositories: git.as_ref(),
         workspace: &workspace,
         identity,
@@ -471,7 +568,10 @@ impl SpawnFailure {
 
 struct SpawnRequest<'a> {
     config: &'a SandboxConfig,
+    /// The shell text (an argv request's quoted words: bash's fallback).
     command: &'a str,
+    /// The words to `exec` without a shell, when the request has them.
+    argv: Option<&'a Argv>,
     repositories: Option<&'a crate::git_guard::Repositories>,
     workspace: &'a Path,
     identity: (u64, u64),
@@ -558,6 +658,12 @@ impl SpawnRequest<'_> {
                 env.push((name.into(), value));
             }
         }
+        if let Some(argv) = self.argv {
+            for (name, value) in &argv.env {
+                env.retain(|(existing, _)| existing != name.as_str());
+                env.push((name.into(), value.into()));
+            }
+        }
         if pty {
             // The host's own TERM says nothing about the PTY clawsmith made; it renders ANSI.
             for (name, value) in &mut env {
@@ -580,13 +686,14 @@ impl SpawnRequest<'_> {
         let relay = plan.setup.namespaces.is_some();
         let (stdin, stdout, stderr) =
             stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
-        let direct = if allow_direct && shell() == "/bin/bash" {
+        let direct = match self.argv {
+            // Words known as words are `exec`ed as they are whenever the program can be.
+            Some(argv) if allow_direct => direct::locate(&argv.program, &argv.args, &env),
             // A program named without a slash would be searched for again by `execvp`; the
             // namespaced command `exec`s its path as it is (`child::ExecPlan`).
-            direct::resolve(self.command, &env)
-                .filter(|direct| direct.program.as_os_str().as_bytes().contains(&b'/'))
-        } else {
-            None
+            None if allow_direct && shell() == "/bin/bash" => direct::resolve(self.command, &env)
+                .filter(|direct| direct.program.as_os_str().as_bytes().contains(&b'/')),
+            _ => None,
         };
         let (program, argv): (&Path, Vec<&OsStr>) = match &direct {
             Some(direct) => {
@@ -822,9 +929,9 @@ pub(crate) fn resolve_cwd(workspace: &Path, requested: Option<&str>) -> Result<P
     if !normal.starts_with(workspace) {
         return Err(RunError::OutsideWorkspace(requested.to_owned()));
     }
-    let real = normal.canonicalize().map_err(|source| RunError::BadCwd {
+    let real = normal.canonicalize().map_err(|cause| RunError::BadCwd {
         path: requested.to_owned(),
-        source,
+        cause,
     })?;
     if !real.starts_with(workspace) {
         return Err(RunError::OutsideWorkspace(requested.to_owned()));
@@ -832,7 +939,7 @@ pub(crate) fn resolve_cwd(workspace: &Path, requested: Option<&str>) -> Result<P
     if !real.is_dir() {
         return Err(RunError::BadCwd {
             path: requested.to_owned(),
-            source: io::Error::from(io::ErrorKind::NotADirectory),
+            cause: io::Error::from(io::ErrorKind::NotADirectory),
         });
     }
     Ok(real)
@@ -887,6 +994,7 @@ pub async fn run_command(
     request: &CommandRequest,
     cancellation: &CancellationSignal,
 ) -> Result<CommandOutcome, RunError> {
+    let command = Cleared::check_request(&request.command, request.argv.as_ref())?;
     let timeout = effective_timeout(config, request.timeout)?;
     let pipe =
         || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| RunError::Spawn(e.into()));
@@ -908,7 +1016,7 @@ pub async fn run_command(
     let started = Instant::now();
     let spawned = spawn_checked(
         config,
-        &request.command,
+        command,
         request.cwd.as_deref(),
         ChildIo::Pipe {
             input: input_read,

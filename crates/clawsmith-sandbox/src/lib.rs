@@ -98,7 +98,8 @@
 //!   its PID namespace, so the call still returns after all of the command is gone; the relay
 //!   (outside the namespace, running nothing of the command) exits on its own and is reaped
 //!   on the spares' thread, its teardown off the call's path. A process that runs one command
-//!   at most turns spares off ([`set_warm_spares`]; the CLI's `call` does). A lifeline pipe only clawsmith holds makes every relay (a spare's
+//!   at most turns spares off in its configuration ([`SandboxConfig::warm_spares`]; the CLI's
+//!   `call` does). A lifeline pipe only clawsmith holds makes every relay (a spare's
 //!   included) kill its tree when clawsmith dies, whatever signal killed it. Background jobs of a finished `run_command` die with it;
 //!   long-running work belongs to `start_command`.
 //! - **One pipe for stdout and stderr**, so output keeps its arrival order; the capture keeps
@@ -158,9 +159,11 @@ pub use config::{
     SandboxPolicy, StateDir,
 };
 pub use env::looks_secret;
-pub use exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};
+pub use exec::{
+    Argv, CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command, shell_quote,
+};
 pub use output::BoundedOutput;
-pub use piped::{PipedIo, PipedProcess, argv_script, shell_quote, spawn_piped, spawn_piped_argv};
+pub use piped::{PipedIo, PipedProcess, spawn_piped, spawn_piped_argv};
 pub use platform::SandboxReport;
 pub use service::{
     CommandExecutionService, CommandSnapshot, CommandState, DEFAULT_MAX_COMMANDS,
@@ -171,5 +174,4 @@ pub use service_tools::{
     CommandIdInput, CommandInputInput, CommandOutputInput, ListCommandsInput, ResizeInput,
     StartCommandInput, TerminalCapabilitiesInput, command_tools,
 };
-pub use spare::set_warm_spares;
 pub use tool::{RunCommandInput, RunCommandTool};

@@ -11,7 +11,8 @@ use tokio::net::unix::pipe::{Receiver, Sender};
 
 use crate::config::SandboxConfig;
 use crate::exec::{
-    ChildIo, ExitKind, GroupGuard, RunError, Spawned, kill_unreaped, spawn_checked, wait_tree_gone,
+    Argv, ChildIo, Cleared, ExitKind, GroupGuard, RunError, Spawned, kill_unreaped, spawn_checked,
+    wait_tree_gone,
 };
 use crate::git_guard::GitLock;
 use crate::platform::SandboxReport;
@@ -56,6 +57,25 @@ pub fn spawn_piped(
     config: &SandboxConfig,
     script: &str,
 ) -> Result<(PipedProcess, PipedIo), RunError> {
+    spawn_cleared(config, Cleared::check(script)?, None)
+}
+
+/// Spawns `argv` as [`spawn_piped`] does, without a shell in between (see [`Argv`]), in `cwd`
+/// (relative to the workspace or absolute inside it; `None`: the workspace root).
+pub fn spawn_piped_argv(
+    config: &SandboxConfig,
+    argv: &Argv,
+    cwd: Option<&str>,
+) -> Result<(PipedProcess, PipedIo), RunError> {
+    let script = argv.script();
+    spawn_cleared(config, Cleared::check_request(&script, Some(argv))?, cwd)
+}
+
+fn spawn_cleared(
+    config: &SandboxConfig,
+    script: Cleared<'_>,
+    cwd: Option<&str>,
+) -> Result<(PipedProcess, PipedIo), RunError> {
     let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
     let (stdin_read, stdin_write) = pipe().map_err(RunError::Spawn)?;
     let (stdout_read, stdout_write) = pipe().map_err(RunError::Spawn)?;
@@ -69,7 +89,7 @@ pub fn spawn_piped(
     let spawned = spawn_checked(
         config,
         script,
-        None,
+        cwd,
         ChildIo::Pipes {
             stdin: stdin_read,
             stdout: stdout_write,
@@ -97,31 +117,6 @@ pub fn spawn_piped(
         },
         io,
     ))
-}
-
-/// Spawns `program` with `args` as [`spawn_piped`] does, without a shell in between: the
-/// script is `exec` of the quoted words, which the sandbox runs as one `exec` of the program.
-pub fn spawn_piped_argv(
-    config: &SandboxConfig,
-    program: &str,
-    args: &[String],
-) -> Result<(PipedProcess, PipedIo), RunError> {
-    spawn_piped(config, &argv_script(program, args))
-}
-
-/// `exec 'program' 'arg' …`: a script that runs exactly these words.
-pub fn argv_script(program: &str, args: &[String]) -> String {
-    let mut script = String::from("exec");
-    for word in std::iter::once(program).chain(args.iter().map(String::as_str)) {
-        script.push(' ');
-        script.push_str(&shell_quote(word));
-    }
-    script
-}
-
-/// `text` as one single-quoted shell word.
-pub fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 impl PipedProcess {

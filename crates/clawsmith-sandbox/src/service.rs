@@ -23,8 +23,8 @@ use tokio::time::Sleep;
 
 use crate::config::SandboxConfig;
 use crate::exec::{
-    ChildIo, ExitKind, GroupGuard, ProcessTree, RunError, Spawned, kill_tree, kill_unreaped,
-    maybe_sleep, spawn_checked, wait_tree_gone,
+    ChildIo, Cleared, ExitKind, GroupGuard, ProcessTree, RunError, Spawned, kill_tree,
+    kill_unreaped, maybe_sleep, spawn_checked, wait_tree_gone,
 };
 use crate::git_guard::GitLock;
 use crate::platform::SandboxReport;
@@ -200,9 +200,16 @@ pub enum ServiceError {
     /// Running the command failed before it started.
     #[error(transparent)]
     Run(#[from] RunError),
-    /// A log or terminal operation failed.
+    /// A log or terminal operation failed. The message quotes the I/O error, so it is not also
+    /// the source (a chain printer would say it twice).
     #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<io::Error> for ServiceError {
+    fn from(error: io::Error) -> Self {
+        ServiceError::Io(error)
+    }
 }
 
 impl ServiceError {
@@ -354,6 +361,7 @@ impl CommandExecutionService {
     /// Starts a command in the background (disaster check, sandbox and limits as for
     /// `run_command`). Must be called inside a tokio runtime.
     pub async fn start(&self, request: StartRequest) -> Result<StartedCommand, ServiceError> {
+        let command = Cleared::check(&request.command)?;
         let running = self
             .entries()
             .values()
@@ -420,7 +428,7 @@ impl CommandExecutionService {
             .open(&log_path)?;
         let spawned = match spawn_checked(
             &self.config.sandbox,
-            &request.command,
+            command,
             request.cwd.as_deref(),
             io,
             None,

@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
+use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
-    Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
-    ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
+    Capability, CapabilityDeclaration, Display, DisplayKind, Risk, Tool, ToolExecutionContext,
+    ToolExecutionResult, ToolFuture, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
-use crate::classify::check_command;
+use crate::exec::RunError;
 use crate::service::{CommandExecutionService, ServiceError, StartRequest};
-use crate::tool::{blocked_result, command_capabilities, one_line, sandbox_fields, schema_of};
+use crate::tool::{blocked_result, command_capabilities, one_line, sandbox_fields};
 
 /// Input of `start_command`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -147,18 +147,6 @@ struct CommandTool {
 
 // A refusal is a full result, as `require_authorization` returns it.
 #[allow(clippy::result_large_err)]
-fn parse<T: DeserializeOwned>(
-    name: &str,
-    input: serde_json::Value,
-) -> Result<T, ToolExecutionResult> {
-    serde_json::from_value(input).map_err(|error| {
-        ToolExecutionResult::failure(
-            ErrorCode::INVALID_ARGUMENTS,
-            format!("invalid {name} arguments: {error}"),
-        )
-    })
-}
-
 fn json_result(value: &impl serde::Serialize, display: Display) -> ToolExecutionResult {
     let content = serde_json::to_string_pretty(value).unwrap_or_else(|e| e.to_string());
     ToolExecutionResult::success(content).with_display(display)
@@ -195,11 +183,8 @@ impl CommandTool {
         let display = |title: String| Display::new(DisplayKind::Json).with_title(title);
         Ok(match self.kind {
             Kind::Start => {
-                let input: StartCommandInput = parse(name, input)?;
-                let verdict = check_command(&input.command);
-                if verdict.is_blocked() {
-                    return Err(blocked_result(&verdict, &input.command));
-                }
+                let input: StartCommandInput = parse_input(name, input)?;
+                // `start` runs the disaster check first, before any other work.
                 let started = service
                     .start(StartRequest {
                         command: input.command.clone(),
@@ -209,7 +194,12 @@ impl CommandTool {
                         rows: input.rows,
                     })
                     .await
-                    .map_err(|e| service_failure(&e))?;
+                    .map_err(|error| match error {
+                        ServiceError::Run(RunError::Blocked(verdict)) => {
+                            blocked_result(&verdict, &input.command)
+                        }
+                        error => service_failure(&error),
+                    })?;
                 let shown = Display::new(DisplayKind::Command)
                     .with_title(one_line(&input.command))
                     .with_field("commandId", &started.command_id)
@@ -218,7 +208,7 @@ impl CommandTool {
                 json_result(&started, shown)
             }
             Kind::List => {
-                let _: ListCommandsInput = parse(name, input)?;
+                let _: ListCommandsInput = parse_input(name, input)?;
                 let list = service.list();
                 let count = list.len();
                 json_result(
@@ -227,7 +217,7 @@ impl CommandTool {
                 )
             }
             Kind::Capabilities => {
-                let input: TerminalCapabilitiesInput = parse(name, input)?;
+                let input: TerminalCapabilitiesInput = parse_input(name, input)?;
                 let pty = match &input.command_id {
                     Some(id) => Some(service.status(id).map_err(|e| service_failure(&e))?.pty),
                     None => None,
@@ -244,7 +234,7 @@ impl CommandTool {
                 json_result(&value, display("terminal capabilities".to_owned()))
             }
             Kind::Status => {
-                let input: CommandIdInput = parse(name, input)?;
+                let input: CommandIdInput = parse_input(name, input)?;
                 let status = service
                     .status(&input.command_id)
                     .map_err(|e| service_failure(&e))?;
@@ -253,7 +243,7 @@ impl CommandTool {
                 json_result(&status, shown)
             }
             Kind::Output => {
-                let input: CommandOutputInput = parse(name, input)?;
+                let input: CommandOutputInput = parse_input(name, input)?;
                 let chunk = service
                     .output(
                         &input.command_id,
@@ -269,7 +259,7 @@ impl CommandTool {
                 json_result(&chunk, shown)
             }
             Kind::Input => {
-                let input: CommandInputInput = parse(name, input)?;
+                let input: CommandInputInput = parse_input(name, input)?;
                 let written = service
                     .input(&input.command_id, &input.data, input.token.as_deref())
                     .await
@@ -280,7 +270,7 @@ impl CommandTool {
                 )
             }
             Kind::Resize => {
-                let input: ResizeInput = parse(name, input)?;
+                let input: ResizeInput = parse_input(name, input)?;
                 service
                     .resize(
                         &input.command_id,
@@ -297,7 +287,7 @@ impl CommandTool {
                 )
             }
             Kind::Cancel => {
-                let input: CommandIdInput = parse(name, input)?;
+                let input: CommandIdInput = parse_input(name, input)?;
                 service
                     .cancel(&input.command_id)
                     .map_err(|e| service_failure(&e))?;
@@ -378,13 +368,13 @@ impl Tool for CommandTool {
 
     fn input_schema(&self) -> serde_json::Value {
         match self.kind {
-            Kind::Start => schema_of::<StartCommandInput>(),
-            Kind::List => schema_of::<ListCommandsInput>(),
-            Kind::Capabilities => schema_of::<TerminalCapabilitiesInput>(),
-            Kind::Status | Kind::Cancel => schema_of::<CommandIdInput>(),
-            Kind::Output => schema_of::<CommandOutputInput>(),
-            Kind::Input => schema_of::<CommandInputInput>(),
-            Kind::Resize => schema_of::<ResizeInput>(),
+            Kind::Start => input_schema::<StartCommandInput>(),
+            Kind::List => input_schema::<ListCommandsInput>(),
+            Kind::Capabilities => input_schema::<TerminalCapabilitiesInput>(),
+            Kind::Status | Kind::Cancel => input_schema::<CommandIdInput>(),
+            Kind::Output => input_schema::<CommandOutputInput>(),
+            Kind::Input => input_schema::<CommandInputInput>(),
+            Kind::Resize => input_schema::<ResizeInput>(),
         }
     }
 

@@ -48,13 +48,17 @@
 //!
 //! What it saves is mostly latency: the namespaces and the mounts still happen per command, off
 //! the call's critical path. A process that will run one command at most turns
-//! spares off ([`set_warm_spares`]): the spare its command would order never serves.
+//! spares off in its configuration ([`SandboxConfig::warm_spares`]): the spare its command would
+//! order never serves. Such a command neither takes nor orders one (`exec.rs` decides, before
+//! anything here is asked).
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(test)]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -271,17 +275,28 @@ fn read_word(file: &mut std::fs::File, word: &mut [u8; 4]) -> io::Result<()> {
     file.read_exact(word)
 }
 
-/// Whether commands take spares and order the next one (on by default; the tests compare both
-/// ways in one process; [`set_warm_spares`]).
+/// Whether spares are taken and made at all in this module's tests, which compare both ways
+/// in one process ([`set_warm_spares`]). A host's choice is per configuration
+/// ([`SandboxConfig::warm_spares`]), never a switch of the process.
+#[cfg(test)]
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
-/// Turns warm spares on or off for this process (on by default). A process that will run one
-/// command at most (the CLI's `call`) turns them off: the spare its first command orders would
-/// never serve, and making it — a fork, namespaces, mounts — is processor time taken from the
-/// call on a second core. Off, every command goes the ordinary way (the same tree, made at the
-/// call) and no spare is ordered; turning them off also drops (kills) the idle spares. Taking
-/// effect for the commands that start after it.
-pub fn set_warm_spares(enabled: bool) {
+/// Whether spares are taken and made: always, but in this module's tests.
+#[cfg(not(test))]
+fn enabled() -> bool {
+    true
+}
+
+#[cfg(test)]
+fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Turns warm spares on or off for this process, for the tests: off, no spare is taken or
+/// ordered, and the idle spares are dropped (killed). Taking effect for the commands that start
+/// after it.
+#[cfg(test)]
+fn set_warm_spares(enabled: bool) {
     ENABLED.store(enabled, Ordering::Relaxed);
     if !enabled {
         // A spare being made is finished first, then dropped with the others.
@@ -291,7 +306,7 @@ pub fn set_warm_spares(enabled: bool) {
     }
 }
 
-/// Held while a spare is being made (so that switching spares off waits for it).
+/// Held while a spare is being made (so that the tests' switch waits for it).
 static MAKING: Mutex<()> = Mutex::new(());
 
 /// How many commands a spare started.
@@ -358,7 +373,7 @@ impl Order {
 /// Takes the spare that makes the same tree as `request` would: one that is idle, or the one
 /// being made for its workspace once it is ready (waiting [`WAIT_FOR_PENDING`] at most).
 pub(crate) fn take(request: &ChildSetup) -> Option<Idle> {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !enabled() {
         return None;
     }
     let workspace = request.namespaces.as_ref()?.workspace.as_bytes();
@@ -420,7 +435,7 @@ fn reaped() {
 }
 
 fn send(order: Order) {
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !enabled() {
         return;
     }
     let sender = orders();
@@ -504,7 +519,7 @@ fn prune() {
 /// same workspace made for another view or other settings (one idle tree per workspace).
 fn make(order: Order) {
     let _making = MAKING.lock().unwrap_or_else(PoisonError::into_inner);
-    if !ENABLED.load(Ordering::Relaxed) {
+    if !enabled() {
         return;
     }
     let setup = match order {
@@ -1269,8 +1284,9 @@ mod tests {
             .unwrap_or(false)
     }
 
-    /// With warm spares off (a one-call process), a command neither takes nor orders a spare,
-    /// and turning them off dropped the idle one; on again, the next command orders one.
+    /// A configuration with warm spares off (a one-call process) neither takes nor orders a
+    /// spare, even with one idle for its workspace, which stays as it was; the same
+    /// configuration with them on takes it.
     #[tokio::test]
     async fn warm_spares_turned_off_are_neither_taken_nor_made() {
         let Some(fixture) = fixture() else { return };
@@ -1278,29 +1294,23 @@ mod tests {
         enable();
         run(&config, "true", None).await;
         spare_ready(&config).await;
-        let (relay, init) = idle_tree(&config);
-        let command = parked(init);
-        set_warm_spares(false);
-        assert_eq!(idle_count(&config), 0);
-        assert!(
-            gone_soon(relay) && gone_soon(init) && gone_soon(command),
-            "the idle spare was left"
-        );
+        let idle = idle_tree(&config);
+        let mut off = config.clone();
+        off.warm_spares = false;
         let before = started();
         for _ in 0..3 {
-            let outcome = run(&config, "grep -E '^Seccomp:' /proc/self/status", None).await;
+            let outcome = run(&off, "grep -E '^Seccomp:' /proc/self/status", None).await;
             assert_eq!(outcome.output, "Seccomp:\t2\n");
             assert!(outcome.sandbox.confined);
         }
         assert_eq!(started(), before, "a command took a spare");
-        assert_eq!(idle_count(&config), 0, "a spare was made");
         assert!(state().pending.is_empty(), "a spare was ordered");
+        assert_eq!(idle_tree(&config), idle, "the idle spare was replaced");
+        let outcome = through_spare(&config, "grep -E '^Seccomp:' /proc/self/status", None).await;
+        assert_eq!(outcome.output, "Seccomp:\t2\n");
         // (`disable` also waits for the reaping of relays handed over before.)
         disable();
         assert_eq!(children(), Vec::<String>::new(), "processes left");
-        set_warm_spares(true);
-        run(&config, "true", None).await;
-        spare_ready(&config).await;
     }
 
     /// The call is answered from the init's exit (not the relay's): the status is the

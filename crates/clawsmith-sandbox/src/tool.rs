@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use clawsmith_protocol::schema::input_schema;
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
     ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
@@ -9,9 +10,9 @@ use clawsmith_protocol::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::classify::{CommandVerdict, check_command};
+use crate::classify::CommandVerdict;
 use crate::config::SandboxConfig;
-use crate::exec::{CommandOutcome, CommandRequest, ExitKind, StopReason, run_command};
+use crate::exec::{CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command};
 use crate::platform::SandboxReport;
 
 /// Input of `run_command`.
@@ -55,10 +56,6 @@ pub(crate) fn command_capabilities(config: &SandboxConfig) -> CapabilityDeclarat
         capabilities.push(Capability::Network);
     }
     CapabilityDeclaration::Declared(capabilities)
-}
-
-pub(crate) fn schema_of<T: JsonSchema>() -> serde_json::Value {
-    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(serde_json::Value::Null)
 }
 
 /// First line of a command, bounded, for summaries and titles.
@@ -239,7 +236,7 @@ impl Tool for RunCommandTool {
     }
 
     fn input_schema(&self) -> serde_json::Value {
-        schema_of::<RunCommandInput>()
+        input_schema::<RunCommandInput>()
     }
 
     fn summarize(&self, input: &serde_json::Value) -> String {
@@ -268,13 +265,10 @@ impl Tool for RunCommandTool {
                     .into();
                 }
             };
-            // The disaster check runs first, before any path or sandbox work.
-            let verdict = check_command(&input.command);
-            if verdict.is_blocked() {
-                return blocked_result(&verdict, &input.command).into();
-            }
+            // `run_command` runs the disaster check first, before any path or sandbox work.
             let request = CommandRequest {
                 command: input.command.clone(),
+                argv: None,
                 cwd: input.cwd,
                 timeout: input.timeout_ms.map(Duration::from_millis),
                 stdin: None,
@@ -294,6 +288,7 @@ impl Tool for RunCommandTool {
                     }
                     result.into()
                 }
+                Err(RunError::Blocked(verdict)) => blocked_result(&verdict, &input.command).into(),
                 Err(error) => ToolExecutionResult::failure(error.code(), error.to_string())
                     .with_display(
                         Display::new(DisplayKind::Command)

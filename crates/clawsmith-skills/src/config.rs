@@ -56,9 +56,9 @@ impl SkillsConfig {
 
     /// Reads `path` and parses its `[skills]` section. Errors name the file, line and column.
     pub fn load(path: &Path) -> Result<SkillsConfig, SkillsError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SkillsError::ReadConfig {
+        let text = std::fs::read_to_string(path).map_err(|cause| SkillsError::ReadConfig {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         SkillsConfig::parse(&text, Some(path.to_path_buf()))
     }

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum SkillsError {
     /// The configuration file could not be read.
-    #[error("cannot read the configuration {path}: {source}")]
+    #[error("cannot read the configuration {path}: {cause}")]
     ReadConfig {
         /// The file.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (quoted in the message, so not also the source).
+        cause: std::io::Error,
     },
     /// `[skills]` is not valid TOML of the expected shape (the message has line and column).
     #[error("invalid configuration{}: {message}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
@@ -24,10 +24,17 @@ pub enum SkillsError {
         /// What is wrong, as the parser says it.
         message: String,
     },
-    /// The memory index failed.
+    /// The memory index failed. The message quotes the store's error, so it is not also the
+    /// source (a chain printer would say it twice).
     #[error("memory index: {0}")]
-    Index(#[from] clawsmith_checkpoint::StoreError),
+    Index(clawsmith_checkpoint::StoreError),
     /// A note argument was refused (empty text, a bad tag…).
     #[error("{0}")]
     InvalidNote(String),
+}
+
+impl From<clawsmith_checkpoint::StoreError> for SkillsError {
+    fn from(error: clawsmith_checkpoint::StoreError) -> Self {
+        SkillsError::Index(error)
+    }
 }

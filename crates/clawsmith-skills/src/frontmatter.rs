@@ -1,20 +1,13 @@
 //! SKILL.md: the YAML front matter between two `---` lines, validated as the Agent Skills format
 //! defines it, and the body after it.
 //!
-//! The YAML is read from the parser's events (`yaml-rust2`), not through its document loader:
-//! aliases are refused (an alias copies its anchor's tree, so a few lines of nested aliases can
-//! ask for gigabytes), nesting is bounded, duplicate keys are refused, and at most one document
-//! is read. Every refusal is a reason string; nothing here panics on input.
+//! The front matter is read by `clawsmith_core::front_matter` (the reader agent definitions use
+//! too: aliases, duplicate keys, deep nesting and more than one document are refused); this
+//! module checks its fields. Every refusal is a reason string; nothing here panics on input.
 
+use clawsmith_core::front_matter::parse_front_matter;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use yaml_rust2::parser::{Event, Parser};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
-
-/// The longest front matter read, in bytes.
-pub const FRONT_MATTER_MAX_BYTES: usize = 64 * 1024;
-/// The deepest nesting of lists and maps in the front matter.
-const MAX_DEPTH: usize = 32;
 /// `name`: at most this many characters.
 pub const NAME_MAX_CHARS: usize = 64;
 /// `description`: at most this many characters.
@@ -59,13 +52,12 @@ pub struct SkillFile {
 /// Parses and validates `text`, the content of `<folder>/SKILL.md`. `Err` is the reason the
 /// skill is not loaded, for `clawsmith skills list`.
 pub fn parse_skill(text: &str, folder: &str) -> Result<SkillFile, String> {
-    let (yaml, body, body_line) = split(text)?;
-    let value = parse_yaml(yaml)?;
-    let meta = validate(value, folder)?;
+    let front = parse_front_matter(text, "SKILL.md")?;
+    let meta = validate(front.fields, folder)?;
     Ok(SkillFile {
         meta,
-        body: body.to_owned(),
-        body_line,
+        body: front.body.to_owned(),
+        body_line: front.body_line,
     })
 }
 
@@ -96,144 +88,6 @@ pub fn check_name(name: &str) -> Result<(), String> {
         return Err("`name` may not contain `--`".to_owned());
     }
     Ok(())
-}
-
-/// The YAML between the opening and closing `---`, the body, and the body's first line.
-fn split(text: &str) -> Result<(&str, &str, usize), String> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut lines = text.split_inclusive('\n');
-    let first = lines.next().unwrap_or_default();
-    if first.trim_end() != "---" {
-        return Err(
-            "SKILL.md must start with a `---` line opening the YAML front matter".to_owned(),
-        );
-    }
-    let start = first.len();
-    let mut offset = start;
-    for (index, line) in lines.enumerate() {
-        if matches!(line.trim_end(), "---" | "...") {
-            let yaml = &text[start..offset];
-            if yaml.len() > FRONT_MATTER_MAX_BYTES {
-                break;
-            }
-            return Ok((yaml, &text[offset + line.len()..], index + 3));
-        }
-        offset += line.len();
-        if offset - start > FRONT_MATTER_MAX_BYTES {
-            return Err(format!(
-                "the front matter is longer than {FRONT_MATTER_MAX_BYTES} bytes"
-            ));
-        }
-    }
-    Err("the front matter has no closing `---` line".to_owned())
-}
-
-/// A partly built list or map.
-enum Open {
-    List(Vec<Value>),
-    Map(Map<String, Value>, Option<String>),
-}
-
-/// The front matter as JSON values. Positions in messages are lines of SKILL.md.
-fn parse_yaml(yaml: &str) -> Result<Value, String> {
-    let at = |mark: &Marker| format!("line {}, column {}", mark.line() + 1, mark.col() + 1);
-    let mut parser = Parser::new_from_str(yaml);
-    let mut stack: Vec<Open> = Vec::new();
-    let mut root: Option<Value> = None;
-    let mut documents = 0;
-    loop {
-        let (event, mark) = parser
-            .next_token()
-            .map_err(|error| format!("invalid YAML at {}: {}", at(error.marker()), error.info()))?;
-        let value = match event {
-            Event::StreamEnd => break,
-            Event::DocumentStart => {
-                documents += 1;
-                if documents > 1 {
-                    return Err(format!(
-                        "the front matter holds more than one YAML document ({})",
-                        at(&mark)
-                    ));
-                }
-                continue;
-            }
-            Event::Nothing | Event::StreamStart | Event::DocumentEnd => continue,
-            Event::Alias(_) => {
-                return Err(format!("YAML aliases are not supported ({})", at(&mark)));
-            }
-            Event::SequenceStart(..) | Event::MappingStart(..) => {
-                if stack.len() >= MAX_DEPTH {
-                    return Err(format!(
-                        "the front matter nests deeper than {MAX_DEPTH} levels ({})",
-                        at(&mark)
-                    ));
-                }
-                stack.push(if matches!(event, Event::SequenceStart(..)) {
-                    Open::List(Vec::new())
-                } else {
-                    Open::Map(Map::new(), None)
-                });
-                continue;
-            }
-            Event::SequenceEnd | Event::MappingEnd => match stack.pop() {
-                Some(Open::List(items)) => Value::Array(items),
-                Some(Open::Map(map, _)) => Value::Object(map),
-                None => continue,
-            },
-            Event::Scalar(text, style, _, _) => scalar(text, style),
-        };
-        match stack.last_mut() {
-            None => root = Some(value),
-            Some(Open::List(items)) => items.push(value),
-            Some(Open::Map(map, pending)) => match pending.take() {
-                Some(key) => {
-                    if map.contains_key(&key) {
-                        return Err(format!("duplicate key `{key}` ({})", at(&mark)));
-                    }
-                    map.insert(key, value);
-                }
-                None => {
-                    let key = match value {
-                        Value::String(text) => text,
-                        Value::Null => "null".to_owned(),
-                        Value::Bool(_) | Value::Number(_) => value.to_string(),
-                        Value::Array(_) | Value::Object(_) => {
-                            return Err(format!(
-                                "a mapping key must be a plain value ({})",
-                                at(&mark)
-                            ));
-                        }
-                    };
-                    *pending = Some(key);
-                }
-            },
-        }
-    }
-    Ok(root.unwrap_or(Value::Null))
-}
-
-/// A scalar as YAML 1.2's core schema reads it: plain `null`/`~`/empty, `true`/`false`,
-/// integers and floats are typed; everything quoted or in a block is a string.
-fn scalar(text: String, style: TScalarStyle) -> Value {
-    if style != TScalarStyle::Plain {
-        return Value::String(text);
-    }
-    match text.as_str() {
-        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
-        _ => {}
-    }
-    if let Ok(integer) = text.parse::<i64>() {
-        return Value::from(integer);
-    }
-    if text.bytes().any(|b| b.is_ascii_digit())
-        && let Ok(float) = text.parse::<f64>()
-        && let Some(number) = serde_json::Number::from_f64(float)
-    {
-        return Value::Number(number);
-    }
-    Value::String(text)
 }
 
 fn validate(value: Value, folder: &str) -> Result<SkillMeta, String> {

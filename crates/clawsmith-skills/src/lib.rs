@@ -40,9 +40,9 @@
 //!   parts of words) is `clawsmith_checkpoint::MemoryIndex`, a separate `memory.db` in the state
 //!   directory, never in the workspace. This crate hands it typed terms; the checkpoint crate
 //!   quotes every term, so no query reaches FTS5 as syntax and none answers with an error code.
-//! - **YAML from events** (`yaml-rust2`, maintained and pure Rust): aliases, more than one
-//!   document, duplicate keys and deep nesting are refused as reasons, never panics or
-//!   unbounded memory. Unknown front-matter keys (other agents add their own) are ignored.
+//! - **YAML from events** (`clawsmith_core::front_matter`, over `yaml-rust2`, the one reader
+//!   sub-agent definitions share): aliases, more than one document, duplicate keys and deep
+//!   nesting are refused as reasons, never panics or unbounded memory. Unknown front-matter keys (other agents add their own) are ignored.
 //! - **Read every time, frozen once.** The catalog is fixed when the table is built (the tool
 //!   table is frozen, A1); `skill_view` reads SKILL.md again at each call, so instructions are
 //!   current and a skill that became invalid says why. The memory index refreshes at each

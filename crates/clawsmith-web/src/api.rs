@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use clawsmith_checkpoint::{
     CheckpointInfo, SessionInfo, Store, StoreError, UndoOutcome, UndoPreview, UndoReport, UndoScope,
 };
-use clawsmith_core::fs::Workspace;
+use clawsmith_fs::Workspace;
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -17,7 +17,7 @@ pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src
      style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; \
      frame-ancestors 'none'";
 
-pub(crate) use clawsmith_core::secret::{constant_time_eq, new_secret};
+pub(crate) use clawsmith_fs::secret::{constant_time_eq, new_secret};
 
 /// Every request passes here first.
 pub(crate) async fn guard(

@@ -11,7 +11,9 @@ use clawsmith_agent::worktree::WorktreeConfig;
 use clawsmith_agent::{Provider, ProviderKind, RunOptions, RunOutcome, StopReason, run_task};
 use clawsmith_core::checkpoint::{Store, UndoScope};
 use clawsmith_core::security::{PermissionMode, PermissionPolicy, ProtectedPaths};
-use clawsmith_core::{AgentCore, CollectingSink, CoreConfig, SessionHandle};
+use clawsmith_core::{
+    AgentCore, BatchOptions, CollectingSink, CoreConfig, SessionHandle, TurnOptions,
+};
 use clawsmith_protocol::{EventPayload, ToolStatus};
 use serde_json::Value;
 
@@ -532,7 +534,9 @@ fn last_delegation_result(server: &ScriptedServer) -> Value {
 
 /// Calls `worktree_apply {patchId}` in a turn of its own.
 async fn apply_in_new_turn(session: &SessionHandle, patch_id: &str) {
-    let mut turn = session.begin_turn(&CollectingSink::new()).unwrap();
+    let mut turn = session
+        .begin_turn(&CollectingSink::new(), TurnOptions::default())
+        .unwrap();
     turn.run_batch(
         vec![clawsmith_protocol::ToolCall {
             id: "call_apply".to_owned(),
@@ -540,6 +544,7 @@ async fn apply_in_new_turn(session: &SessionHandle, patch_id: &str) {
             arguments: format!(r#"{{"patchId":"{patch_id}"}}"#),
         }],
         &CollectingSink::new(),
+        BatchOptions::default(),
     )
     .await
     .unwrap();

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clawsmith_checkpoint::{
     BLOB_DIR_SUFFIX, Durability, FILE_THRESHOLD, RetentionPolicy, Store, StoreError, StoreOptions,
-    UndoOutcome, UndoScope, hash_hex, sha256,
+    TurnOpening, UndoOutcome, UndoScope, hash_hex, sha256,
 };
 use rusqlite::Connection;
 
@@ -141,7 +141,10 @@ fn a_large_prior_content_is_a_private_file_and_undo_restores_it_byte_for_byte() 
         let small = b"small prior\n".to_vec();
         fixture.write_initial("big.txt", &before, 0o640);
         fixture.write_initial("small.txt", &small, 0o644);
-        fixture.store.begin_turn("s", "t1").unwrap();
+        fixture
+            .store
+            .begin_turn("s", "t1", TurnOpening::default())
+            .unwrap();
         fixture.edit("t1", "big.txt", &large(2, "LARGE-AFTER-MARKER"));
         fixture.edit("t1", "small.txt", b"small after\n");
         fixture.finish("t1");
@@ -185,7 +188,10 @@ fn storing_the_same_large_content_twice_keeps_one_file_and_diffs_read_it() {
     assert_eq!(hashes, vec![hex(&content), hex(&content)]);
     assert_eq!(files_in(&blob_dir(&db)).len(), 1);
     fixture.write_initial("a.txt", &content, 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "a.txt", b"short now\n");
     fixture.finish("t1");
     assert_eq!(files_in(&blob_dir(&db)).len(), 1);
@@ -209,7 +215,10 @@ fn storing_the_same_large_content_twice_keeps_one_file_and_diffs_read_it() {
 fn edited_large(fixture: &Fixture) -> Vec<u8> {
     let before = large(10, "BEFORE");
     fixture.write_initial("big.txt", &before, 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "big.txt", b"after\n");
     fixture.finish("t1");
     before
@@ -318,7 +327,10 @@ fn prune_deletes_the_files_of_collected_blobs_and_orphans_and_keeps_the_rest() {
     let collected = large(21, "COLLECTED");
     fixture.store.store_contents(&[&collected]).unwrap();
     fixture.write_initial("big.txt", &kept, 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "big.txt", b"after\n");
     // What a writer killed between its file and its commit leaves: a whole file no row names,
     // and a temp file. And something that is none of ours.
@@ -424,7 +436,10 @@ fn prune_racing_a_writer_never_deletes_a_named_file() {
             let path = format!("r{round}/f{file}.txt");
             fixture.write_initial(&path, &content(round, file, "PRIOR"), 0o644);
         }
-        fixture.store.begin_turn("s", &turn).unwrap();
+        fixture
+            .store
+            .begin_turn("s", &turn, TurnOpening::default())
+            .unwrap();
         for file in 0..RACE_FILES {
             let path = format!("r{round}/f{file}.txt");
             fixture.edit(&turn, &path, &content(round, file, "POST"));
@@ -477,7 +492,9 @@ fn blob_writer_child_entry() {
         let content = large(pid * 1_000_000 + round, "CHILD");
         store.store_contents(&[&content]).unwrap();
         let turn = format!("child-{pid}-{round}");
-        store.begin_turn("s", &turn).unwrap();
+        store
+            .begin_turn("s", &turn, TurnOpening::default())
+            .unwrap();
         store
             .record_before("s", &turn, "f.txt", Some((&content, 0o644)))
             .unwrap();
@@ -621,7 +638,10 @@ fn an_interrupted_capture_reads_its_manifest_from_its_file() {
     let fixture = file_fixture(Durability::Normal);
     let manifest = large(40, "MANIFEST");
     fixture.store.store_contents(&[&manifest]).unwrap();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture
         .store
         .begin_command_capture("s", "t1", "c1", &sha256(&manifest))

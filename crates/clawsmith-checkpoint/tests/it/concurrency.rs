@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Barrier};
 
-use clawsmith_checkpoint::Store;
+use clawsmith_checkpoint::{Store, TurnOpening};
 
 use crate::support::{turn_started, user};
 
@@ -91,7 +91,9 @@ fn recording_and_undoing_at_once_from_two_stores() {
                     let turn = format!("t{index}");
                     let name = format!("f{}.txt", index % 3);
                     let file = workspace.resolve(&name).unwrap();
-                    store.begin_turn(session, &turn).unwrap();
+                    store
+                        .begin_turn(session, &turn, TurnOpening::default())
+                        .unwrap();
                     let prior = match workspace.read_state(&file).unwrap() {
                         clawsmith_fs::PriorState::Absent => None,
                         clawsmith_fs::PriorState::File { content, mode } => Some((content, mode)),

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use clawsmith_checkpoint::{Durability, JournalStart, Store, StoreOptions, UndoOutcome, UndoScope};
+use clawsmith_checkpoint::{
+    Durability, JournalStart, Store, StoreOptions, TurnOpening, UndoOutcome, UndoScope,
+};
 use clawsmith_fs::{PriorState, Workspace};
 
 const MODE_VAR: &str = "CLAWSMITH_CHECKPOINT_CRASH_CHILD";
@@ -66,7 +68,9 @@ fn is_complete_write(content: &[u8]) -> bool {
 }
 
 fn child_turn(store: &Store, workspace: &Workspace, hang: bool) {
-    store.begin_turn("s", "crash-turn").unwrap();
+    store
+        .begin_turn("s", "crash-turn", TurnOpening::default())
+        .unwrap();
     for index in 0.. {
         let path_text = format!("f{}.txt", index % TURN_FILES);
         let path = workspace.resolve(&path_text).unwrap();
@@ -276,7 +280,9 @@ fn big_turn(setup: &Setup, workspace: &Workspace) -> Vec<(String, Vec<u8>)> {
         .unwrap();
     }
     let initial = files(&setup.ws);
-    store.begin_turn("s", "big").unwrap();
+    store
+        .begin_turn("s", "big", TurnOpening::default())
+        .unwrap();
     for index in 0..half {
         for (name, content) in [
             (format!("keep-{index}"), format!("after {index}")),

@@ -1,6 +1,6 @@
 //! Diffs on demand (K4).
 
-use clawsmith_checkpoint::{ChangeKind, DIFF_SIDE_MAX_BYTES, DiffSide};
+use clawsmith_checkpoint::{ChangeKind, DIFF_SIDE_MAX_BYTES, DiffSide, TurnOpening};
 
 use crate::support::Fixture;
 
@@ -17,7 +17,10 @@ fn text(side: &DiffSide) -> (&str, bool) {
 fn diff_of_an_edit_has_both_sides_and_a_unified_diff() {
     let fixture = Fixture::new();
     fixture.write_initial("a.txt", b"one\ntwo\nthree\n", 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "a.txt", b"one\nTWO\nthree\n");
     fixture.finish("t1");
     let diff = fixture.store.diff("s", "t1", "a.txt").unwrap().unwrap();
@@ -38,7 +41,10 @@ fn created_deleted_binary_and_untouched_paths() {
     let fixture = Fixture::new();
     fixture.write_initial("old.txt", b"bye\n", 0o644);
     fixture.write_initial("blob.bin", &[0, 159, 146, 150], 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.create("t1", "new.txt", b"hi\n");
     fixture.delete("t1", "old.txt");
     fixture.edit("t1", "blob.bin", &[1, 2, 0, 3]);
@@ -70,7 +76,10 @@ fn large_sides_are_truncated_with_a_note() {
     let big: String = (0..20_000).map(|i| format!("line é {i}\n")).collect();
     assert!(big.len() > 2 * DIFF_SIDE_MAX_BYTES);
     fixture.write_initial("big.txt", big.as_bytes(), 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "big.txt", big.replace("line", "LINE").as_bytes());
     fixture.finish("t1");
     let diff = fixture.store.diff("s", "t1", "big.txt").unwrap().unwrap();
@@ -90,7 +99,10 @@ fn large_sides_are_truncated_with_a_note() {
 #[test]
 fn after_text_is_unavailable_when_the_file_changed_before_finish() {
     let fixture = Fixture::new();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.create("t1", "a.txt", b"agent\n");
     fixture.write_initial("a.txt", b"user raced\n", 0o644);
     let manifest = fixture.finish("t1");

@@ -1,6 +1,6 @@
 //! Fork (K6): a child copies the parent's history and checkpoint metadata and shares blobs.
 
-use clawsmith_checkpoint::{CheckpointState, StoreError, UndoOutcome, UndoScope};
+use clawsmith_checkpoint::{CheckpointState, StoreError, TurnOpening, UndoOutcome, UndoScope};
 
 use crate::support::{Fixture, turn_started, user};
 
@@ -10,7 +10,10 @@ fn a_fork_copies_history_todos_and_checkpoints() {
     let store = &fixture.store;
     store.append_message("s", &user("hi")).unwrap();
     store.append_event("s", turn_started("t1"), 5).unwrap();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.create("t1", "a.txt", b"a");
     fixture.finish("t1");
     let child = store.fork_session("s", "child").unwrap();
@@ -53,7 +56,10 @@ fn a_fork_copies_history_todos_and_checkpoints() {
 fn undo_in_the_child_leaves_the_parents_restore_points_alone() {
     let fixture = Fixture::new();
     fixture.write_initial("a.txt", b"base\n", 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "a.txt", b"agent\n");
     fixture.finish("t1");
     fixture.store.fork_session("s", "child").unwrap();
@@ -94,11 +100,17 @@ fn a_file_changed_by_a_sibling_branch_is_refused() {
     let fixture = Fixture::new();
     fixture.write_initial("a.txt", b"base\n", 0o644);
     fixture.store.fork_session("s", "child").unwrap();
-    fixture.store.begin_turn("s", "p1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "p1", TurnOpening::default())
+        .unwrap();
     fixture.edit("p1", "a.txt", b"parent\n");
     fixture.finish("p1");
     // The child's turn works in the same directory after the parent's.
-    fixture.store.begin_turn("child", "c1").unwrap();
+    fixture
+        .store
+        .begin_turn("child", "c1", TurnOpening::default())
+        .unwrap();
     {
         use clawsmith_fs::ChangeRecorder;
         let origin = crate::support::origin("child", "c1");

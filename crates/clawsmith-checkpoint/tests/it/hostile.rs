@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use clawsmith_checkpoint::{
-    JournalStart, Store, StoreError, UndoOutcome, UndoScope, hash_hex, sha256,
+    JournalStart, Store, StoreError, TurnOpening, UndoOutcome, UndoScope, hash_hex, sha256,
 };
 use rusqlite::{Connection, params};
 
@@ -27,7 +27,10 @@ struct Damaged {
 fn damaged() -> Damaged {
     let fixture = Fixture::with_store(|dir| Store::open(dir.join("state.db")).unwrap());
     fixture.write_initial("a.txt", ORIGINAL, 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "a.txt", EDITED);
     fixture.finish("t1");
     #[allow(clippy::disallowed_methods)] // The test plays the part of a damaged or edited file.
@@ -147,7 +150,10 @@ fn undo_of_a_deleted_file_refuses_a_damaged_prior_blob() {
     let damaged = damaged();
     let fixture = &damaged.fixture;
     fixture.write_initial("b.txt", b"bee\n", 0o600);
-    fixture.store.begin_turn("s", "t2").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t2", TurnOpening::default())
+        .unwrap();
     fixture.delete("t2", "b.txt");
     fixture.finish("t2");
     damaged.corrupt_blob(b"bee\n", b"wasp\n");

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store, StoreError};
+use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store, StoreError, TurnOpening};
 use clawsmith_protocol::{
     Event, EventPayload, ModelMessage, ToolCompleted, ToolExecutionResult, ToolStatus,
 };
@@ -134,7 +134,14 @@ fn version_13_histories_move_to_tables_keyed_by_one_integer() {
             close_read(&store, session, "c2", "short");
         }
         store
-            .begin_turn_with_event("a", "t3", turn_started("t3"), 9)
+            .begin_turn(
+                "a",
+                "t3",
+                TurnOpening {
+                    events: vec![turn_started("t3")],
+                    timestamp_ms: 9,
+                },
+            )
             .unwrap();
     }
     let before: Vec<_> = {

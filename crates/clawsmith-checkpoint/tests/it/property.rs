@@ -1,7 +1,7 @@
 //! Property: random turns of random file operations, undone in reverse order (one by one, or
 //! all at once from the first turn), give back the exact tree before each turn.
 
-use clawsmith_checkpoint::{UndoOutcome, UndoScope};
+use clawsmith_checkpoint::{TurnOpening, UndoOutcome, UndoScope};
 use proptest::prelude::*;
 
 use crate::support::Fixture;
@@ -59,7 +59,10 @@ fn run(
     for (index, ops) in turns.iter().enumerate() {
         trees.push(fixture.tree());
         let turn = format!("t{index}");
-        fixture.store.begin_turn("s", &turn).unwrap();
+        fixture
+            .store
+            .begin_turn("s", &turn, TurnOpening::default())
+            .unwrap();
         for op in ops {
             apply(&fixture, &turn, op);
         }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store};
+use clawsmith_checkpoint::{JournalStart, RetentionPolicy, Store, TurnOpening};
 use clawsmith_protocol::ToolStatus;
 use sha2::Digest;
 
@@ -20,7 +20,10 @@ fn clocked() -> (Fixture, ManualClock) {
 
 /// A finished turn that rewrites `file` with `size` bytes of `fill`.
 fn turn(fixture: &Fixture, turn: &str, file: &str, fill: u8, size: usize) {
-    fixture.store.begin_turn("s", turn).unwrap();
+    fixture
+        .store
+        .begin_turn("s", turn, TurnOpening::default())
+        .unwrap();
     fixture.put(turn, file, &vec![fill; size]);
     fixture.finish(turn);
 }
@@ -193,7 +196,10 @@ fn the_global_quota_removes_the_globally_oldest() {
         .unwrap();
     turn(&fixture, "a1", "a1.txt", b'1', 1000);
     clock.advance(10);
-    fixture.store.begin_turn("s2", "b1").unwrap();
+    fixture
+        .store
+        .begin_turn("s2", "b1", TurnOpening::default())
+        .unwrap();
     fixture
         .store
         .record_before("s2", "b1", "b1.txt", None)
@@ -249,7 +255,10 @@ fn journals_of_unfinished_turns_are_protected() {
         .store
         .journal_start(&start("done", "never-closed"))
         .unwrap();
-    fixture.store.begin_turn("s", "running").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "running", TurnOpening::default())
+        .unwrap();
     fixture
         .store
         .journal_start(&start("running", "r1"))
@@ -286,7 +295,10 @@ fn journals_of_unfinished_turns_are_protected() {
 fn gc_keeps_blobs_shared_with_a_fork_until_no_one_refers_to_them() {
     let (fixture, clock) = clocked();
     fixture.write_initial("shared.txt", b"original content", 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "shared.txt", b"agent content");
     fixture.finish("t1");
     fixture.store.fork_session("s", "child").unwrap();
@@ -300,7 +312,7 @@ fn gc_keeps_blobs_shared_with_a_fork_until_no_one_refers_to_them() {
     let store = &fixture.store;
     // The parent moves on; keep_last 1 then protects only its new turn, the child's copy of t1
     // is the child's newest restore point.
-    store.begin_turn("s", "p2").unwrap();
+    store.begin_turn("s", "p2", TurnOpening::default()).unwrap();
     store.finish_turn("s", "p2", &fixture.workspace).unwrap();
     let keep_one = RetentionPolicy {
         keep_last: 1,
@@ -342,7 +354,10 @@ fn gc_keeps_artifact_blobs() {
     let (fixture, clock) = clocked();
     let reference = fixture.store.put_artifact("s", b"artifact body").unwrap();
     fixture.write_initial("f.txt", b"artifact body", 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.delete("t1", "f.txt");
     fixture.finish("t1");
     let policy = RetentionPolicy {
@@ -390,7 +405,14 @@ fn expired_sessions_go_whole_unless_something_still_holds_them() {
         },
         Aged {
             what: "an open turn",
-            setup: |fixture, id| drop(fixture.store.begin_turn(id, "open").unwrap()),
+            setup: |fixture, id| {
+                drop(
+                    fixture
+                        .store
+                        .begin_turn(id, "open", TurnOpening::default())
+                        .unwrap(),
+                )
+            },
             survives: true,
         },
         Aged {
@@ -420,7 +442,9 @@ fn expired_sessions_go_whole_unless_something_still_holds_them() {
         store
             .append_event("old", turn_started("t1"), START)
             .unwrap();
-        store.begin_turn("old", "t1").unwrap();
+        store
+            .begin_turn("old", "t1", TurnOpening::default())
+            .unwrap();
         store.finish_turn("old", "t1", &fixture.workspace).unwrap();
         store.put_artifact("old", b"a big output").unwrap();
         (case.setup)(&fixture, "old");
@@ -489,7 +513,7 @@ fn sixty_days_of_one_call_sessions_stay_within_thirty_days_of_them() {
             store
                 .append_event(&id, turn_started("t"), clock.now())
                 .unwrap();
-            store.begin_turn(&id, "t").unwrap();
+            store.begin_turn(&id, "t", TurnOpening::default()).unwrap();
             store.put_artifact(&id, id.repeat(500).as_bytes()).unwrap();
             store.finish_turn(&id, "t", &workspace).unwrap();
         }
@@ -531,7 +555,10 @@ fn a_content_counts_once_however_many_checkpoints_share_it() {
     }
     // "s2" records the same content (as a fork's turn would): same hash, stored once.
     let hash: [u8; 32] = sha2::Sha256::digest([b'z'; 1000]).into();
-    fixture.store.begin_turn("s2", "u0").unwrap();
+    fixture
+        .store
+        .begin_turn("s2", "u0", TurnOpening::default())
+        .unwrap();
     fixture
         .store
         .record_before("s2", "u0", "g.txt", None)

@@ -1,6 +1,8 @@
 //! Sessions, messages, events, todos, approvals, journal and artifacts.
 
-use clawsmith_checkpoint::{JournalStart, PendingApproval, StoreError, Todo, TodoStatus};
+use clawsmith_checkpoint::{
+    JournalStart, PendingApproval, StoreError, Todo, TodoStatus, TurnOpening,
+};
 use clawsmith_protocol::{Event, ToolStatus};
 
 use crate::support::{ManualClock, memory_store, turn_started, user};
@@ -54,7 +56,11 @@ fn unknown_sessions_are_refused_everywhere() {
     unknown(store.events("nope").map(drop));
     unknown(store.set_todos("nope", Vec::new()));
     unknown(store.todos("nope").map(drop));
-    unknown(store.begin_turn("nope", "t").map(drop));
+    unknown(
+        store
+            .begin_turn("nope", "t", TurnOpening::default())
+            .map(drop),
+    );
     unknown(store.put_artifact("nope", b"x").map(drop));
     unknown(store.fork_session("nope", "child").map(drop));
     unknown(store.journal_start(&JournalStart {
@@ -361,15 +367,31 @@ fn a_turn_begins_and_finishes_with_its_events_in_the_same_commits() {
     let store = &fixture.store;
     store.append_message("s", &user("hello")).unwrap();
     let started = store
-        .begin_turn_with_event("s", "t1", turn_started("t1"), 9)
-        .unwrap();
+        .begin_turn(
+            "s",
+            "t1",
+            TurnOpening {
+                events: vec![turn_started("t1")],
+                timestamp_ms: 9,
+            },
+        )
+        .unwrap()
+        .events
+        .remove(0);
     let checkpoint = store.checkpoint("s", "t1").unwrap();
     // The checkpoint records the history before its own `turn.started`: undo removes both.
     assert_eq!(checkpoint.event_sequence + 1, started.sequence);
     assert_eq!(checkpoint.message_count, 1);
     // A turn id is begun once: the refusal stores no event either.
     assert!(matches!(
-        store.begin_turn_with_event("s", "t1", turn_started("t1"), 10),
+        store.begin_turn(
+            "s",
+            "t1",
+            TurnOpening {
+                events: vec![turn_started("t1")],
+                timestamp_ms: 10
+            }
+        ),
         Err(StoreError::TurnExists { .. })
     ));
     assert_eq!(store.last_event_sequence("s").unwrap(), started.sequence);

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use clawsmith_checkpoint::{CheckpointRecorder, Todo, TodoStatus, UndoOutcome, UndoScope};
+use clawsmith_checkpoint::{
+    CheckpointRecorder, Todo, TodoStatus, TurnOpening, UndoOutcome, UndoScope,
+};
 use clawsmith_fs::Workspace;
 use clawsmith_protocol::{
     Authorization, PermissionDecision, Tool, ToolExecutionContext, ToolOutput, ToolStatus, Verdict,
@@ -75,7 +77,7 @@ fn the_real_tools_round_trip_through_undo_all() {
     let workspace = Arc::new(Workspace::open(fixture.root()).unwrap());
     let tools =
         clawsmith_fs::builtin_tools(workspace, Arc::new(CheckpointRecorder::new(store.clone())));
-    store.begin_turn("s", "t1").unwrap();
+    store.begin_turn("s", "t1", TurnOpening::default()).unwrap();
     call(
         &tools,
         "t1",
@@ -135,7 +137,10 @@ fn the_real_tools_round_trip_through_undo_all() {
 #[test]
 fn a_recorder_refusal_stops_the_real_tool() {
     let fixture = Fixture::new();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.finish("t1");
     let workspace = Arc::new(Workspace::open(fixture.root()).unwrap());
     let tools = clawsmith_fs::builtin_tools(

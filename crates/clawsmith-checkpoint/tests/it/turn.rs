@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use clawsmith_checkpoint::{
     ChangeKind, CheckpointRecorder, CheckpointState, Store, StoreError, Todo, TodoStatus,
+    TurnOpening,
 };
 use clawsmith_fs::{ChangeRecorder, PriorState};
 
@@ -21,7 +22,10 @@ fn begin_turn_records_counts_and_todos() {
         status: TodoStatus::InProgress,
     }];
     store.set_todos("s", todos.clone()).unwrap();
-    let checkpoint = store.begin_turn("s", "t1").unwrap();
+    let checkpoint = store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap()
+        .checkpoint;
     assert_eq!(
         (checkpoint.message_count, checkpoint.event_sequence),
         (1, 1)
@@ -29,7 +33,7 @@ fn begin_turn_records_counts_and_todos() {
     assert_eq!(checkpoint.todos, todos);
     assert_eq!(checkpoint.state, CheckpointState::Open);
     assert!(matches!(
-        store.begin_turn("s", "t1"),
+        store.begin_turn("s", "t1", TurnOpening::default()),
         Err(StoreError::TurnExists { .. })
     ));
     assert!(matches!(
@@ -42,7 +46,10 @@ fn begin_turn_records_counts_and_todos() {
 fn the_recorder_keeps_the_first_prior_state_and_the_last_post_state() {
     let fixture = Fixture::new();
     fixture.write_initial("a.txt", b"one\ntwo\n", 0o644);
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "a.txt", b"one\nTWO\n");
     fixture.edit("t1", "a.txt", b"one\nTWO\nthree\n");
     fixture.create("t1", "new.txt", b"fresh\n");
@@ -73,7 +80,10 @@ fn the_recorder_keeps_the_first_prior_state_and_the_last_post_state() {
 #[test]
 fn the_recorder_refuses_finished_turns_and_unknown_sessions() {
     let fixture = Fixture::new();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.finish("t1");
     let recorder = CheckpointRecorder::new(fixture.store.clone());
     let cases = [
@@ -107,7 +117,10 @@ fn a_change_without_begin_turn_opens_the_turn_implicitly() {
 #[test]
 fn after_change_without_before_change_is_refused() {
     let fixture = Fixture::new();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     let error = fixture
         .store
         .record_after("s", "t1", "x.txt", None)

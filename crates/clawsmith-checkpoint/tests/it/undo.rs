@@ -1,7 +1,7 @@
 //! Safe undo (K2, K7): round trips, conflicts, scopes, repeated undo.
 
 use clawsmith_checkpoint::{
-    CheckpointState, PendingApproval, Todo, TodoStatus, UndoOutcome, UndoScope,
+    CheckpointState, PendingApproval, Todo, TodoStatus, TurnOpening, UndoOutcome, UndoScope,
 };
 
 use crate::support::{Fixture, turn_started, user};
@@ -26,7 +26,10 @@ fn seeded() -> Fixture {
 
 /// One turn that creates, edits (twice), renames and deletes.
 fn busy_turn(fixture: &Fixture, turn: &str) {
-    fixture.store.begin_turn("s", turn).unwrap();
+    fixture
+        .store
+        .begin_turn("s", turn, TurnOpening::default())
+        .unwrap();
     fixture.create(turn, "src/new.rs", b"fn main() {}\n");
     fixture.edit(turn, "edit.txt", b"alpha\nBETA\n");
     fixture.edit(turn, "bin/run.sh", b"#!/bin/sh\necho bye\n");
@@ -224,15 +227,24 @@ fn a_directory_in_place_of_a_file_is_a_conflict() {
 fn undo_rewinds_every_later_turn_newest_first() {
     let fixture = seeded();
     let initial = fixture.tree();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "edit.txt", b"one\n");
     fixture.finish("t1");
     let after_t1 = fixture.tree();
-    fixture.store.begin_turn("s", "t2").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t2", TurnOpening::default())
+        .unwrap();
     fixture.edit("t2", "edit.txt", b"two\n");
     fixture.create("t2", "t2.txt", b"2");
     fixture.finish("t2");
-    fixture.store.begin_turn("s", "t3").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t3", TurnOpening::default())
+        .unwrap();
     fixture.delete("t3", "edit.txt");
     fixture.finish("t3");
 
@@ -261,11 +273,17 @@ fn undo_rewinds_every_later_turn_newest_first() {
 #[test]
 fn a_user_edit_between_two_turns_is_never_overwritten() {
     let fixture = seeded();
-    fixture.store.begin_turn("s", "t1").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t1", TurnOpening::default())
+        .unwrap();
     fixture.edit("t1", "edit.txt", b"agent one\n");
     fixture.finish("t1");
     fixture.write_initial("edit.txt", b"user between\n", 0o644);
-    fixture.store.begin_turn("s", "t2").unwrap();
+    fixture
+        .store
+        .begin_turn("s", "t2", TurnOpening::default())
+        .unwrap();
     fixture.edit("t2", "edit.txt", b"agent two\n");
     fixture.finish("t2");
     let before = fixture.tree();

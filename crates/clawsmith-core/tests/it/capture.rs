@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use clawsmith_checkpoint::{ChangeKind, UndoOutcome, UndoScope};
-use clawsmith_core::SessionHandle;
+use clawsmith_core::{BatchOptions, SessionHandle, TurnOptions};
 use clawsmith_fs::Workspace;
 use clawsmith_protocol::ToolStatus;
 use clawsmith_security::{PermissionMode, PermissionPolicy};
@@ -779,12 +779,13 @@ async fn a_background_command_is_captured_at_the_next_turn_and_undone() {
     assert_eq!(tree(&fixture.workspace), start);
 
     // One that ends within its own turn is recorded there, as the turn finishes.
-    let mut turn = session.begin_turn(&sink).unwrap();
+    let mut turn = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let arguments = serde_json::json!({ "command": "mkdir quick && echo q > quick/q.txt" });
     let results = turn
         .run_batch(
             vec![call("s2", "start_command", &arguments.to_string())],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();

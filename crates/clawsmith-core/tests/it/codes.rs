@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use clawsmith_core::{CollectingSink, ExtensionTool, Hook, HookFuture};
+use clawsmith_core::{BatchOptions, CollectingSink, ExtensionTool, Hook, HookFuture, TurnOptions};
 use clawsmith_protocol::{
     ErrorCode, EventPayload, ModelMessage, Role, SearchMetadata, ToolCall, ToolExecutionResult,
     ToolOutput, ToolStatus,
@@ -265,7 +265,7 @@ async fn permission_denied_without_approver_and_in_read_only() {
     let fixture = Fixture::new();
     // Ask mode, no approver: ask becomes permission_denied.
     let session = fixture.core(|_| {}).open_session(None).unwrap();
-    check(
+    let result = check(
         &session,
         "write_file",
         r#"{"path": "new.txt", "content": "x"}"#,
@@ -278,6 +278,8 @@ async fn permission_denied_without_approver_and_in_read_only() {
         !fixture.workspace.join("new.txt").exists(),
         "the tool never ran"
     );
+    // A front end tells "no one to ask" from a rule that denies without reading the message.
+    assert!(clawsmith_core::needs_an_approver(&result), "{result:?}");
     // read-only mode denies outright.
     let session = fixture
         .core(|config| config.policy = PermissionPolicy::new(PermissionMode::ReadOnly))
@@ -293,6 +295,7 @@ async fn permission_denied_without_approver_and_in_read_only() {
     )
     .await;
     assert!(result.content.contains("read-only"), "{}", result.content);
+    assert!(!clawsmith_core::needs_an_approver(&result), "{result:?}");
     assert!(!fixture.workspace.join("new.txt").exists());
 }
 
@@ -352,7 +355,7 @@ async fn cancelled() {
         .open_session(None)
         .unwrap();
     let sink = CollectingSink::new();
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let signal = running.cancellation();
     let canceller = tokio::spawn(async move {
         // Cancel once the call is running: wait for its tool.started event.
@@ -367,6 +370,7 @@ async fn cancelled() {
                 call("c2", "todo_write", r#"{"todos": []}"#),
             ],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();
@@ -399,22 +403,30 @@ async fn cancelling_a_tool_that_ignores_it_abandons_it() {
         .open_session(None)
         .unwrap();
     let sink = CollectingSink::new();
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     running.cancellation().cancel();
     let results = running
-        .run_batch(vec![call("c1", "stubborn", "{}")], &sink)
+        .run_batch(
+            vec![call("c1", "stubborn", "{}")],
+            &sink,
+            BatchOptions::default(),
+        )
         .await
         .unwrap();
     assert_status(&results[0].1, ToolStatus::Cancelled, Some("cancelled"));
     // Cancelled mid-run.
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let signal = running.cancellation();
     tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         signal.cancel();
     });
     let results = running
-        .run_batch(vec![call("c2", "stubborn", "{}")], &sink)
+        .run_batch(
+            vec![call("c2", "stubborn", "{}")],
+            &sink,
+            BatchOptions::default(),
+        )
         .await
         .unwrap();
     assert_status(&results[0].1, ToolStatus::Cancelled, Some("cancelled"));
@@ -505,7 +517,13 @@ async fn interrupted_on_recovery() {
             arguments: r#"{"path":"x"}"#.into(),
         },
     ];
-    store.begin_turn("s1", "t1").unwrap();
+    store
+        .begin_turn(
+            "s1",
+            "t1",
+            clawsmith_core::checkpoint::TurnOpening::default(),
+        )
+        .unwrap();
     store
         .append_message("s1", &ModelMessage::assistant_with_calls("", calls))
         .unwrap();

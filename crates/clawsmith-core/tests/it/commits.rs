@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clawsmith_checkpoint::Store;
-use clawsmith_core::{CollectingSink, ExtensionTool};
+use clawsmith_core::{BatchOptions, CollectingSink, ExtensionTool, TurnOptions};
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, EventPayload, Risk, Role, ToolOutput, ToolStatus,
 };
@@ -168,9 +168,13 @@ async fn a_read_running_past_the_window_is_recorded_as_started_while_it_runs() {
     });
     let session = core.open_session(Some(SESSION.into())).unwrap();
     let sink = CollectingSink::new();
-    let mut turn = session.begin_turn(&sink).unwrap();
+    let mut turn = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let results = turn
-        .run_batch(vec![call("r1", "long_read", "{}")], &sink)
+        .run_batch(
+            vec![call("r1", "long_read", "{}")],
+            &sink,
+            BatchOptions::default(),
+        )
         .await
         .unwrap();
     turn.finish(&sink).unwrap();
@@ -195,7 +199,7 @@ async fn a_parallel_batch_of_reads_and_a_last_batch_are_each_one_commit() {
     });
     let session = core.open_session(Some(SESSION.into())).unwrap();
     let sink = CollectingSink::new();
-    let mut turn = session.begin_turn(&sink).unwrap();
+    let mut turn = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     turn.model_request(&sink).unwrap();
     let results = turn
         .run_batch(
@@ -205,6 +209,7 @@ async fn a_parallel_batch_of_reads_and_a_last_batch_are_each_one_commit() {
                 call("p3", "peek", r#"{"n": 3}"#),
             ],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();
@@ -229,7 +234,14 @@ async fn a_parallel_batch_of_reads_and_a_last_batch_are_each_one_commit() {
     assert_eq!(kinds(&fixture.db), batch);
     // The last batch's records wait for the finish.
     let results = turn
-        .run_last_batch(vec![call("l1", "peek", r#"{"n": 4}"#)], &sink)
+        .run_batch(
+            vec![call("l1", "peek", r#"{"n": 4}"#)],
+            &sink,
+            BatchOptions {
+                last: true,
+                ..BatchOptions::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!(seen(&results[0].1)["events"].as_array().unwrap().len(), 8);

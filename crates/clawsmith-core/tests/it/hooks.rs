@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawsmith_core::{
-    ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CommandHook, Hook, HookFuture,
+    ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, BatchOptions, CommandHook, Hook,
+    HookFuture, TurnOptions,
 };
 use clawsmith_protocol::ToolStatus;
 use clawsmith_security::{HookDecision, HookInput, HookVerdict, PermissionMode, PermissionPolicy};
@@ -268,7 +269,7 @@ async fn a_pending_approval_is_stored_and_cancelling_the_turn_stops_waiting() {
     let core = fixture.core(|config| config.approver = Some(Arc::new(Slow)));
     let session = core.open_session(None).unwrap();
     let sink = clawsmith_core::CollectingSink::new();
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let signal = running.cancellation();
     let store = fixture.store.clone();
     let id = session.id().to_owned();
@@ -292,6 +293,7 @@ async fn a_pending_approval_is_stored_and_cancelling_the_turn_stops_waiting() {
                 r#"{"path": "n.txt", "content": "x"}"#,
             )],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();

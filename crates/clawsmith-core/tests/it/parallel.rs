@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use clawsmith_core::{
-    ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CoreConfig, ExtensionTool, Hook,
-    HookFuture,
+    ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, BatchOptions, CoreConfig,
+    ExtensionTool, Hook, HookFuture, TurnOptions,
 };
 use clawsmith_protocol::{BatchInfo, EventPayload, Risk, ToolStatus};
 use clawsmith_security::{HookDecision, HookInput, HookVerdict};
@@ -283,9 +283,13 @@ async fn batch_indexes_count_within_the_turn() {
     fixture.write("a.txt", "alpha\n");
     let session = fixture.core(|_| {}).open_session(None).unwrap();
     let sink = clawsmith_core::CollectingSink::new();
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     running
-        .run_batch(vec![call("c1", "read_file", r#"{"path": "a.txt"}"#)], &sink)
+        .run_batch(
+            vec![call("c1", "read_file", r#"{"path": "a.txt"}"#)],
+            &sink,
+            BatchOptions::default(),
+        )
         .await
         .unwrap();
     running
@@ -295,6 +299,7 @@ async fn batch_indexes_count_within_the_turn() {
                 call("c3", "read_file", r#"{"path": "a.txt", "limit": 1}"#),
             ],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();

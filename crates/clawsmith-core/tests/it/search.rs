@@ -1,6 +1,8 @@
 //! A9: deferred tools, `search_tools` ranking, activation from the next request, evidence.
 
-use clawsmith_core::{CollectingSink, ExtensionTool, SearchDocument, rank};
+use clawsmith_core::{
+    BatchOptions, CollectingSink, ExtensionTool, OpeningRequest, SearchDocument, TurnOptions, rank,
+};
 use clawsmith_protocol::{EventPayload, SearchMetadata, ToolOutput, ToolStatus};
 
 use crate::support::*;
@@ -108,7 +110,7 @@ async fn activation_is_visible_from_the_next_request_with_evidence() {
     assert!(core.tools().get("search_tools").is_some());
     let session = core.open_session(None).unwrap();
     let sink = CollectingSink::new();
-    let mut running = session.begin_turn(&sink).unwrap();
+    let mut running = session.begin_turn(&sink, TurnOptions::default()).unwrap();
     let first = running.model_request(&sink).unwrap();
     assert!(!first.tool_names.contains(&"jira_create".to_owned()));
     assert!(first.tool_names.contains(&"search_tools".to_owned()));
@@ -125,6 +127,7 @@ async fn activation_is_visible_from_the_next_request_with_evidence() {
                 call("c3", "jira_create", r#"{"x": 1}"#),
             ],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();
@@ -143,7 +146,11 @@ async fn activation_is_visible_from_the_next_request_with_evidence() {
     assert_ne!(second.tool_schema_sha256, first.tool_schema_sha256);
     assert_ne!(second.request_id, first.request_id);
     let results = running
-        .run_batch(vec![call("c4", "jira_create", "{}")], &sink)
+        .run_batch(
+            vec![call("c4", "jira_create", "{}")],
+            &sink,
+            BatchOptions::default(),
+        )
         .await
         .unwrap();
     assert_status(&results[0].1, ToolStatus::Success, None);
@@ -208,19 +215,26 @@ async fn a_turn_begun_with_its_request_stores_both_events_in_order() {
     });
     let session = core.open_session(None).unwrap();
     let sink = CollectingSink::new();
-    let (mut turn, first) = session.begin_turn_with_request(&sink, None).unwrap();
+    let with_request = TurnOptions {
+        request: OpeningRequest::WithTools,
+        ..TurnOptions::default()
+    };
+    let mut turn = session.begin_turn(&sink, with_request).unwrap();
+    let first = turn.take_opening_request().unwrap();
     assert!(first.activated_tools.is_empty());
     assert_eq!(first.turn_id.as_deref(), Some(turn.id()));
     let results = turn
         .run_batch(
             vec![call("c1", "search_tools", r#"{"query": "ticket"}"#)],
             &sink,
+            BatchOptions::default(),
         )
         .await
         .unwrap();
     assert_status(&results[0].1, ToolStatus::Success, None);
     turn.finish(&sink).unwrap();
-    let (next, second) = session.begin_turn_with_request(&sink, None).unwrap();
+    let mut next = session.begin_turn(&sink, with_request).unwrap();
+    let second = next.take_opening_request().unwrap();
     assert_eq!(second.activated_tools, ["jira_create"]);
     next.finish(&sink).unwrap();
 

@@ -1,6 +1,6 @@
 //! A1: the frozen table, duplicate names, what the model is shown.
 
-use clawsmith_core::{CoreError, ExtensionTool, canonical_json, schema_list_sha256};
+use clawsmith_core::{CoreError, ExtensionTool, Origin, canonical_json, schema_list_sha256};
 use clawsmith_protocol::{ToolOutput, ToolStatus};
 
 use crate::support::*;
@@ -33,12 +33,26 @@ fn the_table_merges_every_source_in_order() {
             "note_add"
         ]
     );
-    let origins: Vec<&str> = core.tools().entries().iter().map(|e| e.origin()).collect();
-    assert_eq!(origins[0], "builtin:fs");
-    assert_eq!(origins[7], "builtin:command");
-    assert_eq!(origins[8], "session");
-    assert_eq!(origins[10], "service:artifacts");
-    assert_eq!(origins[11], "extension:mcp:notes");
+    let origins: Vec<&Origin> = core.tools().entries().iter().map(|e| e.origin()).collect();
+    // (origin, its text in listings and errors)
+    let expected = [
+        (0, Origin::Files, "builtin:fs"),
+        (7, Origin::Command, "builtin:command"),
+        (8, Origin::Session, "session"),
+        (10, Origin::Artifacts, "service:artifacts"),
+        (
+            11,
+            Origin::Extension("mcp:notes".into()),
+            "extension:mcp:notes",
+        ),
+    ];
+    for (index, origin, text) in expected {
+        assert_eq!(
+            (origins[index], origins[index].to_string()),
+            (&origin, text.to_owned())
+        );
+        assert_eq!(origin.is_core(), index != 11);
+    }
 }
 
 #[test]
@@ -207,7 +221,7 @@ fn a_command_service_adds_its_eight_tools() {
         .tools()
         .entries()
         .iter()
-        .filter(|entry| entry.origin() == "service:commands")
+        .filter(|entry| *entry.origin() == Origin::Commands)
         .map(|entry| entry.name())
         .collect();
     assert_eq!(service_tools.len(), 8, "{service_tools:?}");
@@ -252,7 +266,7 @@ fn every_shipped_schema_compiles() {
         .tools()
         .entries()
         .iter()
-        .filter(|entry| !entry.origin().starts_with("extension:"))
+        .filter(|entry| entry.origin().is_core())
         .collect();
     assert!(shipped.len() >= 20, "{}", shipped.len());
     assert!(shipped.iter().any(|entry| entry.name() == "search_tools"));

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use clawsmith_core::CollectingSink;
+use clawsmith_core::{BatchOptions, CollectingSink, TurnOptions};
 use clawsmith_protocol::EventPayload;
 use clawsmith_trace::{
     FinishedSpan, MemorySink, SpanContext, SpanStatus, TraceParent, Tracer, semconv,
@@ -42,19 +42,23 @@ async fn a_turn_with_a_parallel_batch_and_refusals_gives_one_span_per_call_under
     });
     let session = core.open_session(None).unwrap();
     let events = CollectingSink::new();
-    let mut turn = session.begin_turn(&events).unwrap();
+    let mut turn = session.begin_turn(&events, TurnOptions::default()).unwrap();
     let turn_id = turn.id().to_owned();
     let reads = vec![
         call("r1", "read_file", r#"{"path": "a.txt"}"#),
         call("r2", "read_file", r#"{"path": "b.txt"}"#),
     ];
-    turn.run_batch(reads, &events).await.unwrap();
+    turn.run_batch(reads, &events, BatchOptions::default())
+        .await
+        .unwrap();
     let refused = vec![
         // `ask` mode with no approver: a write is refused by the permission step.
         call("w1", "write_file", r#"{"path": "c.txt", "content": "x"}"#),
         call("u1", "no_such_tool", "{}"),
     ];
-    turn.run_batch(refused, &events).await.unwrap();
+    turn.run_batch(refused, &events, BatchOptions::default())
+        .await
+        .unwrap();
     turn.finish(&events).unwrap();
 
     let spans = sink.spans();

@@ -2,15 +2,14 @@
 //! [`ChangeRecorder`] in the order the checkpoint contract fixes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use clawsmith_protocol::{Display, DisplayKind, ToolExecutionContext, ToolExecutionResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use similar::TextDiff;
 
 use super::{FileTool, invalid_arguments, resolve_file};
+use crate::diff::{DiffPurpose, LineDiff};
 use crate::error::FsError;
 use crate::escape::escape_control;
 use crate::recorder::{ChangeOrigin, ChangeRecorder, PostState, PriorState, RecorderError};
@@ -182,7 +181,7 @@ impl FileTool for EditFile {
             Err(EditError::NotFound) => {
                 return ToolExecutionResult::tool_failed("The old text was not found");
             }
-            // The seed's sentence first, then how often and what to do instead.
+            // The mission's sentence first, then how often and what to do instead.
             Err(EditError::NotUnique(count)) => {
                 return ToolExecutionResult::tool_failed(format!(
                     "The old text must occur exactly once; provide more surrounding context \
@@ -473,21 +472,9 @@ fn diff_display(path: &WorkspacePath, verb: &str, old: &str, new: &str) -> Displ
             "(diff omitted: the file is larger than {DIFF_MAX_INPUT_BYTES} bytes)"
         ));
     }
-    let diff = TextDiff::configure()
-        .timeout(Duration::from_millis(200))
-        .diff_lines(old, new);
-    let (added, removed) = diff.ops().iter().fold((0, 0), |(added, removed), op| {
-        let (_, old_range, new_range) = op.as_tag_tuple();
-        match op.tag() {
-            similar::DiffTag::Equal => (added, removed),
-            _ => (added + new_range.len(), removed + old_range.len()),
-        }
-    });
-    let mut body = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{path}"), &format!("b/{path}"))
-        .to_string();
+    let diff = LineDiff::new(old, new, DiffPurpose::ToolDisplay);
+    let (added, removed) = diff.counts();
+    let mut body = diff.unified(path);
     if body.is_empty() {
         body.push_str("(no changes)");
     }

@@ -55,7 +55,7 @@ fn world(fixture: &Fixture) -> BTreeMap<PathBuf, String> {
 /// Path strings that must be refused by every path-taking tool.
 fn attack_paths(fixture: &Fixture) -> Vec<(String, bool)> {
     let base = fixture.base.display().to_string();
-    // (path, refused by the lexical check with the seed's exact message)
+    // (path, refused by the lexical check with the mission's exact message)
     let mut paths: Vec<(String, bool)> = vec![
         ("../outside/secret.txt".into(), true),
         ("sub/../../outside/secret.txt".into(), true),
