@@ -14,13 +14,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clawsmith_core::front_matter::parse_front_matter;
+use clawsmith_core::fs::Workspace;
 use clawsmith_core::{AgentCore, CoreConfig, ExtensionTool, NullSink};
+use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
     BackgroundTaskCompleted, CancellationSignal, Capability, CapabilityDeclaration, ErrorCode,
     Risk, Tool, ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
 use clawsmith_trace::{SpanContext, TraceParent, TraceState};
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 
@@ -426,16 +429,36 @@ fn child_system_prompt(agent: Option<&AgentDefinition>) -> String {
     }
 }
 
-// The refusal is the tool's result, returned as is: boxing it would only move the allocation.
-#[allow(clippy::result_large_err)]
-pub(crate) fn task_argument(input: &Value) -> Result<String, ToolExecutionResult> {
-    match input.get("task").and_then(Value::as_str).map(str::trim) {
-        Some(task) if !task.is_empty() => Ok(task.to_owned()),
-        _ => Err(ToolExecutionResult::failure(
-            ErrorCode::INVALID_ARGUMENTS,
-            "argument `task` must be a non-empty string",
-        )),
-    }
+/// `delegate_task`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DelegateTaskInput {
+    /// What the sub-agent should find out.
+    task: String,
+    /// An agent definition's name.
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// `delegate_background`'s arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct BackgroundTaskInput {
+    /// What the sub-agent should find out.
+    task: String,
+}
+
+/// No arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoInput {}
+
+/// A background task's id.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TaskIdInput {
+    /// The `taskId` the background delegation answered with.
+    task_id: String,
 }
 
 /// A task argument, trimmed; refused when nothing is left.
@@ -486,15 +509,7 @@ impl Tool for DelegateTask {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "task": {"type": "string", "description": "What the sub-agent should find out."},
-                "agent": {"type": "string", "description": "An agent definition's name."},
-            },
-            "required": ["task"],
-            "additionalProperties": false,
-        })
+        input_schema::<DelegateTaskInput>()
     }
 
     fn summarize(&self, input: &Value) -> String {
@@ -503,11 +518,15 @@ impl Tool for DelegateTask {
 
     fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let task = match task_argument(&input) {
+            let input = match parse_input::<DelegateTaskInput>(self.name(), input) {
+                Ok(input) => input,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let task = match non_empty_task(input.task) {
                 Ok(task) => task,
                 Err(refusal) => return ToolOutput::Result(refusal),
             };
-            let agent = match input.get("agent").and_then(Value::as_str) {
+            let agent = match input.agent.as_deref() {
                 Some(name) => match find_agent(&self.workspace, name) {
                     Ok(agent) => Some(agent),
                     Err(message) => {
@@ -598,12 +617,7 @@ impl Tool for DelegateBackground {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"task": {"type": "string", "description": "What the sub-agent should find out."}},
-            "required": ["task"],
-            "additionalProperties": false,
-        })
+        input_schema::<BackgroundTaskInput>()
     }
 
     fn summarize(&self, input: &Value) -> String {
@@ -612,7 +626,13 @@ impl Tool for DelegateBackground {
 
     fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let task = match task_argument(&input) {
+            let task = match parse_input::<BackgroundTaskInput>(self.name(), input)
+                .map(|input| input.task)
+            {
+                Ok(task) => task,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let task = match non_empty_task(task) {
                 Ok(task) => task,
                 Err(refusal) => return ToolOutput::Result(refusal),
             };
@@ -731,7 +751,7 @@ impl Tool for BackgroundList {
     }
 
     fn input_schema(&self) -> Value {
-        json!({"type": "object", "properties": {}, "additionalProperties": false})
+        input_schema::<NoInput>()
     }
 
     fn summarize(&self, _input: &Value) -> String {
@@ -773,12 +793,7 @@ impl Tool for BackgroundCancel {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {"taskId": {"type": "string"}},
-            "required": ["taskId"],
-            "additionalProperties": false,
-        })
+        input_schema::<TaskIdInput>()
     }
 
     fn summarize(&self, input: &Value) -> String {
@@ -787,7 +802,11 @@ impl Tool for BackgroundCancel {
 
     fn execute<'a>(&'a self, input: Value, context: ToolExecutionContext) -> ToolFuture<'a> {
         Box::pin(async move {
-            let id = input["taskId"].as_str().unwrap_or("");
+            let id = match parse_input::<TaskIdInput>(self.name(), input) {
+                Ok(input) => input.task_id,
+                Err(refusal) => return ToolOutput::Result(refusal),
+            };
+            let id = id.as_str();
             let task = self
                 .subagents
                 .background_tasks(&context.session_id)
@@ -834,21 +853,30 @@ pub struct AgentDefinition {
 /// name clash), sorted by name; unreadable or invalid files are skipped.
 pub fn agent_definitions(workspace: &Path) -> Vec<AgentDefinition> {
     let mut found: BTreeMap<String, AgentDefinition> = BTreeMap::new();
+    // Read through the workspace handle, like every workspace file: a definition that is a
+    // symlink, or sits under one, is not followed out of the workspace.
+    let Ok(handle) = Workspace::open(workspace) else {
+        return Vec::new();
+    };
     for folder in [".clawsmith/agents", ".claude/agents"] {
-        let Ok(entries) = std::fs::read_dir(workspace.join(folder)) else {
+        let Some((files, _)) = handle
+            .resolve(folder)
+            .ok()
+            .and_then(|dir| handle.regular_files_beneath(&dir, AGENT_FILES_MAX))
+        else {
             continue;
         };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
-            .collect();
-        paths.sort();
-        for path in paths {
-            let Ok(text) = std::fs::read_to_string(&path) else {
+        // Sorted by `regular_files_beneath`; only the folder's own `.md` files count.
+        for relative in files.iter().filter(|relative| {
+            relative
+                .strip_prefix(folder)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|name| !name.contains('/') && name.ends_with(".md"))
+        }) {
+            let Some(text) = read_definition(&handle, relative) else {
                 continue;
             };
-            let stem = path
+            let stem = Path::new(relative)
                 .file_stem()
                 .map(|stem| stem.to_string_lossy().into_owned())
                 .unwrap_or_default();
@@ -858,6 +886,26 @@ pub fn agent_definitions(workspace: &Path) -> Vec<AgentDefinition> {
         }
     }
     found.into_values().collect()
+}
+
+/// Files looked at in one definitions folder, and the bytes read of one definition.
+const AGENT_FILES_MAX: usize = 1000;
+const AGENT_FILE_MAX_BYTES: u64 = 256 * 1024;
+
+/// A definition's text, read beneath the workspace root; `None` when it cannot be opened as a
+/// regular file, is larger than [`AGENT_FILE_MAX_BYTES`] or is not UTF-8.
+fn read_definition(workspace: &Workspace, relative: &str) -> Option<String> {
+    use std::io::Read;
+    let path = workspace.resolve(relative).ok()?;
+    let (file, size) = workspace.open_for_read(&path).ok()?;
+    if size > AGENT_FILE_MAX_BYTES {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(AGENT_FILE_MAX_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 fn find_agent(workspace: &Path, name: &str) -> Result<AgentDefinition, String> {
@@ -950,6 +998,33 @@ fn tool_names(value: Value) -> Option<Option<Vec<String>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tools_argument_types_refuse_what_their_schemas_refuse() {
+        // (input, accepted by delegate_task's parser)
+        let table = [
+            (json!({"task": "look"}), true),
+            (json!({"task": "look", "agent": "reviewer"}), true),
+            (json!({}), false),
+            (json!({"task": 5}), false),
+            (json!({"task": "look", "extra": 1}), false),
+            (json!({"task": "look", "agent": 1}), false),
+        ];
+        for (input, accepted) in table {
+            let parsed = parse_input::<DelegateTaskInput>("delegate_task", input.clone());
+            assert_eq!(parsed.is_ok(), accepted, "{input}");
+        }
+        let schema = input_schema::<DelegateTaskInput>();
+        assert_eq!(schema["required"], json!(["task"]));
+        assert_eq!(schema["additionalProperties"], json!(false));
+        let schema = input_schema::<TaskIdInput>();
+        assert_eq!(schema["required"], json!(["taskId"]));
+        assert!(parse_input::<TaskIdInput>("t", json!({"taskId": "bg_1"})).is_ok());
+        assert!(parse_input::<NoInput>("t", json!({"x": 1})).is_err());
+        // A task of blanks is refused after the parse.
+        assert!(non_empty_task("  \n".to_owned()).is_err());
+        assert_eq!(non_empty_task(" look ".to_owned()).unwrap(), "look");
+    }
 
     #[test]
     fn agent_front_matter() {

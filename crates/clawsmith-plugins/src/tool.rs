@@ -8,7 +8,7 @@ use clawsmith_protocol::{
     ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
 use clawsmith_sandbox::{
-    CommandOutcome, CommandRequest, ExitKind, SandboxConfig, StopReason, run_command,
+    Argv, CommandOutcome, CommandRequest, ExitKind, SandboxConfig, StopReason, run_command,
 };
 
 use crate::plugin::PluginToolSpec;
@@ -61,11 +61,6 @@ impl PluginTool {
     }
 }
 
-/// `'text'` for `bash -c`, whatever `text` holds.
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
-
 impl Tool for PluginTool {
     fn name(&self) -> &str {
         &self.spec.name
@@ -115,15 +110,16 @@ impl Tool for PluginTool {
             if let Err(refusal) = context.require_authorization(&self.spec.name) {
                 return ToolOutput::Result(refusal);
             }
-            let mut script = format!(
-                "{PLUGIN_ROOT_VARIABLE}={} exec",
-                shell_quote(&self.spec.root.to_string_lossy())
-            );
-            for word in &self.spec.argv {
-                script.push(' ');
-                script.push_str(&shell_quote(word));
-            }
-            let mut request = CommandRequest::new(script);
+            // The program and its arguments as words: no shell text is built and parsed back.
+            let Some((program, args)) = self.spec.argv.split_first() else {
+                return ToolOutput::Result(ToolExecutionResult::failure(
+                    ErrorCode::TOOL_FAILED,
+                    format!("plugin tool {} has an empty command", self.spec.name),
+                ));
+            };
+            let argv = Argv::new(program, args)
+                .with_env(PLUGIN_ROOT_VARIABLE, self.spec.root.to_string_lossy());
+            let mut request = CommandRequest::argv(argv);
             request.timeout = self.spec.timeout;
             request.stdin = Some(serde_json::to_vec(&input).unwrap_or_default());
             request.separate_stderr = true;
@@ -308,12 +304,6 @@ mod tests {
             let expected = expected.map(|(c, e)| (c.to_owned(), e));
             assert_eq!(got, expected, "{stdout}");
         }
-    }
-
-    #[test]
-    fn quoting_survives_quotes() {
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
     }
 
     #[test]

@@ -507,3 +507,28 @@ async fn a_cancelled_background_task_never_notifies() {
         tools[2].content
     );
 }
+
+#[test]
+fn definitions_are_read_beneath_the_workspace_only() {
+    let env = env();
+    let outside = env._dir.path().join("outside");
+    std::fs::create_dir_all(outside.join("agents")).unwrap();
+    let definition = |name: &str| format!("---\nname: {name}\n---\nPrompt of {name}.\n");
+    std::fs::write(outside.join("secret.md"), definition("leaked")).unwrap();
+    std::fs::write(outside.join("agents/far.md"), definition("far")).unwrap();
+    let agents = env.workspace.join(".clawsmith/agents");
+    std::fs::create_dir_all(agents.join("nested")).unwrap();
+    std::fs::write(agents.join("good.md"), definition("good")).unwrap();
+    std::fs::write(agents.join("notes.txt"), definition("not-md")).unwrap();
+    std::fs::write(agents.join("nested/deep.md"), definition("deep")).unwrap();
+    // A definition that is a symlink out, and a definitions folder that is one.
+    std::os::unix::fs::symlink(outside.join("secret.md"), agents.join("link.md")).unwrap();
+    std::fs::create_dir_all(env.workspace.join(".claude")).unwrap();
+    std::os::unix::fs::symlink(outside.join("agents"), env.workspace.join(".claude/agents"))
+        .unwrap();
+    let names: Vec<String> = clawsmith_agent::subagent::agent_definitions(&env.workspace)
+        .into_iter()
+        .map(|agent| agent.name)
+        .collect();
+    assert_eq!(names, ["good"]);
+}
