@@ -498,7 +498,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Mcp { core, http } => run::mcp(&state_dir()?, &core, &http),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Run { args } => agent::run(&state_dir()?, &args, &out),
-        Command::Policy { command } => policy::run(&state_dir()?.dir, command, &out),
+        Command::Policy { command } => policy::run(&state_dir()?, command, &out),
         Command::Skills { command } => skills::run_skills(&state_dir()?.dir, command, &out),
         Command::Memory { command } => skills::run_memory(&state_dir()?.dir, command, &out),
         Command::Plugins { command } => plugins::run(&state_dir()?.dir, command, &out),

@@ -383,33 +383,31 @@ impl PolicyConfig {
 }
 
 /// `clawsmith policy …`.
-pub fn run(state_dir: &Path, command: PolicyCommand, out: &Output) -> Result<i32> {
+pub fn run(
+    state: &crate::state::StateOptions,
+    command: PolicyCommand,
+    out: &Output,
+) -> Result<i32> {
     match command {
         PolicyCommand::Check {
             core,
             tool,
             arguments,
-        } => check(state_dir, &core, &tool, &arguments, out),
+        } => check(state, &core, &tool, &arguments, out),
     }
 }
 
 /// Decides `tool` with `arguments` as `call` would, up to the permission step, and says why.
 fn check(
-    state_dir: &Path,
+    state: &crate::state::StateOptions,
     options: &CoreOptions,
     tool: &str,
     arguments: &str,
     out: &Output,
 ) -> Result<i32> {
     let runtime = run::runtime()?;
-    let core = run::build_core(
-        &runtime,
-        &crate::state::StateOptions::at(state_dir),
-        options,
-        Lifetime::OneShot,
-        None,
-    )?;
-    let config = load(state_dir, options)?;
+    let core = run::build_core(&runtime, state, options, Lifetime::OneShot, None)?;
+    let config = load(&state.dir, options)?;
     let Some(entry) = core.tools().get(tool) else {
         bail!(
             "unknown tool {tool}; `clawsmith tools --workspace {}` lists them",

@@ -49,16 +49,6 @@ impl StateOptions {
             lease_wait,
         })
     }
-
-    /// `dir` with the defaults: commits survive a killed process (not fsynced each), and a
-    /// session another process writes is refused, not waited for.
-    pub fn at(dir: &Path) -> StateOptions {
-        StateOptions {
-            dir: dir.to_path_buf(),
-            durability: Durability::default(),
-            lease_wait: LeaseWait::default(),
-        }
-    }
 }
 
 /// The state directory from the flag/env value, else `$XDG_STATE_HOME/clawsmith`, else

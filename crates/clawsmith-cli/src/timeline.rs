@@ -151,6 +151,14 @@ impl Timeline {
                     100
                 ),
             ),
+            // An event kind this timeline has no line of its own for: its type, so it is seen.
+            other => {
+                let kind = serde_json::to_value(other)
+                    .ok()
+                    .and_then(|value| value["type"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "event".to_owned());
+                format!("  {}\n", paint(style::DIM, kind))
+            }
         }
     }
 

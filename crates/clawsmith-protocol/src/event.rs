@@ -24,6 +24,7 @@ pub struct Event {
 /// The kinds of event. `type` is the tag.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type")]
+#[non_exhaustive]
 pub enum EventPayload {
     /// A turn began.
     #[serde(rename = "turn.started")]

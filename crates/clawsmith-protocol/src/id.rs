@@ -18,6 +18,7 @@ use ulid::Ulid;
 
 /// What an id names; its prefix says so at a glance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum IdKind {
     /// A session: `ses_`.
     Session,

@@ -145,9 +145,9 @@ fn check_part(part: &Part) -> Check {
                 rule::NESTING_TOO_DEEP,
                 format!("shell strings nested more than {MAX_NESTING} levels deep"),
             )),
-            UnparsedReason::Syntax => {
-                textual_fork_bomb(&unparsed.text).or_else(|| fail_closed(&unparsed.text))
-            }
+            // A syntax error, or a reason the parser may add later: text that names a disaster
+            // program is refused rather than guessed at.
+            _ => textual_fork_bomb(&unparsed.text).or_else(|| fail_closed(&unparsed.text)),
         },
     }
 }

@@ -180,6 +180,7 @@ pub struct Unparsed {
 
 /// Why text could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnparsedReason {
     /// tree-sitter-bash did not parse it cleanly.
     Syntax,
