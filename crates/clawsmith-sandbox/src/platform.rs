@@ -2422,7 +2422,10 @@ mod tests {
         ] {
             let compact = compacted(&program);
             assert!(compact.len() < program.len());
-            for nr in 0..600 {
+            // Every system call number of the native table and past it, and the same numbers
+            // with the x32 bit set; under the native arch, i386, aarch64 and an unknown one.
+            let numbers = (0..600).chain((0..600).map(|nr| nr | 0x4000_0000));
+            for nr in numbers {
                 for args in [
                     [0; 6],
                     [u64::MAX; 6],
@@ -2433,7 +2436,7 @@ mod tests {
                     [libc::AF_INET as u64, u64::from(libc::S_IFBLK), 0, 0, 0, 0],
                     [libc::AF_UNIX as u64, 0, u64::from(libc::S_IFCHR), 0, 0, 0],
                 ] {
-                    for call_arch in [arch, 0x4000_0003] {
+                    for call_arch in [arch, 0x4000_0003, 0xC000_00B7, 0] {
                         let words = data(nr, call_arch, args);
                         assert_eq!(run(&compact, &words), run(&program, &words), "{nr}");
                     }
