@@ -9,8 +9,12 @@
 //! - **Origin.** A request that carries an `Origin` (a browser's) is refused unless that origin
 //!   is allowlisted (`403 origin_refused`); clients that are not browsers send none.
 //! - **Bearer token.** `Authorization: Bearer <token>`, compared in constant time; anything
-//!   else is `401 unauthorized` with `WWW-Authenticate: Bearer`. There is no unauthenticated
-//!   mode.
+//!   else is `401 unauthorized` with `WWW-Authenticate: Bearer`, whose `resource_metadata`
+//!   names the server's OAuth protected-resource metadata (RFC 9728, which MCP's authorization
+//!   asks a server to publish): `GET /.well-known/oauth-protected-resource[/mcp]`, the one path
+//!   served without the token, says which resource this is and that the token goes in the
+//!   header. It lists no authorization server: the token is the one the server was started
+//!   with, not one an authorization server issues. There is no unauthenticated mode.
 //! - **Size.** A body over the cap is `413 body_too_large` when its `Content-Length` says so,
 //!   and refused by rmcp while it is read otherwise.
 //! - **Concurrency.** At most [`HttpOptions::max_concurrent_requests`] requests are served at
@@ -46,6 +50,10 @@ use crate::server::{ClawsmithServer, ServerOptions};
 
 /// The path the transport is served at.
 pub const MCP_PATH: &str = "/mcp";
+
+/// Where the OAuth protected-resource metadata is served (RFC 9728), also with the resource's
+/// path appended (`…/mcp`), as clients derive it from the endpoint's URL.
+pub const PROTECTED_RESOURCE_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// The default cap on a request body: the stdio server's line cap.
 pub const DEFAULT_MAX_BODY_BYTES: usize = crate::MAX_REQUEST_LINE_BYTES;
@@ -166,8 +174,11 @@ impl HttpServer {
             options: http,
             hosts,
         });
+        let metadata = axum::routing::get(protected_resource);
         let router = Router::new()
             .route_service(MCP_PATH, service)
+            .route(PROTECTED_RESOURCE_PATH, metadata.clone())
+            .route(&format!("{PROTECTED_RESOURCE_PATH}{MCP_PATH}"), metadata)
             .fallback(|| async {
                 refuse(
                     StatusCode::NOT_FOUND,
@@ -222,6 +233,38 @@ impl HttpServer {
     }
 }
 
+/// The origin a request names (`http://` and its `Host`): where this server's resource and
+/// metadata are, as the client reached them.
+fn request_origin(headers: &axum::http::HeaderMap) -> String {
+    // Only what a host and port are made of: the value is quoted into a header and a URL.
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .filter(|host| {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || b".-:[]_".contains(&byte))
+        })
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// `GET /.well-known/oauth-protected-resource`: the RFC 9728 metadata of the MCP endpoint.
+async fn protected_resource(headers: axum::http::HeaderMap) -> Response {
+    let origin = request_origin(&headers);
+    let metadata = serde_json::json!({
+        "resource": format!("{origin}{MCP_PATH}"),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "clawsmith",
+    });
+    let mut response = axum::Json(metadata).into_response();
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
 /// A refusal: the status and a JSON body naming the reason.
 fn refuse(status: StatusCode, code: &str, message: String) -> Response {
     let body = serde_json::json!({ "error": { "code": code, "message": message } });
@@ -262,6 +305,14 @@ async fn guard(State(admission): State<Arc<Admission>>, request: Request, next: 
             );
         }
     }
+    // The metadata tells a client how to authenticate, so it is read without the token.
+    let path = request.uri().path();
+    if request.method() == axum::http::Method::GET
+        && (path == PROTECTED_RESOURCE_PATH
+            || path == format!("{PROTECTED_RESOURCE_PATH}{MCP_PATH}"))
+    {
+        return next.run(request).await;
+    }
     // The scheme's name is case-insensitive (RFC 9110); the token is compared whole.
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -275,10 +326,15 @@ async fn guard(State(admission): State<Arc<Admission>>, request: Request, next: 
             "unauthorized",
             "a bearer token is required (Authorization: Bearer <token>)".into(),
         );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"clawsmith\""),
+        let challenge = format!(
+            "Bearer realm=\"clawsmith\", resource_metadata=\"{}{PROTECTED_RESOURCE_PATH}{MCP_PATH}\"",
+            request_origin(headers)
         );
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
+        }
         return response;
     }
     let declared = headers

@@ -381,12 +381,40 @@ fn mcp_http_refuses_what_the_guard_does_not_admit() {
             reply.body
         );
         if status == 401 {
+            // The challenge names the protected-resource metadata, at the Host the client used.
             assert_eq!(
                 reply.header("www-authenticate").as_deref(),
-                Some("bearer realm=\"clawsmith\""),
+                Some(
+                    format!(
+                        "bearer realm=\"clawsmith\", resource_metadata=\"http://127.0.0.1:{port}\
+                         /.well-known/oauth-protected-resource/mcp\""
+                    )
+                    .as_str()
+                ),
                 "{what}"
             );
         }
+    }
+    // The metadata is the one thing served without the token (Host and Origin still apply).
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let reply = http(port, "GET", path, &[], b"");
+        assert_eq!(reply.status, 200, "{path}: {}", reply.body);
+        let metadata: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(
+            metadata["resource"],
+            format!("http://127.0.0.1:{port}/mcp"),
+            "{metadata}"
+        );
+        assert_eq!(metadata["bearer_methods_supported"], json!(["header"]));
+        let rebound = http(port, "GET", path, &[("Host", "evil.example")], b"");
+        assert_eq!(rebound.status, 421, "{path}: {}", rebound.body);
+        let foreign = http(port, "GET", path, &[("Origin", "http://evil.example")], b"");
+        assert_eq!(foreign.status, 403, "{path}: {}", foreign.body);
+        let posted = http(port, "POST", path, &[], write.as_bytes());
+        assert_eq!(posted.status, 401, "{path}: {}", posted.body);
     }
     assert!(!f.ws().join("planted.txt").exists());
     // The allowed origin passes, and nothing before it ran a call.
