@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use clawsmith_core::ExtensionTool;
-use clawsmith_core::sandbox::{Argv, PipedIo, ProcessKind, SandboxConfig, spawn_piped_argv};
+use clawsmith_core::sandbox::{
+    Argv, PipedIo, ProcessKind, SandboxConfig, StateDir, spawn_piped_argv,
+};
 use clawsmith_protocol::{
     CapabilityDeclaration, ErrorCode, Risk, SearchMetadata, Tool, ToolExecutionContext,
     ToolExecutionResult, ToolFuture, ToolOutput, ToolStatus, infer_status_from_content,
@@ -31,6 +33,7 @@ use tokio::time::Instant;
 
 use crate::config::{McpConfig, McpServerConfig, WorkspaceAccess};
 use crate::error::McpError;
+use crate::remote::RemoteTransport;
 use crate::transport::{ClientTransport, MAX_ANSWER_LINE_BYTES};
 
 /// The prefix of every MCP tool name: `mcp__<server>__<tool>`.
@@ -107,6 +110,8 @@ enum ServerProcess {
         /// Held for its drop (`kill_on_drop`).
         _child: tokio::process::Child,
     },
+    /// A remote server (`url`): no process of ours.
+    Remote,
 }
 
 impl std::fmt::Debug for McpConnection {
@@ -313,6 +318,37 @@ async fn spawn(
         cause,
     };
     let stderr = StderrTail::default();
+    if let Some(url) = &server.url {
+        let credentials = match sandbox.state_dir() {
+            StateDir::At(dir) => Some(dir.join(crate::remote::CREDENTIALS_DIR)),
+            StateDir::NotKept => None,
+        };
+        let remote = |message| McpError::Remote {
+            server: server.name.clone(),
+            url: url.clone(),
+            message,
+        };
+        let built = tokio::time::timeout_at(
+            deadline,
+            crate::remote::transport(server, url, credentials.as_deref()),
+        )
+        .await
+        .map_err(|_| McpError::Timeout {
+            server: server.name.clone(),
+            step: "OAuth",
+            after_ms: server.startup_timeout().as_millis(),
+            stderr: String::new(),
+        })?
+        .map_err(remote)?;
+        return match built {
+            RemoteTransport::Plain(transport) => {
+                handshake(server, transport, ServerProcess::Remote, stderr, deadline).await
+            }
+            RemoteTransport::OAuth(transport) => {
+                handshake(server, transport, ServerProcess::Remote, stderr, deadline).await
+            }
+        };
+    }
     if server.unconfined {
         let mut child = spawn_unconfined(server).map_err(spawn_error)?;
         let pipes = (child.stdin.take(), child.stdout.take());
@@ -432,13 +468,17 @@ fn confinement_hint(server: &McpServerConfig) -> String {
 }
 
 /// The `initialize` exchange over `transport`, before `deadline`.
-async fn handshake<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+async fn handshake<T, E, A>(
     server: &McpServerConfig,
-    transport: ClientTransport<R>,
+    transport: T,
     process: ServerProcess,
     stderr: StderrTail,
     deadline: Instant,
-) -> Result<(McpConnection, StderrTail), McpError> {
+) -> Result<(McpConnection, StderrTail), McpError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let listener = ProgressListener::default();
     let progress = listener.dispatcher.clone();
     let service = match tokio::time::timeout_at(deadline, listener.serve(transport)).await {

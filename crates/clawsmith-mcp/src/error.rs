@@ -52,6 +52,17 @@ pub enum McpError {
         /// What failed.
         message: String,
     },
+    /// A remote MCP server (`url`) could not be reached as configured: a token or secret is
+    /// missing, OAuth failed, or the HTTP client could not be built.
+    #[error("MCP server `{server}` ({url}): {message}")]
+    Remote {
+        /// The configured server name.
+        server: String,
+        /// Its URL.
+        url: String,
+        /// What is missing or failed.
+        message: String,
+    },
     /// A configured MCP server did not answer a start-up step within `startup_timeout_ms`.
     #[error(
         "MCP server `{server}` did not answer {step} within {after_ms} ms (raise \

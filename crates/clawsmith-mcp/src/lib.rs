@@ -154,6 +154,7 @@ mod config;
 mod error;
 mod http;
 mod jsonrpc;
+mod remote;
 mod server;
 mod tasks;
 mod trace;
@@ -167,13 +168,14 @@ pub use crate::client::{
 };
 pub use crate::config::{
     DEFAULT_CALL_MAX_MS, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_STARTUP_TIMEOUT_MS,
-    MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig, WorkspaceAccess,
+    MAX_SERVER_NAME_BYTES, McpConfig, McpServerConfig, OAuthSettings, WorkspaceAccess,
 };
 pub use crate::error::McpError;
 pub use crate::http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_REQUESTS, HttpOptions, HttpServer, MCP_PATH,
 };
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
+pub use crate::remote::{CREDENTIALS_DIR, FileCredentialStore};
 pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, PROGRESS_EVERY, SEARCH_TOOLS, SERVER_NAME,
     SERVER_VERSION, ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,

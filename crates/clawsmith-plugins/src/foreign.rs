@@ -278,5 +278,8 @@ fn stdio_server(
         workspace: clawsmith_mcp::WorkspaceAccess::Read,
         writable: Vec::new(),
         unconfined: false,
+        url: None,
+        bearer_token_env: None,
+        oauth: None,
     })
 }

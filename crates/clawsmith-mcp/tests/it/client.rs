@@ -12,7 +12,9 @@ use clawsmith_security::PermissionMode;
 use clawsmith_trace::{MemorySink, Tracer};
 use serde_json::json;
 
-use crate::support::{CoreSpec, TestClient, assert_outcome, connect, setup, text};
+use crate::support::{
+    CoreSpec, TestClient, assert_outcome, authorized, connect, run, setup, text, tool,
+};
 
 /// (configured capabilities, configured risk, expected effective risk)
 type RiskCase = (Option<&'static [&'static str]>, Option<Risk>, Risk);
@@ -391,36 +393,6 @@ fn tools_dropped_after_their_runtime_do_not_panic() {
     let tools = runtime.block_on(connect_fixture(None, None));
     drop(runtime);
     drop(tools);
-}
-
-fn tool(tools: &[ExtensionTool], name: &str) -> std::sync::Arc<dyn clawsmith_protocol::Tool> {
-    tools
-        .iter()
-        .find(|tool| tool.tool.name() == name)
-        .unwrap()
-        .tool
-        .clone()
-}
-
-fn authorized() -> clawsmith_protocol::ToolExecutionContext {
-    let decision = clawsmith_protocol::PermissionDecision {
-        verdict: clawsmith_protocol::Verdict::Allow,
-        reason: "test".to_owned(),
-        rule: None,
-    };
-    clawsmith_protocol::ToolExecutionContext::new("s", "t", "c")
-        .with_authorization(clawsmith_protocol::Authorization::from_decision(&decision).unwrap())
-}
-
-async fn run(
-    tool: &dyn clawsmith_protocol::Tool,
-    input: serde_json::Value,
-    context: clawsmith_protocol::ToolExecutionContext,
-) -> clawsmith_protocol::ToolExecutionResult {
-    match tool.execute(input, context).await {
-        clawsmith_protocol::ToolOutput::Result(result) => result,
-        other => panic!("a typed result, not {other:?}"),
-    }
 }
 
 #[tokio::test]

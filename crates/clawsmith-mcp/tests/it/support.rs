@@ -203,3 +203,36 @@ pub fn resident_bytes(pid: u32) -> u64 {
         .unwrap();
     kib * 1024
 }
+
+/// An execution context whose call the permission layer allowed.
+pub fn authorized() -> clawsmith_protocol::ToolExecutionContext {
+    let decision = clawsmith_protocol::PermissionDecision {
+        verdict: clawsmith_protocol::Verdict::Allow,
+        reason: "test".to_owned(),
+        rule: None,
+    };
+    clawsmith_protocol::ToolExecutionContext::new("s", "t", "c")
+        .with_authorization(clawsmith_protocol::Authorization::from_decision(&decision).unwrap())
+}
+
+/// Runs `tool` directly (past the pipeline) and returns its typed result.
+pub async fn run(
+    tool: &dyn clawsmith_protocol::Tool,
+    input: serde_json::Value,
+    context: clawsmith_protocol::ToolExecutionContext,
+) -> clawsmith_protocol::ToolExecutionResult {
+    match tool.execute(input, context).await {
+        clawsmith_protocol::ToolOutput::Result(result) => result,
+        other => panic!("a typed result, not {other:?}"),
+    }
+}
+
+/// The tool named `name` among `tools`.
+pub fn tool(tools: &[ExtensionTool], name: &str) -> Arc<dyn clawsmith_protocol::Tool> {
+    tools
+        .iter()
+        .find(|tool| tool.tool.name() == name)
+        .unwrap()
+        .tool
+        .clone()
+}

@@ -1,0 +1,536 @@
+//! Remote MCP servers over Streamable HTTP: the HTTP client, how a request is authorized (a
+//! static bearer token or OAuth 2.1), and where OAuth credentials are kept.
+//!
+//! The transport is rmcp's Streamable HTTP client over a reqwest client of this module: rustls
+//! with ring and the webpki roots (the stack the model providers use), no redirects followed
+//! (a redirect would carry the session and token to wherever the server points), and the same
+//! answer cap as a stdio server's line. OAuth is rmcp's: discovery from the server's
+//! protected-resource metadata, the token endpoint, and a silent refresh when a token expires or
+//! the server refuses it. Its HTTP requests go through [`OAuthHttp`], the same client stack with
+//! a body cap and a deadline.
+//!
+//! Credentials live in `<state dir>/mcp-credentials/<server>.json`, created 0600 in a 0700
+//! folder and replaced atomically (a new file renamed over the old one), so a crash mid-refresh
+//! leaves the old token or the new one, never half of either. The state directory is out of
+//! sight of every process clawsmith starts, so a command cannot read them, and tokens are never
+//! written to sessions, logs or traces. Without a state directory they are kept in memory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::collections::HashMap;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::auth::{
+    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialStore,
+    InMemoryCredentialStore, OAuthHttpClient, OAuthHttpClientError, OAuthHttpClientFuture,
+    OAuthHttpRedirectPolicy, OAuthHttpRequest, StoredCredentials,
+};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+
+use crate::config::{McpServerConfig, OAuthSettings};
+use crate::transport::MAX_ANSWER_LINE_BYTES;
+
+/// The folder of the state directory that holds OAuth credentials, one file per server.
+pub const CREDENTIALS_DIR: &str = "mcp-credentials";
+/// Largest answer to one OAuth request (metadata, a token): they are small documents.
+const MAX_OAUTH_BODY_BYTES: usize = 1024 * 1024;
+/// How long one OAuth request may take.
+const OAUTH_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long connecting to a remote server may take before its first byte (the call deadlines
+/// bound the rest).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The HTTP client of remote MCP servers and their OAuth requests.
+pub(crate) fn http_client(
+    redirects: reqwest_rmcp::redirect::Policy,
+) -> Result<reqwest_rmcp::Client, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("TLS configuration: {error}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    reqwest_rmcp::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(redirects)
+        .connect_timeout(CONNECT_TIMEOUT)
+        // An idle pooled connection whose previous answer was not read to the end stalls the
+        // next request; a fresh connection per request avoids it.
+        .pool_max_idle_per_host(0)
+        .build()
+        .map_err(|error| format!("HTTP client: {error}"))
+}
+
+/// The transport's settings: the server's URL and the stdio answer cap for every answer.
+fn transport_config(url: &str, bearer: Option<String>) -> StreamableHttpClientTransportConfig {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+    config.auth_header = bearer;
+    config.max_sse_event_size = MAX_ANSWER_LINE_BYTES;
+    config.max_json_response_size = MAX_ANSWER_LINE_BYTES;
+    config
+}
+
+/// The transport to a remote server, authorized as its entry says.
+pub(crate) enum RemoteTransport {
+    /// No authorization, or a static bearer token.
+    Plain(StreamableHttpClientTransport<reqwest_rmcp::Client>),
+    /// OAuth: rmcp's [`AuthClient`] adds the token and refreshes it; [`Regranting`] asks the
+    /// client credentials grant again when no refresh can replace a refused token.
+    OAuth(StreamableHttpClientTransport<Regranting>),
+}
+
+/// Builds the transport to `server` (a `url` entry): reads its bearer token's variable, or
+/// prepares OAuth (credentials from `credentials`, a client-credentials exchange when none
+/// are stored and a secret is configured). `Err` is a message naming what is missing.
+pub(crate) async fn transport(
+    server: &McpServerConfig,
+    url: &str,
+    credentials: Option<&Path>,
+) -> Result<RemoteTransport, String> {
+    let client = http_client(reqwest_rmcp::redirect::Policy::none())?;
+    if let Some(settings) = &server.oauth {
+        let (manager, grant) = authorize(server, url, settings, credentials).await?;
+        let client = Regranting {
+            inner: AuthClient::new(client, manager),
+            grant: grant.map(Arc::new),
+        };
+        let transport =
+            StreamableHttpClientTransport::with_client(client, transport_config(url, None));
+        return Ok(RemoteTransport::OAuth(transport));
+    }
+    let bearer = match &server.bearer_token_env {
+        Some(variable) => Some(
+            std::env::var(variable)
+                .ok()
+                .filter(|token| !token.is_empty())
+                .ok_or_else(|| {
+                    format!("its bearer token variable `{variable}` is not set (bearer_token_env)")
+                })?,
+        ),
+        None => None,
+    };
+    Ok(RemoteTransport::Plain(
+        StreamableHttpClientTransport::with_client(client, transport_config(url, bearer)),
+    ))
+}
+
+/// An OAuth manager for `url` holding a usable token: the stored one (refreshed by rmcp when
+/// it expires), or one from the client credentials grant when a secret is configured; with
+/// the grant's settings when there are some, for asking it again.
+async fn authorize(
+    server: &McpServerConfig,
+    url: &str,
+    settings: &OAuthSettings,
+    credentials: Option<&Path>,
+) -> Result<(AuthorizationManager, Option<ClientCredentialsConfig>), String> {
+    let mut manager = oauth_manager(url).await?;
+    match credentials {
+        Some(dir) => manager.set_credential_store(FileCredentialStore::new(dir, &server.name)),
+        None => manager.set_credential_store(InMemoryCredentialStore::new()),
+    }
+    if !settings.scopes.is_empty() {
+        manager.set_refresh_scopes(settings.scopes.iter().map(String::as_str));
+    }
+    // Reads the stored token and, when there is one, the authorization server's metadata.
+    let stored = manager
+        .initialize_from_store()
+        .await
+        .map_err(|error| format!("reading its stored OAuth credentials failed: {error}"))?;
+    let Some(config) = client_credentials(server, url, settings)? else {
+        if !stored {
+            return Err(format!(
+                "it needs OAuth authorization and no token is stored: run `clawsmith mcp login {}`",
+                server.name
+            ));
+        }
+        return Ok((manager, None));
+    };
+    let failed = |error: AuthError| format!("the OAuth client credentials grant failed: {error}");
+    if !stored {
+        let resolution = manager.resolve_metadata().await.map_err(failed)?;
+        manager.set_metadata(resolution.metadata);
+    }
+    manager
+        .validate_client_credentials_metadata(&config)
+        .map_err(failed)?;
+    // The client authenticates with its secret, for a refresh as for the grant.
+    manager
+        .configure_client_credentials(&config)
+        .map_err(failed)?;
+    if !stored {
+        manager
+            .exchange_client_credentials(&config)
+            .await
+            .map_err(failed)?;
+    }
+    Ok((manager, Some(config)))
+}
+
+/// A manager for `url` whose OAuth requests go through [`OAuthHttp`].
+pub(crate) async fn oauth_manager(url: &str) -> Result<AuthorizationManager, String> {
+    let http = OAuthHttp::new()?;
+    AuthorizationManager::new_with_oauth_http_client(url, Arc::new(http))
+        .await
+        .map_err(|error| format!("OAuth set-up failed: {error}"))
+}
+
+/// The client credentials grant's settings, when the entry names a secret.
+fn client_credentials(
+    server: &McpServerConfig,
+    url: &str,
+    settings: &OAuthSettings,
+) -> Result<Option<ClientCredentialsConfig>, String> {
+    let Some(variable) = &settings.client_secret_env else {
+        return Ok(None);
+    };
+    let client_id = settings.client_id.clone().ok_or_else(|| {
+        format!(
+            "MCP server `{}`: `oauth.client_secret_env` needs `oauth.client_id`",
+            server.name
+        )
+    })?;
+    let client_secret = std::env::var(variable)
+        .ok()
+        .filter(|secret| !secret.is_empty())
+        .ok_or_else(|| {
+            format!("its OAuth client secret variable `{variable}` is not set (client_secret_env)")
+        })?;
+    Ok(Some(ClientCredentialsConfig::ClientSecret {
+        client_id,
+        client_secret,
+        scopes: settings.scopes.clone(),
+        resource: Some(url.to_owned()),
+    }))
+}
+
+/// rmcp's [`AuthClient`] with one more recovery: when the server refuses a request's token and
+/// rmcp could not refresh it (a client credentials token usually comes without a refresh
+/// token), the grant is asked again once and the request retried with the new token.
+#[derive(Clone)]
+pub(crate) struct Regranting {
+    inner: AuthClient<reqwest_rmcp::Client>,
+    grant: Option<Arc<ClientCredentialsConfig>>,
+}
+
+type HttpError = StreamableHttpError<reqwest_rmcp::Error>;
+
+impl Regranting {
+    /// Runs `call` with `token`; on a refused token with a grant configured, asks the grant
+    /// again and runs `call` once more with the new token.
+    async fn regranting<T, F, Fut>(&self, token: Option<String>, call: F) -> Result<T, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<T, HttpError>>,
+    {
+        let refused = match call(token).await {
+            Err(StreamableHttpError::AuthRequired(challenge)) => challenge,
+            answer => return answer,
+        };
+        let Some(config) = &self.grant else {
+            return Err(StreamableHttpError::AuthRequired(refused));
+        };
+        let fresh = {
+            let manager = self.inner.auth_manager.lock().await;
+            manager.exchange_client_credentials(config).await?;
+            manager.get_access_token().await?
+        };
+        call(Some(fresh)).await
+    }
+}
+
+impl StreamableHttpClient for Regranting {
+    type Error = reqwest_rmcp::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.post_message(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.post_message_with_max_sse_event_size(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.post_message_with_response_limits(
+                uri.clone(),
+                message.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+                limits,
+            )
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.delete_session(
+                uri.clone(),
+                session_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.get_stream(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+            )
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
+        self.regranting(auth_header, |token| {
+            self.inner.get_stream_with_max_sse_event_size(
+                uri.clone(),
+                session_id.clone(),
+                last_event_id.clone(),
+                token,
+                custom_headers.clone(),
+                max_sse_event_size,
+            )
+        })
+        .await
+    }
+}
+
+/// The OAuth requests' HTTP client: each request's redirect policy, a deadline and a body cap.
+pub(crate) struct OAuthHttp {
+    follow: reqwest_rmcp::Client,
+    stop: reqwest_rmcp::Client,
+}
+
+impl OAuthHttp {
+    pub(crate) fn new() -> Result<OAuthHttp, String> {
+        Ok(OAuthHttp {
+            follow: http_client(reqwest_rmcp::redirect::Policy::limited(5))?,
+            stop: http_client(reqwest_rmcp::redirect::Policy::none())?,
+        })
+    }
+}
+
+impl OAuthHttpClient for OAuthHttp {
+    fn execute(&self, request: OAuthHttpRequest) -> OAuthHttpClientFuture<'_> {
+        Box::pin(async move {
+            let client = match request.redirect_policy {
+                OAuthHttpRedirectPolicy::Stop => &self.stop,
+                _ => &self.follow,
+            };
+            let timeout = request
+                .timeout
+                .unwrap_or(OAUTH_REQUEST_TIMEOUT)
+                .min(OAUTH_REQUEST_TIMEOUT);
+            let mut outgoing = reqwest_rmcp::Request::try_from(request.request)
+                .map_err(|error| Box::new(error) as OAuthHttpClientError)?;
+            *outgoing.timeout_mut() = Some(timeout);
+            let response = client
+                .execute(outgoing)
+                .await
+                .map_err(|error| Box::new(error) as OAuthHttpClientError)?;
+            let mut answer = http::Response::builder()
+                .status(response.status())
+                .version(response.version());
+            for (name, value) in response.headers() {
+                answer = answer.header(name, value);
+            }
+            let mut body = Vec::new();
+            let mut stream = response.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|error| Box::new(error) as OAuthHttpClientError)?;
+                if body.len() + chunk.len() > MAX_OAUTH_BODY_BYTES {
+                    return Err(format!(
+                        "an OAuth answer was over {} KiB",
+                        MAX_OAUTH_BODY_BYTES / 1024
+                    )
+                    .into());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            answer
+                .body(body)
+                .map_err(|error| Box::new(error) as OAuthHttpClientError)
+        })
+    }
+}
+
+/// One server's OAuth credentials in a file of the state directory: 0600 in a 0700 folder,
+/// replaced atomically.
+#[derive(Debug, Clone)]
+pub struct FileCredentialStore {
+    path: PathBuf,
+}
+
+impl FileCredentialStore {
+    /// The store of server `server` under `dir` (`<state dir>/mcp-credentials`).
+    pub fn new(dir: &Path, server: &str) -> FileCredentialStore {
+        FileCredentialStore {
+            path: dir.join(format!("{server}.json")),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn read(&self) -> std::io::Result<Option<StoredCredentials>> {
+        let text = match std::fs::read(&self.path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+    }
+
+    fn write(&self, credentials: &StoredCredentials) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        let dir = self
+            .path
+            .parent()
+            .ok_or_else(|| std::io::Error::other("the credentials file has no folder"))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        let json = serde_json::to_vec(credentials).map_err(std::io::Error::other)?;
+        let temporary = dir.join(format!(
+            ".{}.{}.tmp",
+            self.path
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        let written = file.write_all(&json).and_then(|()| file.sync_all());
+        if let Err(error) = written.and_then(|()| std::fs::rename(&temporary, &self.path)) {
+            let _ = std::fs::remove_file(&temporary);
+            return Err(error);
+        }
+        std::fs::File::open(dir)?.sync_all()
+    }
+}
+
+fn store_error(error: std::io::Error) -> AuthError {
+    AuthError::CredentialStoreError(error.to_string())
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for FileCredentialStore {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.read())
+            .await
+            .map_err(|error| AuthError::CredentialStoreError(error.to_string()))?
+            .map_err(store_error)
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || store.write(&credentials))
+            .await
+            .map_err(|error| AuthError::CredentialStoreError(error.to_string()))?
+            .map_err(store_error)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(store_error(error)),
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The MCP client against remote servers over Streamable HTTP: the Python MCP SDK's server
+//! behind OAuth, with the authorization server it trusts (`tests/fixtures/oauth_mcp_server.py`),
+//! both on 127.0.0.1 in a process of their own.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clawsmith_checkpoint::Store;
+use clawsmith_core::sandbox::{SandboxConfig, StateDir};
+use clawsmith_core::{AgentCore, CoreConfig, NullSink};
+use clawsmith_mcp::{CREDENTIALS_DIR, McpConfig, McpError, McpStartup, connect_servers};
+use clawsmith_protocol::{ToolCall, ToolStatus};
+use clawsmith_sandbox::SandboxPolicy;
+use clawsmith_security::{PermissionMode, PermissionPolicy};
+use clawsmith_trace::{MemorySink, Tracer};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::{authorized, run, tool};
+
+/// The client secret the fixture's authorization server expects: the value of a variable the
+/// test process has (`cargo test` sets it), named to the client by `client_secret_env`.
+const SECRET_VARIABLE: &str = "CARGO_PKG_VERSION";
+/// The static bearer token the fixture's MCP server accepts, likewise from a variable.
+const TOKEN_VARIABLE: &str = "CARGO_PKG_NAME";
+
+/// A Python with the MCP SDK: `$CLAWSMITH_TEST_MCP_PYTHON`, else the virtual environment
+/// `.ci/run` makes (`target/mcp-python`), else `python3` if it imports `mcp`.
+fn python_with_mcp_sdk() -> Option<PathBuf> {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-python/bin/python");
+    let candidates = std::env::var_os("CLAWSMITH_TEST_MCP_PYTHON")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([venv, "python3".into()]);
+    candidates.into_iter().find(|python| {
+        #[allow(clippy::disallowed_methods)] // The probe runs a Python of the test host.
+        Command::new(python)
+            .args(["-c", "import mcp.server.mcpserver, uvicorn"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+    })
+}
+
+/// The fixture's two servers, killed on drop.
+struct Remote {
+    child: Child,
+    mcp_url: String,
+    _dir: TempDir,
+}
+
+impl Remote {
+    /// Starts the fixture (`None` when no Python has the SDK and this is not CI): tokens
+    /// expire after `expires_in` seconds, with refresh tokens when `refresh`.
+    fn start(expires_in: u32, refresh: bool) -> Option<Remote> {
+        let Some(python) = python_with_mcp_sdk() else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must install the Python MCP SDK (.ci/run makes target/mcp-python)"
+            );
+            eprintln!(
+                "SKIP: no Python with the MCP SDK (run .ci/run's set-up, or set CLAWSMITH_TEST_MCP_PYTHON)"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("ports");
+        let stderr = dir.path().join("stderr");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth_mcp_server.py");
+        #[allow(clippy::disallowed_methods)] // The fixture is a peer server, not a tool process.
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg(&port_file)
+            .arg(expires_in.to_string())
+            .arg(if refresh { "refresh" } else { "no-refresh" })
+            .arg(std::env::var(SECRET_VARIABLE).unwrap())
+            .arg(std::env::var(TOKEN_VARIABLE).unwrap())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let ports = loop {
+            if let Ok(ports) = std::fs::read_to_string(&port_file) {
+                break ports;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                let said = std::fs::read_to_string(&stderr).unwrap_or_default();
+                panic!("the OAuth fixture exited ({status}): {said}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the OAuth fixture did not start"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        };
+        let mcp_url = ports.split_whitespace().next().unwrap().to_owned();
+        Some(Remote {
+            child,
+            mcp_url,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The host's sandbox configuration with `state` as the state directory (or none).
+fn sandbox(state: Option<&Path>) -> SandboxConfig {
+    let workspace = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-remote-workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let state = state.map_or(StateDir::NotKept, |dir| StateDir::At(dir.to_path_buf()));
+    SandboxConfig::new(workspace, state)
+}
+
+/// Connects to the one server `[[mcp_servers]]` entry `entry` describes.
+async fn connect(entry: &str, state: Option<&Path>) -> McpStartup {
+    let config = McpConfig::from_toml_str(&format!("[[mcp_servers]]\n{entry}")).unwrap();
+    connect_servers(&config, &sandbox(state)).await
+}
+
+/// An entry for the fixture's MCP server with OAuth client credentials.
+fn oauth_entry(remote: &Remote, client_id: &str) -> String {
+    format!(
+        "name = \"remote\"\nurl = {:?}\n[mcp_servers.oauth]\nclient_id = {client_id:?}\nclient_secret_env = {SECRET_VARIABLE:?}\n",
+        remote.mcp_url
+    )
+}
+
+/// What the fixture's token endpoint has seen, asked through its `grants` tool directly (not
+/// through a session, whose record must not hold the tokens it lists).
+async fn grants(startup: &McpStartup) -> Value {
+    let grants = tool(&startup.tools, "mcp__remote__grants");
+    let result = run(grants.as_ref(), json!({}), authorized()).await;
+    assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
+    serde_json::from_str(&result.content).unwrap()
+}
+
+async fn echo(startup: &McpStartup, text: &str) -> clawsmith_protocol::ToolExecutionResult {
+    let echo = tool(&startup.tools, "mcp__remote__echo");
+    run(echo.as_ref(), json!({ "text": text }), authorized()).await
+}
+
+fn only_problem(startup: &McpStartup) -> String {
+    assert!(startup.tools.is_empty(), "{:?}", startup.tools.len());
+    assert_eq!(startup.problems.len(), 1, "{:?}", startup.problems);
+    startup.problems[0].to_string()
+}
+
+#[tokio::test]
+async fn a_static_bearer_token_from_a_variable_reaches_a_remote_server() {
+    let Some(remote) = Remote::start(3600, false) else {
+        return;
+    };
+    let entry = format!(
+        "name = \"remote\"\nurl = {:?}\nbearer_token_env = {TOKEN_VARIABLE:?}\n",
+        remote.mcp_url
+    );
+    let startup = connect(&entry, None).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let mut names: Vec<&str> = startup.tools.iter().map(|tool| tool.tool.name()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["mcp__remote__echo", "mcp__remote__grants"]);
+    assert!(startup.tools.iter().all(|tool| tool.source == "mcp:remote"));
+    let result = echo(&startup, "over http").await;
+    assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
+    assert_eq!(result.content, "over http");
+    let seen = grants(&startup).await;
+    assert_eq!(
+        seen["lastAuthorization"],
+        format!("Bearer {}", std::env::var(TOKEN_VARIABLE).unwrap())
+    );
+    assert_eq!(seen["grants"]["client_credentials"], 0, "{seen}");
+
+    // (entry, what the problem names)
+    let refused = [
+        (
+            format!(
+                "name = \"remote\"\nurl = {:?}\nbearer_token_env = \"CLAWSMITH_TEST_NO_SUCH_TOKEN\"\n",
+                remote.mcp_url
+            ),
+            "`CLAWSMITH_TEST_NO_SUCH_TOKEN` is not set",
+        ),
+        (
+            format!("name = \"remote\"\nurl = {:?}\n", remote.mcp_url),
+            "remote",
+        ),
+    ];
+    for (entry, named) in &refused {
+        let (entry, named) = (entry.as_str(), *named);
+        let startup = connect(entry, None).await;
+        let problem = only_problem(&startup);
+        assert!(problem.contains(named), "{problem}");
+    }
+    let missing = connect(&refused[0].0, None).await;
+    assert!(
+        matches!(&missing.problems[..], [McpError::Remote { server, .. }] if server == "remote"),
+        "{:?}",
+        missing.problems
+    );
+}
+
+#[tokio::test]
+async fn client_credentials_are_stored_0600_reused_and_asked_again_when_they_expire() {
+    let Some(remote) = Remote::start(2, false) else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let startup = connect(&oauth_entry(&remote, "clawsmith"), Some(state.path())).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let first = echo(&startup, "first").await;
+    assert_eq!(first.status(), ToolStatus::Success, "{first:?}");
+
+    let dir = state.path().join(CREDENTIALS_DIR);
+    let file = dir.join("remote.json");
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&file), 0o600);
+    let seen = grants(&startup).await;
+    assert_eq!(seen["grants"]["client_credentials"], 1, "{seen}");
+    let issued = seen["issued"][0].as_str().unwrap().to_owned();
+    assert!(
+        std::fs::read_to_string(&file).unwrap().contains(&issued),
+        "the stored credentials hold the issued token"
+    );
+
+    // Past its expiry the token is neither sent nor refreshable (no refresh token): the grant
+    // is asked again and the call goes through.
+    tokio::time::sleep(Duration::from_millis(2_600)).await;
+    let after = echo(&startup, "after expiry").await;
+    assert_eq!(after.status(), ToolStatus::Success, "{after:?}");
+    assert_eq!(after.content, "after expiry");
+    let seen = grants(&startup).await;
+    assert_eq!(seen["grants"]["client_credentials"], 2, "{seen}");
+    assert_eq!(seen["grants"]["refused"], 0, "{seen}");
+    let newest = seen["issued"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains(newest.as_str().unwrap()),
+        "the stored credentials hold the newest token"
+    );
+    // Nothing but the credentials file is left in the folder (no temporary files).
+    let entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert_eq!(entries, ["remote.json"]);
+}
+
+#[tokio::test]
+async fn an_expired_token_is_refreshed_silently_with_its_refresh_token() {
+    let Some(remote) = Remote::start(2, true) else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let startup = connect(&oauth_entry(&remote, "clawsmith"), Some(state.path())).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    for round in 0..2 {
+        let text = format!("round {round}");
+        let result = echo(&startup, &text).await;
+        assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
+        assert_eq!(result.content, text);
+        tokio::time::sleep(Duration::from_millis(2_600)).await;
+    }
+    let seen = grants(&startup).await;
+    assert_eq!(seen["grants"]["client_credentials"], 1, "{seen}");
+    assert!(
+        seen["grants"]["refresh_token"].as_u64().unwrap() >= 2,
+        "{seen}"
+    );
+    assert_eq!(seen["grants"]["refused"], 0, "{seen}");
+}
+
+#[tokio::test]
+async fn a_stored_token_is_used_by_the_next_start_and_oauth_failures_are_named() {
+    let Some(remote) = Remote::start(3600, false) else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let first = connect(&oauth_entry(&remote, "clawsmith"), Some(state.path())).await;
+    assert!(first.problems.is_empty(), "{:?}", first.problems);
+    drop(first);
+    let second = connect(&oauth_entry(&remote, "clawsmith"), Some(state.path())).await;
+    assert!(second.problems.is_empty(), "{:?}", second.problems);
+    let seen = grants(&second).await;
+    assert_eq!(seen["grants"]["client_credentials"], 1, "{seen}");
+
+    // Without a state directory the token lives in memory: every start asks again.
+    let unkept = connect(&oauth_entry(&remote, "clawsmith"), None).await;
+    assert!(unkept.problems.is_empty(), "{:?}", unkept.problems);
+    assert_eq!(
+        grants(&unkept).await["grants"]["client_credentials"],
+        2,
+        "no file is written without a state directory"
+    );
+
+    let empty = tempfile::tempdir().unwrap();
+    // (entry, what the problem says)
+    let failures = [
+        (
+            oauth_entry(&remote, "somebody-else"),
+            "the OAuth client credentials grant failed",
+        ),
+        (
+            format!(
+                "name = \"remote\"\nurl = {:?}\n[mcp_servers.oauth]\nclient_id = \"clawsmith\"\n",
+                remote.mcp_url
+            ),
+            "no token is stored",
+        ),
+        (
+            format!(
+                "name = \"remote\"\nurl = {:?}\n[mcp_servers.oauth]\nclient_id = \"clawsmith\"\nclient_secret_env = \"CLAWSMITH_TEST_NO_SUCH_SECRET\"\n",
+                remote.mcp_url
+            ),
+            "`CLAWSMITH_TEST_NO_SUCH_SECRET` is not set",
+        ),
+    ];
+    for (entry, says) in failures {
+        let startup = connect(&entry, Some(empty.path())).await;
+        let problem = only_problem(&startup);
+        assert!(problem.contains(says), "{problem}");
+        assert!(problem.contains("MCP server `remote`"), "{problem}");
+    }
+    assert!(
+        !empty
+            .path()
+            .join(CREDENTIALS_DIR)
+            .join("remote.json")
+            .exists(),
+        "a failed authorization stores nothing"
+    );
+}
+
+#[tokio::test]
+async fn tokens_never_reach_the_session_record_or_the_trace() {
+    let Some(remote) = Remote::start(3600, true) else {
+        return;
+    };
+    let state = tempfile::tempdir().unwrap();
+    let startup = connect(&oauth_entry(&remote, "clawsmith"), Some(state.path())).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let seen = grants(&startup).await;
+    let tokens: Vec<String> = seen["issued"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|token| token.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tokens.len(), 1, "{seen}");
+
+    let workspace = tempfile::tempdir().unwrap();
+    let db = workspace.path().join("sessions.db");
+    let sink = Arc::new(MemorySink::default());
+    let mut config = CoreConfig::new(workspace.path(), Arc::new(Store::open(&db).unwrap()));
+    config.policy = PermissionPolicy::new(PermissionMode::Full);
+    config.sandbox.policy = SandboxPolicy::BestEffort;
+    config.extension_tools = startup.tools;
+    config.tracer = Tracer::new(sink.clone());
+    let core = AgentCore::new(config).unwrap();
+    let session = core.open_session(None).unwrap();
+    let call = |id: &str, name: &str, arguments: Value| ToolCall {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        arguments: arguments.to_string(),
+    };
+    let search = call("s1", "search_tools", json!({"query": "echo"}));
+    session.run_turn(vec![search], &NullSink).await.unwrap();
+    session.model_request(&NullSink).unwrap();
+    let outcome = session
+        .run_turn(
+            vec![call("e1", "mcp__remote__echo", json!({"text": "recorded"}))],
+            &NullSink,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.results[0].1.status(), ToolStatus::Success);
+    assert_eq!(outcome.results[0].1.content, "recorded");
+    drop(session);
+    drop(core);
+
+    let mut recorded = Vec::new();
+    for entry in std::fs::read_dir(workspace.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() && path.to_string_lossy().contains("sessions.db") {
+            recorded.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let recorded = String::from_utf8_lossy(&recorded);
+    assert!(recorded.contains("recorded"), "the call is in the record");
+    let traced = format!("{:?}", sink.spans());
+    assert!(traced.contains("mcp__remote__echo"), "the call is traced");
+    for token in &tokens {
+        assert!(
+            !recorded.contains(token.as_str()),
+            "a token in the sessions"
+        );
+        assert!(!traced.contains(token.as_str()), "a token in the trace");
+    }
+}
