@@ -168,6 +168,19 @@ enum Command {
         #[command(flatten)]
         http: run::McpHttpOptions,
     },
+    /// Authorize clawsmith at a remote MCP server of `clawsmith.toml` that uses OAuth: prints a
+    /// URL to open in a browser, waits for the redirect on 127.0.0.1 and stores the tokens
+    /// (0600, in the state directory) for the next start to use and refresh.
+    McpLogin {
+        /// The server's `name` in `[[mcp_servers]]`.
+        server: String,
+        /// The configuration file (default: `clawsmith.toml` in the state directory).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// How long to wait for the browser to come back, in seconds.
+        #[arg(long, value_name = "SECONDS", default_value_t = clawsmith_mcp::LOGIN_TIMEOUT.as_secs())]
+        timeout: u64,
+    },
     /// The policy of `clawsmith.toml`: `policy check` explains a decision without running it.
     Policy {
         #[command(subcommand)]
@@ -496,6 +509,17 @@ fn run(cli: Cli) -> Result<i32> {
             })
         }
         Command::Mcp { core, http } => run::mcp(&state_dir()?, &core, &http),
+        Command::McpLogin {
+            server,
+            config,
+            timeout,
+        } => run::mcp_login(
+            &state_dir()?.dir,
+            &server,
+            config.as_deref(),
+            std::time::Duration::from_secs(timeout),
+            &out,
+        ),
         Command::Turn { core, turn } => run::turn(&state_dir()?, &core, &turn, &out),
         Command::Run { args } => agent::run(&state_dir()?, &args, &out),
         Command::Policy { command } => policy::run(&state_dir()?, command, &out),

@@ -832,6 +832,72 @@ pub const MCP_TOKEN_VAR: &str = "CLAWSMITH_MCP_TOKEN";
 
 /// `mcp`: the frozen table over the Model Context Protocol on stdio (or HTTP), one long-lived
 /// session.
+/// `clawsmith mcp-login SERVER`: the OAuth authorization code flow for the remote server
+/// `server` of the configuration, its tokens stored where the MCP client reads them.
+pub fn mcp_login(
+    state_dir: &Path,
+    server: &str,
+    config: Option<&Path>,
+    timeout: std::time::Duration,
+    out: &Output,
+) -> Result<i32> {
+    state::prepare_state_dir(state_dir)?;
+    let config_file = config_file(state_dir, config)?;
+    let mcp = mcp_config(config_file.as_deref())?.unwrap_or_default();
+    let Some(entry) = mcp.mcp_servers.iter().find(|entry| entry.name == server) else {
+        let known: Vec<&str> = mcp
+            .mcp_servers
+            .iter()
+            .map(|entry| entry.name.as_str())
+            .collect();
+        bail!(
+            "no MCP server named `{server}` in {} (servers: {})",
+            config_file.as_deref().map_or_else(
+                || "the configuration (there is no clawsmith.toml)".to_owned(),
+                |path| path.display().to_string()
+            ),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        );
+    };
+    let credentials =
+        state::canonical_even_if_missing(state_dir)?.join(clawsmith_mcp::CREDENTIALS_DIR);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(clawsmith_mcp::login(
+        entry,
+        &credentials,
+        |url| {
+            crate::output::notice(
+                crate::output::Level::Help,
+                format!(
+                    "open this URL in a browser to authorize clawsmith at `{server}` (waiting {} s for the redirect to 127.0.0.1):\n\n  {url}\n",
+                    timeout.as_secs()
+                ),
+            );
+        },
+        timeout,
+    ))?;
+    let file = clawsmith_mcp::FileCredentialStore::new(&credentials, server);
+    if out.json {
+        out.json_line(&serde_json::json!({
+            "server": server,
+            "credentials": file.path(),
+        }))?;
+    } else {
+        out.line(&format!(
+            "authorized: the tokens for `{server}` are in {}",
+            file.path().display()
+        ))?;
+    }
+    Ok(crate::exit::OK)
+}
+
 pub fn mcp(
     state_options: &StateOptions,
     options: &CoreOptions,

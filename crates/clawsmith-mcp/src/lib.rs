@@ -12,17 +12,20 @@
 //!   (`tasks/get`, `tasks/cancel`; the `tasks` module). A call whose request carries a
 //!   `progressToken` reports `notifications/progress` every [`PROGRESS_EVERY`] while it runs.
 //! - **Client.** [`connect_servers`] starts the external MCP servers listed in `clawsmith.toml`
-//!   ([`McpConfig`]) and turns each of their tools into a *deferred* extension tool
-//!   `mcp__<server>__<tool>` ([`McpTool`]) that the core finds through `search_tools`; what went
-//!   wrong comes back in [`McpStartup`] for the front end to print.
+//!   ([`McpConfig`]), or connects to remote ones over Streamable HTTP (an entry with a `url`),
+//!   and turns each of their tools into a *deferred* extension tool `mcp__<server>__<tool>`
+//!   ([`McpTool`]) that the core finds through `search_tools`; what went wrong comes back in
+//!   [`McpStartup`] for the front end to print. [`login`] authorizes clawsmith at a remote
+//!   server with OAuth (the authorization code flow with PKCE); the tokens are kept by
+//!   [`FileCredentialStore`].
 //!
 //! ## Main types
 //! - [`ClawsmithServer`]: the rmcp `ServerHandler` over one core and one session;
 //!   [`ServerOptions`] (session to continue, approver, event sink).
 //! - [`ElicitingApprover`]: the core's `Approver` that asks the person behind the MCP client.
 //! - [`McpConfig`] / [`McpServerConfig`]: the `[[mcp_servers]]` tables.
-//! - [`McpTool`] and [`McpConnection`]: one remote tool, and the live connection (child process)
-//!   its tools share.
+//! - [`McpTool`] and [`McpConnection`]: one remote tool, and the live connection (child process
+//!   or HTTP session) its tools share.
 //! - [`McpStartup`]: the tools that loaded and one [`McpError`] per server or tool left out.
 //! - [`McpError`]: the plumbing broke. Tool failures are results, never `Err`.
 //!
@@ -134,6 +137,15 @@
 //! - **Status prefixes.** A successful answer whose text would read as a clawsmith status
 //!   (`Error: `, `Denied: `, …, per `infer_status_from_content`) is prefixed with
 //!   `[MCP server `x` answered]`, so it cannot pass for a failure clawsmith reported.
+//! - **Remote servers** (the `remote` module). rmcp's Streamable HTTP client over reqwest with
+//!   rustls (ring, the webpki roots): https, or http to a loopback address; no redirects
+//!   followed (they would carry the token elsewhere); the answer caps of a stdio line. A static
+//!   bearer token comes from the variable the entry names. OAuth is rmcp's: discovery from the
+//!   server's RFC 9728 metadata, the RFC 8707 resource on every token request, a refresh before
+//!   a token expires or when the server refuses it; a client credentials token that cannot be
+//!   refreshed is asked for again. Credentials live in `<state dir>/mcp-credentials/<server>.json`
+//!   ([`CREDENTIALS_DIR`]), 0600 in a 0700 folder, replaced atomically (a crash mid-refresh
+//!   leaves the old token or the new one); tokens never enter tool results, sessions or traces.
 //! - **Reported and left out.** A server that cannot be spawned, fails its handshake, times out
 //!   or whose listing fails is one entry of [`McpStartup::problems`]; the other servers load.
 //!   Servers start together, so start-up waits for the slowest, not the sum of their timeouts.
@@ -144,9 +156,9 @@
 //! of the sandbox configuration the host passes to [`connect_servers`] (through
 //! `clawsmith-sandbox`), loosened only by its own entry; a server configured `unconfined = true`
 //! is the one process this crate starts itself, with `tokio::process`, as other MCP hosts
-//! start them. It does not speak HTTP transports,
-//! resources, prompts or MRTR, and does not reconnect to a server that died (its tools then
-//! answer `tool_failed`).
+//! start them. It does not read resources or prompts, does not speak MRTR or the legacy
+//! HTTP+SSE transport, does not open a browser for [`login`] (the front end shows the URL), and
+//! does not reconnect to a server that died (its tools then answer `tool_failed`).
 
 mod approval;
 mod client;
@@ -175,7 +187,7 @@ pub use crate::http::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_REQUESTS, HttpOptions, HttpServer, MCP_PATH,
 };
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
-pub use crate::remote::{CREDENTIALS_DIR, FileCredentialStore};
+pub use crate::remote::{CREDENTIALS_DIR, FileCredentialStore, LOGIN_TIMEOUT, login};
 pub use crate::server::{
     APPROVAL_INPUT, ClawsmithServer, LEASE_IDLE, PROGRESS_EVERY, SEARCH_TOOLS, SERVER_NAME,
     SERVER_VERSION, ServerOptions, serve, serve_io, serve_stdio, stdio_runtime,

@@ -27,9 +27,10 @@ use http::{HeaderName, HeaderValue};
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialStore,
-    InMemoryCredentialStore, OAuthHttpClient, OAuthHttpClientError, OAuthHttpClientFuture,
-    OAuthHttpRedirectPolicy, OAuthHttpRequest, StoredCredentials,
+    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession,
+    ClientCredentialsConfig, CredentialStore, InMemoryCredentialStore, OAuthHttpClient,
+    OAuthHttpClientError, OAuthHttpClientFuture, OAuthHttpRedirectPolicy, OAuthHttpRequest,
+    StoredCredentials,
 };
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
@@ -38,6 +39,7 @@ use rmcp::transport::streamable_http_client::{
 use sse_stream::Sse;
 
 use crate::config::{McpServerConfig, OAuthSettings};
+use crate::error::McpError;
 use crate::transport::MAX_ANSWER_LINE_BYTES;
 
 /// The folder of the state directory that holds OAuth credentials, one file per server.
@@ -152,7 +154,7 @@ async fn authorize(
     let Some(config) = client_credentials(server, url, settings)? else {
         if !stored {
             return Err(format!(
-                "it needs OAuth authorization and no token is stored: run `clawsmith mcp login {}`",
+                "it needs OAuth authorization and no token is stored: run `clawsmith mcp-login {}`",
                 server.name
             ));
         }
@@ -177,6 +179,156 @@ async fn authorize(
             .map_err(failed)?;
     }
     Ok((manager, Some(config)))
+}
+
+/// How long [`login`] waits for the browser to come back by default.
+pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
+/// Largest request the login's redirect listener reads.
+const MAX_CALLBACK_BYTES: usize = 16 * 1024;
+
+/// Authorizes clawsmith at the remote server `server` (an entry with `url` and an `oauth`
+/// table without a client secret) with the authorization code flow and PKCE: discovers the
+/// authorization server, registers clawsmith there unless the entry names a client id
+/// (dynamic client registration), listens on 127.0.0.1 for the redirect, hands the
+/// authorization URL to `show` for the person to open, and stores the tokens it gets in
+/// `credentials_dir` (`<state dir>/mcp-credentials`), where [`crate::connect_servers`] uses
+/// and refreshes them. Gives up after `timeout` without a redirect.
+pub async fn login(
+    server: &McpServerConfig,
+    credentials_dir: &Path,
+    show: impl FnOnce(&str),
+    timeout: Duration,
+) -> Result<(), McpError> {
+    let url = server
+        .url
+        .as_deref()
+        .ok_or_else(|| McpError::InvalidConfig {
+            path: None,
+            message: format!(
+                "MCP server `{}` is not a remote server (it has no `url`): there is nothing to log in to",
+                server.name
+            ),
+        })?;
+    let failed = |message: String| McpError::Remote {
+        server: server.name.clone(),
+        url: url.to_owned(),
+        message,
+    };
+    let Some(settings) = &server.oauth else {
+        return Err(failed(
+            "it has no `[mcp_servers.oauth]` table: it is not authorized with OAuth".to_owned(),
+        ));
+    };
+    if settings.client_secret_env.is_some() {
+        return Err(failed(
+            "it authorizes with the client credentials grant (`client_secret_env`), \
+             which needs no login"
+                .to_owned(),
+        ));
+    }
+    let oauth = |step: &str, error: AuthError| failed(format!("OAuth login, {step}: {error}"));
+    let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .map_err(|error| failed(format!("listening for the redirect on 127.0.0.1: {error}")))?;
+    let port = listener
+        .local_addr()
+        .map_err(|error| failed(format!("listening for the redirect: {error}")))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let mut manager = oauth_manager(url).await.map_err(failed)?;
+    manager.set_credential_store(FileCredentialStore::new(credentials_dir, &server.name));
+    let resolution = manager
+        .resolve_metadata()
+        .await
+        .map_err(|error| oauth("discovery", error))?;
+    manager.set_metadata(resolution.metadata);
+    let mut request = AuthorizationRequest::new(&redirect_uri).with_client_name("clawsmith");
+    if !settings.scopes.is_empty() {
+        request = request.with_scopes(settings.scopes.iter().map(String::as_str));
+    }
+    if let Some(client_id) = &settings.client_id {
+        request = request.with_preregistered_client(client_id);
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, error)| oauth("registration", error))?;
+    show(session.get_authorization_url());
+    let callback = tokio::time::timeout(timeout, redirect(&listener, port))
+        .await
+        .map_err(|_| {
+            failed(format!(
+                "no redirect came back within {} s; run the login again",
+                timeout.as_secs()
+            ))
+        })?
+        .map_err(failed)?;
+    session
+        .handle_callback_url(&callback)
+        .await
+        .map_err(|error| oauth("token exchange", error))?;
+    Ok(())
+}
+
+/// Waits for the browser's redirect to `/callback` on `listener` and answers it with a page
+/// saying so; other requests (a favicon) get 404. The callback's full URL, or why the
+/// authorization server sent the person back without a code.
+async fn redirect(listener: &tokio::net::TcpListener, port: u16) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(|error| format!("accepting the redirect: {error}"))?;
+        let mut request = Vec::new();
+        let mut buffer = [0_u8; 2048];
+        while !request.windows(4).any(|end| end == b"\r\n\r\n") {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(read) => request.extend_from_slice(&buffer[..read]),
+            }
+            if request.len() > MAX_CALLBACK_BYTES {
+                break;
+            }
+        }
+        let line = String::from_utf8_lossy(&request);
+        let target = line
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("GET "))
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_default()
+            .to_owned();
+        if !target.starts_with("/callback?") {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let callback = format!("http://127.0.0.1:{port}{target}");
+        let refused = reqwest_rmcp::Url::parse(&callback).ok().and_then(|url| {
+            let pairs: HashMap<_, _> = url.query_pairs().into_owned().collect();
+            let error = pairs.get("error")?;
+            Some(match pairs.get("error_description") {
+                Some(description) => format!("{error} ({description})"),
+                None => error.clone(),
+            })
+        });
+        let page = match &refused {
+            Some(_) => "clawsmith: the authorization was refused. You can close this tab.",
+            None => "clawsmith: authorized. You can close this tab.",
+        };
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+        return match refused {
+            Some(error) => Err(format!("the authorization server refused: {error}")),
+            None => Ok(callback),
+        };
+    }
 }
 
 /// A manager for `url` whose OAuth requests go through [`OAuthHttp`].

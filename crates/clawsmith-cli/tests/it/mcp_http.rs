@@ -709,3 +709,166 @@ fn a_call_with_a_progress_token_reports_progress_until_its_result() {
         "{last}"
     );
 }
+
+/// The port and path-and-query of an `http://127.0.0.1:PORT/...` URL.
+fn loopback(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    let slash = rest.find('/').unwrap();
+    (rest[..slash].parse().unwrap(), rest[slash..].to_owned())
+}
+
+/// `clawsmith mcp-login`, against the Python SDK's MCP server behind a scripted OAuth
+/// authorization server on 127.0.0.1: before it, `call` reports the server needs it; the URL
+/// it prints, opened and approved (the test is the browser), leaves tokens where the next
+/// `call` finds them, and the remote tool answers.
+#[test]
+fn mcp_login_authorizes_a_remote_server_for_the_next_calls() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(python) = python_with_mcp_sdk() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the Python MCP SDK (.ci/run makes target/mcp-python)"
+        );
+        eprintln!("SKIP: no Python with the MCP SDK");
+        return;
+    };
+    let f = Fixture::new();
+    let ports = f.dir.path().join("ports");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../clawsmith-mcp/tests/fixtures/oauth_mcp_server.py");
+    let server = Command::new(python)
+        .arg(script)
+        .arg(&ports)
+        .args(["3600", "refresh", "client-secret", "static-token"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = KillOnDrop(server);
+    let started = std::time::Instant::now();
+    let mcp_url = loop {
+        if let Ok(line) = std::fs::read_to_string(&ports) {
+            break line.split_whitespace().next().unwrap().to_owned();
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    };
+    std::fs::create_dir(f.state()).unwrap();
+    let config = f.state().join("clawsmith.toml");
+    std::fs::write(
+        &config,
+        format!("[[mcp_servers]]\nname = \"remote\"\nurl = {mcp_url:?}\n[mcp_servers.oauth]\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    let search = r#"{"query":"echo"}"#;
+    let before = f.try_call(&["--session", "d"], "search_tools", search);
+    assert!(
+        before
+            .stderr
+            .contains("no token is stored: run `clawsmith mcp-login remote`"),
+        "{}",
+        before.stderr
+    );
+    let unknown = f.run(&["mcp-login", "elsewhere"], "");
+    assert_ne!(unknown.code, 0);
+    assert!(
+        unknown
+            .stderr
+            .contains("no MCP server named `elsewhere` in"),
+        "{}",
+        unknown.stderr
+    );
+    assert!(
+        unknown.stderr.contains("(servers: remote)"),
+        "{}",
+        unknown.stderr
+    );
+
+    let mut login = Command::new(env!("CARGO_BIN_EXE_clawsmith"))
+        .arg("--state-dir")
+        .arg(f.state())
+        .args(["mcp-login", "remote", "--timeout", "60"])
+        .env_remove("CLAWSMITH_STATE_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(login.stderr.take().unwrap());
+    let authorize = loop {
+        let mut line = String::new();
+        assert_ne!(stderr.read_line(&mut line).unwrap(), 0, "no URL printed");
+        if let Some(url) = line.trim().strip_prefix("http://") {
+            break format!("http://{url}");
+        }
+    };
+    let (port, target) = loopback(&authorize);
+    let (port, target) = loopback(&redirected_to(port, &target));
+    let back = http(port, "GET", &target, &[], b"");
+    assert_eq!(back.status, 200);
+    assert!(back.body.contains("authorized"), "{}", back.body);
+    let output = login.wait_with_output().unwrap();
+    let mut said = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+    assert!(output.status.success(), "{said}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("authorized: the tokens for `remote` are in"),
+        "{stdout}"
+    );
+    let stored = f.state().join("mcp-credentials/remote.json");
+    assert_eq!(
+        std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    let found = f.try_call(&["--session", "d"], "search_tools", search);
+    assert!(
+        found.stdout.contains("mcp__remote__echo"),
+        "{}{}",
+        found.stdout,
+        found.stderr
+    );
+    let echoed = f.call(
+        &["--session", "d", "--yes"],
+        "mcp__remote__echo",
+        r#"{"text":"hello, remote"}"#,
+    );
+    assert_eq!(echoed["status"], "success", "{echoed}");
+    assert_eq!(echoed["content"], "hello, remote", "{echoed}");
+}
+
+/// Where `GET target` on 127.0.0.1:`port` redirects to: its `Location`, case kept (the
+/// `state` it carries is compared exactly).
+fn redirected_to(port: u16, target: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 302"), "{answer}");
+    answer
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("location")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap()
+}
+
+/// Kills the child process on drop.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

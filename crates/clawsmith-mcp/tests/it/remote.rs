@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use clawsmith_checkpoint::Store;
 use clawsmith_core::sandbox::{SandboxConfig, StateDir};
 use clawsmith_core::{AgentCore, CoreConfig, NullSink};
-use clawsmith_mcp::{CREDENTIALS_DIR, McpConfig, McpError, McpStartup, connect_servers};
+use clawsmith_mcp::{
+    CREDENTIALS_DIR, McpConfig, McpError, McpServerConfig, McpStartup, connect_servers, login,
+};
 use clawsmith_protocol::{ToolCall, ToolStatus};
 use clawsmith_sandbox::SandboxPolicy;
 use clawsmith_security::{PermissionMode, PermissionPolicy};
@@ -124,9 +126,19 @@ fn sandbox(state: Option<&Path>) -> SandboxConfig {
     SandboxConfig::new(workspace, state)
 }
 
+/// The server `[[mcp_servers]]` entry `entry` describes.
+fn server(entry: &str) -> McpServerConfig {
+    McpConfig::from_toml_str(&format!("[[mcp_servers]]\n{entry}"))
+        .unwrap()
+        .mcp_servers
+        .remove(0)
+}
+
 /// Connects to the one server `[[mcp_servers]]` entry `entry` describes.
 async fn connect(entry: &str, state: Option<&Path>) -> McpStartup {
-    let config = McpConfig::from_toml_str(&format!("[[mcp_servers]]\n{entry}")).unwrap();
+    let config = McpConfig {
+        mcp_servers: vec![server(entry)],
+    };
     connect_servers(&config, &sandbox(state)).await
 }
 
@@ -408,5 +420,164 @@ async fn tokens_never_reach_the_session_record_or_the_trace() {
             "a token in the sessions"
         );
         assert!(!traced.contains(token.as_str()), "a token in the trace");
+    }
+}
+
+/// One HTTP/1.1 GET of `url` (`http://127.0.0.1:PORT/...`): the status code and the
+/// `Location` header.
+fn get(url: &str) -> (u16, Option<String>) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (authority, target) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(authority).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer.split(' ').nth(1).unwrap().parse().unwrap();
+    let location = answer.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("location")
+            .then(|| value.trim().to_owned())
+    });
+    (status, location)
+}
+
+/// The person's browser, approving at once: opens the authorization URL and follows its
+/// redirect back to clawsmith's loopback listener. The listener's status code.
+fn browse(authorization_url: &str) -> std::thread::JoinHandle<u16> {
+    let url = authorization_url.to_owned();
+    std::thread::spawn(move || {
+        let (status, location) = get(&url);
+        assert_eq!(status, 302, "the authorization server redirects back");
+        get(&location.unwrap()).0
+    })
+}
+
+/// An entry for the fixture's MCP server authorized by a login (no client secret).
+fn login_entry(remote: &Remote, oauth: &str) -> String {
+    format!(
+        "name = \"remote\"\nurl = {:?}\n[mcp_servers.oauth]\n{oauth}",
+        remote.mcp_url
+    )
+}
+
+#[tokio::test]
+async fn a_login_stores_tokens_that_the_next_start_uses_and_refreshes() {
+    let Some(remote) = Remote::start(2, true) else {
+        return;
+    };
+    // (oauth table, registrations the login makes): dynamic registration, then a client
+    // registered beforehand.
+    let cases = [("", 1), ("client_id = \"clawsmith-public\"\n", 0)];
+    let mut registered = 0;
+    let mut codes = 0;
+    for (oauth, registers) in cases {
+        let state = tempfile::tempdir().unwrap();
+        let entry = login_entry(&remote, oauth);
+        let before = connect(&entry, Some(state.path())).await;
+        let problem = only_problem(&before);
+        assert!(
+            problem.contains("run `clawsmith mcp-login remote`"),
+            "{problem}"
+        );
+
+        let dir = state.path().join(CREDENTIALS_DIR);
+        let mut browser = None;
+        login(
+            &server(&entry),
+            &dir,
+            |url| browser = Some(browse(url)),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+        assert_eq!(browser.unwrap().join().unwrap(), 200);
+        let mode = std::fs::metadata(dir.join("remote.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        let startup = connect(&entry, Some(state.path())).await;
+        assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+        for round in 0..2 {
+            let text = format!("after login, round {round}");
+            let result = echo(&startup, &text).await;
+            assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
+            assert_eq!(result.content, text);
+            tokio::time::sleep(Duration::from_millis(2_600)).await;
+        }
+        registered += registers;
+        codes += 1;
+        let seen = grants(&startup).await;
+        assert_eq!(seen["grants"]["registered"], registered, "{seen}");
+        assert_eq!(seen["grants"]["authorization_code"], codes, "{seen}");
+        assert_eq!(seen["grants"]["client_credentials"], 0, "{seen}");
+        assert_eq!(seen["grants"]["refused"], 0, "{seen}");
+        assert!(
+            seen["grants"]["refresh_token"].as_u64().unwrap() >= 1,
+            "{seen}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_login_that_cannot_happen_says_why_and_stores_nothing() {
+    let Some(remote) = Remote::start(3600, false) else {
+        return;
+    };
+    // (entry, whether a browser goes to the authorization server, what the error says)
+    let cases = [
+        (
+            "name = \"remote\"\ncommand = \"/bin/true\"\n".to_owned(),
+            false,
+            "nothing to log in to",
+        ),
+        (
+            format!("name = \"remote\"\nurl = {:?}\n", remote.mcp_url),
+            false,
+            "no `[mcp_servers.oauth]` table",
+        ),
+        (oauth_entry(&remote, "clawsmith"), false, "needs no login"),
+        (
+            login_entry(&remote, "scopes = [\"deny\"]\n"),
+            true,
+            "the authorization server refused: access_denied",
+        ),
+        (
+            login_entry(&remote, "client_id = \"nobody\"\n"),
+            false,
+            "no redirect came back within 2 s",
+        ),
+    ];
+    for (entry, browsed, says) in cases {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join(CREDENTIALS_DIR);
+        let mut browser = None;
+        let error = login(
+            &server(&entry),
+            &dir,
+            |url| {
+                if browsed {
+                    browser = Some(browse(url));
+                }
+            },
+            Duration::from_secs(2),
+        )
+        .await
+        .unwrap_err();
+        assert!(error.to_string().contains(says), "{says}: {error}");
+        assert!(error.to_string().contains("MCP server `remote`"), "{error}");
+        if let Some(browser) = browser {
+            assert_eq!(browser.join().unwrap(), 200);
+        }
+        assert!(!dir.join("remote.json").exists(), "{says}: nothing stored");
     }
 }
