@@ -143,7 +143,10 @@
 //!   bearer token comes from the variable the entry names. OAuth is rmcp's: discovery from the
 //!   server's RFC 9728 metadata, the RFC 8707 resource on every token request, a refresh before
 //!   a token expires or when the server refuses it; a client credentials token that cannot be
-//!   refreshed is asked for again. Credentials live in `<state dir>/mcp-credentials/<server>.json`
+//!   refreshed is asked for again. OAuth requests to hosts other than the server's reach no
+//!   link-local address, and loopback or private ones only when the server's own host is one
+//!   (the metadata names those hosts, so a hostile server could aim them at this machine's
+//!   services). Credentials live in `<state dir>/mcp-credentials/<server>.json`
 //!   ([`CREDENTIALS_DIR`]), 0600 in a 0700 folder, replaced atomically (a crash mid-refresh
 //!   leaves the old token or the new one); tokens never enter tool results, sessions or traces.
 //! - **Reported and left out.** A server that cannot be spawned, fails its handshake, times out

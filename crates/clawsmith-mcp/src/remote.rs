@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -56,6 +57,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) fn http_client(
     redirects: reqwest_rmcp::redirect::Policy,
 ) -> Result<reqwest_rmcp::Client, String> {
+    client_builder(redirects)?
+        .build()
+        .map_err(|error| format!("HTTP client: {error}"))
+}
+
+/// [`http_client`]'s settings, before the OAuth client adds its resolver.
+fn client_builder(
+    redirects: reqwest_rmcp::redirect::Policy,
+) -> Result<reqwest_rmcp::ClientBuilder, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
@@ -65,13 +75,140 @@ pub(crate) fn http_client(
         .map_err(|error| format!("TLS configuration: {error}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
-    reqwest_rmcp::Client::builder()
+    Ok(reqwest_rmcp::Client::builder()
         .tls_backend_preconfigured(tls)
         .redirect(redirects)
         .connect_timeout(CONNECT_TIMEOUT)
         // An idle pooled connection whose previous answer was not read to the end stalls the
         // next request; a fresh connection per request avoids it.
-        .pool_max_idle_per_host(0)
+        .pool_max_idle_per_host(0))
+}
+
+/// Where an OAuth request may go. The authorization server and the endpoints are named by the
+/// remote server's metadata, so a hostile server could point them at this machine's or this
+/// network's own services (a cloud metadata service at 169.254.169.254, an admin page on
+/// 127.0.0.1). The server's own host is reachable as configured; any other host only at a
+/// public address, or a loopback (private) one when the server's own host is loopback
+/// (private) too. Link-local, unspecified, multicast and broadcast addresses never.
+#[derive(Debug, Clone)]
+pub(crate) struct Reach {
+    server_host: String,
+    loopback: bool,
+    private: bool,
+}
+
+impl Reach {
+    /// The reach of the OAuth requests of the server at `url`.
+    pub(crate) fn of(url: &str) -> Reach {
+        let host = reqwest_rmcp::Url::parse(url)
+            .ok()
+            .and_then(|url| url.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        let literal = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .ok();
+        let loopback =
+            host.eq_ignore_ascii_case("localhost") || literal.is_some_and(|ip| ip.is_loopback());
+        let private = loopback || literal.is_some_and(is_private);
+        Reach {
+            server_host: host.to_ascii_lowercase(),
+            loopback,
+            private,
+        }
+    }
+
+    /// Whether a host other than the server's may be reached at `ip`.
+    pub(crate) fn permits(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+            v4 => v4,
+        };
+        let never = match ip {
+            IpAddr::V4(v4) => {
+                v4.is_link_local() || v4.is_unspecified() || v4.is_multicast() || v4.is_broadcast()
+            }
+            IpAddr::V6(v6) => {
+                v6.is_unicast_link_local() || v6.is_unspecified() || v6.is_multicast()
+            }
+        };
+        if never {
+            return false;
+        }
+        if ip.is_loopback() {
+            return self.loopback;
+        }
+        !is_private(ip) || self.private
+    }
+
+    /// Whether `host` (a name or an address literal, as in a URL) may be reached; a name is
+    /// checked again at each address it resolves to.
+    fn permits_host(&self, host: &str) -> bool {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        if bare.eq_ignore_ascii_case(&self.server_host) {
+            return true;
+        }
+        match bare.parse::<IpAddr>() {
+            Ok(ip) => self.permits(ip),
+            Err(_) => !bare.eq_ignore_ascii_case("localhost") || self.loopback,
+        }
+    }
+}
+
+/// RFC 1918, the shared space of RFC 6598 and IPv6 unique-local addresses.
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_private() || (v4.octets()[0] == 100 && v4.octets()[1] & 0xc0 == 64),
+        IpAddr::V6(v6) => v6.segments()[0] & 0xfe00 == 0xfc00,
+    }
+}
+
+/// The OAuth client's resolver: the system's, keeping only the addresses [`Reach`] permits
+/// (every address for the server's own host).
+struct ReachResolver(Reach);
+
+impl reqwest_rmcp::dns::Resolve for ReachResolver {
+    fn resolve(&self, name: reqwest_rmcp::dns::Name) -> reqwest_rmcp::dns::Resolving {
+        let reach = self.0.clone();
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
+            let own = host.eq_ignore_ascii_case(&reach.server_host);
+            let kept: Vec<SocketAddr> = found
+                .filter(|address| own || reach.permits(address.ip()))
+                .collect();
+            if kept.is_empty() {
+                return Err(format!(
+                    "`{host}` resolves only to addresses an OAuth request of this server may not \
+                     reach (link-local, or loopback or private while the server's own host is not)"
+                )
+                .into());
+            }
+            Ok(Box::new(kept.into_iter()) as reqwest_rmcp::dns::Addrs)
+        })
+    }
+}
+
+/// The OAuth client: [`client_builder`] with the [`Reach`] resolver, and a redirect policy
+/// that follows at most `follow` redirects, each to a host [`Reach`] permits.
+fn oauth_client(reach: &Reach, follow: usize) -> Result<reqwest_rmcp::Client, String> {
+    let checked = reach.clone();
+    let redirects = reqwest_rmcp::redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() > follow {
+            return attempt.stop();
+        }
+        let host = attempt.url().host_str().unwrap_or_default().to_owned();
+        if checked.permits_host(&host) {
+            attempt.follow()
+        } else {
+            attempt.error(format!(
+                "a redirect to `{host}`, which OAuth requests may not reach"
+            ))
+        }
+    });
+    client_builder(redirects)?
+        .dns_resolver(Arc::new(ReachResolver(reach.clone())))
         .build()
         .map_err(|error| format!("HTTP client: {error}"))
 }
@@ -333,7 +470,7 @@ async fn redirect(listener: &tokio::net::TcpListener, port: u16) -> Result<Strin
 
 /// A manager for `url` whose OAuth requests go through [`OAuthHttp`].
 pub(crate) async fn oauth_manager(url: &str) -> Result<AuthorizationManager, String> {
-    let http = OAuthHttp::new()?;
+    let http = OAuthHttp::new(url)?;
     AuthorizationManager::new_with_oauth_http_client(url, Arc::new(http))
         .await
         .map_err(|error| format!("OAuth set-up failed: {error}"))
@@ -531,17 +668,20 @@ impl StreamableHttpClient for Regranting {
     }
 }
 
-/// The OAuth requests' HTTP client: each request's redirect policy, a deadline and a body cap.
+/// The OAuth requests' HTTP client: each request's redirect policy, a deadline, a body cap and
+/// the addresses [`Reach`] permits.
 pub(crate) struct OAuthHttp {
     follow: reqwest_rmcp::Client,
     stop: reqwest_rmcp::Client,
 }
 
 impl OAuthHttp {
-    pub(crate) fn new() -> Result<OAuthHttp, String> {
+    /// The client of the OAuth requests of the server at `url`.
+    pub(crate) fn new(url: &str) -> Result<OAuthHttp, String> {
+        let reach = Reach::of(url);
         Ok(OAuthHttp {
-            follow: http_client(reqwest_rmcp::redirect::Policy::limited(5))?,
-            stop: http_client(reqwest_rmcp::redirect::Policy::none())?,
+            follow: oauth_client(&reach, 5)?,
+            stop: oauth_client(&reach, 0)?,
         })
     }
 }
@@ -684,5 +824,99 @@ impl CredentialStore for FileCredentialStore {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(error) => Err(store_error(error)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oauth_requests_reach_only_what_the_servers_own_host_allows() {
+        // (server URL, address of another host, permitted)
+        let table = [
+            ("https://mcp.example.com/mcp", "93.184.216.34", true),
+            ("https://mcp.example.com/mcp", "2606:2800:220:1::1", true),
+            ("https://mcp.example.com/mcp", "169.254.169.254", false),
+            ("https://mcp.example.com/mcp", "fe80::1", false),
+            (
+                "https://mcp.example.com/mcp",
+                "::ffff:169.254.169.254",
+                false,
+            ),
+            ("https://mcp.example.com/mcp", "127.0.0.1", false),
+            ("https://mcp.example.com/mcp", "::1", false),
+            ("https://mcp.example.com/mcp", "::ffff:127.0.0.1", false),
+            ("https://mcp.example.com/mcp", "10.0.0.9", false),
+            ("https://mcp.example.com/mcp", "172.16.5.4", false),
+            ("https://mcp.example.com/mcp", "192.168.1.1", false),
+            ("https://mcp.example.com/mcp", "100.64.0.1", false),
+            ("https://mcp.example.com/mcp", "fd00::1", false),
+            ("https://mcp.example.com/mcp", "0.0.0.0", false),
+            ("https://mcp.example.com/mcp", "::", false),
+            ("https://mcp.example.com/mcp", "224.0.0.1", false),
+            ("https://mcp.example.com/mcp", "255.255.255.255", false),
+            ("https://10.1.2.3/mcp", "10.0.0.9", true),
+            ("https://10.1.2.3/mcp", "127.0.0.1", false),
+            ("https://10.1.2.3/mcp", "169.254.169.254", false),
+            ("http://127.0.0.1:8080/mcp", "127.0.0.1", true),
+            ("http://127.0.0.1:8080/mcp", "10.0.0.9", true),
+            ("http://localhost:8080/mcp", "::1", true),
+            ("http://[::1]:8080/mcp", "127.0.0.2", true),
+            ("http://[::1]:8080/mcp", "169.254.169.254", false),
+        ];
+        for (server, address, permitted) in table {
+            let ip: IpAddr = address.parse().unwrap();
+            assert_eq!(
+                Reach::of(server).permits(ip),
+                permitted,
+                "{server} -> {address}"
+            );
+        }
+    }
+
+    #[test]
+    fn redirects_and_names_are_checked_by_host() {
+        let reach = Reach::of("https://mcp.example.com/mcp");
+        // (host as in a URL, permitted)
+        let table = [
+            ("mcp.example.com", true),
+            ("MCP.example.com", true),
+            ("auth.example.com", true),
+            ("169.254.169.254", false),
+            ("[fe80::1]", false),
+            ("127.0.0.1", false),
+            ("localhost", false),
+            ("LOCALHOST", false),
+        ];
+        for (host, permitted) in table {
+            assert_eq!(reach.permits_host(host), permitted, "{host}");
+        }
+        let local = Reach::of("https://10.0.0.5/mcp");
+        assert!(local.permits_host("10.0.0.5"));
+        assert!(!local.permits_host("localhost"));
+        assert!(Reach::of("http://localhost:1/mcp").permits_host("localhost"));
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_only_to_loopback_is_refused_for_a_public_server() {
+        use reqwest_rmcp::dns::Resolve;
+        let name = |host: &str| host.parse::<reqwest_rmcp::dns::Name>().unwrap();
+        let public = ReachResolver(Reach::of("https://mcp.example.com/mcp"));
+        let refused = match public.resolve(name("localhost")).await {
+            Ok(addresses) => panic!("resolved to {:?}", addresses.collect::<Vec<_>>()),
+            Err(error) => error.to_string(),
+        };
+        assert!(
+            refused.contains("`localhost` resolves only to"),
+            "{refused}"
+        );
+        let local = ReachResolver(Reach::of("http://127.0.0.1:9/mcp"));
+        let found: Vec<SocketAddr> = local.resolve(name("localhost")).await.unwrap().collect();
+        assert!(
+            found.iter().all(|address| address.ip().is_loopback()),
+            "{found:?}"
+        );
+        assert!(!found.is_empty());
     }
 }
