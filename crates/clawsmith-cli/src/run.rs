@@ -830,8 +830,6 @@ pub struct McpHttpOptions {
 /// The variable `mcp --http` takes its bearer token from.
 pub const MCP_TOKEN_VAR: &str = "CLAWSMITH_MCP_TOKEN";
 
-/// `mcp`: the frozen table over the Model Context Protocol on stdio (or HTTP), one long-lived
-/// session.
 /// `clawsmith mcp-login SERVER`: the OAuth authorization code flow for the remote server
 /// `server` of the configuration, its tokens stored where the MCP client reads them.
 pub fn mcp_login(
@@ -898,6 +896,8 @@ pub fn mcp_login(
     Ok(crate::exit::OK)
 }
 
+/// `mcp`: the frozen table over the Model Context Protocol on stdio (or HTTP), one long-lived
+/// session.
 pub fn mcp(
     state_options: &StateOptions,
     options: &CoreOptions,

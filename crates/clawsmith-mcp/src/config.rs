@@ -216,11 +216,14 @@ impl McpConfig {
 fn validate_transport(server: &McpServerConfig) -> Result<(), String> {
     let name = &server.name;
     let Some(url) = &server.url else {
-        if server.command.trim().is_empty() {
+        if server.command.is_empty() {
             return Err(format!(
                 "MCP server `{name}` needs a `command` (a program to spawn) or a `url` (a \
                  remote server)"
             ));
+        }
+        if server.command.trim().is_empty() {
+            return Err(format!("MCP server `{name}` has an empty command"));
         }
         if server.bearer_token_env.is_some() || server.oauth.is_some() {
             return Err(format!(
