@@ -825,6 +825,17 @@ pub struct McpHttpOptions {
           default_value_t = clawsmith_mcp::DEFAULT_MAX_CONCURRENT_REQUESTS as u64,
           value_parser = clap::value_parser!(u64).range(1..=4096))]
     pub max_requests: u64,
+    /// Server streams (GET) the HTTP server keeps open at once, apart from the requests; one
+    /// more is refused with 503.
+    #[arg(long = "http-max-streams", value_name = "N", requires = "http",
+          default_value_t = clawsmith_mcp::DEFAULT_MAX_STREAMS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_streams: u64,
+    /// Seconds a server stream may go without an event before the server closes it.
+    #[arg(long = "http-stream-idle", value_name = "SECONDS", requires = "http",
+          default_value_t = clawsmith_mcp::DEFAULT_STREAM_IDLE.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub stream_idle: u64,
 }
 
 /// The variable `mcp --http` takes its bearer token from.
@@ -943,6 +954,8 @@ pub fn mcp(
     let http_options = clawsmith_mcp::HttpOptions {
         allowed_origins: http.allowed_origins.clone(),
         max_concurrent_requests: usize::try_from(http.max_requests).unwrap_or(usize::MAX),
+        max_streams: usize::try_from(http.max_streams).unwrap_or(usize::MAX),
+        stream_idle: std::time::Duration::from_secs(http.stream_idle),
         ..clawsmith_mcp::HttpOptions::new(token.clone())
     };
     runtime.block_on(async {

@@ -20,6 +20,11 @@
 //! - **Concurrency.** At most [`HttpOptions::max_concurrent_requests`] requests are served at
 //!   once, each counted until its whole answer (an event stream included) has been sent; one
 //!   more is `503 busy` at once rather than queued, so a flood cannot hold memory.
+//! - **Server streams.** A `GET` opens the stream on which the server may send what no request
+//!   asked for. At most [`HttpOptions::max_streams`] are open at once, counted apart from the
+//!   requests (open streams cannot starve calls; one more is `503 busy`), and a stream that goes
+//!   [`HttpOptions::stream_idle`] without an event is closed (the keep-alive comments do not
+//!   count); a client that still wants one opens another.
 //!
 //! **One session per server.** Every MCP client of one `clawsmith mcp --http` shares its
 //! clawsmith session (the one named with `--session`, or a new one): each `tools/call` is a
@@ -31,6 +36,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -43,7 +49,7 @@ use clawsmith_core::fs::secret::constant_time_eq;
 use futures_util::StreamExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::McpError;
 use crate::server::{ClawsmithServer, ServerOptions};
@@ -61,6 +67,12 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = crate::MAX_REQUEST_LINE_BYTES;
 /// The default number of requests served at once: the stdio server's unanswered requests.
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = crate::MAX_UNANSWERED_REQUESTS;
 
+/// The default number of server streams (`GET`) open at once.
+pub const DEFAULT_MAX_STREAMS: usize = 4;
+
+/// The default time a server stream may go without an event before it is closed.
+pub const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(300);
+
 /// How an HTTP server admits requests.
 #[derive(Clone)]
 pub struct HttpOptions {
@@ -73,6 +85,12 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Requests served at once; one more is refused with `503 busy`.
     pub max_concurrent_requests: usize,
+    /// Server streams (`GET`) open at once, apart from the requests; one more is refused with
+    /// `503 busy`.
+    pub max_streams: usize,
+    /// How long a server stream may go without an event (keep-alive comments do not count)
+    /// before it is closed.
+    pub stream_idle: Duration,
 }
 
 impl std::fmt::Debug for HttpOptions {
@@ -83,6 +101,8 @@ impl std::fmt::Debug for HttpOptions {
             .field("allowed_origins", &self.allowed_origins)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_concurrent_requests", &self.max_concurrent_requests)
+            .field("max_streams", &self.max_streams)
+            .field("stream_idle", &self.stream_idle)
             .finish()
     }
 }
@@ -95,6 +115,8 @@ impl HttpOptions {
             allowed_origins: Vec::new(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
+            max_streams: DEFAULT_MAX_STREAMS,
+            stream_idle: DEFAULT_STREAM_IDLE,
         }
     }
 }
@@ -124,6 +146,7 @@ struct Admission {
     /// `Host` values a loopback server answers to; `None` when bound elsewhere.
     hosts: Option<Vec<String>>,
     slots: Arc<Semaphore>,
+    streams: Arc<Semaphore>,
 }
 
 impl HttpServer {
@@ -171,6 +194,7 @@ impl HttpServer {
         });
         let admission = Arc::new(Admission {
             slots: Arc::new(Semaphore::new(http.max_concurrent_requests.max(1))),
+            streams: Arc::new(Semaphore::new(http.max_streams.max(1))),
             options: http,
             hosts,
         });
@@ -351,6 +375,20 @@ async fn guard(State(admission): State<Arc<Admission>>, request: Request, next: 
             ),
         );
     }
+    if request.method() == axum::http::Method::GET {
+        let Ok(stream) = Arc::clone(&admission.streams).try_acquire_owned() else {
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "busy",
+                format!(
+                    "{} server streams are open; try again when one ends",
+                    admission.options.max_streams
+                ),
+            );
+        };
+        let response = next.run(request).await;
+        return closed_when_idle(response, stream, admission.options.stream_idle);
+    }
     let Ok(slot) = Arc::clone(&admission.slots).try_acquire_owned() else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -370,4 +408,63 @@ async fn guard(State(admission): State<Arc<Admission>>, request: Request, next: 
         chunk
     }));
     Response::from_parts(parts, body)
+}
+
+/// `response` with its body ended once `idle` passes without an event, holding `permit` until
+/// the body ends.
+fn closed_when_idle(response: Response, permit: OwnedSemaphorePermit, idle: Duration) -> Response {
+    let (parts, body) = response.into_parts();
+    let state = (
+        body.into_data_stream(),
+        tokio::time::Instant::now() + idle,
+        permit,
+    );
+    let body =
+        futures_util::stream::unfold(state, move |(mut chunks, deadline, permit)| async move {
+            let chunk = tokio::time::timeout_at(deadline, chunks.next())
+                .await
+                .ok()??;
+            let deadline = match &chunk {
+                Ok(bytes) if carries_an_event(bytes) => tokio::time::Instant::now() + idle,
+                _ => deadline,
+            };
+            Some((chunk, (chunks, deadline, permit)))
+        });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// Whether a piece of an event stream holds more than comments (`:` lines, rmcp's keep-alive)
+/// and blank lines.
+fn carries_an_event(bytes: &[u8]) -> bool {
+    bytes
+        .split(|byte| *byte == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+        .any(|line| !line.is_empty() && !line.starts_with(b":"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::carries_an_event;
+
+    #[test]
+    fn keep_alive_comments_are_not_events() {
+        // (bytes of the stream, whether they carry an event)
+        let table: [(&[u8], bool); 7] = [
+            (b":ping\n\n", false),
+            (b": keep-alive\r\n\r\n", false),
+            (b"\n", false),
+            (b"", false),
+            (b"data: {}\n\n", true),
+            (b":ping\n\nid: 3\ndata: {}\n\n", true),
+            (b"event: message\r\n", true),
+        ];
+        for (bytes, event) in table {
+            assert_eq!(
+                carries_an_event(bytes),
+                event,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
 }

@@ -187,7 +187,8 @@ pub use crate::config::{
 };
 pub use crate::error::McpError;
 pub use crate::http::{
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_REQUESTS, HttpOptions, HttpServer, MCP_PATH,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_MAX_STREAMS,
+    DEFAULT_STREAM_IDLE, HttpOptions, HttpServer, MCP_PATH,
 };
 pub use crate::jsonrpc::{MAX_REQUEST_LINE_BYTES, MAX_UNANSWERED_REQUESTS};
 pub use crate::remote::{CREDENTIALS_DIR, FileCredentialStore, LOGIN_TIMEOUT, login};

@@ -872,3 +872,68 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Server streams are counted apart from requests and closed when idle: with one stream
+/// allowed and a 1 s idle limit, a second `GET` is `503 busy` while the first is open, calls
+/// are still served, the first ends by itself once idle, and then a new one opens.
+#[test]
+fn server_streams_are_limited_apart_from_calls_and_closed_when_idle() {
+    use std::io::{Read, Write};
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &["--http-max-streams", "1", "--http-stream-idle", "1"]);
+    let client = server.connect();
+    let auth = format!("Bearer {TOKEN}");
+    let stream_headers = [
+        ("Authorization", auth.as_str()),
+        ("Accept", "text/event-stream"),
+        ("Mcp-Session-Id", client.as_str()),
+    ];
+    let mut open = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n",
+        server.port
+    );
+    for (name, value) in stream_headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    open.write_all(request.as_bytes()).unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0_u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(open.read(&mut byte).unwrap(), 1, "the stream closed early");
+        head.push(byte[0]);
+    }
+    let opened = std::time::Instant::now();
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("text/event-stream"), "{head}");
+
+    let second = http(server.port, "GET", "/mcp", &stream_headers, b"");
+    assert_eq!(second.status, 503, "{}", second.body);
+    assert_eq!(second.code(), "busy");
+    assert!(
+        second.body.contains("1 server streams are open"),
+        "{}",
+        second.body
+    );
+    let listed = server.post(
+        &[("Mcp-Session-Id", &client)],
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
+    );
+    assert_eq!(
+        listed.status, 200,
+        "calls are served while the stream is open"
+    );
+
+    let mut rest = Vec::new();
+    open.read_to_end(&mut rest).unwrap();
+    let lasted = opened.elapsed();
+    assert!(
+        lasted >= std::time::Duration::from_millis(900)
+            && lasted < std::time::Duration::from_secs(30),
+        "the idle stream lasted {lasted:?}"
+    );
+    let again = http(server.port, "GET", "/mcp", &stream_headers, b"");
+    assert_eq!(again.status, 200, "{}", again.body);
+}
