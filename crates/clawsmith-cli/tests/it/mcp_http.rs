@@ -937,3 +937,136 @@ fn server_streams_are_limited_apart_from_calls_and_closed_when_idle() {
     let again = http(server.port, "GET", "/mcp", &stream_headers, b"");
     assert_eq!(again.status, 200, "{}", again.body);
 }
+
+/// The MCP Inspector's CLI: `$CLAWSMITH_TEST_MCP_INSPECTOR`, else the copy `.ci/run` installs
+/// (`target/mcp-inspector`).
+fn mcp_inspector() -> Option<std::path::PathBuf> {
+    let installed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/mcp-inspector/node_modules/.bin/mcp-inspector");
+    std::env::var_os("CLAWSMITH_TEST_MCP_INSPECTOR")
+        .map(std::path::PathBuf::from)
+        .into_iter()
+        .chain([installed])
+        .find(|path| path.is_file())
+}
+
+/// The MCP Inspector (its CLI mode) over HTTP: it lists the tools and calls one, whose
+/// result is a turn of the server's session; with a wrong token it fails.
+#[test]
+fn the_mcp_inspector_speaks_to_the_http_server() {
+    let Some(inspector) = mcp_inspector() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the MCP Inspector (.ci/run makes target/mcp-inspector)"
+        );
+        eprintln!(
+            "SKIP: no MCP Inspector (run .ci/run's set-up, or set CLAWSMITH_TEST_MCP_INSPECTOR)"
+        );
+        return;
+    };
+    let f = Fixture::new();
+    std::fs::write(f.ws().join("a.txt"), "hello, inspector\n").unwrap();
+    let server = HttpMcp::start(&f, &[]);
+    let url = format!("http://127.0.0.1:{}/mcp", server.port);
+    let home = f.dir.path().join("inspector-home");
+    std::fs::create_dir(&home).unwrap();
+    let inspect = |token: &str, method: &[&str]| {
+        let output = Command::new(&inspector)
+            .args(["--cli", &url, "--transport", "http", "--header"])
+            .arg(format!("Authorization: Bearer {token}"))
+            .args(["--method"])
+            .args(method)
+            // Its catalog file lives under $HOME.
+            .env("HOME", &home)
+            .current_dir(&home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.success(), stdout, stderr)
+    };
+    let (listed, stdout, stderr) = inspect(TOKEN, &["tools/list"]);
+    assert!(listed, "{stdout}{stderr}");
+    let tools: Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"read_file") && names.contains(&"run_command"),
+        "{names:?}"
+    );
+
+    let (called, stdout, stderr) = inspect(
+        TOKEN,
+        &[
+            "tools/call",
+            "--tool-name",
+            "read_file",
+            "--tool-arg",
+            "path=a.txt",
+        ],
+    );
+    assert!(called, "{stdout}{stderr}");
+    let result: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        result["content"][0]["text"], "hello, inspector\n",
+        "{result}"
+    );
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["structuredContent"]["sessionId"],
+        server.session.as_str()
+    );
+
+    let (refused, stdout, stderr) = inspect("not-the-token", &["tools/list"]);
+    assert!(!refused, "a wrong token must fail: {stdout}{stderr}");
+}
+
+/// A client that disconnects mid-call: MCP's HTTP transport does not read a disconnect as a
+/// cancellation, so the call runs to its end (its command's file appears), and the server goes
+/// on serving that client and others.
+#[test]
+fn a_client_that_disconnects_mid_call_leaves_the_call_to_finish_and_the_server_serving() {
+    use std::io::Write;
+    let f = Fixture::new();
+    let server = HttpMcp::start(&f, &[]);
+    let client = server.connect();
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "run_command",
+                   "arguments": {"command": "sleep 1; echo done > finished.txt"}}})
+    .to_string();
+    let mut gone = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    write!(
+        gone,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Mcp-Session-Id: {client}\r\nContent-Length: {}\r\n\r\n{body}",
+        server.port,
+        body.len()
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(gone);
+
+    let finished = f.ws().join("finished.txt");
+    let started = std::time::Instant::now();
+    while !finished.exists() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the call of the client that left never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let read = server.call(&client, 6, "read_file", json!({"path": "finished.txt"}));
+    assert_eq!(read["content"][0]["text"], "done\n", "{read}");
+    let other = server.connect();
+    let listed = server.post(
+        &[("Mcp-Session-Id", &other)],
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}),
+    );
+    assert_eq!(listed.status, 200, "{}", listed.body);
+}
