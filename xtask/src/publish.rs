@@ -87,6 +87,7 @@ pub const TIERS: &[(&str, Tier)] = &[
     ("clawsmith-trace", Tier::Stable),
     ("clawsmith-security", Tier::Stable),
     ("clawsmith-fs", Tier::Stable),
+    ("clawsmith-egress", Tier::Internal),
     ("clawsmith-sandbox", Tier::Internal),
     ("clawsmith-checkpoint", Tier::Internal),
     ("clawsmith-core", Tier::Internal),

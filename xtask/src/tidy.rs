@@ -27,6 +27,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         &["clawsmith-protocol", "clawsmith-shell"],
     ),
     ("clawsmith-fs", &["clawsmith-protocol"]),
+    // The network gateway of allowlisted commands: policy, address checks, HTTP and SOCKS5.
+    ("clawsmith-egress", &[]),
     (
         "clawsmith-sandbox",
         &["clawsmith-protocol", "clawsmith-shell", "clawsmith-trace"],
@@ -110,6 +112,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "clawsmith-shell",
             "clawsmith-security",
             "clawsmith-fs",
+            "clawsmith-egress",
             "clawsmith-sandbox",
             "clawsmith-checkpoint",
             "clawsmith-core",

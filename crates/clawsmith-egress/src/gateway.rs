@@ -1,0 +1,586 @@
+//! The gateway: one listener speaking HTTP proxy (CONNECT and absolute-URI requests) and SOCKS5
+//! (told apart by the first byte), every destination decided by the policy, resolved once here,
+//! checked by address, dialled at the address that was checked, and every tunnel's TLS server
+//! name compared with the name that was allowed.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::address;
+use crate::policy::EgressPolicy;
+use crate::sni::{Hello, client_hello};
+
+/// How long resolving a name, dialling an address or a client's first bytes may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most a client may send before its ClientHello is complete.
+const MAX_HELLO_BYTES: usize = 16 * 1024;
+
+/// A future the gateway's pluggable parts return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Turns a name into addresses. The gateway resolves every name itself, once, and dials only
+/// an address it checked.
+pub trait Resolve: Send + Sync + 'static {
+    /// The addresses of `host`.
+    fn resolve<'a>(&'a self, host: &'a str) -> BoxFuture<'a, io::Result<Vec<IpAddr>>>;
+}
+
+/// The system's resolver.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemResolver;
+
+impl Resolve for SystemResolver {
+    fn resolve<'a>(&'a self, host: &'a str) -> BoxFuture<'a, io::Result<Vec<IpAddr>>> {
+        Box::pin(async move {
+            let found = tokio::net::lookup_host((host, 0)).await?;
+            Ok(found.map(|address| address.ip()).collect())
+        })
+    }
+}
+
+/// Opens a TCP connection to a checked address.
+pub trait Connect: Send + Sync + 'static {
+    /// A connection to `address`.
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>>;
+}
+
+/// Dials the address itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DirectConnect;
+
+impl Connect for DirectConnect {
+    fn connect(&self, address: SocketAddr) -> BoxFuture<'_, io::Result<TcpStream>> {
+        Box::pin(TcpStream::connect(address))
+    }
+}
+
+/// One connection the gateway allowed or refused, with a reason a model can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressEvent {
+    /// The name the client asked for (an address literal as written, when it asked for one).
+    pub host: String,
+    /// The port.
+    pub port: u16,
+    /// How it asked: `http-connect`, `http` (an absolute-URI request) or `socks5`.
+    pub protocol: &'static str,
+    /// Whether the connection went through.
+    pub allowed: bool,
+    /// Which rule allowed it, or why it was refused.
+    pub reason: String,
+    /// The address dialled, when one was.
+    pub address: Option<SocketAddr>,
+}
+
+/// Why a destination was not reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Refusal {
+    /// The policy or the address check refused it.
+    Refused(String),
+    /// It could not be resolved or dialled.
+    Unreachable(String),
+}
+
+impl Refusal {
+    fn reason(&self) -> &str {
+        match self {
+            Refusal::Refused(reason) | Refusal::Unreachable(reason) => reason,
+        }
+    }
+}
+
+type Events = Arc<dyn Fn(&EgressEvent) + Send + Sync>;
+
+/// A destination a client asked for.
+struct Destination {
+    host: String,
+    port: u16,
+    protocol: &'static str,
+}
+
+/// A connection to a checked address of an allowed destination.
+struct Opened {
+    upstream: TcpStream,
+    target: SocketAddr,
+    /// The rule that allowed it.
+    allowed_by: String,
+}
+
+/// The gateway of one network policy.
+pub struct Gateway {
+    policy: EgressPolicy,
+    resolver: Arc<dyn Resolve>,
+    connector: Arc<dyn Connect>,
+    own: Vec<IpAddr>,
+    events: Events,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Gateway")
+            .field("policy", &self.policy)
+            .field("own", &self.own)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// A gateway for `policy` with the system's resolver, direct connections, this machine's
+    /// addresses refused, and no event sink.
+    pub fn new(policy: EgressPolicy) -> Gateway {
+        Gateway {
+            policy,
+            resolver: Arc::new(SystemResolver),
+            connector: Arc::new(DirectConnect),
+            own: address::own_addresses(),
+            events: Arc::new(|_| {}),
+        }
+    }
+
+    /// Resolves names with `resolver` instead of the system's.
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolve>) -> Gateway {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Opens connections with `connector` instead of dialling directly.
+    pub fn with_connector(mut self, connector: Arc<dyn Connect>) -> Gateway {
+        self.connector = connector;
+        self
+    }
+
+    /// Reports every connection allowed or refused to `events`.
+    pub fn with_events(mut self, events: impl Fn(&EgressEvent) + Send + Sync + 'static) -> Gateway {
+        self.events = Arc::new(events);
+        self
+    }
+
+    /// Serves every connection `listener` accepts until the task is dropped.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) -> io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let gateway = Arc::clone(&self);
+            tokio::spawn(async move { gateway.handle(stream).await });
+        }
+    }
+
+    /// Serves one client connection: SOCKS5 when its first byte is 5, HTTP otherwise.
+    pub async fn handle(self: Arc<Self>, stream: TcpStream) {
+        let _ = stream.set_nodelay(true);
+        let mut first = [0_u8; 1];
+        match tokio::time::timeout(STEP_TIMEOUT, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] == 0x05 => self.socks5(stream).await,
+            Ok(Ok(1)) => self.http(stream).await,
+            _ => {}
+        }
+    }
+
+    fn report(&self, to: &Destination, outcome: Result<SocketAddr, &str>, reason: &str) {
+        let event = EgressEvent {
+            host: to.host.clone(),
+            port: to.port,
+            protocol: to.protocol,
+            allowed: outcome.is_ok(),
+            reason: reason.to_owned(),
+            address: outcome.ok(),
+        };
+        tracing::debug!(?event, "egress");
+        (self.events)(&event);
+    }
+
+    /// Decides, resolves, checks and dials `host:port`; reports a refusal (an allowed
+    /// connection is reported by the caller once its first bytes pass).
+    async fn open(&self, to: &Destination) -> Result<Opened, Refusal> {
+        let (host, port) = (to.host.as_str(), to.port);
+        let refuse = |refusal: Refusal| {
+            self.report(to, Err(refusal.reason()), refusal.reason());
+            refusal
+        };
+        let decision = self.policy.decide(host, port);
+        if !decision.allowed {
+            return Err(refuse(Refusal::Refused(decision.reason)));
+        }
+        let addresses = match tokio::time::timeout(STEP_TIMEOUT, self.resolver.resolve(host)).await
+        {
+            Ok(Ok(addresses)) if !addresses.is_empty() => addresses,
+            Ok(Ok(_)) => {
+                return Err(refuse(Refusal::Unreachable(format!(
+                    "{host} has no address"
+                ))));
+            }
+            Ok(Err(error)) => {
+                return Err(refuse(Refusal::Unreachable(format!(
+                    "{host} does not resolve: {error}"
+                ))));
+            }
+            Err(_) => {
+                return Err(refuse(Refusal::Unreachable(format!(
+                    "resolving {host} timed out"
+                ))));
+            }
+        };
+        let mut last = None;
+        for ip in &addresses {
+            if let Some(why) = address::refused(*ip, &self.own, self.policy.allow_private) {
+                last = Some(Refusal::Refused(format!(
+                    "{host} resolves to {ip}, which is refused: {why}"
+                )));
+                continue;
+            }
+            let target = SocketAddr::new(*ip, port);
+            match tokio::time::timeout(STEP_TIMEOUT, self.connector.connect(target)).await {
+                Ok(Ok(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    return Ok(Opened {
+                        upstream: stream,
+                        target,
+                        allowed_by: decision.reason,
+                    });
+                }
+                Ok(Err(error)) => {
+                    last = Some(Refusal::Unreachable(format!(
+                        "connecting to {host} ({target}) failed: {error}"
+                    )));
+                }
+                Err(_) => {
+                    last = Some(Refusal::Unreachable(format!(
+                        "connecting to {host} ({target}) timed out"
+                    )));
+                }
+            }
+        }
+        Err(refuse(last.unwrap_or_else(|| {
+            Refusal::Unreachable(format!("{host} has no address"))
+        })))
+    }
+
+    /// Relays between `client` and `upstream` once the client's first bytes pass: a TLS
+    /// ClientHello must name `host`. The server's bytes flow from the start (SSH speaks first).
+    async fn tunnel<C>(&self, client: C, opened: Opened, to: &Destination)
+    where
+        C: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let host = to.host.as_str();
+        let (mut client_read, mut client_write) = tokio::io::split(client);
+        let (mut upstream_read, mut upstream_write) = opened.upstream.into_split();
+        let down = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut upstream_read, &mut client_write).await;
+            let _ = client_write.shutdown().await;
+        });
+        let mut first = Vec::new();
+        let verdict = loop {
+            let mut buffer = [0_u8; 4096];
+            let read = match tokio::time::timeout(STEP_TIMEOUT, client_read.read(&mut buffer)).await
+            {
+                Ok(Ok(read)) => read,
+                Ok(Err(_)) | Err(_) => {
+                    break Err("the client sent nothing it could be checked by".to_owned());
+                }
+            };
+            if read == 0 {
+                break Err("the client closed before sending anything".to_owned());
+            }
+            first.extend_from_slice(&buffer[..read]);
+            match client_hello(&first) {
+                Hello::NotTls => break Ok(()),
+                Hello::Tls(Some(name))
+                    if name == host.trim_end_matches('.').to_ascii_lowercase() =>
+                {
+                    break Ok(());
+                }
+                Hello::Tls(Some(name)) => {
+                    break Err(format!(
+                        "the TLS handshake names {name}, not {host} (one name per tunnel: no fronting)"
+                    ));
+                }
+                Hello::Tls(None) => {
+                    break Err(format!(
+                        "the TLS handshake names no server, so it cannot be checked against {host}"
+                    ));
+                }
+                Hello::Malformed(error) => {
+                    break Err(format!("the TLS handshake does not parse: {error}"));
+                }
+                Hello::Incomplete if first.len() > MAX_HELLO_BYTES => {
+                    break Err("the TLS ClientHello is over 16 KiB".to_owned());
+                }
+                Hello::Incomplete => {}
+            }
+        };
+        match verdict {
+            Ok(()) => {
+                self.report(to, Ok(opened.target), &opened.allowed_by);
+                if upstream_write.write_all(&first).await.is_ok() {
+                    let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+                }
+                let _ = upstream_write.shutdown().await;
+                let _ = down.await;
+            }
+            Err(reason) => {
+                self.report(to, Err(&reason), &reason);
+                down.abort();
+            }
+        }
+    }
+
+    async fn http(self: Arc<Self>, stream: TcpStream) {
+        let gateway = Arc::clone(&self);
+        let service = hyper::service::service_fn(move |request| {
+            let gateway = Arc::clone(&gateway);
+            async move { Ok::<_, Infallible>(gateway.http_request(request).await) }
+        });
+        let _ = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades()
+            .await;
+    }
+
+    async fn http_request(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> Response<BoxBody<Bytes, hyper::Error>> {
+        if request.method() == Method::CONNECT {
+            return self.connect(request).await;
+        }
+        let uri = request.uri().clone();
+        match (uri.scheme_str(), uri.host()) {
+            (Some("http"), Some(host)) => {
+                let host = host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned();
+                self.forward(request, &host, uri.port_u16().unwrap_or(80))
+                    .await
+            }
+            (Some(_), Some(_)) => answer(
+                StatusCode::BAD_REQUEST,
+                "only http:// URIs are forwarded; https goes through CONNECT",
+            ),
+            _ => answer(
+                StatusCode::BAD_REQUEST,
+                "this is a proxy: send CONNECT host:port, or a request with an absolute http:// URI",
+            ),
+        }
+    }
+
+    async fn connect(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+    ) -> Response<BoxBody<Bytes, hyper::Error>> {
+        let Some(authority) = request.uri().authority().cloned() else {
+            return answer(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        };
+        let Some(port) = authority.port_u16() else {
+            return answer(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+        };
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let to = Destination {
+            host,
+            port,
+            protocol: "http-connect",
+        };
+        let opened = match self.open(&to).await {
+            Ok(opened) => opened,
+            Err(refusal) => return refused(&refusal),
+        };
+        tokio::spawn(async move {
+            if let Ok(upgraded) = hyper::upgrade::on(request).await {
+                self.tunnel(TokioIo::new(upgraded), opened, &to).await;
+            }
+        });
+        Response::new(empty())
+    }
+
+    async fn forward(
+        &self,
+        mut request: Request<Incoming>,
+        host: &str,
+        port: u16,
+    ) -> Response<BoxBody<Bytes, hyper::Error>> {
+        let to = Destination {
+            host: host.to_owned(),
+            port,
+            protocol: "http",
+        };
+        let opened = match self.open(&to).await {
+            Ok(opened) => opened,
+            Err(refusal) => return refused(&refusal),
+        };
+        self.report(&to, Ok(opened.target), &opened.allowed_by);
+        let Ok((mut sender, connection)) =
+            hyper::client::conn::http1::handshake(TokioIo::new(opened.upstream)).await
+        else {
+            return answer(
+                StatusCode::BAD_GATEWAY,
+                &format!("{host} did not speak HTTP"),
+            );
+        };
+        tokio::spawn(connection);
+        let path = request
+            .uri()
+            .path_and_query()
+            .map_or("/", |path| path.as_str())
+            .to_owned();
+        if let Ok(uri) = path.parse() {
+            *request.uri_mut() = uri;
+        }
+        let headers = request.headers_mut();
+        for hop in [
+            "proxy-connection",
+            "proxy-authorization",
+            "connection",
+            "keep-alive",
+        ] {
+            headers.remove(hop);
+        }
+        let authority = if port == 80 {
+            host.to_owned()
+        } else {
+            format!("{host}:{port}")
+        };
+        if let Ok(value) = authority.parse() {
+            headers.insert(hyper::header::HOST, value);
+        }
+        match sender.send_request(request).await {
+            Ok(response) => response.map(BodyExt::boxed),
+            Err(error) => answer(StatusCode::BAD_GATEWAY, &format!("{host}: {error}")),
+        }
+    }
+
+    async fn socks5(self: Arc<Self>, mut stream: TcpStream) {
+        // Greeting: version, methods; only "no authentication" is offered.
+        let mut head = [0_u8; 2];
+        if stream.read_exact(&mut head).await.is_err() {
+            return;
+        }
+        let mut methods = vec![0_u8; usize::from(head[1])];
+        if stream.read_exact(&mut methods).await.is_err() {
+            return;
+        }
+        if !methods.contains(&0x00) {
+            let _ = stream.write_all(&[0x05, 0xff]).await;
+            return;
+        }
+        if stream.write_all(&[0x05, 0x00]).await.is_err() {
+            return;
+        }
+        let mut request = [0_u8; 4];
+        if stream.read_exact(&mut request).await.is_err() {
+            return;
+        }
+        let [_, command, _, kind] = request;
+        let host = match kind {
+            0x03 => {
+                let mut length = [0_u8; 1];
+                if stream.read_exact(&mut length).await.is_err() {
+                    return;
+                }
+                let mut name = vec![0_u8; usize::from(length[0])];
+                if stream.read_exact(&mut name).await.is_err() {
+                    return;
+                }
+                String::from_utf8_lossy(&name).into_owned()
+            }
+            0x01 => {
+                let mut octets = [0_u8; 4];
+                if stream.read_exact(&mut octets).await.is_err() {
+                    return;
+                }
+                std::net::Ipv4Addr::from(octets).to_string()
+            }
+            0x04 => {
+                let mut octets = [0_u8; 16];
+                if stream.read_exact(&mut octets).await.is_err() {
+                    return;
+                }
+                std::net::Ipv6Addr::from(octets).to_string()
+            }
+            _ => {
+                let _ = stream.write_all(&socks_reply(0x08)).await;
+                return;
+            }
+        };
+        let mut port = [0_u8; 2];
+        if stream.read_exact(&mut port).await.is_err() {
+            return;
+        }
+        let to = Destination {
+            host,
+            port: u16::from_be_bytes(port),
+            protocol: "socks5",
+        };
+        if command != 0x01 {
+            let reason = "only CONNECT is relayed (no UDP, no BIND)";
+            self.report(&to, Err(reason), reason);
+            let _ = stream.write_all(&socks_reply(0x07)).await;
+            return;
+        }
+        match self.open(&to).await {
+            Ok(opened) => {
+                if stream.write_all(&socks_reply(0x00)).await.is_ok() {
+                    self.tunnel(stream, opened, &to).await;
+                }
+            }
+            Err(Refusal::Refused(_)) => {
+                let _ = stream.write_all(&socks_reply(0x02)).await;
+            }
+            Err(Refusal::Unreachable(_)) => {
+                let _ = stream.write_all(&socks_reply(0x04)).await;
+            }
+        }
+    }
+}
+
+/// A SOCKS5 reply with `code` and an unspecified bound address.
+fn socks_reply(code: u8) -> [u8; 10] {
+    [0x05, code, 0x00, 0x01, 0, 0, 0, 0, 0, 0]
+}
+
+fn empty() -> BoxBody<Bytes, hyper::Error> {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// A plain-text answer of the gateway itself.
+fn answer(status: StatusCode, message: &str) -> Response<BoxBody<Bytes, hyper::Error>> {
+    let body = Full::new(Bytes::from(format!("clawsmith egress: {message}\n")))
+        .map_err(|never| match never {})
+        .boxed();
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    // The gateway's own answers end the client's connection: a refused client has nothing
+    // more to ask on it.
+    response.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn refused(refusal: &Refusal) -> Response<BoxBody<Bytes, hyper::Error>> {
+    match refusal {
+        Refusal::Refused(reason) => answer(StatusCode::FORBIDDEN, reason),
+        Refusal::Unreachable(reason) => answer(StatusCode::BAD_GATEWAY, reason),
+    }
+}
