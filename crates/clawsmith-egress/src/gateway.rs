@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::address;
+use crate::dns::NameMap;
 use crate::policy::EgressPolicy;
 use crate::sni::{Hello, client_hello};
 
@@ -73,7 +74,8 @@ pub struct EgressEvent {
     pub host: String,
     /// The port.
     pub port: u16,
-    /// How it asked: `http-connect`, `http` (an absolute-URI request) or `socks5`.
+    /// How it asked: `http-connect`, `http` (an absolute-URI request), `socks5` or
+    /// `transparent` (a connection to a stand-in address of the DNS stub).
     pub protocol: &'static str,
     /// Whether the connection went through.
     pub allowed: bool,
@@ -173,6 +175,55 @@ impl Gateway {
             let (stream, _) = listener.accept().await?;
             let gateway = Arc::clone(&self);
             tokio::spawn(async move { gateway.handle(stream).await });
+        }
+    }
+
+    /// Serves connections that `listener` accepts for stand-in addresses of the DNS stub
+    /// ([`NameMap`]): each is for the name its address stands for, on the port it was made to,
+    /// and goes through every check a CONNECT does (protocol `transparent`). A connection to an
+    /// address the stub never gave out is closed and reported.
+    pub async fn serve_transparent(
+        self: Arc<Self>,
+        listener: TcpListener,
+        names: Arc<NameMap>,
+    ) -> io::Result<()> {
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let gateway = Arc::clone(&self);
+            let names = Arc::clone(&names);
+            tokio::spawn(async move { gateway.transparent(stream, &names).await });
+        }
+    }
+
+    async fn transparent(&self, stream: TcpStream, names: &NameMap) {
+        let Ok(local) = stream.local_addr() else {
+            return;
+        };
+        let host = match local.ip() {
+            IpAddr::V4(v4) => names.name_of(v4),
+            IpAddr::V6(_) => None,
+        };
+        let Some(host) = host else {
+            let to = Destination {
+                host: local.ip().to_string(),
+                port: local.port(),
+                protocol: "transparent",
+            };
+            let reason = format!(
+                "{} is not an address the DNS stub gave out: connections go to allowed names",
+                local.ip()
+            );
+            self.report(&to, Err(&reason), &reason);
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let to = Destination {
+            host,
+            port: local.port(),
+            protocol: "transparent",
+        };
+        if let Ok(opened) = self.open(&to).await {
+            self.tunnel(stream, opened, &to).await;
         }
     }
 

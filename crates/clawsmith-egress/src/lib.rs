@@ -33,17 +33,24 @@
 //!   CONNECT command with a domain name. Address requests are refused (`0x02`, not allowed by
 //!   the ruleset), as are UDP ASSOCIATE and BIND (`0x07`).
 //!
+//! ## Tools that ignore proxy variables
+//! [`DnsStub`] answers the names the policy allows with stand-in addresses
+//! (`127.77.0.1` onwards, kept in a [`NameMap`]) and refuses every other question; it never
+//! asks another server, so nothing leaves the namespace through DNS. A connection to a
+//! stand-in address, accepted by [`Gateway::serve_transparent`], is for the name the address
+//! stands for and gets every check above.
+//!
 //! ## What this crate does not do
-//! It does not build network namespaces or pass listeners into them (the sandbox does), and it
-//! has no DNS stub yet, so tools that ignore proxy variables cannot resolve names inside an
-//! allowlisted namespace.
+//! It does not build network namespaces or pass listeners into them (the sandbox does).
 
 mod address;
+mod dns;
 mod gateway;
 mod policy;
 mod sni;
 
 pub use crate::address::{own_addresses, refused as refused_address};
+pub use crate::dns::{DnsStub, NameMap};
 pub use crate::gateway::{
     BoxFuture, Connect, DirectConnect, EgressEvent, Gateway, Resolve, SystemResolver,
 };

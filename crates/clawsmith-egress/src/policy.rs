@@ -106,9 +106,11 @@ impl fmt::Display for Rule {
 impl Rule {
     /// Whether the rule covers `host` (normalized) on `port`.
     fn covers(&self, host: &str, port: u16) -> bool {
-        if self.port.is_some_and(|wanted| wanted != port) {
-            return false;
-        }
+        self.port.is_none_or(|wanted| wanted == port) && self.covers_host(host)
+    }
+
+    /// Whether the rule's host pattern covers `host` (normalized), whatever the port.
+    fn covers_host(&self, host: &str) -> bool {
         match &self.host {
             HostPattern::Any => true,
             HostPattern::Exact(name) => host == name,
@@ -193,6 +195,22 @@ impl EgressPolicy {
 
 fn parse_rules(texts: &[impl AsRef<str>]) -> Result<Vec<Rule>, RuleError> {
     texts.iter().map(|text| text.as_ref().parse()).collect()
+}
+
+impl EgressPolicy {
+    /// Whether `host` may be resolved at all: a name (not an address), covered by an allow
+    /// rule on some port, and not by a deny rule on every port.
+    pub fn resolvable(&self, host: &str) -> bool {
+        let host = normalize(host);
+        is_name(&host)
+            && host.parse::<std::net::IpAddr>().is_err()
+            && !is_numeric_host(&host)
+            && !self
+                .deny
+                .iter()
+                .any(|rule| rule.port.is_none() && rule.covers_host(&host))
+            && self.allow.iter().any(|rule| rule.covers_host(&host))
+    }
 }
 
 /// Lower case, no trailing dot.

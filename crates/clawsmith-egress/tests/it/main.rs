@@ -7,14 +7,17 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpStream as StdTcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream as StdTcpStream};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clawsmith_egress::{
-    BoxFuture, Connect, EgressEvent, EgressPolicy, Gateway, Resolve, client_hello_for,
+    BoxFuture, Connect, DnsStub, EgressEvent, EgressPolicy, Gateway, NameMap, Resolve,
+    client_hello_for,
 };
+use hickory_proto::op::{Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, RData, RecordType, rdata::A};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -77,6 +80,9 @@ async fn origin(name: &'static str, seen: Arc<Mutex<Vec<Vec<u8>>>>) -> u16 {
 
 struct Setup {
     gateway: u16,
+    gateway_handle: Arc<Gateway>,
+    policy: EgressPolicy,
+    names: Arc<NameMap>,
     origin: u16,
     seen: Arc<Mutex<Vec<Vec<u8>>>>,
     events: Arc<Mutex<Vec<EgressEvent>>>,
@@ -120,7 +126,7 @@ fn setup() -> Setup {
     )
     .unwrap();
     let recorded = Arc::clone(&events);
-    let gateway = Gateway::new(policy)
+    let gateway = Gateway::new(policy.clone())
         .with_resolver(Arc::new(table))
         .with_connector(Arc::new(ToOrigins(HashMap::from([(
             ip(PUBLIC),
@@ -129,9 +135,13 @@ fn setup() -> Setup {
         .with_events(move |event| recorded.lock().unwrap().push(event.clone()));
     let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
-    runtime.spawn(Arc::new(gateway).serve(listener));
+    let gateway = Arc::new(gateway);
+    runtime.spawn(Arc::clone(&gateway).serve(listener));
     Setup {
         gateway: port,
+        gateway_handle: gateway,
+        policy,
+        names: Arc::new(NameMap::new()),
         origin: origin_port,
         seen,
         events,
@@ -392,4 +402,90 @@ fn socks5_relays_named_tcp_only() {
     let mut chosen = [0_u8; 2];
     stream.read_exact(&mut chosen).unwrap();
     assert_eq!(chosen, [0x05, 0xff]);
+}
+
+/// A DNS question over UDP to the stub, and its answer.
+fn ask(stub: SocketAddr, name: &str, kind: RecordType) -> Message {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut query = Message::query();
+    query.add_query(Query::query(Name::from_ascii(name).unwrap(), kind));
+    socket.send_to(&query.to_vec().unwrap(), stub).unwrap();
+    let mut buffer = [0_u8; 4096];
+    let (read, _) = socket.recv_from(&mut buffer).unwrap();
+    Message::from_vec(&buffer[..read]).unwrap()
+}
+
+/// Tools that ignore proxy variables: the stub answers an allowed name with a stand-in
+/// address, a connection to that address goes through the gateway to the name (with every
+/// check a CONNECT gets), and an address the stub never gave out leads nowhere.
+#[test]
+fn names_from_the_dns_stub_lead_through_the_gateway_and_nothing_else_does() {
+    let setup = setup();
+    let runtime = &setup._runtime;
+    let stub_socket = runtime
+        .block_on(tokio::net::UdpSocket::bind("127.0.0.1:0"))
+        .unwrap();
+    let stub_address = stub_socket.local_addr().unwrap();
+    let stub = DnsStub::new(setup.policy.clone(), Arc::clone(&setup.names));
+    runtime.spawn(Arc::new(stub).serve(stub_socket));
+
+    let answer = ask(stub_address, "allowed.test", RecordType::A);
+    assert_eq!(answer.metadata.response_code, ResponseCode::NoError);
+    let RData::A(A(stand_in)) = answer.answers[0].data else {
+        panic!("{answer:?}");
+    };
+    let refused = ask(stub_address, "unlisted.test", RecordType::A);
+    assert_eq!(refused.metadata.response_code, ResponseCode::Refused);
+    assert!(refused.answers.is_empty());
+
+    // The namespace's transparent listener on the stand-in address (any 127/8 address is
+    // local here too), and one on an address nobody was given.
+    let listen = |ip: Ipv4Addr| {
+        let listener = runtime.block_on(TcpListener::bind((ip, 0))).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        runtime.spawn(
+            Arc::clone(&setup.gateway_handle).serve_transparent(listener, Arc::clone(&setup.names)),
+        );
+        port
+    };
+    let port = listen(stand_in);
+    let mut stream = StdTcpStream::connect((stand_in, port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.contains("hello from allowed.test"), "{answer}");
+
+    let stranger = Ipv4Addr::new(127, 77, 200, 1);
+    let port = listen(stranger);
+    let mut stream = StdTcpStream::connect((stranger, port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = stream.write_all(b"GET / HTTP/1.1\r\n\r\n");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    assert!(answer.is_empty(), "{answer}");
+    let events = setup.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|event| event.protocol == "transparent"
+            && event.host == "allowed.test"
+            && event.allowed),
+        "{events:?}"
+    );
+    assert!(
+        events.iter().any(|event| event.protocol == "transparent"
+            && !event.allowed
+            && event
+                .reason
+                .contains("not an address the DNS stub gave out")),
+        "{events:?}"
+    );
 }
