@@ -183,7 +183,15 @@ async fn a_static_bearer_token_from_a_variable_reaches_a_remote_server() {
     assert!(startup.problems.is_empty(), "{:?}", startup.problems);
     let mut names: Vec<&str> = startup.tools.iter().map(|tool| tool.tool.name()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["mcp__remote__echo", "mcp__remote__grants"]);
+    assert_eq!(
+        names,
+        [
+            "mcp__remote__big",
+            "mcp__remote__echo",
+            "mcp__remote__grants",
+            "mcp__remote__slow"
+        ]
+    );
     assert!(startup.tools.iter().all(|tool| tool.source == "mcp:remote"));
     let result = echo(&startup, "over http").await;
     assert_eq!(result.status(), ToolStatus::Success, "{result:?}");
@@ -580,4 +588,46 @@ async fn a_login_that_cannot_happen_says_why_and_stores_nothing() {
         }
         assert!(!dir.join("remote.json").exists(), "{says}: nothing stored");
     }
+}
+
+#[tokio::test]
+async fn a_remote_server_is_held_to_the_call_deadline_and_the_answer_cap() {
+    let Some(remote) = Remote::start(3600, false) else {
+        return;
+    };
+    let entry = format!(
+        "name = \"remote\"\nurl = {:?}\nbearer_token_env = {TOKEN_VARIABLE:?}\ncall_timeout_ms = 500\n",
+        remote.mcp_url
+    );
+    let startup = connect(&entry, None).await;
+    assert!(startup.problems.is_empty(), "{:?}", startup.problems);
+    let slow = tool(&startup.tools, "mcp__remote__slow");
+    let started = Instant::now();
+    let result = run(slow.as_ref(), json!({"seconds": 30}), authorized()).await;
+    assert_eq!(
+        result.code().map(|code| code.as_str()),
+        Some("timeout"),
+        "{result:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let big = tool(&startup.tools, "mcp__remote__big");
+    let result = run(big.as_ref(), json!({"mebibytes": 17}), authorized()).await;
+    assert_eq!(
+        result.status(),
+        ToolStatus::Error,
+        "{}",
+        &result.content[..result.content.len().min(300)]
+    );
+    assert!(
+        result.content.len() < 4096,
+        "the oversized answer is not passed on"
+    );
+    let after = echo(&startup, "still here").await;
+    assert_eq!(after.status(), ToolStatus::Success, "{after:?}");
+    assert_eq!(after.content, "still here");
 }
