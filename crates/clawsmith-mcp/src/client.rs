@@ -78,7 +78,18 @@ pub struct McpConnection {
     call_timeout: Duration,
     call_max: Duration,
     stderr: StderrTail,
-    _process: ServerProcess,
+    /// Held for its drop (the child's); a remote connection's faults.
+    process: ServerProcess,
+}
+
+impl McpConnection {
+    /// What broke a remote connection last, taken; `None` for a local server.
+    fn fault(&self) -> Option<String> {
+        match &self.process {
+            ServerProcess::Remote(faults) => faults.take(),
+            _ => None,
+        }
+    }
 }
 
 /// The client side of a connection: hands each `notifications/progress` to the call waiting on
@@ -110,8 +121,8 @@ enum ServerProcess {
         /// Held for its drop (`kill_on_drop`).
         _child: tokio::process::Child,
     },
-    /// A remote server (`url`): no process of ours.
-    Remote,
+    /// A remote server (`url`): no process of ours; what broke its connection last.
+    Remote(crate::remote::Faults),
 }
 
 impl std::fmt::Debug for McpConnection {
@@ -328,9 +339,10 @@ async fn spawn(
             url: url.clone(),
             message,
         };
+        let faults = crate::remote::Faults::default();
         let built = tokio::time::timeout_at(
             deadline,
-            crate::remote::transport(server, url, credentials.as_deref()),
+            crate::remote::transport(server, url, credentials.as_deref(), &faults),
         )
         .await
         .map_err(|_| McpError::Timeout {
@@ -340,12 +352,13 @@ async fn spawn(
             stderr: String::new(),
         })?
         .map_err(remote)?;
+        let process = ServerProcess::Remote(faults);
         return match built {
             RemoteTransport::Plain(transport) => {
-                handshake(server, transport, ServerProcess::Remote, stderr, deadline).await
+                handshake(server, transport, process, stderr, deadline).await
             }
             RemoteTransport::OAuth(transport) => {
-                handshake(server, transport, ServerProcess::Remote, stderr, deadline).await
+                handshake(server, transport, process, stderr, deadline).await
             }
         };
     }
@@ -509,7 +522,7 @@ where
         call_timeout: server.call_timeout(),
         call_max: server.call_max(),
         stderr: stderr.clone(),
-        _process: process,
+        process,
     };
     Ok((connection, stderr))
 }
@@ -736,7 +749,7 @@ impl McpTool {
             .await
         {
             Ok(handle) => handle,
-            Err(error) => return map_answer(&self.name, &self.connection.server, Err(error)),
+            Err(error) => return map_answer(&self.name, &self.connection, Err(error)),
         };
         // rmcp gave the request a progress token: each `notifications/progress` for it starts
         // the idle wait again; the total is capped whatever the progress.
@@ -809,7 +822,7 @@ impl McpTool {
             Ok(_) => Err(ServiceError::UnexpectedResponse),
             Err(error) => Err(error),
         };
-        map_answer(&self.name, &self.connection.server, answer)
+        map_answer(&self.name, &self.connection, answer)
     }
 }
 
@@ -834,14 +847,19 @@ pub fn tool_name(server: &str, remote_name: &str) -> String {
 /// other content is named, never inlined (images, blobs).
 fn map_answer(
     name: &str,
-    server: &str,
+    connection: &McpConnection,
     answer: Result<CallToolResult, ServiceError>,
 ) -> ToolExecutionResult {
+    let server = connection.server.as_str();
     let answer = match answer {
         Ok(answer) => answer,
         Err(error) => {
+            let fault = connection
+                .fault()
+                .map(|fault| format!(" ({fault})"))
+                .unwrap_or_default();
             return ToolExecutionResult::tool_failed(format!(
-                "{name}: the MCP server `{server}` failed: {error}"
+                "{name}: the MCP server `{server}` failed: {error}{fault}"
             ));
         }
     };

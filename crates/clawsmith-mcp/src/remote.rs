@@ -225,26 +225,33 @@ fn transport_config(url: &str, bearer: Option<String>) -> StreamableHttpClientTr
 /// The transport to a remote server, authorized as its entry says.
 pub(crate) enum RemoteTransport {
     /// No authorization, or a static bearer token.
-    Plain(StreamableHttpClientTransport<reqwest_rmcp::Client>),
-    /// OAuth: rmcp's [`AuthClient`] adds the token and refreshes it; [`Regranting`] asks the
+    Plain(StreamableHttpClientTransport<Guarded<reqwest_rmcp::Client>>),
+    /// OAuth: rmcp's [`AuthClient`] adds the token and refreshes it; [`Guarded`] asks the
     /// client credentials grant again when no refresh can replace a refused token.
-    OAuth(StreamableHttpClientTransport<Regranting>),
+    OAuth(StreamableHttpClientTransport<Guarded<AuthClient<reqwest_rmcp::Client>>>),
 }
 
 /// Builds the transport to `server` (a `url` entry): reads its bearer token's variable, or
 /// prepares OAuth (credentials from `credentials`, a client-credentials exchange when none
-/// are stored and a secret is configured). `Err` is a message naming what is missing.
+/// are stored and a secret is configured), with the connection's [`Faults`]. `Err` is a
+/// message naming what is missing.
 pub(crate) async fn transport(
     server: &McpServerConfig,
     url: &str,
     credentials: Option<&Path>,
+    faults: &Faults,
 ) -> Result<RemoteTransport, String> {
     let client = http_client(reqwest_rmcp::redirect::Policy::none())?;
     if let Some(settings) = &server.oauth {
         let (manager, grant) = authorize(server, url, settings, credentials).await?;
-        let client = Regranting {
-            inner: AuthClient::new(client, manager),
-            grant: grant.map(Arc::new),
+        let inner = AuthClient::new(client, manager);
+        let client = Guarded {
+            grant: grant.map(|config| Grant {
+                manager: Arc::clone(&inner.auth_manager),
+                config: Arc::new(config),
+            }),
+            inner,
+            faults: faults.clone(),
         };
         let transport =
             StreamableHttpClientTransport::with_client(client, transport_config(url, None));
@@ -260,6 +267,11 @@ pub(crate) async fn transport(
                 })?,
         ),
         None => None,
+    };
+    let client = Guarded {
+        inner: client,
+        grant: None,
+        faults: faults.clone(),
     };
     Ok(RemoteTransport::Plain(
         StreamableHttpClientTransport::with_client(client, transport_config(url, bearer)),
@@ -505,18 +517,81 @@ fn client_credentials(
     }))
 }
 
-/// rmcp's [`AuthClient`] with one more recovery: when the server refuses a request's token and
-/// rmcp could not refresh it (a client credentials token usually comes without a refresh
-/// token), the grant is asked again once and the request retried with the new token.
+/// What went wrong on a remote connection last, for the report of the call it broke: rmcp
+/// fails such a call with "Transport closed", which does not say that, for instance, the
+/// answer was over the size cap.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Faults(Arc<std::sync::Mutex<Option<String>>>);
+
+impl Faults {
+    fn record(&self, fault: String) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fault);
+    }
+
+    /// The last fault recorded, taken.
+    pub(crate) fn take(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// `stream` with its errors recorded as they pass.
+    fn watch(
+        &self,
+        stream: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let faults = self.clone();
+        stream
+            .inspect(move |item| {
+                if let Err(error) = item {
+                    faults.record(format!("its event stream broke: {error}"));
+                }
+            })
+            .boxed()
+    }
+
+    /// `answer` with its error, or its event stream's errors, recorded.
+    fn watch_answer<T>(
+        &self,
+        answer: Result<T, HttpError>,
+        stream: impl FnOnce(T, &Faults) -> T,
+    ) -> Result<T, HttpError> {
+        match answer {
+            Ok(answer) => Ok(stream(answer, self)),
+            Err(error) => {
+                self.record(error.to_string());
+                Err(error)
+            }
+        }
+    }
+}
+
+/// The client credentials grant a refused token is replaced by.
 #[derive(Clone)]
-pub(crate) struct Regranting {
-    inner: AuthClient<reqwest_rmcp::Client>,
-    grant: Option<Arc<ClientCredentialsConfig>>,
+pub(crate) struct Grant {
+    manager: Arc<tokio::sync::Mutex<AuthorizationManager>>,
+    config: Arc<ClientCredentialsConfig>,
+}
+
+/// The HTTP client of a remote connection: `inner` (reqwest, or rmcp's [`AuthClient`] over
+/// it), with the connection's [`Faults`] recorded and, for OAuth with client credentials, one
+/// more recovery: when the server refuses a request's token and rmcp could not refresh it (a
+/// client credentials token usually comes without a refresh token), the grant is asked again
+/// once and the request retried with the new token.
+#[derive(Clone)]
+pub(crate) struct Guarded<C> {
+    inner: C,
+    grant: Option<Grant>,
+    faults: Faults,
 }
 
 type HttpError = StreamableHttpError<reqwest_rmcp::Error>;
 
-impl Regranting {
+impl<C> Guarded<C> {
     /// Runs `call` with `token`; on a refused token with a grant configured, asks the grant
     /// again and runs `call` once more with the new token.
     async fn regranting<T, F, Fut>(&self, token: Option<String>, call: F) -> Result<T, HttpError>
@@ -528,19 +603,57 @@ impl Regranting {
             Err(StreamableHttpError::AuthRequired(challenge)) => challenge,
             answer => return answer,
         };
-        let Some(config) = &self.grant else {
+        let Some(grant) = &self.grant else {
             return Err(StreamableHttpError::AuthRequired(refused));
         };
         let fresh = {
-            let manager = self.inner.auth_manager.lock().await;
-            manager.exchange_client_credentials(config).await?;
+            let manager = grant.manager.lock().await;
+            manager.exchange_client_credentials(&grant.config).await?;
             manager.get_access_token().await?
         };
         call(Some(fresh)).await
     }
+
+    /// [`regranting`](Self::regranting) for a POST, its faults recorded.
+    async fn post<F, Fut>(
+        &self,
+        token: Option<String>,
+        call: F,
+    ) -> Result<StreamableHttpPostResponse, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<StreamableHttpPostResponse, HttpError>>,
+    {
+        let answer = self.regranting(token, call).await;
+        self.faults
+            .watch_answer(answer, |answer, faults| match answer {
+                StreamableHttpPostResponse::Sse(stream, session) => {
+                    StreamableHttpPostResponse::Sse(faults.watch(stream), session)
+                }
+                other => other,
+            })
+    }
+
+    /// [`regranting`](Self::regranting) for a GET stream, its faults recorded.
+    async fn stream<F, Fut>(
+        &self,
+        token: Option<String>,
+        call: F,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: Future<Output = Result<BoxStream<'static, Result<Sse, SseError>>, HttpError>>,
+    {
+        let answer = self.regranting(token, call).await;
+        self.faults
+            .watch_answer(answer, |stream, faults| faults.watch(stream))
+    }
 }
 
-impl StreamableHttpClient for Regranting {
+impl<C> StreamableHttpClient for Guarded<C>
+where
+    C: StreamableHttpClient<Error = reqwest_rmcp::Error> + Sync,
+{
     type Error = reqwest_rmcp::Error;
 
     async fn post_message(
@@ -551,7 +664,7 @@ impl StreamableHttpClient for Regranting {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.regranting(auth_header, |token| {
+        self.post(auth_header, |token| {
             self.inner.post_message(
                 uri.clone(),
                 message.clone(),
@@ -572,7 +685,7 @@ impl StreamableHttpClient for Regranting {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.regranting(auth_header, |token| {
+        self.post(auth_header, |token| {
             self.inner.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -594,7 +707,7 @@ impl StreamableHttpClient for Regranting {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.regranting(auth_header, |token| {
+        self.post(auth_header, |token| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -633,7 +746,7 @@ impl StreamableHttpClient for Regranting {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.regranting(auth_header, |token| {
+        self.stream(auth_header, |token| {
             self.inner.get_stream(
                 uri.clone(),
                 session_id.clone(),
@@ -654,7 +767,7 @@ impl StreamableHttpClient for Regranting {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.regranting(auth_header, |token| {
+        self.stream(auth_header, |token| {
             self.inner.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),

@@ -627,6 +627,13 @@ async fn a_remote_server_is_held_to_the_call_deadline_and_the_answer_cap() {
         result.content.len() < 4096,
         "the oversized answer is not passed on"
     );
+    assert!(
+        result
+            .content
+            .contains("exceeded the maximum size of 16777216 bytes"),
+        "the error names the cap: {}",
+        result.content
+    );
     let after = echo(&startup, "still here").await;
     assert_eq!(after.status(), ToolStatus::Success, "{after:?}");
     assert_eq!(after.content, "still here");
