@@ -17,6 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::address;
 use crate::dns::NameMap;
@@ -27,6 +28,11 @@ use crate::sni::{Hello, client_hello};
 const STEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a client may send before its ClientHello is complete.
 const MAX_HELLO_BYTES: usize = 16 * 1024;
+/// The default number of client connections served at once: each holds descriptors and
+/// memory of the host process, which a command must not be able to exhaust.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// The default time a tunnel may carry no byte either way before it is closed.
+pub const DEFAULT_IDLE: Duration = Duration::from_secs(300);
 
 /// A future the gateway's pluggable parts return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -126,6 +132,9 @@ pub struct Gateway {
     connector: Arc<dyn Connect>,
     own: Vec<IpAddr>,
     events: Events,
+    connections: Arc<Semaphore>,
+    max_connections: usize,
+    idle: Duration,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -148,7 +157,40 @@ impl Gateway {
             connector: Arc::new(DirectConnect),
             own: address::own_addresses(),
             events: Arc::new(|_| {}),
+            connections: Arc::new(Semaphore::new(DEFAULT_MAX_CONNECTIONS)),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle: DEFAULT_IDLE,
         }
+    }
+
+    /// Serves at most `max_connections` client connections at once (one more is closed at
+    /// once and reported) and closes a tunnel that carried no byte for `idle`.
+    pub fn with_limits(mut self, max_connections: usize, idle: Duration) -> Gateway {
+        self.max_connections = max_connections.max(1);
+        self.connections = Arc::new(Semaphore::new(self.max_connections));
+        self.idle = idle;
+        self
+    }
+
+    /// A slot for one more client connection, or `None` (reported) when all are taken.
+    fn admit(&self, stream: &TcpStream, protocol: &'static str) -> Option<OwnedSemaphorePermit> {
+        let permit = Arc::clone(&self.connections).try_acquire_owned().ok();
+        if permit.is_none() {
+            let local = stream.local_addr().ok();
+            let to = Destination {
+                host: local
+                    .map(|address| address.ip().to_string())
+                    .unwrap_or_default(),
+                port: local.map_or(0, |address| address.port()),
+                protocol,
+            };
+            let reason = format!(
+                "{} connections through the gateway are open; this one was closed",
+                self.max_connections
+            );
+            self.report(&to, Err(&reason), &reason);
+        }
+        permit
     }
 
     /// Resolves names with `resolver` instead of the system's.
@@ -189,9 +231,15 @@ impl Gateway {
     ) -> io::Result<()> {
         loop {
             let (stream, _) = listener.accept().await?;
+            let Some(permit) = self.admit(&stream, "transparent") else {
+                continue;
+            };
             let gateway = Arc::clone(&self);
             let names = Arc::clone(&names);
-            tokio::spawn(async move { gateway.transparent(stream, &names).await });
+            tokio::spawn(async move {
+                gateway.transparent(stream, &names).await;
+                drop(permit);
+            });
         }
     }
 
@@ -227,13 +275,17 @@ impl Gateway {
         }
     }
 
-    /// Serves one client connection: SOCKS5 when its first byte is 5, HTTP otherwise.
+    /// Serves one client connection: SOCKS5 when its first byte is 5, HTTP otherwise. It
+    /// counts against the connection limit until it and every tunnel it opened have ended.
     pub async fn handle(self: Arc<Self>, stream: TcpStream) {
+        let Some(permit) = self.admit(&stream, "proxy") else {
+            return;
+        };
         let _ = stream.set_nodelay(true);
         let mut first = [0_u8; 1];
         match tokio::time::timeout(STEP_TIMEOUT, stream.peek(&mut first)).await {
             Ok(Ok(1)) if first[0] == 0x05 => self.socks5(stream).await,
-            Ok(Ok(1)) => self.http(stream).await,
+            Ok(Ok(1)) => self.http(stream, Arc::new(permit)).await,
             _ => {}
         }
     }
@@ -326,8 +378,10 @@ impl Gateway {
         let host = to.host.as_str();
         let (mut client_read, mut client_write) = tokio::io::split(client);
         let (mut upstream_read, mut upstream_write) = opened.upstream.into_split();
-        let down = tokio::spawn(async move {
-            let _ = tokio::io::copy(&mut upstream_read, &mut client_write).await;
+        let activity = Arc::new(Activity::new());
+        let seen = Arc::clone(&activity);
+        let mut down = tokio::spawn(async move {
+            let _ = relay(&mut upstream_read, &mut client_write, &seen).await;
             let _ = client_write.shutdown().await;
         });
         let mut first = Vec::new();
@@ -373,11 +427,20 @@ impl Gateway {
         match verdict {
             Ok(()) => {
                 self.report(to, Ok(opened.target), &opened.allowed_by);
-                if upstream_write.write_all(&first).await.is_ok() {
-                    let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+                activity.touch();
+                let carried = async {
+                    if upstream_write.write_all(&first).await.is_ok() {
+                        let _ = relay(&mut client_read, &mut upstream_write, &activity).await;
+                    }
+                    let _ = upstream_write.shutdown().await;
+                };
+                tokio::select! {
+                    _ = async { tokio::join!(carried, &mut down) } => {}
+                    () = activity.idle_for(self.idle) => {
+                        tracing::debug!(host, "an idle tunnel was closed");
+                    }
                 }
-                let _ = upstream_write.shutdown().await;
-                let _ = down.await;
+                down.abort();
             }
             Err(reason) => {
                 self.report(to, Err(&reason), &reason);
@@ -386,11 +449,12 @@ impl Gateway {
         }
     }
 
-    async fn http(self: Arc<Self>, stream: TcpStream) {
+    async fn http(self: Arc<Self>, stream: TcpStream, permit: Arc<OwnedSemaphorePermit>) {
         let gateway = Arc::clone(&self);
         let service = hyper::service::service_fn(move |request| {
             let gateway = Arc::clone(&gateway);
-            async move { Ok::<_, Infallible>(gateway.http_request(request).await) }
+            let permit = Arc::clone(&permit);
+            async move { Ok::<_, Infallible>(gateway.http_request(request, permit).await) }
         });
         let _ = hyper::server::conn::http1::Builder::new()
             .serve_connection(TokioIo::new(stream), service)
@@ -401,9 +465,10 @@ impl Gateway {
     async fn http_request(
         self: Arc<Self>,
         request: Request<Incoming>,
+        permit: Arc<OwnedSemaphorePermit>,
     ) -> Response<BoxBody<Bytes, hyper::Error>> {
         if request.method() == Method::CONNECT {
-            return self.connect(request).await;
+            return self.connect(request, permit).await;
         }
         let uri = request.uri().clone();
         match (uri.scheme_str(), uri.host()) {
@@ -429,6 +494,7 @@ impl Gateway {
     async fn connect(
         self: Arc<Self>,
         request: Request<Incoming>,
+        permit: Arc<OwnedSemaphorePermit>,
     ) -> Response<BoxBody<Bytes, hyper::Error>> {
         let Some(authority) = request.uri().authority().cloned() else {
             return answer(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
@@ -450,10 +516,12 @@ impl Gateway {
             Ok(opened) => opened,
             Err(refusal) => return refused(&refusal),
         };
+        // The tunnel outlives the HTTP connection it was asked on, and holds its slot.
         tokio::spawn(async move {
             if let Ok(upgraded) = hyper::upgrade::on(request).await {
                 self.tunnel(TokioIo::new(upgraded), opened, &to).await;
             }
+            drop(permit);
         });
         Response::new(empty())
     }
@@ -595,6 +663,57 @@ impl Gateway {
                 let _ = stream.write_all(&socks_reply(0x04)).await;
             }
         }
+    }
+}
+
+/// When a tunnel last carried a byte.
+struct Activity(std::sync::Mutex<tokio::time::Instant>);
+
+impl Activity {
+    fn new() -> Activity {
+        Activity(std::sync::Mutex::new(tokio::time::Instant::now()))
+    }
+
+    fn touch(&self) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends once `idle` has passed without a byte.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            let deadline = self.last() + idle;
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// Copies `from` to `to` until `from` ends, noting each chunk in `activity`.
+async fn relay(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    activity: &Activity,
+) -> io::Result<()> {
+    let mut buffer = vec![0_u8; 16 * 1024];
+    loop {
+        let read = from.read(&mut buffer).await?;
+        if read == 0 {
+            return Ok(());
+        }
+        activity.touch();
+        to.write_all(&buffer[..read]).await?;
     }
 }
 

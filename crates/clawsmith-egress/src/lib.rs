@@ -24,6 +24,13 @@
 //!
 //! Every connection allowed or refused is an [`EgressEvent`] with a reason a model can read.
 //!
+//! ## Limits
+//! The gateway runs in the host process, so a command must not be able to exhaust it: at most
+//! [`DEFAULT_MAX_CONNECTIONS`] client connections are served at once (one more is closed at
+//! once and reported), a tunnel that carries no byte either way for [`DEFAULT_IDLE`] is
+//! closed, and resolving, dialling and a client's first bytes each have 10 seconds
+//! ([`Gateway::with_limits`] sets the first two).
+//!
 //! ## Protocols on one port
 //! [`Gateway::handle`] tells them apart by the first byte:
 //! - **HTTP proxy**: `CONNECT host:port` (answered `200` and tunnelled, or `403` / `502` with the
@@ -52,7 +59,8 @@ mod sni;
 pub use crate::address::{own_addresses, refused as refused_address};
 pub use crate::dns::{DnsStub, NameMap};
 pub use crate::gateway::{
-    BoxFuture, Connect, DirectConnect, EgressEvent, Gateway, Resolve, SystemResolver,
+    BoxFuture, Connect, DEFAULT_IDLE, DEFAULT_MAX_CONNECTIONS, DirectConnect, EgressEvent, Gateway,
+    Resolve, SystemResolver,
 };
 pub use crate::policy::{Decision, EgressPolicy, Rule, RuleError};
 pub use crate::sni::{Hello, client_hello, client_hello_for};

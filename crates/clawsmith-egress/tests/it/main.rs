@@ -64,6 +64,10 @@ async fn origin(name: &'static str, seen: Arc<Mutex<Vec<Vec<u8>>>>) -> u16 {
                     return;
                 };
                 seen.lock().unwrap().push(buffer[..read].to_vec());
+                if buffer.starts_with(b"HOLD") {
+                    // Keeps the connection open and silent.
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
                 if buffer.starts_with(b"GET ") {
                     let body = format!("hello from {name}\n");
                     let answer = format!(
@@ -92,6 +96,11 @@ struct Setup {
 const PUBLIC: &str = "203.0.113.1";
 
 fn setup() -> Setup {
+    setup_with(None)
+}
+
+/// [`setup`] with the gateway's connection limit and idle time.
+fn setup_with(limits: Option<(usize, Duration)>) -> Setup {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -133,6 +142,10 @@ fn setup() -> Setup {
             origin_port,
         )]))))
         .with_events(move |event| recorded.lock().unwrap().push(event.clone()));
+    let gateway = match limits {
+        Some((connections, idle)) => gateway.with_limits(connections, idle),
+        None => gateway,
+    };
     let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     let gateway = Arc::new(gateway);
@@ -487,5 +500,53 @@ fn names_from_the_dns_stub_lead_through_the_gateway_and_nothing_else_does() {
                 .reason
                 .contains("not an address the DNS stub gave out")),
         "{events:?}"
+    );
+}
+
+/// A command cannot exhaust the host process through the gateway: past the connection limit
+/// one more is closed at once (and reported), and a tunnel that carries nothing is closed once
+/// idle.
+#[test]
+fn connections_are_limited_and_idle_tunnels_closed() {
+    let setup = setup_with(Some((2, Duration::from_secs(1))));
+    let target = format!("allowed.test:{}", setup.origin);
+    // Two tunnels held open before their first bytes.
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let (status, body, stream) = connect(setup.gateway, &target);
+            assert_eq!(status, 200, "{body}");
+            stream
+        })
+        .collect();
+    let mut third = StdTcpStream::connect(("127.0.0.1", setup.gateway)).unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = write!(third, "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    let mut answer = Vec::new();
+    let _ = third.read_to_end(&mut answer);
+    assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    let events = setup.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|event| !event.allowed
+            && event
+                .reason
+                .contains("2 connections through the gateway are open")),
+        "{events:?}"
+    );
+    drop(held);
+
+    // A tunnel whose server says nothing closes about a second after its last byte.
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, _, mut stream) = connect(setup.gateway, &target);
+    assert_eq!(status, 200);
+    stream.write_all(b"HOLD").unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+    let lasted = started.elapsed();
+    assert!(
+        lasted >= Duration::from_millis(900) && lasted < Duration::from_secs(20),
+        "the idle tunnel lasted {lasted:?}"
     );
 }
