@@ -31,7 +31,12 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     ("clawsmith-egress", &[]),
     (
         "clawsmith-sandbox",
-        &["clawsmith-protocol", "clawsmith-shell", "clawsmith-trace"],
+        &[
+            "clawsmith-protocol",
+            "clawsmith-shell",
+            "clawsmith-trace",
+            "clawsmith-egress",
+        ],
     ),
     (
         "clawsmith-checkpoint",

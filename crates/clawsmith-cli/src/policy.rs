@@ -65,6 +65,9 @@ pub struct PolicyConfig {
     /// and identity); the literal ones (relative to the workspace, or absolute) and the files
     /// the globs match when a command starts are covered in its view; shown by `policy check`.
     pub hidden_paths: Vec<String>,
+    /// `[network]`: the hosts commands may reach while the network is off; `None` when it
+    /// allows none.
+    egress: Option<clawsmith_egress::EgressPolicy>,
 }
 
 /// The file as written.
@@ -85,6 +88,8 @@ struct PolicyFile {
     protected_paths: Vec<Spanned<String>>,
     #[serde(default)]
     hidden_paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    network: NetworkSection,
     /// Read by clawsmith-mcp's parser; named here so any *other* unknown key is an error.
     #[serde(default, rename = "mcp_servers")]
     _mcp_servers: serde::de::IgnoredAny,
@@ -130,6 +135,20 @@ struct SandboxSection {
     processes: Option<u64>,
     /// Home entries commands see (replaces the default list).
     home_allow: Option<Vec<Spanned<String>>>,
+}
+
+/// `[network]`: an allowlist for commands while the network is off (`--allow-network` opens it
+/// all). Rules are `HOST[:PORT]`, with a leading `*.` for every name under a domain.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    #[serde(default)]
+    allow: Vec<Spanned<String>>,
+    #[serde(default)]
+    deny: Vec<Spanned<String>>,
+    /// Whether allowed names may resolve to private addresses (the user's own network).
+    #[serde(default)]
+    allow_private: bool,
 }
 
 /// Reads and validates the policy of the configuration file (the built-in policy when there is
@@ -216,6 +235,8 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
     }
     let hidden_paths = globs.pop().unwrap_or_default();
     let protected_paths = globs.pop().unwrap_or_default();
+    let egress =
+        network_policy(&file.network).map_err(|(span, message)| at(Some(span), &message))?;
     Ok(PolicyConfig {
         path: Some(path.to_path_buf()),
         mode: file.mode,
@@ -225,7 +246,32 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
         writable_roots,
         protected_paths,
         hidden_paths,
+        egress,
     })
+}
+
+/// The allowlist of `[network]`, each rule checked where it is written; `None` when it allows
+/// nothing.
+fn network_policy(
+    network: &NetworkSection,
+) -> Result<Option<clawsmith_egress::EgressPolicy>, (Range<usize>, String)> {
+    let rules = |entries: &[Spanned<String>]| {
+        entries
+            .iter()
+            .map(|entry| {
+                entry
+                    .get_ref()
+                    .parse::<clawsmith_egress::Rule>()
+                    .map_err(|error| (entry.span(), error.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let policy = clawsmith_egress::EgressPolicy {
+        allow: rules(&network.allow)?,
+        deny: rules(&network.deny)?,
+        allow_private: network.allow_private,
+    };
+    Ok((!policy.allow.is_empty()).then_some(policy))
 }
 
 fn check_sandbox(sandbox: &SandboxSection) -> Result<(), (Range<usize>, String)> {
@@ -379,6 +425,7 @@ impl PolicyConfig {
             sandbox.protected_paths.push(workspace.join(pattern));
         }
         sandbox.hidden_path_source = Some(Arc::new(HiddenGlobMatches(hidden.clone())));
+        sandbox.egress = self.egress.clone().map(clawsmith_sandbox::Egress::new);
     }
 }
 

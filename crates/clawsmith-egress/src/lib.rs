@@ -48,7 +48,8 @@
 //! stands for and gets every check above.
 //!
 //! ## What this crate does not do
-//! It does not build network namespaces or pass listeners into them (the sandbox does).
+//! It does not build network namespaces or open listeners in them: `clawsmith-sandbox` does,
+//! and serves them with this gateway.
 
 mod address;
 mod dns;

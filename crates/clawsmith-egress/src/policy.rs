@@ -104,6 +104,11 @@ impl fmt::Display for Rule {
 }
 
 impl Rule {
+    /// The port the rule is for, when it names one.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
     /// Whether the rule covers `host` (normalized) on `port`.
     fn covers(&self, host: &str, port: u16) -> bool {
         self.port.is_none_or(|wanted| wanted == port) && self.covers_host(host)

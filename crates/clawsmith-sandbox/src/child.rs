@@ -111,6 +111,7 @@ pub(crate) use shared::kept_relay_stacks;
 pub(crate) use shared::{SharedRelay, spawn_shared};
 pub(crate) use view::{ALLOWED_MAX, BaseNamespaces, BaseView, CommandView, Pts};
 
+mod exits;
 mod host;
 mod mounts;
 mod plan;

@@ -262,6 +262,9 @@ pub struct SandboxConfig {
     pub workspace_writable: bool,
     /// Whether commands may use the network (default false).
     pub network_allowed: bool,
+    /// With the network off ([`network_allowed`](Self::network_allowed) false), the hosts
+    /// commands may still reach, through clawsmith's gateway only (`None`, the default: none).
+    pub egress: Option<crate::egress::Egress>,
     /// What to do when the kernel cannot enforce the sandbox (default [`SandboxPolicy::Required`]).
     pub policy: SandboxPolicy,
     /// Where private temp dirs are made (default: the system temp dir).
@@ -318,6 +321,7 @@ impl SandboxConfig {
             workspace_identity: None,
             workspace_writable: true,
             network_allowed: false,
+            egress: None,
             policy: SandboxPolicy::Required,
             temp_root: None,
             kernel_support: None,
@@ -377,16 +381,21 @@ impl SandboxConfig {
                     config.extra_writable_roots.clear();
                 }
                 config.network_allowed = self.network_allowed && network;
+                if !network {
+                    config.egress = None;
+                }
             }
             ProcessKind::Hook => {
                 config.workspace_writable = false;
                 config.extra_writable_roots.clear();
                 config.network_allowed = false;
+                config.egress = None;
             }
             ProcessKind::LanguageServer { cache } => {
                 config.workspace_writable = false;
                 config.extra_writable_roots = vec![cache];
                 config.network_allowed = false;
+                config.egress = None;
             }
             ProcessKind::McpServer {
                 writes,
@@ -396,6 +405,8 @@ impl SandboxConfig {
                 config.workspace_writable = writes;
                 config.extra_writable_roots = writable;
                 config.network_allowed = network;
+                // An MCP server's network is its entry's own choice: all or nothing.
+                config.egress = None;
             }
         }
         config
@@ -630,6 +641,15 @@ mod tests {
                 false,
                 Box::new(|c| c.network_allowed = true),
             ),
+            (
+                "egress",
+                false,
+                Box::new(|c| {
+                    let policy =
+                        clawsmith_egress::EgressPolicy::parse(&["example.com"], &[] as &[&str]);
+                    c.egress = Some(crate::egress::Egress::new(policy.unwrap()));
+                }),
+            ),
             // The same tree where the kernel can build it; off, nothing is built.
             (
                 "policy",
@@ -701,6 +721,7 @@ mod tests {
             workspace_identity,
             workspace_writable,
             network_allowed,
+            egress,
             policy,
             temp_root,
             kernel_support,

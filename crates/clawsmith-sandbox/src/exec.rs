@@ -650,6 +650,14 @@ impl SpawnRequest<'_> {
                 }
             }
         }
+        // An allowlisted network is reached through the gateway's proxy inside the namespace;
+        // the host's own proxy settings would lead nowhere there.
+        if config.egress.is_some() && !config.network_allowed {
+            for (name, value) in crate::egress::proxy_environment() {
+                env.retain(|(existing, _)| existing != name);
+                env.push((name.into(), value.into()));
+            }
+        }
         // What the user listed for this process by name (an MCP server's API key) passes as the
         // host has it; command profiles have none.
         for name in &config.env_exact {

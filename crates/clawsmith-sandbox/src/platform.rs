@@ -370,10 +370,17 @@ fn build_world(
                 ),
             }
         ),
-        network: if config.network_allowed {
-            "allowed".to_owned()
-        } else {
-            "blocked (network namespace: loopback only)".to_owned()
+        network: match &config.egress {
+            _ if config.network_allowed => "allowed".to_owned(),
+            Some(egress) => format!(
+                "allowlist (network namespace whose only exits are clawsmith's gateway: proxy \
+                 127.0.0.1:{}, DNS 127.0.0.1:{}; {} allow and {} deny rules)",
+                crate::egress::PROXY_PORT,
+                crate::egress::DNS_PORT,
+                egress.policy().allow.len(),
+                egress.policy().deny.len()
+            ),
+            None => "blocked (network namespace: loopback only)".to_owned(),
         },
         protected: if protected.is_empty() {
             "nothing inside the writable roots".to_owned()
@@ -847,11 +854,32 @@ fn view(
     // Parents before the folders inside them.
     empty_dirs.extend(emptied);
     empty_dirs.sort_by_key(|dir| dir.as_bytes().len());
+    // An allowlist's exits live in the base's own network namespace; the view's resolver
+    // names the DNS stub when the host's configuration is a plain file.
+    let egress = config
+        .egress
+        .as_ref()
+        .filter(|_| !config.network_allowed)
+        .map(|egress| (egress.clone(), egress.transparent_ports()));
+    let resolv_conf = match &egress {
+        Some(_)
+            if std::fs::symlink_metadata("/etc/resolv.conf")
+                .is_ok_and(|metadata| metadata.is_file()) =>
+        {
+            Some((
+                at(Path::new("/dev/.clawsmith-resolv.conf"))?,
+                at(Path::new("/etc/resolv.conf"))?,
+            ))
+        }
+        _ => None,
+    };
     let base = BaseView {
         staging: cpath(staging)?,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
         network_namespace: !config.network_allowed,
+        egress,
+        resolv_conf,
         workspace: cpath(target.workspace)?,
         identity: target.identity,
         writable: writable_pairs,
@@ -1389,6 +1417,10 @@ fn host_view(
         ),
         network: if config.network_allowed {
             "allowed".to_owned()
+        } else if config.egress.is_some() {
+            "blocked (the network allowlist needs a network namespace, which this kernel does \
+             not give: nothing is reachable)"
+                .to_owned()
         } else if abi >= 4 {
             "blocked (landlock tcp, seccomp)".to_owned()
         } else {

@@ -224,3 +224,54 @@ args = ["./server.py", "{database}"]
     assert_eq!(std::fs::read(plugin.join("hook.sh")).unwrap(), before);
     assert!(plugin.join("peek.sh").exists());
 }
+
+/// `[network]` in clawsmith.toml: a rule that does not parse stops the start naming its place;
+/// a valid allowlist gives commands the gateway's proxy and refuses what it does not list.
+#[test]
+fn a_network_allowlist_from_the_configuration_reaches_commands() {
+    if !sandbox_or_skip("a_network_allowlist_from_the_configuration_reaches_commands") {
+        return;
+    }
+    let f = fixture_outside_tmp();
+    let config = f.dir.path().join("clawsmith.toml");
+    let ws = f.ws();
+    let call = |command: &str| {
+        f.run(
+            &[
+                "call",
+                "--workspace",
+                ws.to_str().unwrap(),
+                "--config",
+                config.to_str().unwrap(),
+                "--yes",
+                "run_command",
+                &serde_json::json!({ "command": command }).to_string(),
+            ],
+            "",
+        )
+    };
+    std::fs::write(
+        &config,
+        "[network]\nallow = [\"example.invalid\", \"10.0.0.1\"]\n",
+    )
+    .unwrap();
+    let refused = call("true");
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("clawsmith.toml:2:")
+            && refused.stderr.contains("an address is not a rule"),
+        "{}",
+        refused.stderr
+    );
+
+    std::fs::write(&config, "[network]\nallow = [\"example.invalid:443\"]\n").unwrap();
+    let run = call("echo \"$HTTPS_PROXY\"; curl -sS --max-time 20 http://unlisted.invalid/");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let result: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let content = result["content"].as_str().unwrap();
+    assert!(content.contains("http://127.0.0.1:3128"), "{content}");
+    assert!(
+        content.contains("unlisted.invalid:80 is not in the network allowlist"),
+        "{content}"
+    );
+}

@@ -11,7 +11,8 @@ use super::mounts::{
     clone_tree, close_fds, create_file, file_identity, make_dir, mount, mount_setattr, open_file,
     open_namespace, open_path, unless_vanished,
 };
-use super::{WORKSPACE_REPLACED_ERRNO, check, close_all_but, loopback_up, pipe, write_proc};
+use super::{WORKSPACE_REPLACED_ERRNO, check, close_all_but, exits, loopback_up, pipe, write_proc};
+use crate::egress::{Egress, EgressService};
 
 /// The part of a command's view that is the same for every command of a configuration: the
 /// host read-only, the minimal `/dev`, the workspace and extra roots read-write, protected
@@ -30,6 +31,13 @@ pub(crate) struct BaseView {
     /// Whether the base has a network namespace of its own (loopback only: the network is
     /// off), which its commands enter.
     pub(crate) network_namespace: bool,
+    /// The allowlist whose exits the builder opens in that namespace, with the ports of its
+    /// transparent listeners (`crate::egress`); `None`: loopback only.
+    pub(crate) egress: Option<(Egress, Vec<u16>)>,
+    /// `(a file made in the new /dev, the view's /etc/resolv.conf)`: the view's resolver
+    /// configuration replaced by one naming the DNS stub. `None` unless the network is an
+    /// allowlist and the host's file is a plain file (a symlink's target may be out of sight).
+    pub(crate) resolv_conf: Option<(CString, CString)>,
     /// The workspace in the host's view (opened by the builder, checked against `identity`).
     pub(crate) workspace: CString,
     /// `(st_dev, st_ino)` the workspace root must have.
@@ -85,6 +93,8 @@ pub(crate) struct BaseNamespaces {
     pub(super) mount: OwnedFd,
     pub(super) network: Option<OwnedFd>,
     pub(crate) created: std::time::Instant,
+    /// The gateway serving the allowlist's exits, held for as long as the namespaces live.
+    pub(crate) _egress: Option<EgressService>,
 }
 
 /// What a command gets of its own on top of the base, as paths in the final view.
@@ -145,19 +155,34 @@ impl BaseView {
                 return Err(error);
             }
         };
+        let exits = match self.egress.is_some().then(exits::socket_pair).transpose() {
+            Ok(exits) => exits,
+            Err(error) => {
+                close_fds(&[ready_read, ready_write, go_read, go_write]);
+                return Err(error);
+            }
+        };
+        let (exits_ours, exits_theirs) = exits.unwrap_or((-1, -1));
         // SAFETY: fork(2); the child makes only async-signal-safe system calls over data
         // prepared before the fork and ends with `_exit`.
         let builder = unsafe { libc::fork() };
         if builder < 0 {
             let error = io::Error::last_os_error();
-            close_fds(&[ready_read, ready_write, go_read, go_write]);
+            close_fds(&[
+                ready_read,
+                ready_write,
+                go_read,
+                go_write,
+                exits_ours,
+                exits_theirs,
+            ]);
             return Err(error);
         }
         if builder == 0 {
             // Nothing of the parent's stays open here (a command's output pipe would not see
             // its end while the builder lives).
-            close_all_but(&[ready_write, go_read]);
-            let code: i32 = match self.build_in_namespaces() {
+            close_all_but(&[ready_write, go_read, exits_theirs]);
+            let code: i32 = match self.build_in_namespaces(exits_theirs) {
                 Ok(()) => 0,
                 Err(error) => error.raw_os_error().unwrap_or(libc::EIO),
             };
@@ -175,7 +200,7 @@ impl BaseView {
                 libc::_exit(0);
             }
         }
-        close_fds(&[ready_write, go_read]);
+        close_fds(&[ready_write, go_read, exits_theirs]);
         let mut code = [0u8; 4];
         let read = loop {
             // SAFETY: read(2) into a stack buffer.
@@ -198,7 +223,23 @@ impl BaseView {
                 "the view builder ended before it was ready",
             )),
         };
-        close_fds(&[go_write, ready_read]);
+        // The exits were sent before the builder said it was ready.
+        let egress = match (&namespaces, &self.egress) {
+            (Ok(_), Some((egress, _))) => {
+                let started = exits::receive(exits_ours)
+                    .and_then(|exits| EgressService::start(egress, exits));
+                match started {
+                    Ok(service) => Some(service),
+                    Err(error) => {
+                        // Fails closed: the namespace keeps its loopback only.
+                        tracing::warn!(%error, "the network allowlist's gateway did not start; commands have no network");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        close_fds(&[go_write, ready_read, exits_ours]);
         let mut status = 0;
         // SAFETY: waitpid(2) of our own child.
         while unsafe { libc::waitpid(builder, &mut status, 0) } < 0
@@ -211,12 +252,13 @@ impl BaseView {
             mount,
             network,
             created: std::time::Instant::now(),
+            _egress: egress,
         })
     }
 
     /// Runs in the builder: new user and mount (and network) namespaces, the caller mapped to
     /// itself, the loopback up, then the view.
-    fn build_in_namespaces(&self) -> io::Result<()> {
+    fn build_in_namespaces(&self, exits_pair: RawFd) -> io::Result<()> {
         let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
         if self.network_namespace {
             flags |= libc::CLONE_NEWNET;
@@ -228,6 +270,9 @@ impl BaseView {
         write_proc(c"/proc/self/gid_map", &self.gid_map)?;
         if self.network_namespace {
             loopback_up()?;
+            if let Some((_, ports)) = &self.egress {
+                exits::open_and_send(ports, exits_pair);
+            }
         }
         self.build()
     }
@@ -337,6 +382,9 @@ impl BaseView {
             // SAFETY: symlink(2) over two prepared C strings.
             check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
         }
+        if let Some((file, _)) = &self.resolv_conf {
+            write_small_file(file, b"nameserver 127.0.0.1\noptions ndots:0\n")?;
+        }
         // No new files in /dev: the tmpfs itself becomes read-only (its submounts keep theirs).
         mount(
             none,
@@ -414,6 +462,17 @@ impl BaseView {
                     None,
                 )?;
             }
+        }
+
+        if let Some((file, target)) = &self.resolv_conf {
+            mount(file.as_ptr(), target, none, libc::MS_BIND, None)?;
+            mount(
+                none,
+                target,
+                none,
+                libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY,
+                None,
+            )?;
         }
 
         // SAFETY: chdir(2) of a NUL-terminated path the view owns.
@@ -509,4 +568,26 @@ impl CommandView {
         }
         Ok(())
     }
+}
+
+/// Creates `path` (0644) holding `contents`: system calls over prepared data only.
+fn write_small_file(path: &CString, contents: &[u8]) -> io::Result<()> {
+    // SAFETY: open(2) of a NUL-terminated path with constant flags.
+    let fd = check(unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            0o644,
+        )
+    })?;
+    // SAFETY: write(2) of a borrowed slice to the descriptor just opened, then close(2).
+    let written = unsafe {
+        let written = libc::write(fd, contents.as_ptr().cast(), contents.len());
+        libc::close(fd);
+        written
+    };
+    if written != contents.len() as isize {
+        return Err(io::Error::other("short write"));
+    }
+    Ok(())
 }

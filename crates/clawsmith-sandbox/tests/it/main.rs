@@ -4,6 +4,7 @@
 
 mod attack;
 mod classify_corpus;
+mod egress;
 mod git_attack;
 mod piped;
 mod run;
