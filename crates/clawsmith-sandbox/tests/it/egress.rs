@@ -136,6 +136,25 @@ async fn an_allowlisted_command_reaches_allowed_names_and_nothing_else() {
             "http://127.0.0.1:3128 socks5h://127.0.0.1:3128".to_owned(),
         ),
     ];
+    // Node's fetch ignores the proxy variables: it goes through the DNS stub and a
+    // transparent listener.
+    let mut table = table.to_vec();
+    if has("/usr/bin/node") {
+        table.push((
+            format!(
+                "/usr/bin/node -e \"fetch('http://allowed.test:{port}/')\
+                 .then(r => r.text()).then(t => process.stdout.write(t))\""
+            ),
+            true,
+            "hello from allowed.test".to_owned(),
+        ));
+    } else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have /usr/bin/node"
+        );
+        eprintln!("SKIP the Node fetch row: no /usr/bin/node");
+    }
     for (index, (command, succeeds, contains)) in table.iter().enumerate() {
         let outcome = run_command(
             &config,
