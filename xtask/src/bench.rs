@@ -45,6 +45,8 @@ pub enum Target {
     RatioAtLeast(f64),
     /// ours alone, seconds, at most.
     SecondsAtMost(f64),
+    /// ours minus theirs (medians), seconds, at most: what a feature adds to the same work.
+    SecondsMoreAtMost(f64),
     /// ours alone, bytes, at most.
     BytesAtMost(u64),
     /// ours alone, operations per second, at least.
@@ -184,6 +186,9 @@ impl Row {
             Target::RatioAtMost(max) => self.ratio().is_some_and(|r| r <= max),
             Target::RatioAtLeast(min) => self.ratio().is_some_and(|r| r >= min),
             Target::SecondsAtMost(max) => median(&self.ours) <= max,
+            Target::SecondsMoreAtMost(max) => {
+                !self.theirs.is_empty() && median(&self.ours) - median(&self.theirs) <= max
+            }
             Target::BytesAtMost(max) => median(&self.ours) <= max as f64,
             Target::PerSecondAtLeast(min) => median(&self.ours) >= min,
             Target::RatioAndRateAtLeast { ratio, per_second } => {
@@ -197,6 +202,9 @@ impl Row {
             Target::RatioAtMost(max) => format!("≤ {max}×"),
             Target::RatioAtLeast(min) => format!("≥ {min}×"),
             Target::SecondsAtMost(max) => format!("≤ {max} s"),
+            Target::SecondsMoreAtMost(max) => {
+                format!("≤ +{}", format_value(max, Unit::Seconds))
+            }
             Target::BytesAtMost(max) => format!("≤ {}", format_value(max as f64, Unit::Bytes)),
             Target::PerSecondAtLeast(min) => format!("≥ {}", format_value(min, Unit::PerSecond)),
             Target::RatioAndRateAtLeast { ratio, per_second } => format!(
@@ -1184,6 +1192,7 @@ pub fn parse_pair_lines(text: &str) -> Result<Vec<Row>> {
             "ratioAtMost" => Target::RatioAtMost(number),
             "ratioAtLeast" => Target::RatioAtLeast(number),
             "secondsAtMost" => Target::SecondsAtMost(number),
+            "secondsMoreAtMost" => Target::SecondsMoreAtMost(number),
             "bytesAtMost" => Target::BytesAtMost(number as u64),
             other => bail!("unknown target kind {other}"),
         };
@@ -1314,5 +1323,16 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert!(rows[0].met());
         assert!(parse_pair_lines("CLAWSMITH-BENCH {\"target\":{\"nope\":1}}").is_err());
+        // What a feature adds: the difference of the medians.
+        let added = |ours: f64, theirs: f64| {
+            parse_pair_lines(&format!(
+                "CLAWSMITH-BENCH {{\"name\":\"n\",\"oursSamples\":[{ours}],\"theirsSamples\":[{theirs}],\"target\":{{\"secondsMoreAtMost\":0.001}}}}"
+            ))
+            .unwrap()
+            .remove(0)
+        };
+        assert!(added(0.0105, 0.010).met());
+        assert!(!added(0.0115, 0.010).met());
+        assert_eq!(added(0.0105, 0.010).target_text(), "≤ +1.00 ms");
     }
 }

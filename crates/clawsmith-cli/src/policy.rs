@@ -65,9 +65,30 @@ pub struct PolicyConfig {
     /// and identity); the literal ones (relative to the workspace, or absolute) and the files
     /// the globs match when a command starts are covered in its view; shown by `policy check`.
     pub hidden_paths: Vec<String>,
-    /// `[network]`: the hosts commands may reach while the network is off; `None` when it
-    /// allows none.
+    /// `[network] mode`, when written.
+    network_mode: Option<NetworkMode>,
+    /// `[network]`'s rules; `None` when it allows no host.
     egress: Option<clawsmith_egress::EgressPolicy>,
+}
+
+/// How commands reach the network: `off` (loopback only), `allowlist` (the hosts `[network]`
+/// allows, through clawsmith's gateway) or `full`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    Off,
+    Allowlist,
+    Full,
+}
+
+impl NetworkMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Off => "off",
+            NetworkMode::Allowlist => "allowlist",
+            NetworkMode::Full => "full",
+        }
+    }
 }
 
 /// The file as written.
@@ -137,11 +158,15 @@ struct SandboxSection {
     home_allow: Option<Vec<Spanned<String>>>,
 }
 
-/// `[network]`: an allowlist for commands while the network is off (`--allow-network` opens it
-/// all). Rules are `HOST[:PORT]`, with a leading `*.` for every name under a domain.
+/// `[network]`: how commands reach the network (`mode`; `--network` on the command line wins)
+/// and, for `allowlist`, the hosts they may reach. Rules are `HOST[:PORT]`, with a leading `*.`
+/// for every name under a domain; deny rules are checked first. Without `mode`, allow rules
+/// mean `allowlist` and no rules mean `off`.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NetworkSection {
+    #[serde(default)]
+    mode: Option<Spanned<NetworkMode>>,
     #[serde(default)]
     allow: Vec<Spanned<String>>,
     #[serde(default)]
@@ -246,12 +271,13 @@ pub fn parse(text: &str, path: &Path) -> Result<PolicyConfig> {
         writable_roots,
         protected_paths,
         hidden_paths,
+        network_mode: file.network.mode.map(Spanned::into_inner),
         egress,
     })
 }
 
 /// The allowlist of `[network]`, each rule checked where it is written; `None` when it allows
-/// nothing.
+/// nothing. Rules that the mode would ignore are an error, not a silent no-op.
 fn network_policy(
     network: &NetworkSection,
 ) -> Result<Option<clawsmith_egress::EgressPolicy>, (Range<usize>, String)> {
@@ -271,7 +297,31 @@ fn network_policy(
         deny: rules(&network.deny)?,
         allow_private: network.allow_private,
     };
-    Ok((!policy.allow.is_empty()).then_some(policy))
+    let has_rules = !policy.allow.is_empty() || !policy.deny.is_empty();
+    match &network.mode {
+        Some(mode) if *mode.get_ref() == NetworkMode::Allowlist && policy.allow.is_empty() => {
+            Err((
+                mode.span(),
+                "mode = \"allowlist\" names no host: add `allow = [\"HOST[:PORT]\", …]` to \
+                 [network]"
+                    .to_owned(),
+            ))
+        }
+        Some(mode) if *mode.get_ref() != NetworkMode::Allowlist && has_rules => Err((
+            mode.span(),
+            format!(
+                "mode = \"{}\" does not use allow or deny rules: set mode = \"allowlist\" or \
+                 remove them",
+                mode.get_ref().as_str()
+            ),
+        )),
+        None if policy.allow.is_empty() && !policy.deny.is_empty() => Err((
+            network.deny[0].span(),
+            "deny rules need allow rules: the network is off without any (add `allow = […]`)"
+                .to_owned(),
+        )),
+        _ => Ok((!policy.allow.is_empty()).then_some(policy)),
+    }
 }
 
 fn check_sandbox(sandbox: &SandboxSection) -> Result<(), (Range<usize>, String)> {
@@ -384,7 +434,8 @@ impl PolicyConfig {
         sandbox: &mut SandboxConfig,
         workspace: &Path,
         hidden: &Arc<HiddenPaths>,
-    ) {
+        network: Option<NetworkMode>,
+    ) -> Result<()> {
         let limits = &self.sandbox;
         if let Some(seconds) = &limits.timeout_seconds {
             sandbox.default_timeout = Duration::from_secs(*seconds.get_ref());
@@ -425,7 +476,78 @@ impl PolicyConfig {
             sandbox.protected_paths.push(workspace.join(pattern));
         }
         sandbox.hidden_path_source = Some(Arc::new(HiddenGlobMatches(hidden.clone())));
-        sandbox.egress = self.egress.clone().map(clawsmith_sandbox::Egress::new);
+        let (allowed, egress) = self.network(network)?;
+        sandbox.network_allowed = allowed;
+        sandbox.egress = egress.map(clawsmith_sandbox::Egress::new);
+        Ok(())
+    }
+
+    /// The network mode in force: `chosen` on the command line, else `[network] mode`, else
+    /// `allowlist` when `[network]` allows a host and `off` when it does not.
+    pub fn network_mode(&self, chosen: Option<NetworkMode>) -> NetworkMode {
+        chosen.or(self.network_mode).unwrap_or(match self.egress {
+            Some(_) => NetworkMode::Allowlist,
+            None => NetworkMode::Off,
+        })
+    }
+
+    /// Whether commands have the whole network, and the allowlist they have otherwise.
+    fn network(
+        &self,
+        chosen: Option<NetworkMode>,
+    ) -> Result<(bool, Option<clawsmith_egress::EgressPolicy>)> {
+        Ok(match self.network_mode(chosen) {
+            NetworkMode::Off => (false, None),
+            NetworkMode::Full => (true, None),
+            NetworkMode::Allowlist => match &self.egress {
+                Some(policy) => (false, Some(policy.clone())),
+                None => bail!(
+                    "--network allowlist: the configuration allows no host (add `allow = \
+                     [\"HOST[:PORT]\", …]` under [network] in {})",
+                    self.path.as_ref().map_or_else(
+                        || "clawsmith.toml".to_owned(),
+                        |path| path.display().to_string()
+                    )
+                ),
+            },
+        })
+    }
+
+    /// One line for `policy check`: the mode and its rules.
+    fn network_summary(&self, chosen: Option<NetworkMode>) -> String {
+        match (self.network_mode(chosen), &self.egress) {
+            (NetworkMode::Allowlist, Some(policy)) => format!(
+                "allowlist: allow {}{}{}",
+                policy
+                    .allow
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if policy.deny.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; deny first: {}",
+                        policy
+                            .deny
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+                if policy.allow_private {
+                    "; private addresses allowed"
+                } else {
+                    ""
+                }
+            ),
+            (NetworkMode::Allowlist, None) => {
+                "allowlist naming no host (refused at start)".to_owned()
+            }
+            (mode, _) => mode.as_str().to_owned(),
+        }
     }
 }
 
@@ -504,6 +626,7 @@ fn check(
             "disasterCheck": disaster,
             "config": config.path,
             "hiddenPaths": config.hidden_paths,
+            "network": config.network_summary(options.network_choice()),
         }))?;
         return Ok(0);
     }
@@ -546,6 +669,11 @@ fn check(
     let source = config.path.as_ref().map_or_else(
         || "none (built-in policy)".to_owned(),
         |path| path.display().to_string(),
+    );
+    let _ = writeln!(
+        text,
+        "  network of commands: {}",
+        config.network_summary(options.network_choice())
     );
     let _ = write!(text, "  configuration: {source}");
     out.line(&text)?;

@@ -42,9 +42,14 @@ pub struct CoreOptions {
     /// What to do when the kernel cannot sandbox commands.
     #[arg(long, value_enum, default_value_t = SandboxArg::Required)]
     pub sandbox: SandboxArg,
-    /// Let commands use the network.
-    #[arg(long)]
+    /// Let commands use the whole network (the same as `--network full`).
+    #[arg(long, conflicts_with = "network")]
     pub allow_network: bool,
+    /// How commands reach the network: `off` (loopback only), `allowlist` (the hosts
+    /// `[network] allow` names in the configuration, through clawsmith's gateway) or `full`
+    /// (default: `[network] mode`, else `allowlist` when it allows a host, else `off`).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub network: Option<crate::policy::NetworkMode>,
     /// The configuration: policy (mode, rules, hooks, sandbox limits, writable, protected and
     /// hidden paths) and external MCP servers (TOML; default: `clawsmith.toml` in the state
     /// directory when it exists).
@@ -147,6 +152,13 @@ impl CoreOptions {
     /// caller decides what that means).
     pub fn named_session(&self) -> Option<String> {
         self.session.clone().filter(|id| id != NEW_SESSION)
+    }
+
+    /// The network mode the command line chose: `--network`, or `full` for `--allow-network`.
+    pub fn network_choice(&self) -> Option<crate::policy::NetworkMode> {
+        self.network.or(self
+            .allow_network
+            .then_some(crate::policy::NetworkMode::Full))
     }
 }
 
@@ -265,7 +277,6 @@ pub fn build_core(
         StateDir::At(state::canonical_even_if_missing(state_dir)?),
     );
     sandbox.policy = options.sandbox.into();
-    sandbox.network_allowed = options.allow_network;
     sandbox.warm_spares = lifetime != Lifetime::OneCall;
     let default_mode = match lifetime {
         Lifetime::OneShot | Lifetime::OneCall => ModeArg::Ask,
@@ -279,7 +290,7 @@ pub fn build_core(
     )?;
     config.command_hooks = file_policy.core_hooks();
     let hidden = file_policy.hidden_set(&workspace)?;
-    file_policy.apply_to_sandbox(&mut sandbox, &workspace, &hidden);
+    file_policy.apply_to_sandbox(&mut sandbox, &workspace, &hidden, options.network_choice())?;
     // Plugins are loaded before any process starts: a plugin folder is code, read-only to every
     // process of the policy (a command could otherwise rewrite a hook a later call runs).
     let plugins = crate::plugins::load_for_core(config_file.as_deref(), &options.plugins)?;

@@ -37,20 +37,32 @@ fn refused_v4(ip: Ipv4Addr, allow_private: bool) -> Option<&'static str> {
     }
 }
 
+/// IPv6 by construction: only global unicast (`2000::/3`) is dialled, less its IETF protocol
+/// assignments (`2001::/23`: Teredo, benchmarking, ORCHID…) and documentation (`2001:db8::/32`);
+/// unique-local (`fc00::/7`) only with `allow_private`. Every other block (loopback,
+/// unspecified, link- and site-local, multicast, discard-only, the reserved rest) is refused
+/// without being named one by one.
 fn refused_v6(ip: Ipv6Addr, allow_private: bool) -> Option<&'static str> {
-    let first = ip.segments()[0];
-    if ip.is_loopback() {
-        Some("it is a loopback address")
-    } else if ip.is_unspecified() {
-        Some("it is the unspecified address")
-    } else if ip.is_unicast_link_local() || first & 0xffc0 == 0xfec0 {
-        Some("it is link-local")
-    } else if ip.is_multicast() {
-        Some("it is a multicast address")
-    } else if first & 0xfe00 == 0xfc00 && !allow_private {
-        Some("it is a unique-local (private) address (allow_private is off)")
-    } else if first == 0x2001 && ip.segments()[1] == 0x0db8 {
+    let [first, second, ..] = ip.segments();
+    if first & 0xfe00 == 0xfc00 {
+        return (!allow_private)
+            .then_some("it is a unique-local (private) address (allow_private is off)");
+    }
+    if first & 0xe000 != 0x2000 {
+        return Some(if ip.is_loopback() {
+            "it is a loopback address"
+        } else if ip.is_unicast_link_local() {
+            "it is link-local"
+        } else if ip.is_multicast() {
+            "it is a multicast address"
+        } else {
+            "it is not a global unicast address"
+        });
+    }
+    if first == 0x2001 && second == 0x0db8 {
         Some("it is a documentation address")
+    } else if first == 0x2001 && second < 0x0200 {
+        Some("it is an IETF protocol assignment (Teredo, benchmarking, ORCHID…)")
     } else {
         None
     }
@@ -152,6 +164,17 @@ mod tests {
             ("fd00::1", true, false),
             ("::ffff:10.0.0.9", false, true),
             ("2001:db8::1", false, true),
+            // IPv6 outside global unicast, without a rule of its own: refused all the same.
+            ("100::1", true, true),
+            ("fec0::1", true, true),
+            ("4000::1", true, true),
+            ("::2:3:4:5:6", true, true),
+            // Inside it: IETF assignments (Teredo carries an obfuscated IPv4 address).
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", true, true),
+            ("2001:2::1", true, true),
+            ("2001:20::1", true, true),
+            ("2001:200::1", false, false),
+            ("2a00:1450:4001::1", false, false),
         ];
         for (address, allow_private, is_refused) in table {
             let ip: IpAddr = address.parse().unwrap();

@@ -14,6 +14,7 @@ use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType, rdata::A};
 use tokio::net::UdpSocket;
 
+use crate::gateway::EgressEvent;
 use crate::policy::EgressPolicy;
 
 /// The first stand-in address; the stub gives out `127.77.0.1` to `127.77.255.254`.
@@ -68,18 +69,40 @@ impl NameMap {
     }
 }
 
-/// The stub: the policy it answers by and the stand-ins it gives out.
-#[derive(Debug)]
+/// The stub: the policy it answers by, the stand-ins it gives out and where its refusals are
+/// reported.
 pub struct DnsStub {
     policy: EgressPolicy,
     names: Arc<NameMap>,
+    events: Arc<dyn Fn(&EgressEvent) + Send + Sync>,
+}
+
+impl std::fmt::Debug for DnsStub {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("DnsStub")
+            .field("policy", &self.policy)
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
 }
 
 impl DnsStub {
     /// A stub answering by `policy`, giving out stand-ins from `names` (shared with the
     /// gateway's transparent listeners).
     pub fn new(policy: EgressPolicy, names: Arc<NameMap>) -> DnsStub {
-        DnsStub { policy, names }
+        DnsStub {
+            policy,
+            names,
+            events: Arc::new(|_| {}),
+        }
+    }
+
+    /// Reports every refused question to `events` (protocol `dns`, port 53): a name no rule
+    /// allows is where a command's connection ends when it ignores the proxy.
+    pub fn with_events(mut self, events: impl Fn(&EgressEvent) + Send + Sync + 'static) -> DnsStub {
+        self.events = Arc::new(events);
+        self
     }
 
     /// The answer to the DNS message `query`, or `None` when it is not worth one (not a
@@ -113,7 +136,20 @@ impl DnsStub {
                 .trim_end_matches('.')
                 .to_ascii_lowercase();
             match self.policy.resolvable(&name) {
-                false => ResponseCode::Refused,
+                false => {
+                    (self.events)(&EgressEvent {
+                        reason: format!(
+                            "{name} is not a name the network allowlist allows: the DNS stub \
+                             refused it (it asks no other server)"
+                        ),
+                        host: name,
+                        port: 53,
+                        protocol: "dns",
+                        allowed: false,
+                        address: None,
+                    });
+                    ResponseCode::Refused
+                }
                 true if question.query_type() == RecordType::A => {
                     match self.names.address_of(&name) {
                         Some(address) => {
@@ -249,6 +285,41 @@ mod tests {
             Some("www.allowed.test")
         );
         assert_eq!(stub.names.name_of(Ipv4Addr::new(127, 77, 0, 9)), None);
+    }
+
+    #[test]
+    fn every_refused_question_is_reported_and_no_answered_one_is() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&seen);
+        let stub = stub().with_events(move |event| {
+            sink.lock().unwrap().push((
+                event.host.clone(),
+                event.port,
+                event.protocol,
+                event.allowed,
+                event.reason.clone(),
+            ));
+        });
+        for (name, kind) in [
+            ("allowed.test", RecordType::A),
+            ("allowed.test", RecordType::AAAA),
+            ("c2VjcmV0.Unlisted.test.", RecordType::TXT),
+            ("denied.allowed.test", RecordType::A),
+        ] {
+            stub.answer(&query(name, kind)).unwrap();
+        }
+        let seen = seen.lock().unwrap();
+        let hosts: Vec<&str> = seen.iter().map(|event| event.0.as_str()).collect();
+        assert_eq!(hosts, ["c2vjcmv0.unlisted.test", "denied.allowed.test"]);
+        for (host, port, protocol, allowed, reason) in seen.iter() {
+            assert_eq!((*port, *protocol, *allowed), (53, "dns", false));
+            assert!(
+                reason.starts_with(&format!(
+                    "{host} is not a name the network allowlist allows"
+                )),
+                "{reason}"
+            );
+        }
     }
 
     #[test]

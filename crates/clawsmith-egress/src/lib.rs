@@ -13,7 +13,8 @@
 //!    addresses no command should reach through it: this machine's own, loopback, link-local
 //!    (where cloud metadata services answer), unspecified, multicast and reserved ones, and
 //!    private ones unless the policy allows them; IPv4 carried in IPv6 (mapped, compatible,
-//!    NAT64, 6to4) is judged as that IPv4 address. It then dials the address it checked
+//!    NAT64, 6to4) is judged as that IPv4 address, and other IPv6 addresses must be global
+//!    unicast (`2000::/3`, less its protocol assignments and documentation block). It then dials the address it checked
 //!    ([`Connect`]), so a name that resolves differently a moment later (DNS rebinding) changes
 //!    nothing.
 //! 3. **The TLS server name.** A tunnel's first client bytes, when they are a TLS ClientHello,

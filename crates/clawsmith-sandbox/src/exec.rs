@@ -21,6 +21,7 @@ use crate::child;
 use crate::classify::{CommandVerdict, check_command};
 use crate::config::{SandboxConfig, SandboxPolicy};
 use crate::direct;
+use crate::egress::NetworkEvent;
 use crate::env::command_environment;
 use crate::git_guard::GitLock;
 use crate::output::BoundedOutput;
@@ -207,6 +208,14 @@ pub struct CommandOutcome {
     /// Code paths of the workspace repository the command created and clawsmith took back
     /// (`.git/commondir`, a planted hook in a new repository, `.git/config: core.fsmonitor`, …).
     pub git_restored: Vec<String>,
+    /// With a network allowlist: each distinct connection the gateway allowed or refused while
+    /// the command ran, and each name the DNS stub refused, in the order they first happened.
+    pub network: Vec<NetworkEvent>,
+    /// Network events not in `network` (beyond its first distinct ones).
+    pub network_unlisted: u64,
+    /// Whether another command ran in the same network namespace meanwhile: `network` then
+    /// holds its connections too.
+    pub network_shared: bool,
 }
 
 /// Why a command did not run (or broke while running).
@@ -334,6 +343,8 @@ pub(crate) struct Spawned {
     /// The read end of the command's output when it is not the caller's pipe (a warm spare
     /// brings its own: `spare.rs`).
     pub(crate) output: Option<OwnedFd>,
+    /// The gateway's events from the command's start, when its network is an allowlist.
+    pub(crate) network: Option<crate::egress::Watch>,
 }
 
 /// The processes of one command, as clawsmith can reach them.
@@ -692,6 +703,11 @@ impl SpawnRequest<'_> {
         let mut plan = platform::plan(config, target, world)
             .map_err(|Unavailable(reason)| SpawnFailure::Setup(reason))?;
         let relay = plan.setup.namespaces.is_some();
+        let network = plan
+            .setup
+            .namespaces
+            .as_ref()
+            .and_then(|namespaces| crate::egress::Watch::of(&namespaces.base));
         let (stdin, stdout, stderr) =
             stdio(self.io).map_err(|e| SpawnFailure::Run(RunError::Spawn(e)))?;
         let direct = match self.argv {
@@ -755,6 +771,7 @@ impl SpawnRequest<'_> {
                         git: None,
                         plan: None,
                         output: Some(output),
+                        network,
                     });
                 }
                 Some(Err(error)) => {
@@ -792,6 +809,7 @@ impl SpawnRequest<'_> {
             git: None,
             plan: Some(process),
             output: None,
+            network,
         })
     }
 
@@ -1043,6 +1061,7 @@ pub async fn run_command(
         git,
         plan,
         output,
+        network,
     } = spawned;
     // A warm spare's command writes to the spare's own pipe (ours, unused, is closed).
     let read_end = output.unwrap_or(read_end);
@@ -1141,8 +1160,12 @@ pub async fn run_command(
     drop(guard);
     drop(plan);
     drop(temp_dir);
-    // The whole tree is gone: nothing races the check of the repository's code paths.
+    // The whole tree is gone: nothing races the check of the repository's code paths, and
+    // every connection it made has been decided.
     let git_restored = git.map(|git| git.restore()).unwrap_or_default();
+    let network = network
+        .map(crate::egress::Watch::finish)
+        .unwrap_or_default();
     let status = status.ok_or_else(|| RunError::Io(io::Error::other("no exit status")))?;
     let exit = match (status.code(), status.signal()) {
         (Some(code), _) => ExitKind::Code(code),
@@ -1163,6 +1186,9 @@ pub async fn run_command(
         process_group: tree.process_group(),
         duration: started.elapsed(),
         git_restored,
+        network: network.events,
+        network_unlisted: network.unlisted,
+        network_shared: network.shared,
     })
 }
 

@@ -159,7 +159,7 @@ pub use config::{
     HiddenPathSource, KernelSupport, MAX_TIMEOUT, ProcessKind, ResourceLimits, SandboxConfig,
     SandboxPolicy, StateDir,
 };
-pub use egress::{DNS_PORT, Egress, PROXY_PORT};
+pub use egress::{DNS_PORT, Egress, NetworkEvent, PROXY_PORT};
 pub use env::looks_secret;
 pub use exec::{
     Argv, CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command, shell_quote,

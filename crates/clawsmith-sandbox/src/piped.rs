@@ -35,6 +35,9 @@ pub struct PipedProcess {
     report: SandboxReport,
     temp_dir: Option<tempfile::TempDir>,
     git: Option<crate::git_guard::Repositories>,
+    /// Held while the process lives, so that a command sharing its network namespace meanwhile
+    /// knows it did.
+    _network: Option<crate::egress::Watch>,
 }
 
 impl std::fmt::Debug for PipedProcess {
@@ -105,6 +108,7 @@ fn spawn_cleared(
         report,
         temp_dir,
         git,
+        network,
         ..
     } = spawned;
     Ok((
@@ -114,6 +118,7 @@ fn spawn_cleared(
             report,
             temp_dir,
             git,
+            _network: network,
         },
         io,
     ))

@@ -293,6 +293,10 @@ fn build_world(
     let gid = nix::unistd::getgid().as_raw();
     let (base, view, protected) = view(config, target, &writable, (uid, gid))?;
     let base = prepared(base)?;
+    let gateway_failure = match &base.egress {
+        Some(crate::egress::EgressState::Failed(why)) => Some(why.clone()),
+        _ => None,
+    };
     let covered = base
         .view
         .covered()
@@ -370,9 +374,13 @@ fn build_world(
                 ),
             }
         ),
-        network: match &config.egress {
+        network: match (&config.egress, gateway_failure) {
             _ if config.network_allowed => "allowed".to_owned(),
-            Some(egress) => format!(
+            (Some(_), Some(why)) => format!(
+                "blocked (the network allowlist's gateway did not start, so the network is \
+                 closed: loopback only; {why})"
+            ),
+            (Some(egress), None) => format!(
                 "allowlist (network namespace whose only exits are clawsmith's gateway: proxy \
                  127.0.0.1:{}, DNS 127.0.0.1:{}; {} allow and {} deny rules)",
                 crate::egress::PROXY_PORT,
@@ -380,7 +388,7 @@ fn build_world(
                 egress.policy().allow.len(),
                 egress.policy().deny.len()
             ),
-            None => "blocked (network namespace: loopback only)".to_owned(),
+            (None, _) => "blocked (network namespace: loopback only)".to_owned(),
         },
         protected: if protected.is_empty() {
             "nothing inside the writable roots".to_owned()
@@ -465,6 +473,11 @@ fn prepared(view: BaseView) -> Result<Arc<BaseNamespaces>, Unavailable> {
             Unavailable(format!("building the command's view: {error}"))
         }
     })?);
+    // A base whose gateway did not start is used once (closed) and not kept: the next
+    // command tries again.
+    if matches!(base.egress, Some(crate::egress::EgressState::Failed(_))) {
+        return Ok(base);
+    }
     if bases.len() >= BASES_KEPT {
         bases.remove(0);
     }
@@ -855,7 +868,7 @@ fn view(
     empty_dirs.extend(emptied);
     empty_dirs.sort_by_key(|dir| dir.as_bytes().len());
     // An allowlist's exits live in the base's own network namespace; the view's resolver
-    // names the DNS stub when the host's configuration is a plain file.
+    // names the DNS stub (mounted over the host's resolv.conf, a plain file or a link).
     let egress = config
         .egress
         .as_ref()
@@ -864,7 +877,7 @@ fn view(
     let resolv_conf = match &egress {
         Some(_)
             if std::fs::symlink_metadata("/etc/resolv.conf")
-                .is_ok_and(|metadata| metadata.is_file()) =>
+                .is_ok_and(|metadata| metadata.is_file() || metadata.is_symlink()) =>
         {
             Some((
                 at(Path::new("/dev/.clawsmith-resolv.conf"))?,

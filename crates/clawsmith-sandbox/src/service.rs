@@ -671,8 +671,12 @@ async fn watch(
         tree,
         temp_dir,
         git,
+        network,
         ..
     } = spawned;
+    // Held while the command runs, so that a command sharing its network namespace meanwhile
+    // knows it did.
+    let _network = network;
     let mut guard = GroupGuard(Some(tree));
     let grace = config.sandbox.kill_grace;
     let deadline = tokio::time::sleep(config.max_runtime);

@@ -115,6 +115,8 @@ pub(crate) struct RefusalPolicy {
     pub(crate) confined: bool,
     /// The command had the network.
     pub(crate) network_allowed: bool,
+    /// The command's network was an allowlist.
+    pub(crate) allowlist: bool,
 }
 
 /// What a failed command's output says the sandbox refused, as lines the model can act on: a
@@ -142,10 +144,14 @@ pub(crate) fn refusal_hints(
             .iter()
             .any(|failure| output.contains(failure))
     {
-        hints.push(
+        hints.push(if policy.allowlist {
+            "the network is an allowlist: only names an `allow` rule under [network] in \
+             clawsmith.toml names resolve and are reached (the [network: …] lines say what was \
+             refused and why); a person can add a rule"
+        } else {
             "the network is off for commands (loopback only), so names do not resolve; a person \
-             can allow it with `--allow-network` on the clawsmith command line",
-        );
+             can allow it with `--allow-network` on the clawsmith command line"
+        });
     }
     let missing_in_tmp = output.lines().any(|line| {
         line.contains("/tmp/")
@@ -158,6 +164,28 @@ pub(crate) fn refusal_hints(
         );
     }
     hints
+}
+
+/// The lines a result gets for the connections the network allowlist's gateway decided while
+/// the command ran: one per distinct event, refused ones saying why.
+fn network_lines(outcome: &CommandOutcome) -> String {
+    let mut lines = String::new();
+    for event in &outcome.network {
+        lines.push_str(&format!("\n[network: {event}]"));
+    }
+    if outcome.network_unlisted > 0 {
+        lines.push_str(&format!(
+            "\n[network: {} more events not listed]",
+            outcome.network_unlisted
+        ));
+    }
+    if outcome.network_shared && !outcome.network.is_empty() {
+        lines.push_str(
+            "\n[network: another command ran in the same network namespace meanwhile; some of \
+             these may be its connections]",
+        );
+    }
+    lines
 }
 
 fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResult {
@@ -179,6 +207,7 @@ fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResul
             outcome.git_restored.join(", ")
         ));
     }
+    content.push_str(&network_lines(outcome));
     let display = Display::new(DisplayKind::Command)
         .with_title(one_line(command))
         .with_body(outcome.output.clone())
@@ -194,6 +223,23 @@ fn outcome_result(command: &str, outcome: &CommandOutcome) -> ToolExecutionResul
     let display = match outcome.stopped {
         Some(stopped) => display.with_field("stopped", stopped),
         None => display,
+    };
+    let display = if outcome.network.is_empty() {
+        display
+    } else {
+        display
+            .with_field(
+                "network allowed",
+                outcome.network.iter().filter(|event| event.allowed).count(),
+            )
+            .with_field(
+                "network refused",
+                outcome
+                    .network
+                    .iter()
+                    .filter(|event| !event.allowed)
+                    .count(),
+            )
     };
     let display = sandbox_fields(display, &outcome.sandbox);
     let failure = match outcome.stopped {
@@ -282,6 +328,7 @@ impl Tool for RunCommandTool {
                     let policy = RefusalPolicy {
                         confined: outcome.sandbox.confined,
                         network_allowed: self.config.network_allowed,
+                        allowlist: self.config.egress.is_some(),
                     };
                     for hint in refusal_hints(policy, failed, &outcome.output) {
                         result.content.push_str(&format!("\n[sandbox: {hint}]"));
@@ -308,6 +355,7 @@ mod refusal_tests {
     const CONFINED_OFFLINE: RefusalPolicy = RefusalPolicy {
         confined: true,
         network_allowed: false,
+        allowlist: false,
     };
 
     fn check(policy: RefusalPolicy, failed: bool, output: &str, expected: &[&str]) {
@@ -330,11 +378,18 @@ mod refusal_tests {
             confined: false,
             ..CONFINED_OFFLINE
         };
+        let allowlist = RefusalPolicy {
+            allowlist: true,
+            ..CONFINED_OFFLINE
+        };
+        let listed = "the network is an allowlist";
         let resolve = "curl: (6) Could not resolve host: example.com";
         let missing = "cat: /tmp/notes.txt: No such file or directory";
         // (policy, failed, output, hints)
-        let table: [(RefusalPolicy, bool, &str, &[&str]); 9] = [
+        let table: [(RefusalPolicy, bool, &str, &[&str]); 11] = [
             (CONFINED_OFFLINE, true, resolve, &[network]),
+            (allowlist, true, resolve, &[listed]),
+            (allowlist, false, resolve, &[]),
             (
                 CONFINED_OFFLINE,
                 true,
@@ -362,5 +417,72 @@ mod refusal_tests {
         for (policy, failed, output, expected) in table {
             check(policy, failed, output, expected);
         }
+    }
+}
+
+#[cfg(test)]
+mod network_tests {
+    use std::time::Duration;
+
+    use super::{network_lines, outcome_result};
+    use crate::{CommandOutcome, ExitKind, NetworkEvent, SandboxPolicy, SandboxReport};
+
+    fn outcome(network: Vec<NetworkEvent>, unlisted: u64, shared: bool) -> CommandOutcome {
+        CommandOutcome {
+            exit: ExitKind::Code(7),
+            output: "curl: (56) CONNECT tunnel failed, response 403\n".to_owned(),
+            stderr: None,
+            truncated: false,
+            total_output_bytes: 47,
+            stopped: None,
+            sandbox: SandboxReport {
+                policy: SandboxPolicy::Required,
+                confined: true,
+                filesystem: String::new(),
+                network: "allowlist".to_owned(),
+                protected: String::new(),
+                no_new_privs: true,
+                unconfined_reason: None,
+            },
+            process_group: 1,
+            duration: Duration::from_millis(5),
+            git_restored: Vec::new(),
+            network,
+            network_unlisted: unlisted,
+            network_shared: shared,
+        }
+    }
+
+    fn event(host: &str, allowed: bool, count: u32) -> NetworkEvent {
+        NetworkEvent {
+            host: host.to_owned(),
+            port: 443,
+            protocol: "http-connect",
+            allowed,
+            reason: format!("{host}:443 is not in the network allowlist"),
+            count,
+        }
+    }
+
+    #[test]
+    fn the_result_lists_each_connection_the_gateway_decided() {
+        let outcome = outcome(
+            vec![event("evil.test", false, 3), event("ok.test", true, 1)],
+            5,
+            true,
+        );
+        let lines = network_lines(&outcome);
+        assert_eq!(
+            lines,
+            "\n[network: refused evil.test:443 (http-connect): evil.test:443 is not in the \
+             network allowlist (×3)]\n[network: allowed ok.test:443 (http-connect): ok.test:443 \
+             is not in the network allowlist]\n[network: 5 more events not listed]\n[network: \
+             another command ran in the same network namespace meanwhile; some of these may be \
+             its connections]"
+        );
+        let result = outcome_result("curl https://evil.test", &outcome);
+        assert!(result.content.ends_with(&lines), "{}", result.content);
+        // No allowlist, no lines.
+        assert_eq!(network_lines(&self::outcome(Vec::new(), 0, true)), "");
     }
 }

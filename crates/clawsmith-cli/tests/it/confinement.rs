@@ -225,8 +225,10 @@ args = ["./server.py", "{database}"]
     assert!(plugin.join("peek.sh").exists());
 }
 
-/// `[network]` in clawsmith.toml: a rule that does not parse stops the start naming its place;
-/// a valid allowlist gives commands the gateway's proxy and refuses what it does not list.
+/// `[network]` in clawsmith.toml and `--network` on the command line: a rule that does not
+/// parse, or that the mode would ignore, stops the start naming its place; a valid allowlist
+/// gives commands the gateway's proxy, refuses what it does not list and says so in the result;
+/// the command line's mode wins over the file's.
 #[test]
 fn a_network_allowlist_from_the_configuration_reaches_commands() {
     if !sandbox_or_skip("a_network_allowlist_from_the_configuration_reaches_commands") {
@@ -235,43 +237,139 @@ fn a_network_allowlist_from_the_configuration_reaches_commands() {
     let f = fixture_outside_tmp();
     let config = f.dir.path().join("clawsmith.toml");
     let ws = f.ws();
-    let call = |command: &str| {
-        f.run(
-            &[
-                "call",
-                "--workspace",
-                ws.to_str().unwrap(),
-                "--config",
-                config.to_str().unwrap(),
-                "--yes",
-                "run_command",
-                &serde_json::json!({ "command": command }).to_string(),
-            ],
-            "",
-        )
+    let call = |flags: &[&str], command: &str| {
+        let mut args = vec![
+            "call",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--yes",
+        ];
+        args.extend_from_slice(flags);
+        let arguments = serde_json::json!({ "command": command }).to_string();
+        args.extend(["run_command", arguments.as_str()]);
+        f.run(&args, "")
     };
-    std::fs::write(
-        &config,
-        "[network]\nallow = [\"example.invalid\", \"10.0.0.1\"]\n",
-    )
-    .unwrap();
-    let refused = call("true");
-    assert_ne!(refused.code, 0);
+    // (configuration, flags, what the refusal says)
+    let refusals: [(&str, &[&str], &[&str]); 7] = [
+        (
+            "[network]\nallow = [\"example.invalid\", \"10.0.0.1\"]\n",
+            &[],
+            &["clawsmith.toml:2:", "an address is not a rule"],
+        ),
+        (
+            "[network]\nmode = \"allowlist\"\n",
+            &[],
+            &["clawsmith.toml:2:", "names no host"],
+        ),
+        (
+            "[network]\nmode = \"off\"\nallow = [\"example.invalid\"]\n",
+            &[],
+            &[
+                "clawsmith.toml:2:",
+                "mode = \"off\" does not use allow or deny rules",
+            ],
+        ),
+        (
+            "[network]\nmode = \"full\"\ndeny = [\"example.invalid\"]\n",
+            &[],
+            &[
+                "clawsmith.toml:2:",
+                "mode = \"full\" does not use allow or deny rules",
+            ],
+        ),
+        (
+            "[network]\ndeny = [\"example.invalid\"]\n",
+            &[],
+            &["clawsmith.toml:2:", "deny rules need allow rules"],
+        ),
+        (
+            "[network]\nmode = \"sideways\"\n",
+            &[],
+            &["clawsmith.toml:2:", "off", "allowlist", "full"],
+        ),
+        (
+            "",
+            &["--network", "allowlist"],
+            &["--network allowlist: the configuration allows no host"],
+        ),
+    ];
+    for (file, flags, says) in refusals {
+        std::fs::write(&config, file).unwrap();
+        let refused = call(flags, "true");
+        assert_ne!(refused.code, 0, "{file:?} {flags:?}");
+        for said in says {
+            assert!(
+                refused.stderr.contains(said),
+                "{file:?} {flags:?}: {}",
+                refused.stderr
+            );
+        }
+    }
+    let both = call(&["--network", "full", "--allow-network"], "true");
+    assert_eq!(both.code, 2, "{}", both.stderr);
     assert!(
-        refused.stderr.contains("clawsmith.toml:2:")
-            && refused.stderr.contains("an address is not a rule"),
+        both.stderr.contains("cannot be used with"),
         "{}",
-        refused.stderr
+        both.stderr
     );
 
-    std::fs::write(&config, "[network]\nallow = [\"example.invalid:443\"]\n").unwrap();
-    let run = call("echo \"$HTTPS_PROXY\"; curl -sS --max-time 20 http://unlisted.invalid/");
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let result: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
-    let content = result["content"].as_str().unwrap();
-    assert!(content.contains("http://127.0.0.1:3128"), "{content}");
+    let content = |flags: &[&str], command: &str| {
+        let run = call(flags, command);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let result: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        result["content"].as_str().unwrap().to_owned()
+    };
+    let probe = "echo \"proxy=$HTTPS_PROXY\"; curl -sS --max-time 20 http://unlisted.invalid/";
+    for file in [
+        "[network]\nallow = [\"example.invalid:443\"]\n",
+        "[network]\nmode = \"allowlist\"\nallow = [\"example.invalid:443\"]\n",
+    ] {
+        std::fs::write(&config, file).unwrap();
+        for flags in [&[][..], &["--network", "allowlist"]] {
+            let content = content(flags, probe);
+            assert!(content.contains("proxy=http://127.0.0.1:3128"), "{content}");
+            assert!(
+                content.contains(
+                    "[network: refused unlisted.invalid:80 (http): unlisted.invalid:80 is not in \
+                     the network allowlist]"
+                ),
+                "{content}"
+            );
+        }
+        // The command line's `off` wins: no proxy, no gateway, no name resolves.
+        let off = content(&["--network", "off"], probe);
+        assert!(off.contains("proxy=\n"), "{off}");
+        assert!(!off.contains("[network:"), "{off}");
+        assert!(off.contains("the network is off for commands"), "{off}");
+    }
+    std::fs::write(
+        &config,
+        "[network]\nallow = [\"example.invalid:443\", \"*.example.invalid\"]\ndeny = \
+         [\"bad.example.invalid\"]\n",
+    )
+    .unwrap();
+    let check = f.run(
+        &[
+            "policy",
+            "check",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "run_command",
+            "{\"command\":\"true\"}",
+        ],
+        "",
+    );
+    assert_eq!(check.code, 0, "{}", check.stderr);
     assert!(
-        content.contains("unlisted.invalid:80 is not in the network allowlist"),
-        "{content}"
+        check.stdout.contains(
+            "network of commands: allowlist: allow example.invalid:443, *.example.invalid; deny \
+             first: bad.example.invalid"
+        ),
+        "{}",
+        check.stdout
     );
 }

@@ -12,7 +12,7 @@ use super::mounts::{
     open_namespace, open_path, unless_vanished,
 };
 use super::{WORKSPACE_REPLACED_ERRNO, check, close_all_but, exits, loopback_up, pipe, write_proc};
-use crate::egress::{Egress, EgressService};
+use crate::egress::{Egress, EgressService, EgressState};
 
 /// The part of a command's view that is the same for every command of a configuration: the
 /// host read-only, the minimal `/dev`, the workspace and extra roots read-write, protected
@@ -93,8 +93,9 @@ pub(crate) struct BaseNamespaces {
     pub(super) mount: OwnedFd,
     pub(super) network: Option<OwnedFd>,
     pub(crate) created: std::time::Instant,
-    /// The gateway serving the allowlist's exits, held for as long as the namespaces live.
-    pub(crate) _egress: Option<EgressService>,
+    /// The gateway serving the allowlist's exits, held for as long as the namespaces live, or
+    /// why there is none.
+    pub(crate) egress: Option<EgressState>,
 }
 
 /// What a command gets of its own on top of the base, as paths in the final view.
@@ -227,15 +228,23 @@ impl BaseView {
         let egress = match (&namespaces, &self.egress) {
             (Ok(_), Some((egress, _))) => {
                 let started = exits::receive(exits_ours)
+                    .map_err(|error| {
+                        io::Error::new(
+                            error.kind(),
+                            format!(
+                                "the view builder could not open the namespace's exits: {error}"
+                            ),
+                        )
+                    })
                     .and_then(|exits| EgressService::start(egress, exits));
-                match started {
-                    Ok(service) => Some(service),
+                Some(match started {
+                    Ok(service) => EgressState::Serving(service),
                     Err(error) => {
                         // Fails closed: the namespace keeps its loopback only.
                         tracing::warn!(%error, "the network allowlist's gateway did not start; commands have no network");
-                        None
+                        EgressState::Failed(error.to_string())
                     }
-                }
+                })
             }
             _ => None,
         };
@@ -252,7 +261,7 @@ impl BaseView {
             mount,
             network,
             created: std::time::Instant::now(),
-            _egress: egress,
+            egress,
         })
     }
 
@@ -465,7 +474,13 @@ impl BaseView {
         }
 
         if let Some((file, target)) = &self.resolv_conf {
-            mount(file.as_ptr(), target, none, libc::MS_BIND, None)?;
+            // Attached without following `target`: where the host's resolv.conf is a symlink
+            // (into a runtime folder the view shows empty), the file is mounted on the link
+            // itself, and every path through the link reaches it.
+            let tree = clone_tree(file)?;
+            let attached = attach_tree(tree, target);
+            close_fds(&[tree]);
+            attached?;
             mount(
                 none,
                 target,
