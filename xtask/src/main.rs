@@ -131,6 +131,17 @@ fn ci(root: &Path) -> Result<()> {
     for (_, message) in missing.iter().filter(|(required, _)| !required) {
         println!("note: {message}");
     }
+    for (variable, server) in [
+        ("CLAWSMITH_TEST_POSTGRES", "PostgreSQL"),
+        ("CLAWSMITH_TEST_S3", "S3-compatible"),
+    ] {
+        if std::env::var_os(variable).is_none() {
+            println!(
+                "note: {variable} is unset: the fleet store's {server} tests skip (.ci/run \
+                 starts the servers: `pg_virtualenv .ci/with-services cargo xtask ci`)"
+            );
+        }
+    }
     let required: Vec<&str> = missing
         .iter()
         .filter(|(required, _)| *required)

@@ -90,6 +90,8 @@ pub const TIERS: &[(&str, Tier)] = &[
     ("clawsmith-egress", Tier::Internal),
     ("clawsmith-sandbox", Tier::Internal),
     ("clawsmith-checkpoint", Tier::Internal),
+    ("clawsmith-store", Tier::Internal),
+    ("clawsmith-store-postgres", Tier::Internal),
     ("clawsmith-core", Tier::Internal),
     ("clawsmith-mcp", Tier::Internal),
     ("clawsmith-skills", Tier::Internal),

@@ -42,6 +42,20 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "clawsmith-checkpoint",
         &["clawsmith-protocol", "clawsmith-fs"],
     ),
+    // The session store as traits, with the SQLite store behind them.
+    (
+        "clawsmith-store",
+        &["clawsmith-protocol", "clawsmith-checkpoint"],
+    ),
+    // The fleet store: PostgreSQL and object storage behind the same traits.
+    (
+        "clawsmith-store-postgres",
+        &[
+            "clawsmith-protocol",
+            "clawsmith-checkpoint",
+            "clawsmith-store",
+        ],
+    ),
     (
         "clawsmith-core",
         &[
@@ -120,6 +134,8 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "clawsmith-egress",
             "clawsmith-sandbox",
             "clawsmith-checkpoint",
+            "clawsmith-store",
+            "clawsmith-store-postgres",
             "clawsmith-core",
             "clawsmith-mcp",
             "clawsmith-trace",
@@ -249,6 +265,10 @@ pub const OWNED_DEPENDENCIES: &[(&str, &str)] = &[
     ("tree-sitter-bash", "clawsmith-shell"),
     // One owner of SQL: the store's schema, migrations and the memory index live together.
     ("rusqlite", "clawsmith-checkpoint"),
+    // One owner of the fleet store's servers: PostgreSQL's protocol and object storage.
+    ("tokio-postgres", "clawsmith-store-postgres"),
+    ("deadpool-postgres", "clawsmith-store-postgres"),
+    ("object_store", "clawsmith-store-postgres"),
 ];
 
 /// Dependencies (from, to, kind) of [`OWNED_DEPENDENCIES`] used outside their owner.

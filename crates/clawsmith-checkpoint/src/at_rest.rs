@@ -101,6 +101,22 @@ pub(crate) fn event_json(
     Ok((json?, body_in_message))
 }
 
+/// A message as every session store keeps it (this one and the fleet store): masked with the
+/// one secret detector, its calls' arguments bounded.
+pub fn stored_message_json(message: &ModelMessage) -> Result<String, StoreError> {
+    message_json(message)
+}
+
+/// An event as a session store that keeps it whole keeps it: masked.
+pub fn stored_event_json(event: &Event) -> Result<String, StoreError> {
+    redacted_json(event, "storing an event")
+}
+
+/// Journaled call arguments as every session store keeps them: masked, then bounded.
+pub fn stored_arguments(text: &str) -> String {
+    arguments(text)
+}
+
 /// Gives a stored `tool.completed` whose `output` was left out the content of its tool message.
 pub(crate) fn fill_legacy_output(event: &mut Event, content: String) {
     if let EventPayload::ToolCompleted(completed) = &mut event.payload

@@ -112,6 +112,38 @@ pub enum StoreError {
         /// The holder, when it has said who it is.
         pid: Option<u32>,
     },
+    /// Another host's process holds the session's lease (a store shared by several machines).
+    #[error(
+        "session {session_id} is in use by {holder} until its lease expires in at most {expires_in_seconds} s; wait for it to finish, or pass --wait"
+    )]
+    SessionHeldElsewhere {
+        /// The session.
+        session_id: String,
+        /// Who holds it (`host:pid`).
+        holder: String,
+        /// When its lease runs out unless renewed.
+        expires_in_seconds: u64,
+    },
+    /// This process's lease on the session was taken over (a writer that paused longer than
+    /// the lease lasts): the write is refused, so no row of a stale writer lands.
+    #[error(
+        "session {session_id} was taken over by another writer (this writer's lease epoch {epoch} is stale); nothing was written"
+    )]
+    LeaseLost {
+        /// The session.
+        session_id: String,
+        /// The epoch this writer held.
+        epoch: u64,
+    },
+    /// A store other than the SQLite file failed (PostgreSQL, object storage): what it was
+    /// doing and what the server or client said.
+    #[error("{context}: {message}")]
+    Backend {
+        /// What the store was doing.
+        context: &'static str,
+        /// The cause, as the server or client gave it.
+        message: String,
+    },
     /// The session's lock file could not be opened or locked.
     #[error("cannot lock {path}: {message}")]
     Lease {

@@ -75,6 +75,11 @@ impl SessionLease {
     pub fn is_fresh(&self) -> bool {
         self.fresh
     }
+
+    /// The session this lease is for.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
 }
 
 impl SessionLease {

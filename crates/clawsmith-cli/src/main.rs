@@ -70,6 +70,7 @@ mod policy;
 mod run;
 mod skills;
 mod state;
+mod store;
 mod timeline;
 mod traces;
 mod web;
@@ -204,6 +205,12 @@ enum Command {
     /// A local web view of sessions, tool calls, checkpoints and diffs, with undo; prints
     /// `http://127.0.0.1:PORT/s/<secret>/?token=…` and serves until stopped.
     Web(web::WebOptions),
+    /// The session store `[store]` names: `store migrate` prepares a PostgreSQL database,
+    /// `store check` says what was reached.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
+    },
     /// Delete expired or over-quota checkpoints and collect unreferenced blobs.
     Prune {
         /// Report what would be removed without removing it.
@@ -571,6 +578,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(exit::OK)
         }
         Command::Web(options) => web::run(&state_dir()?, &options),
+        Command::Store { command } => store::run(&state_dir()?.dir, command, &out),
         Command::Prune { dry_run } => {
             let store = state::open_existing_store(&state_dir()?)?;
             history::prune(&store, dry_run, &out)

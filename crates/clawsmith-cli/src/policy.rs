@@ -133,6 +133,9 @@ struct PolicyFile {
     /// Read by clawsmith-trace.
     #[serde(default, rename = "telemetry")]
     _telemetry: serde::de::IgnoredAny,
+    /// Read by `store.rs` (`[store]`).
+    #[serde(default, rename = "store")]
+    _store: serde::de::IgnoredAny,
 }
 
 #[derive(Debug, Deserialize)]

@@ -269,6 +269,7 @@ pub fn build_core(
     // lists and checks the state directory each time).
     let config_file = config_in_prepared_state(state_dir, options.config.as_deref())?;
     let file_policy = crate::policy::load_file(config_file.as_deref())?;
+    crate::store::refuse_fleet_for_tools(config_file.as_deref())?;
     // The one policy every process clawsmith starts is confined by (commands, background
     // commands, plugin tools and hooks, language servers, MCP servers): each gets a profile of
     // it (`SandboxConfig::for_process`), never a configuration of its own.

@@ -21,6 +21,7 @@ mod signals;
 mod skills;
 mod snapshots;
 mod state;
+mod store;
 mod terminal;
 mod traces;
 mod undo;

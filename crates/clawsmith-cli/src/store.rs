@@ -1,0 +1,290 @@
+//! `[store]` in `clawsmith.toml` and `clawsmith store migrate|check`: which session store a
+//! machine uses — the embedded SQLite file (the default) or a fleet's PostgreSQL database with
+//! its blobs in object storage — and whether it is reachable and ready.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::{Output, exit, refusal};
+
+/// `clawsmith store …`.
+#[derive(Debug, Subcommand)]
+pub enum StoreCommand {
+    /// Apply the database migrations this build needs (PostgreSQL; under an advisory lock, so
+    /// hosts running it together apply each once).
+    Migrate {
+        /// The configuration file (default: `clawsmith.toml` in the state directory).
+        #[arg(long, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+    },
+    /// Say which store the configuration names, what of it was reached and what was not;
+    /// exits 1 when a part could not be reached or is not ready.
+    Check {
+        /// The configuration file (default: `clawsmith.toml` in the state directory).
+        #[arg(long, value_name = "FILE")]
+        config: Option<std::path::PathBuf>,
+    },
+}
+
+/// `[store]` as written.
+#[derive(Debug, Default, Deserialize)]
+struct StoreFile {
+    #[serde(default)]
+    store: Option<StoreSection>,
+}
+
+/// `[store]`: `kind = "sqlite" | "postgres"`; for PostgreSQL, the variable holding the
+/// connection string and where large blobs go.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    kind: StoreKind,
+    #[serde(default)]
+    url_env: Option<String>,
+    #[serde(default)]
+    blobs: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+/// The variable that holds the connection string when `url_env` does not name one.
+pub const DEFAULT_URL_ENV: &str = "CLAWSMITH_DATABASE_URL";
+
+/// `[store]` of the configuration file, checked; `None` without a file or a section.
+pub fn section(path: Option<&Path>) -> Result<Option<StoreSection>> {
+    let Some(path) = path else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the configuration {}", path.display()))?;
+    let file: StoreFile =
+        toml::from_str(&text).map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+    let Some(section) = file.store else {
+        return Ok(None);
+    };
+    match (section.kind, &section.url_env, &section.blobs) {
+        (StoreKind::Sqlite, Some(_), _) | (StoreKind::Sqlite, _, Some(_)) => bail!(
+            "{}: [store]: kind = \"sqlite\" takes no url_env or blobs (the database and its \
+             blobs live in the state directory)",
+            path.display()
+        ),
+        _ => Ok(Some(section)),
+    }
+}
+
+/// Refuses to run tools when the configuration puts sessions on PostgreSQL: this build's core
+/// writes its sessions, checkpoints and undo history only to the SQLite store, and must not
+/// silently keep them on one machine while the configuration says the fleet's.
+pub fn refuse_fleet_for_tools(path: Option<&Path>) -> Result<()> {
+    if let Some(section) = section(path)?
+        && section.kind == StoreKind::Postgres
+    {
+        return Err(refusal(
+            "[store] kind = \"postgres\": running tools on the fleet store is not built yet \
+             (sessions, checkpoints and undo are written to the embedded SQLite store only)",
+            "remove [store] (or set kind = \"sqlite\") to run tools; `clawsmith store migrate` \
+             and `clawsmith store check` work with the PostgreSQL store",
+        ));
+    }
+    Ok(())
+}
+
+impl StoreSection {
+    fn url_env(&self) -> &str {
+        self.url_env.as_deref().unwrap_or(DEFAULT_URL_ENV)
+    }
+
+    /// The connection string, from the environment.
+    fn url(&self) -> Result<String> {
+        let name = self.url_env();
+        match std::env::var(name) {
+            Ok(url) if !url.trim().is_empty() => Ok(url),
+            _ => Err(refusal(
+                format!(
+                    "[store] kind = \"postgres\" reads its connection string from ${name}, which is not set"
+                ),
+                format!(
+                    "export {name}='postgres://USER:PASSWORD@HOST:PORT/DATABASE' (or name another variable with url_env)"
+                ),
+            )),
+        }
+    }
+}
+
+/// `clawsmith store …`.
+pub fn run(state_dir: &Path, command: StoreCommand, out: &Output) -> Result<i32> {
+    match command {
+        StoreCommand::Migrate { config } => {
+            let path = crate::run::config_file(state_dir, config.as_deref())?;
+            let Some(section) = section(path.as_deref())?.filter(|s| s.kind == StoreKind::Postgres)
+            else {
+                let message = "the store is the embedded SQLite file, which migrates itself when \
+                               it opens: nothing to do";
+                if out.json {
+                    out.json_line(
+                        &json!({"kind": "sqlite", "migrated": false, "message": message}),
+                    )?;
+                } else {
+                    out.line(message)?;
+                }
+                return Ok(exit::OK);
+            };
+            let store = PgStore::unchecked(&section.url()?, PgOptions::default())?;
+            let (before, after) = store.migrate()?;
+            if out.json {
+                out.json_line(&json!({"kind": "postgres", "from": before, "to": after}))?;
+            } else if before == after {
+                out.line(&format!(
+                    "the database is at schema version {after} already"
+                ))?;
+            } else {
+                out.line(&format!(
+                    "migrated the database from schema version {before} to {after}"
+                ))?;
+            }
+            Ok(exit::OK)
+        }
+        StoreCommand::Check { config } => {
+            let path = crate::run::config_file(state_dir, config.as_deref())?;
+            let section = section(path.as_deref())?;
+            let parts = match section.filter(|s| s.kind == StoreKind::Postgres) {
+                None => check_sqlite(state_dir),
+                Some(section) => check_postgres(&section),
+            };
+            let failed = parts.iter().any(|part| !part.ok);
+            if out.json {
+                out.json_line(&json!({
+                    "ok": !failed,
+                    "parts": parts.iter().map(|part| json!({
+                        "part": part.name, "ok": part.ok, "detail": part.detail,
+                    })).collect::<Vec<_>>(),
+                }))?;
+            } else {
+                let text: Vec<String> = parts
+                    .iter()
+                    .map(|part| {
+                        format!(
+                            "{}: {} {}",
+                            part.name,
+                            if part.ok { "ok" } else { "FAILED" },
+                            part.detail
+                        )
+                    })
+                    .collect();
+                out.line(&text.join("\n"))?;
+            }
+            Ok(if failed { exit::ERROR } else { exit::OK })
+        }
+    }
+}
+
+/// One part of a store and what became of reaching it.
+struct Part {
+    name: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+fn check_sqlite(state_dir: &Path) -> Vec<Part> {
+    let database = state_dir.join(crate::state::DATABASE_FILE);
+    let detail = match std::fs::metadata(&database) {
+        Ok(metadata) => format!(
+            "(embedded SQLite) {} ({} bytes); it migrates itself when it opens",
+            database.display(),
+            metadata.len()
+        ),
+        Err(_) => format!(
+            "(embedded SQLite) {} is made at the first call",
+            database.display()
+        ),
+    };
+    vec![Part {
+        name: "sessions",
+        ok: true,
+        detail,
+    }]
+}
+
+fn check_postgres(section: &StoreSection) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let url = match section.url() {
+        Ok(url) => url,
+        Err(error) => {
+            parts.push(Part {
+                name: "sessions",
+                ok: false,
+                detail: format!("(PostgreSQL) {error:#}"),
+            });
+            return parts;
+        }
+    };
+    match PgStore::unchecked(&url, PgOptions::default()).and_then(|store| {
+        let version = store.server_version()?;
+        let schema = store.schema_version()?;
+        Ok((version, schema))
+    }) {
+        Ok((version, schema)) if schema == SCHEMA_VERSION => parts.push(Part {
+            name: "sessions",
+            ok: true,
+            detail: format!(
+                "(PostgreSQL {version}, from ${}) reached; schema version {schema}, as this build needs",
+                section.url_env()
+            ),
+        }),
+        Ok((version, schema)) => parts.push(Part {
+            name: "sessions",
+            ok: false,
+            detail: format!(
+                "(PostgreSQL {version}, from ${}) reached; schema version {schema}, this build \
+                 needs {SCHEMA_VERSION}{}",
+                section.url_env(),
+                if schema < SCHEMA_VERSION {
+                    ": run `clawsmith store migrate`"
+                } else {
+                    ": the database is newer than this clawsmith"
+                }
+            ),
+        }),
+        Err(error) => parts.push(Part {
+            name: "sessions",
+            ok: false,
+            detail: format!(
+                "(PostgreSQL, from ${}) not reached: {error}",
+                section.url_env()
+            ),
+        }),
+    }
+    parts.push(match &section.blobs {
+        None => Part {
+            name: "blobs",
+            ok: true,
+            detail: "in the database's rows (no `blobs` object store configured)".to_owned(),
+        },
+        Some(location) => match clawsmith_store_postgres::object_store_at(location)
+            .and_then(|objects| clawsmith_store_postgres::probe_objects(&Arc::clone(&objects)))
+        {
+            Ok(()) => Part {
+                name: "blobs",
+                ok: true,
+                detail: format!("{location} reached (wrote, read and deleted a probe object)"),
+            },
+            Err(error) => Part {
+                name: "blobs",
+                ok: false,
+                detail: format!("{location} not reached: {error}"),
+            },
+        },
+    });
+    parts
+}

@@ -1,0 +1,222 @@
+//! `[store]` and `clawsmith store migrate|check`: the embedded SQLite default, configuration
+//! that does not hold, a PostgreSQL server before and after `migrate` (when
+//! `CLAWSMITH_TEST_POSTGRES` names one: `.ci/run` starts it), an S3-compatible blob store
+//! (`CLAWSMITH_TEST_S3`), and tools refused while sessions are configured onto the fleet store.
+
+use crate::{Fixture, Run, run_binary_with};
+
+/// `clawsmith --state-dir S ARGS` with `env` set.
+fn run(fixture: &Fixture, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let state = fixture.state();
+    let mut full = vec!["--state-dir", state.to_str().unwrap()];
+    full.extend_from_slice(args);
+    run_binary_with(&full, "", |command| {
+        command.env_remove("CLAWSMITH_DATABASE_URL");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+    })
+}
+
+fn config(fixture: &Fixture, text: &str) -> String {
+    let path = fixture.dir.path().join("clawsmith.toml");
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn the_embedded_store_needs_nothing_and_bad_store_configuration_is_refused() {
+    let f = Fixture::new();
+    let check = run(&f, &["store", "check"], &[]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check.stdout.contains("sessions: ok (embedded SQLite)"),
+        "{}",
+        check.stdout
+    );
+    let migrate = run(&f, &["store", "migrate"], &[]);
+    assert_eq!(migrate.code, 0, "{}", migrate.stderr);
+    assert!(
+        migrate.stdout.contains("nothing to do"),
+        "{}",
+        migrate.stdout
+    );
+    // (configuration, what the refusal says)
+    let refusals = [
+        ("[store]\nkind = \"oracle\"\n", "unknown variant `oracle`"),
+        (
+            "[store]\nkind = \"sqlite\"\nblobs = \"s3://b\"\n",
+            "takes no url_env or blobs",
+        ),
+        (
+            "[store]\nkind = \"postgres\"\nurl = \"postgres://x\"\n",
+            "unknown field `url`",
+        ),
+    ];
+    for (text, says) in refusals {
+        let path = config(&f, text);
+        let refused = run(&f, &["store", "check", "--config", &path], &[]);
+        assert_ne!(refused.code, 0, "{text}");
+        assert!(refused.stderr.contains(says), "{text}: {}", refused.stderr);
+    }
+    // PostgreSQL named, its variable unset: check says which variable, and fails.
+    let path = config(&f, "[store]\nkind = \"postgres\"\nurl_env = \"FLEET_DB\"\n");
+    let unset = run(&f, &["store", "check", "--config", &path], &[]);
+    assert_eq!(unset.code, 1, "{}", unset.stdout);
+    assert!(
+        unset.stdout.contains("sessions: FAILED (PostgreSQL)")
+            && unset.stdout.contains("$FLEET_DB"),
+        "{}",
+        unset.stdout
+    );
+    // Unreachable server: said, with the cause.
+    let unreachable = run(
+        &f,
+        &["--json", "store", "check", "--config", &path],
+        &[(
+            "FLEET_DB",
+            "host=127.0.0.1 port=1 user=nobody connect_timeout=2",
+        )],
+    );
+    assert_eq!(unreachable.code, 1);
+    let answer = unreachable.json();
+    assert_eq!(answer["ok"], false);
+    assert!(
+        answer["parts"][0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not reached"),
+        "{answer}"
+    );
+    // Tools are refused while sessions are configured onto the fleet store.
+    let ws = f.ws();
+    let call = run(
+        &f,
+        &[
+            "call",
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--config",
+            &path,
+            "read_file",
+            "{\"path\":\"x\"}",
+        ],
+        &[],
+    );
+    assert_ne!(call.code, 0);
+    assert!(
+        call.stderr
+            .contains("running tools on the fleet store is not built yet"),
+        "{}",
+        call.stderr
+    );
+}
+
+#[test]
+fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
+    let Ok(base) = std::env::var("CLAWSMITH_TEST_POSTGRES") else {
+        assert!(
+            std::env::var_os("CLAWSMITH_REQUIRE_SERVICES").is_none(),
+            "CLAWSMITH_REQUIRE_SERVICES is set and CLAWSMITH_TEST_POSTGRES is not"
+        );
+        eprintln!("SKIP: no PostgreSQL server (CLAWSMITH_TEST_POSTGRES is unset)");
+        return;
+    };
+    let f = Fixture::new();
+    let database = format!("clawsmith_cli_{}", std::process::id());
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {database}"),
+        format!("CREATE DATABASE {database}"),
+    ] {
+        let made = std::process::Command::new("psql")
+            .args([
+                "-q",
+                "-d",
+                &format!("{base} dbname=postgres"),
+                "-c",
+                &statement,
+            ])
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+    }
+    let url = format!("{base} dbname={database}");
+    let path = config(&f, "[store]\nkind = \"postgres\"\n");
+    let env = [("CLAWSMITH_DATABASE_URL", url.as_str())];
+    let before = run(&f, &["store", "check", "--config", &path], &env);
+    assert_eq!(before.code, 1, "{}", before.stdout);
+    assert!(
+        before.stdout.contains("schema version 0")
+            && before.stdout.contains("run `clawsmith store migrate`"),
+        "{}",
+        before.stdout
+    );
+    let migrate = run(&f, &["store", "migrate", "--config", &path], &env);
+    assert_eq!(migrate.code, 0, "{}", migrate.stderr);
+    assert!(
+        migrate.stdout.contains("from schema version 0 to 1"),
+        "{}",
+        migrate.stdout
+    );
+    let again = run(&f, &["--json", "store", "migrate", "--config", &path], &env);
+    assert_eq!(again.json()["from"], 1);
+    let after = run(&f, &["store", "check", "--config", &path], &env);
+    assert_eq!(after.code, 0, "{}", after.stdout);
+    assert!(
+        after.stdout.contains("sessions: ok (PostgreSQL"),
+        "{}",
+        after.stdout
+    );
+    assert!(
+        after.stdout.contains("blobs: ok in the database's rows"),
+        "{}",
+        after.stdout
+    );
+
+    let Ok(endpoint) = std::env::var("CLAWSMITH_TEST_S3") else {
+        eprintln!("SKIP the blob store part: CLAWSMITH_TEST_S3 is unset");
+        return;
+    };
+    let bucket = format!("clawsmith-cli-{}", std::process::id());
+    let address = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let status = std::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT"])
+        .arg(format!("http://{address}/{bucket}"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "200");
+    let path = config(
+        &f,
+        &format!("[store]\nkind = \"postgres\"\nblobs = \"s3://{bucket}/fleet\"\n"),
+    );
+    let aws = [
+        ("CLAWSMITH_DATABASE_URL", url.as_str()),
+        ("AWS_ENDPOINT", endpoint.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+    ];
+    let with_blobs = run(&f, &["store", "check", "--config", &path], &aws);
+    assert_eq!(with_blobs.code, 0, "{}", with_blobs.stdout);
+    assert!(
+        with_blobs
+            .stdout
+            .contains(&format!("blobs: ok s3://{bucket}/fleet reached")),
+        "{}",
+        with_blobs.stdout
+    );
+    let missing = config(
+        &f,
+        "[store]\nkind = \"postgres\"\nblobs = \"s3://no-such-bucket-here\"\n",
+    );
+    let refused = run(&f, &["store", "check", "--config", &missing], &aws);
+    assert_eq!(refused.code, 1, "{}", refused.stdout);
+    assert!(
+        refused
+            .stdout
+            .contains("blobs: FAILED s3://no-such-bucket-here not reached"),
+        "{}",
+        refused.stdout
+    );
+}

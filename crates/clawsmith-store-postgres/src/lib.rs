@@ -1,0 +1,1029 @@
+//! # clawsmith-store-postgres
+//!
+//! The session store of a fleet: many clawsmith processes on many machines write and read the
+//! same sessions in one PostgreSQL database, and keep large blobs in S3-compatible object
+//! storage (also Google Cloud Storage, Azure or a local folder, through `object_store`).
+//! [`PgStore`] implements `clawsmith-store`'s traits, so it keeps the contract the embedded
+//! SQLite store keeps (`clawsmith_store::contract`), and adds what several hosts need.
+//!
+//! ## Gap-free history under many writers
+//! A session's row holds its next message index and next event sequence. An append updates
+//! that row in the transaction that inserts the history rows, so the row lock orders the
+//! session's writers, a rollback gives the numbers back, and the numbers have no gap and no
+//! duplicate (no `bigserial`, whose values a rollback loses). Sessions do not wait for each
+//! other.
+//!
+//! ## One writer per session, fenced
+//! A lease is a row: the session, its holder (`host:pid:nonce`), when it expires (by the
+//! database's clock, so hosts' clocks do not matter) and an epoch that grows each time the
+//! lease changes hands. The holder renews it every third of its lifetime; a holder that
+//! stops (killed, or paused longer than the lease lasts) loses it to the next taker. Every
+//! write locks the lease row and checks it: a holder writes only while the epoch is still
+//! its own ([`StoreError::LeaseLost`] otherwise), and a process without the lease writes only
+//! while nobody else holds it. So no row of a stale writer lands after a takeover, and every
+//! history row records the epoch it was written under. The taker's lease is fresh: the core's
+//! recovery (A8) closes the calls the dead writer left open.
+//!
+//! ## Followers on other hosts
+//! Each commit that adds events notifies the channel `clawsmith_events` with
+//! `session:last-sequence`; [`PgStore::follow`] listens on a connection of its own, so a web
+//! view or an MCP follower on another host learns of new events without polling.
+//!
+//! ## Migrations
+//! [`PgStore::migrate`] (`clawsmith store migrate`) applies the migrations a database lacks in
+//! one transaction under an advisory lock, so hosts that start together apply each once.
+//! Opening a store never migrates: a database behind this build is refused with the command
+//! to run, one ahead of it is refused too.
+//!
+//! ## Blobs
+//! Content-addressed by SHA-256. Up to [`INLINE_MAX`] bytes a blob lives in its row; a larger
+//! one is an object `blobs/ab/cdef…` created only if absent (an existing object is success), its
+//! row taken (and touched) in the same transaction first. Reads check the bytes against the
+//! name. Without an object store every blob lives in its row.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_store::{
+    Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
+    StoreError,
+};
+use object_store::ObjectStore;
+use tokio_postgres::{GenericClient, NoTls};
+
+mod blobs;
+mod follow;
+mod schema;
+
+pub use blobs::{object_store_at, probe_objects};
+pub use follow::Follower;
+pub use schema::SCHEMA_VERSION;
+
+/// The largest blob kept in its row; larger ones go to the object store when there is one.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// How long a lease lasts unless renewed, by default.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// What a store waits for and where its blobs go.
+#[derive(Clone)]
+pub struct PgOptions {
+    /// How long a lease lasts unless renewed (renewed every third of it).
+    pub lease_ttl: Duration,
+    /// Whether taking a held lease waits for it (or fails at once).
+    pub wait_for_lease: bool,
+    /// Where blobs over [`INLINE_MAX`] go; `None`: in their rows.
+    pub objects: Option<Arc<dyn ObjectStore>>,
+    /// The most connections the pool opens.
+    pub max_connections: usize,
+}
+
+impl Default for PgOptions {
+    fn default() -> PgOptions {
+        PgOptions {
+            lease_ttl: DEFAULT_LEASE_TTL,
+            wait_for_lease: false,
+            objects: None,
+            max_connections: 8,
+        }
+    }
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PgOptions")
+            .field("lease_ttl", &self.lease_ttl)
+            .field("wait_for_lease", &self.wait_for_lease)
+            .field("objects", &self.objects.as_ref().map(ToString::to_string))
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// A session store on PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    runtime: Option<tokio::runtime::Runtime>,
+    pool: deadpool_postgres::Pool,
+    config: tokio_postgres::Config,
+    options: PgOptions,
+    /// This process's name on its leases.
+    holder: String,
+    /// The leases this store holds: session → holders, epoch, renewal.
+    held: Mutex<HashMap<String, Held>>,
+}
+
+struct Held {
+    holders: usize,
+    epoch: i64,
+    lost: Arc<AtomicBool>,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("PgStore")
+            .field("holder", &self.holder)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which a caller on an async thread must not do.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// A `StoreError::Backend` of `context` from any displayable cause.
+pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E) -> StoreError {
+    move |error| StoreError::Backend {
+        context,
+        message: error.to_string(),
+    }
+}
+
+/// The full chain of a PostgreSQL error (the server's message is in its source).
+fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
+    move |error| StoreError::Backend {
+        context,
+        message: match std::error::Error::source(&error) {
+            Some(source) => format!("{error}: {source}"),
+            None => error.to_string(),
+        },
+    }
+}
+
+fn pool_error(context: &'static str) -> impl Fn(deadpool_postgres::PoolError) -> StoreError {
+    move |error| StoreError::Backend {
+        context,
+        message: error.to_string(),
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+impl PgStore {
+    /// Connects to the database `url` (`postgres://user:password@host:port/database`, or the
+    /// key-value form) and checks that its schema is this build's.
+    pub fn connect(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+        let store = PgStore::unchecked(url, options)?;
+        let found = store.schema_version()?;
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::Backend {
+                context: "opening the PostgreSQL store",
+                message: format!(
+                    "the database's schema is version {found}, this clawsmith needs \
+                     {SCHEMA_VERSION}: run `clawsmith store migrate`"
+                ),
+            });
+        }
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                path: "the PostgreSQL database".to_owned(),
+                found: i64::from(found),
+                supported: i64::from(SCHEMA_VERSION),
+            });
+        }
+        Ok(store)
+    }
+
+    /// A store on `url` whose schema is not checked (for `migrate` and `check`).
+    pub fn unchecked(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(pg("reading the PostgreSQL connection string"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("clawsmith-store-postgres")
+            .enable_all()
+            .build()
+            .map_err(backend("starting the PostgreSQL store's runtime"))?;
+        let manager = deadpool_postgres::Manager::from_config(
+            config.clone(),
+            NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(options.max_connections.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(10)))
+            .build()
+            .map_err(backend("making the PostgreSQL connection pool"))?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|name| name.trim().to_owned())
+            .unwrap_or_else(|_| "host".to_owned());
+        let nonce: u64 = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos().into());
+        Ok(PgStore {
+            inner: Arc::new(Inner {
+                runtime: Some(runtime),
+                pool,
+                config,
+                options,
+                holder: format!("{host}:{}:{nonce:x}", std::process::id()),
+                held: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// This process's name on the leases it holds (`host:pid:nonce`).
+    pub fn holder(&self) -> &str {
+        &self.inner.holder
+    }
+
+    /// Runs `work` on the store's runtime and waits for it: every call of the traits is
+    /// synchronous, and may come from a thread of another runtime.
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.inner.runtime().spawn(async move {
+            let _ = answer.send(work.await);
+        });
+        answered.recv().map_err(|_| StoreError::Backend {
+            context: "the PostgreSQL store",
+            message: "its runtime stopped".to_owned(),
+        })?
+    }
+
+    /// The schema version of the database (0: never migrated).
+    pub fn schema_version(&self) -> Result<i32, StoreError> {
+        let pool = self.inner.pool.clone();
+        self.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(pool_error("connecting to PostgreSQL"))?;
+            schema::version(&client).await
+        })
+    }
+
+    /// Applies the migrations the database lacks (under an advisory lock): the version before
+    /// and after.
+    pub fn migrate(&self) -> Result<(i32, i32), StoreError> {
+        let pool = self.inner.pool.clone();
+        self.run(async move {
+            let mut client = pool
+                .get()
+                .await
+                .map_err(pool_error("connecting to PostgreSQL"))?;
+            schema::migrate(&mut client).await
+        })
+    }
+
+    /// The server's version string, when it answers.
+    pub fn server_version(&self) -> Result<String, StoreError> {
+        let pool = self.inner.pool.clone();
+        self.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(pool_error("connecting to PostgreSQL"))?;
+            let row = client
+                .query_one("SHOW server_version", &[])
+                .await
+                .map_err(pg("asking the server's version"))?;
+            Ok(row.get::<_, String>(0))
+        })
+    }
+
+    /// A listener for other writers' new events, on a connection of its own.
+    pub fn follow(&self) -> Result<Follower, StoreError> {
+        let config = self.inner.config.clone();
+        let runtime = self.inner.runtime().handle().clone();
+        self.run(async move { follow::listen(config, runtime).await })
+    }
+
+    /// The object store blobs over [`INLINE_MAX`] go to, when there is one.
+    pub fn objects(&self) -> Option<&Arc<dyn ObjectStore>> {
+        self.inner.options.objects.as_ref()
+    }
+
+    /// The epoch and whether it was lost, of the lease this store holds on `session_id`.
+    fn held_epoch(&self, session_id: &str) -> Option<(i64, bool)> {
+        let held = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        held.get(session_id)
+            .map(|held| (held.epoch, held.lost.load(Ordering::SeqCst)))
+    }
+
+    /// Runs `body` in one transaction fenced by the session's lease: the epoch the rows are
+    /// written under.
+    fn write<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        session_id: &str,
+        body: impl for<'t> FnOnce(
+            &'t tokio_postgres::Transaction<'t>,
+            i64,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>,
+        > + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        let pool = self.inner.pool.clone();
+        let mine = self.held_epoch(session_id);
+        let holder = self.inner.holder.clone();
+        let session_id = session_id.to_owned();
+        self.run(async move {
+            let mut client = pool.get().await.map_err(pool_error(context))?;
+            let tx = client.transaction().await.map_err(pg(context))?;
+            let epoch = fence(&tx, &session_id, mine, &holder).await?;
+            let value = body(&tx, epoch).await?;
+            tx.commit().await.map_err(pg(context))?;
+            Ok(value)
+        })
+    }
+}
+
+impl Inner {
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.runtime
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the runtime lives as long as the store"))
+    }
+}
+
+/// Checks the session's lease inside a write's transaction (the lease row is locked until the
+/// commit, so a takeover waits for it): the epoch to write under.
+async fn fence(
+    tx: &tokio_postgres::Transaction<'_>,
+    session_id: &str,
+    mine: Option<(i64, bool)>,
+    holder: &str,
+) -> Result<i64, StoreError> {
+    let row = tx
+        .query_opt(
+            "SELECT epoch, holder, expires_at > now(),
+                    GREATEST(0, extract(epoch FROM expires_at - now()))::bigint
+             FROM clawsmith_leases WHERE session_id = $1 FOR SHARE",
+            &[&session_id],
+        )
+        .await
+        .map_err(pg("checking the session's lease"))?;
+    let current = row.as_ref().map(|row| {
+        (
+            row.get::<_, i64>(0),
+            row.get::<_, Option<String>>(1),
+            row.get::<_, Option<bool>>(2).unwrap_or(false),
+            row.get::<_, Option<i64>>(3).unwrap_or(0),
+        )
+    });
+    match (mine, current) {
+        (Some((epoch, _)), Some((current, Some(by), _, _))) if current == epoch && by == holder => {
+            Ok(epoch)
+        }
+        (Some((epoch, _)), _) => Err(StoreError::LeaseLost {
+            session_id: session_id.to_owned(),
+            epoch: u64::try_from(epoch).unwrap_or(0),
+        }),
+        (None, Some((_, Some(by), true, left))) => Err(StoreError::SessionHeldElsewhere {
+            session_id: session_id.to_owned(),
+            holder: by,
+            expires_in_seconds: u64::try_from(left).unwrap_or(0),
+        }),
+        (None, Some((epoch, _, _, _))) => Ok(epoch),
+        (None, None) => Ok(0),
+    }
+}
+
+/// The session's next numbers, taken: `(first index, first sequence)` for `messages` and
+/// `events` more; [`StoreError::UnknownSession`] when there is no such session.
+async fn take_numbers(
+    tx: &tokio_postgres::Transaction<'_>,
+    session_id: &str,
+    messages: i64,
+    events: i64,
+) -> Result<(i64, i64), StoreError> {
+    let row = tx
+        .query_opt(
+            "UPDATE clawsmith_sessions
+             SET next_index = next_index + $2, next_sequence = next_sequence + $3
+             WHERE id = $1
+             RETURNING next_index - $2, next_sequence - $3",
+            &[&session_id, &messages, &events],
+        )
+        .await
+        .map_err(pg("numbering the session's history"))?;
+    row.map(|row| (row.get(0), row.get(1)))
+        .ok_or_else(|| StoreError::UnknownSession(session_id.to_owned()))
+}
+
+async fn insert_message(
+    tx: &tokio_postgres::Transaction<'_>,
+    session_id: &str,
+    index: i64,
+    epoch: i64,
+    json: &str,
+) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
+         VALUES ($1, $2, $3, $4)",
+        &[&session_id, &index, &epoch, &json],
+    )
+    .await
+    .map_err(pg("appending a message"))?;
+    Ok(())
+}
+
+/// Inserts `event` (its sequence set) and notifies followers at the commit.
+async fn insert_event(
+    tx: &tokio_postgres::Transaction<'_>,
+    event: &Event,
+    epoch: i64,
+) -> Result<(), StoreError> {
+    let json = clawsmith_checkpoint::stored_event_json(event)?;
+    let sequence = i64::try_from(event.sequence).unwrap_or(i64::MAX);
+    let timestamp = i64::try_from(event.timestamp_ms).unwrap_or(i64::MAX);
+    tx.execute(
+        "INSERT INTO clawsmith_events (session_id, sequence, epoch, timestamp_ms, type, event_json)
+         VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            &event.session_id,
+            &sequence,
+            &epoch,
+            &timestamp,
+            &event.payload.kind(),
+            &json,
+        ],
+    )
+    .await
+    .map_err(pg("appending an event"))?;
+    tx.execute(
+        "SELECT pg_notify('clawsmith_events', $1)",
+        &[&format!("{}:{}", event.session_id, event.sequence)],
+    )
+    .await
+    .map_err(pg("notifying followers"))?;
+    Ok(())
+}
+
+fn session_info(row: &tokio_postgres::Row) -> SessionInfo {
+    SessionInfo {
+        id: row.get(0),
+        parent_id: row.get(1),
+        created_at_ms: u64::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+        workspace_root: row.get(3),
+    }
+}
+
+async fn require_session(client: &impl GenericClient, session_id: &str) -> Result<(), StoreError> {
+    let found = client
+        .query_opt(
+            "SELECT 1 FROM clawsmith_sessions WHERE id = $1",
+            &[&session_id],
+        )
+        .await
+        .map_err(pg("reading a session"))?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(StoreError::UnknownSession(session_id.to_owned())),
+    }
+}
+
+fn json_error(context: &'static str) -> impl Fn(serde_json::Error) -> StoreError {
+    move |error| StoreError::Backend {
+        context,
+        message: error.to_string(),
+    }
+}
+
+impl SessionStore for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError> {
+        let pool = self.inner.pool.clone();
+        let (id, root) = (id.to_owned(), workspace_root.to_owned());
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error("creating a session"))?;
+            let row = client
+                .query_opt(
+                    "INSERT INTO clawsmith_sessions (id, parent_id, created_at_ms, workspace_root)
+                     VALUES ($1, NULL, $2, $3) ON CONFLICT (id) DO NOTHING
+                     RETURNING id, parent_id, created_at_ms, workspace_root",
+                    &[&id, &now, &root],
+                )
+                .await
+                .map_err(pg("creating a session"))?;
+            row.map(|row| session_info(&row))
+                .ok_or(StoreError::SessionExists(id))
+        })
+    }
+
+    fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let id = id.to_owned();
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error("reading a session"))?;
+            let row = client
+                .query_opt(
+                    "SELECT id, parent_id, created_at_ms, workspace_root
+                     FROM clawsmith_sessions WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(pg("reading a session"))?;
+            Ok(row.map(|row| session_info(&row)))
+        })
+    }
+
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let pool = self.inner.pool.clone();
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error("listing sessions"))?;
+            let rows = client
+                .query(
+                    "SELECT id, parent_id, created_at_ms, workspace_root FROM clawsmith_sessions
+                     ORDER BY created_at_ms DESC, id DESC",
+                    &[],
+                )
+                .await
+                .map_err(pg("listing sessions"))?;
+            Ok(rows.iter().map(session_info).collect())
+        })
+    }
+
+    fn append_message(&self, session_id: &str, message: &ModelMessage) -> Result<u64, StoreError> {
+        let json = clawsmith_checkpoint::stored_message_json(message)?;
+        let session = session_id.to_owned();
+        self.write("appending a message", session_id, move |tx, epoch| {
+            Box::pin(async move {
+                let (index, _) = take_numbers(tx, &session, 1, 0).await?;
+                insert_message(tx, &session, index, epoch, &json).await?;
+                Ok(u64::try_from(index).unwrap_or(0))
+            })
+        })
+    }
+
+    fn messages_page(
+        &self,
+        session_id: &str,
+        from_index: u64,
+        limit: u64,
+    ) -> Result<Vec<ModelMessage>, StoreError> {
+        self.page(
+            "reading messages",
+            "SELECT message_json FROM clawsmith_messages
+             WHERE session_id = $1 AND idx >= $2 ORDER BY idx LIMIT $3",
+            session_id,
+            from_index,
+            limit,
+        )
+    }
+
+    fn append_event(
+        &self,
+        session_id: &str,
+        payload: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        let session = session_id.to_owned();
+        self.write("appending an event", session_id, move |tx, epoch| {
+            Box::pin(async move {
+                let (_, sequence) = take_numbers(tx, &session, 0, 1).await?;
+                let event = Event {
+                    session_id: session,
+                    sequence: u64::try_from(sequence).unwrap_or(0),
+                    timestamp_ms,
+                    payload,
+                };
+                insert_event(tx, &event, epoch).await?;
+                Ok(event)
+            })
+        })
+    }
+
+    fn events_page(
+        &self,
+        session_id: &str,
+        after_sequence: u64,
+        limit: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        self.page(
+            "reading events",
+            "SELECT event_json FROM clawsmith_events
+             WHERE session_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3",
+            session_id,
+            after_sequence,
+            limit,
+        )
+    }
+
+    fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(pool_error("reading the event sequence"))?;
+            // A follower may ask before the session exists: 0, as for a session without events.
+            let row = client
+                .query_opt(
+                    "SELECT next_sequence - 1 FROM clawsmith_sessions WHERE id = $1",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("reading the event sequence"))?;
+            Ok(row.map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
+        })
+    }
+
+    fn start_call(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        journal: Option<&JournalStart>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        let assistant = assistant
+            .map(clawsmith_checkpoint::stored_message_json)
+            .transpose()?;
+        let journal = journal.cloned();
+        let session = session_id.to_owned();
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.write("starting a call", session_id, move |tx, epoch| {
+            Box::pin(async move {
+                let messages = i64::from(assistant.is_some());
+                let (index, sequence) = take_numbers(tx, &session, messages, 1).await?;
+                if let Some(json) = &assistant {
+                    insert_message(tx, &session, index, epoch, json).await?;
+                }
+                if let Some(start) = &journal {
+                    tx.execute(
+                        "INSERT INTO clawsmith_journal
+                         (session_id, turn_id, call_id, tool_name, args_json, started_at_ms, epoch)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        &[
+                            &session,
+                            &start.turn_id,
+                            &start.call_id,
+                            &start.tool_name,
+                            &clawsmith_checkpoint::stored_arguments(&start.args_json),
+                            &now,
+                            &epoch,
+                        ],
+                    )
+                    .await
+                    .map_err(pg("journaling a call"))?;
+                }
+                let event = Event {
+                    session_id: session,
+                    sequence: u64::try_from(sequence).unwrap_or(0),
+                    timestamp_ms,
+                    payload: started,
+                };
+                insert_event(tx, &event, epoch).await?;
+                Ok(event)
+            })
+        })
+    }
+
+    fn journal_close(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        status: ToolStatus,
+    ) -> Result<bool, StoreError> {
+        let (session, call) = (session_id.to_owned(), call_id.to_owned());
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.write("closing a journaled call", session_id, move |tx, _| {
+            Box::pin(async move {
+                let changed = tx
+                    .execute(
+                        "UPDATE clawsmith_journal SET closed_at_ms = $3, status = $4
+                         WHERE session_id = $1 AND call_id = $2 AND closed_at_ms IS NULL",
+                        &[&session, &call, &now, &status.as_str()],
+                    )
+                    .await
+                    .map_err(pg("closing a journaled call"))?;
+                Ok(changed > 0)
+            })
+        })
+    }
+
+    fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(pool_error("reading the journal"))?;
+            require_session(&**client, &session).await?;
+            let rows = client
+                .query(
+                    "SELECT session_id, turn_id, call_id, tool_name, args_json, started_at_ms
+                     FROM clawsmith_journal WHERE session_id = $1 AND closed_at_ms IS NULL
+                     ORDER BY started_at_ms, turn_id, call_id",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("reading the journal"))?;
+            Ok(rows
+                .iter()
+                .map(|row| JournalEntry {
+                    session_id: row.get(0),
+                    turn_id: row.get(1),
+                    call_id: row.get(2),
+                    tool_name: row.get(3),
+                    args_json: row.get(4),
+                    started_at_ms: u64::try_from(row.get::<_, i64>(5)).unwrap_or(0),
+                    closed_at_ms: None,
+                    status: None,
+                })
+                .collect())
+        })
+    }
+
+    fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError> {
+        {
+            let mut held = self
+                .inner
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = held.get_mut(session_id)
+                && !entry.lost.load(Ordering::SeqCst)
+            {
+                entry.holders += 1;
+                return Ok(Lease::new(PgLease {
+                    store: self.clone(),
+                    session_id: session_id.to_owned(),
+                    epoch: entry.epoch,
+                    fresh: false,
+                }));
+            }
+        }
+        let epoch = loop {
+            match self.try_take(session_id)? {
+                Ok(epoch) => break epoch,
+                Err(busy) if !self.inner.options.wait_for_lease => return Err(busy),
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewal = self.inner.runtime().spawn(renew(
+            self.inner.pool.clone(),
+            session_id.to_owned(),
+            epoch,
+            self.inner.holder.clone(),
+            self.inner.options.lease_ttl,
+            Arc::clone(&lost),
+        ));
+        let mut held = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(old) = held.insert(
+            session_id.to_owned(),
+            Held {
+                holders: 1,
+                epoch,
+                lost,
+                renewal,
+            },
+        ) {
+            old.renewal.abort();
+        }
+        Ok(Lease::new(PgLease {
+            store: self.clone(),
+            session_id: session_id.to_owned(),
+            epoch,
+            fresh: true,
+        }))
+    }
+}
+
+impl PgStore {
+    /// The rows `sql` selects for the session `$1`, from `$2`, at most `$3`, each one JSON
+    /// column read as a `T`; [`StoreError::UnknownSession`] when there is no such session.
+    fn page<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        context: &'static str,
+        sql: &'static str,
+        session_id: &str,
+        from: u64,
+        limit: u64,
+    ) -> Result<Vec<T>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error(context))?;
+            require_session(&**client, &session).await?;
+            let rows = client
+                .query(sql, &[&session, &from, &limit])
+                .await
+                .map_err(pg(context))?;
+            rows.iter()
+                .map(|row| serde_json::from_str(row.get::<_, &str>(0)).map_err(json_error(context)))
+                .collect()
+        })
+    }
+
+    /// Takes the session's lease when nobody holds it (or the holder's lease expired): the new
+    /// epoch, or the error that says who holds it.
+    #[allow(clippy::type_complexity)]
+    fn try_take(&self, session_id: &str) -> Result<Result<i64, StoreError>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        let ttl = interval(self.inner.options.lease_ttl);
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error("taking a lease"))?;
+            client
+                .execute(
+                    "INSERT INTO clawsmith_leases (session_id) VALUES ($1)
+                     ON CONFLICT (session_id) DO NOTHING",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("taking a lease"))?;
+            let taken = client
+                .query_opt(
+                    "UPDATE clawsmith_leases
+                     SET epoch = epoch + 1, holder = $2, expires_at = now() + $3::text::interval
+                     WHERE session_id = $1 AND (holder IS NULL OR expires_at < now())
+                     RETURNING epoch",
+                    &[&session, &holder, &ttl],
+                )
+                .await
+                .map_err(pg("taking a lease"))?;
+            if let Some(row) = taken {
+                return Ok(Ok(row.get(0)));
+            }
+            let row = client
+                .query_opt(
+                    "SELECT holder, GREATEST(0, extract(epoch FROM expires_at - now()))::bigint
+                     FROM clawsmith_leases WHERE session_id = $1",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("reading a lease"))?;
+            let (by, left) = row.map_or((None, 0), |row| {
+                (
+                    row.get::<_, Option<String>>(0),
+                    row.get::<_, Option<i64>>(1).unwrap_or(0),
+                )
+            });
+            Ok(Err(StoreError::SessionHeldElsewhere {
+                session_id: session,
+                holder: by.unwrap_or_else(|| "another writer".to_owned()),
+                expires_in_seconds: u64::try_from(left).unwrap_or(0),
+            }))
+        })
+    }
+
+    /// One holder of `session_id`'s lease is gone; the last one releases the row.
+    fn release(&self, session_id: &str, epoch: i64) {
+        let mut held = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(entry) = held.get_mut(session_id) else {
+            return;
+        };
+        if entry.epoch != epoch {
+            return;
+        }
+        entry.holders -= 1;
+        if entry.holders > 0 {
+            return;
+        }
+        if let Some(entry) = held.remove(session_id) {
+            entry.renewal.abort();
+        }
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        // Not waited for: a lease whose release is lost expires on its own.
+        self.inner.runtime().spawn(async move {
+            if let Ok(client) = pool.get().await {
+                let _ = client
+                    .execute(
+                        "UPDATE clawsmith_leases SET holder = NULL, expires_at = NULL
+                         WHERE session_id = $1 AND epoch = $2 AND holder = $3",
+                        &[&session, &epoch, &holder],
+                    )
+                    .await;
+            }
+        });
+    }
+}
+
+/// `duration` as a PostgreSQL interval literal.
+fn interval(duration: Duration) -> String {
+    format!("{} milliseconds", duration.as_millis().max(1))
+}
+
+/// Renews a lease every third of its lifetime until it is lost (another writer took it).
+async fn renew(
+    pool: deadpool_postgres::Pool,
+    session_id: String,
+    epoch: i64,
+    holder: String,
+    ttl: Duration,
+    lost: Arc<AtomicBool>,
+) {
+    let every = (ttl / 3).max(Duration::from_millis(50));
+    let ttl = interval(ttl);
+    loop {
+        tokio::time::sleep(every).await;
+        let Ok(client) = pool.get().await else {
+            continue;
+        };
+        let renewed = client
+            .execute(
+                "UPDATE clawsmith_leases SET expires_at = now() + $4::text::interval
+                 WHERE session_id = $1 AND epoch = $2 AND holder = $3",
+                &[&session_id, &epoch, &holder, &ttl],
+            )
+            .await;
+        if matches!(renewed, Ok(0)) {
+            tracing::warn!(session = %session_id, epoch, "the session's lease was taken over");
+            lost.store(true, Ordering::SeqCst);
+            return;
+        }
+    }
+}
+
+/// A lease of [`PgStore`].
+#[derive(Debug)]
+struct PgLease {
+    store: PgStore,
+    session_id: String,
+    epoch: i64,
+    fresh: bool,
+}
+
+impl LeaseHold for PgLease {
+    fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    fn is_fresh(&self) -> bool {
+        self.fresh
+    }
+
+    fn epoch(&self) -> Option<u64> {
+        u64::try_from(self.epoch).ok()
+    }
+}
+
+impl Drop for PgLease {
+    fn drop(&mut self) {
+        self.store.release(&self.session_id, self.epoch);
+    }
+}
+
+impl BlobStore for PgStore {
+    fn put_blobs(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let objects = self.inner.options.objects.clone();
+        let contents: Vec<Vec<u8>> = contents.iter().map(|content| content.to_vec()).collect();
+        self.run(async move { blobs::put(&pool, objects.as_deref(), contents).await })
+    }
+
+    fn get_blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let objects = self.inner.options.objects.clone();
+        let sha256 = *sha256;
+        self.run(async move { blobs::get(&pool, objects.as_deref(), sha256).await })
+    }
+}

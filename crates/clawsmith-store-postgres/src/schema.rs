@@ -1,0 +1,131 @@
+//! The database's schema: numbered migrations, applied by [`migrate`] under an advisory lock so
+//! that hosts starting together apply each once, and checked by [`version`] when a store opens.
+
+use tokio_postgres::Client;
+
+use crate::backend;
+use clawsmith_store::StoreError;
+
+/// The schema this build reads and writes.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
+const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
+
+/// Migration `n` is `MIGRATIONS[n - 1]`.
+const MIGRATIONS: &[&str] = &[
+    // 1: sessions with their counters, leases with their epochs, history, the journal, blobs.
+    "CREATE TABLE clawsmith_sessions (
+        id text PRIMARY KEY,
+        parent_id text,
+        created_at_ms bigint NOT NULL,
+        workspace_root text NOT NULL,
+        next_index bigint NOT NULL DEFAULT 0,
+        next_sequence bigint NOT NULL DEFAULT 1
+    );
+    CREATE INDEX clawsmith_sessions_created ON clawsmith_sessions (created_at_ms DESC);
+    CREATE TABLE clawsmith_leases (
+        session_id text PRIMARY KEY,
+        epoch bigint NOT NULL DEFAULT 0,
+        holder text,
+        expires_at timestamptz
+    );
+    CREATE TABLE clawsmith_messages (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        idx bigint NOT NULL,
+        epoch bigint NOT NULL,
+        message_json text NOT NULL,
+        PRIMARY KEY (session_id, idx)
+    );
+    CREATE TABLE clawsmith_events (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        sequence bigint NOT NULL,
+        epoch bigint NOT NULL,
+        timestamp_ms bigint NOT NULL,
+        type text NOT NULL,
+        event_json text NOT NULL,
+        PRIMARY KEY (session_id, sequence)
+    );
+    CREATE TABLE clawsmith_journal (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        tool_name text NOT NULL,
+        args_json text NOT NULL,
+        started_at_ms bigint NOT NULL,
+        closed_at_ms bigint,
+        status text,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, turn_id, call_id)
+    );
+    CREATE INDEX clawsmith_journal_open ON clawsmith_journal (session_id) WHERE closed_at_ms IS NULL;
+    CREATE TABLE clawsmith_blobs (
+        hash text PRIMARY KEY,
+        size bigint NOT NULL,
+        content bytea,
+        in_object boolean NOT NULL,
+        touched_at timestamptz NOT NULL DEFAULT now()
+    );",
+];
+
+/// The schema version the database is at (0: none of clawsmith's tables yet).
+pub(crate) async fn version(client: &Client) -> Result<i32, StoreError> {
+    let exists = client
+        .query_one("SELECT to_regclass('clawsmith_schema') IS NOT NULL", &[])
+        .await
+        .map_err(backend("reading the schema version"))?;
+    if !exists.get::<_, bool>(0) {
+        return Ok(0);
+    }
+    let row = client
+        .query_opt("SELECT version FROM clawsmith_schema", &[])
+        .await
+        .map_err(backend("reading the schema version"))?;
+    Ok(row.map_or(0, |row| row.get(0)))
+}
+
+/// Applies the migrations the database lacks, under the advisory lock, in one transaction;
+/// the version before and after. A database newer than this build is refused.
+pub(crate) async fn migrate(client: &mut Client) -> Result<(i32, i32), StoreError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(backend("starting a migration"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(backend("waiting for the migration lock"))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS clawsmith_schema (version integer NOT NULL)")
+        .await
+        .map_err(backend("creating the schema table"))?;
+    let before: i32 = tx
+        .query_opt("SELECT version FROM clawsmith_schema", &[])
+        .await
+        .map_err(backend("reading the schema version"))?
+        .map_or(0, |row| row.get(0));
+    if before > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            path: "the PostgreSQL database".to_owned(),
+            found: i64::from(before),
+            supported: i64::from(SCHEMA_VERSION),
+        });
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(before as usize) {
+        tx.batch_execute(migration)
+            .await
+            .map_err(backend("applying a migration"))?;
+        tracing::info!(version = index + 1, "applied a clawsmith store migration");
+    }
+    tx.execute("DELETE FROM clawsmith_schema", &[])
+        .await
+        .map_err(backend("recording the schema version"))?;
+    tx.execute(
+        "INSERT INTO clawsmith_schema (version) VALUES ($1)",
+        &[&SCHEMA_VERSION],
+    )
+    .await
+    .map_err(backend("recording the schema version"))?;
+    tx.commit()
+        .await
+        .map_err(backend("committing a migration"))?;
+    Ok((before, SCHEMA_VERSION))
+}

@@ -1,0 +1,299 @@
+//! Sessions on PostgreSQL: the shared contract, migrations, fenced leases across hosts,
+//! followers and recovery on takeover.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clawsmith_protocol::{EventPayload, ModelMessage, Role, ToolStatus, TurnStarted};
+use clawsmith_store::{Backend, JournalStart, SessionStore, StoreError, contract};
+use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION};
+
+use crate::{fresh_database, migrated, postgres, run_sql};
+
+fn started(turn: &str) -> EventPayload {
+    EventPayload::TurnStarted(TurnStarted {
+        turn_id: turn.to_owned(),
+    })
+}
+
+#[test]
+fn the_postgres_store_keeps_the_session_contract() {
+    let Some(base) = postgres("the_postgres_store_keeps_the_session_contract") else {
+        return;
+    };
+    let (_, open) = migrated(&base, PgOptions::default());
+    assert_eq!(open().backend(), Backend::Postgres);
+    let open = move || -> Arc<dyn SessionStore> { open() };
+    contract::sessions(&open, "pg");
+}
+
+#[test]
+fn migrations_run_once_under_their_lock_and_an_unmigrated_or_newer_database_is_refused() {
+    let Some(base) = postgres("migrations_run_once_under_their_lock") else {
+        return;
+    };
+    let url = fresh_database(&base);
+    let refused = PgStore::connect(&url, PgOptions::default()).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("run `clawsmith store migrate`"),
+        "{refused}"
+    );
+    // Four hosts migrate at once: each ends at the current version, the migration ran once.
+    let outcomes: Vec<(i32, i32)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let url = url.clone();
+                scope.spawn(move || {
+                    PgStore::unchecked(&url, PgOptions::default())
+                        .unwrap()
+                        .migrate()
+                        .unwrap()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    assert_eq!(
+        outcomes.iter().filter(|(before, _)| *before == 0).count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert!(outcomes.iter().all(|(_, after)| *after == SCHEMA_VERSION));
+    let store = PgStore::connect(&url, PgOptions::default()).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    assert!(
+        store
+            .server_version()
+            .unwrap()
+            .starts_with(char::is_numeric)
+    );
+    run_sql(&url, &["UPDATE clawsmith_schema SET version = 99"]);
+    assert!(matches!(
+        PgStore::connect(&url, PgOptions::default()),
+        Err(StoreError::SchemaTooNew { found: 99, .. })
+    ));
+    assert!(matches!(
+        PgStore::unchecked(&url, PgOptions::default())
+            .unwrap()
+            .migrate(),
+        Err(StoreError::SchemaTooNew { found: 99, .. })
+    ));
+}
+
+/// Expires every lease of the session, as if its holder stopped renewing (killed, or paused
+/// longer than a lease lasts).
+fn expire(url: &str, session: &str) {
+    run_sql(
+        url,
+        &[&format!(
+            "UPDATE clawsmith_leases SET expires_at = now() - interval '1 second' \
+             WHERE session_id = '{session}'"
+        )],
+    );
+}
+
+#[test]
+fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
+    let Some(base) = postgres("a_writer_whose_lease_was_taken_over_writes_nothing_more") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let (host_a, host_b, host_c) = (open(), open(), open());
+    host_a.create_session("s", "/ws").unwrap();
+    let lease_a = host_a.lease_session("s").unwrap();
+    assert!(lease_a.is_fresh());
+    let epoch_a = lease_a.epoch().unwrap();
+    host_a.append_event("s", started("a1"), 1).unwrap();
+    // While A holds it: B cannot take it, and C (no lease) cannot write.
+    match host_b.lease_session("s") {
+        Err(StoreError::SessionHeldElsewhere { holder, .. }) => {
+            assert_eq!(holder, host_a.holder());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        host_c.append_event("s", started("c1"), 1),
+        Err(StoreError::SessionHeldElsewhere { .. })
+    ));
+    // A pauses past its lease; B takes over.
+    expire(&url, "s");
+    let lease_b = host_b.lease_session("s").unwrap();
+    assert!(lease_b.is_fresh());
+    assert_eq!(lease_b.epoch().unwrap(), epoch_a + 1);
+    // Every kind of write of A's is refused now, and changes nothing.
+    let before = host_b.last_event_sequence("s").unwrap();
+    let refusals = [
+        host_a.append_event("s", started("a2"), 2).map(drop),
+        host_a
+            .append_message("s", &ModelMessage::text(Role::User, "stale"))
+            .map(drop),
+        host_a
+            .start_call("s", None, None, started("a3"), 3)
+            .map(drop),
+        host_a
+            .journal_close("s", "c", ToolStatus::Success)
+            .map(drop),
+    ];
+    for refused in refusals {
+        assert!(
+            matches!(refused, Err(StoreError::LeaseLost { epoch, .. }) if epoch == epoch_a),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(host_b.last_event_sequence("s").unwrap(), before);
+    assert!(host_b.messages_page("s", 0, 10).unwrap().is_empty());
+    host_b.append_event("s", started("b1"), 4).unwrap();
+    // A's own renewal learns it lost the lease; its next lease waits for B like anyone's.
+    drop(lease_a);
+    assert!(matches!(
+        host_a.lease_session("s"),
+        Err(StoreError::SessionHeldElsewhere { .. })
+    ));
+    // Rows carry the epoch they were written under: none of A's after the takeover.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let epochs: Vec<(i64, i64)> = runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .query(
+                "SELECT sequence, epoch FROM clawsmith_events WHERE session_id = 's' ORDER BY sequence",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    });
+    let a = i64::try_from(epoch_a).unwrap();
+    assert_eq!(epochs, [(1, a), (2, a + 1)]);
+    // Once B is done, C may write without a lease again.
+    drop(lease_b);
+    std::thread::sleep(Duration::from_millis(300));
+    host_c.append_event("s", started("c2"), 5).unwrap();
+}
+
+#[test]
+fn a_lease_is_renewed_while_held_and_a_waiting_taker_gets_it_when_released() {
+    let Some(base) = postgres("a_lease_is_renewed_while_held") else {
+        return;
+    };
+    let (url, _) = migrated(&base, PgOptions::default());
+    let short = PgOptions {
+        lease_ttl: Duration::from_millis(600),
+        ..PgOptions::default()
+    };
+    let holder = PgStore::connect(&url, short.clone()).unwrap();
+    holder.create_session("s", "/ws").unwrap();
+    let lease = holder.lease_session("s").unwrap();
+    // Three lifetimes later it is still held: renewal kept it.
+    std::thread::sleep(Duration::from_millis(1_800));
+    let other = PgStore::connect(&url, short.clone()).unwrap();
+    assert!(matches!(
+        other.lease_session("s"),
+        Err(StoreError::SessionHeldElsewhere { .. })
+    ));
+    holder.append_event("s", started("t1"), 1).unwrap();
+    let waiting = PgStore::connect(
+        &url,
+        PgOptions {
+            wait_for_lease: true,
+            ..short
+        },
+    )
+    .unwrap();
+    let waiter = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let lease = waiting.lease_session("s").unwrap();
+        (lease.epoch(), lease.is_fresh(), started.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let epoch = lease.epoch().unwrap();
+    drop(lease);
+    let (taken, fresh, waited) = waiter.join().unwrap();
+    assert_eq!(taken, Some(epoch + 1));
+    assert!(fresh);
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+}
+
+#[test]
+fn a_follower_on_another_host_hears_of_new_events() {
+    let Some(base) = postgres("a_follower_on_another_host_hears_of_new_events") else {
+        return;
+    };
+    let (_, open) = migrated(&base, PgOptions::default());
+    let (writer, reader) = (open(), open());
+    writer.create_session("followed", "/ws").unwrap();
+    let follower = reader.follow().unwrap();
+    assert!(
+        follower
+            .wait(Duration::from_millis(100))
+            .unwrap()
+            .is_empty()
+    );
+    for n in 1..=3 {
+        writer
+            .append_event("followed", started(&format!("t{n}")), n)
+            .unwrap();
+    }
+    let mut heard = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while heard.last().map(|(_, sequence)| *sequence) != Some(3) {
+        assert!(std::time::Instant::now() < deadline, "heard only {heard:?}");
+        heard.extend(follower.wait(Duration::from_millis(500)).unwrap());
+    }
+    assert!(
+        heard.iter().all(|(session, _)| session == "followed"),
+        "{heard:?}"
+    );
+    let sequences: Vec<u64> = heard.iter().map(|(_, sequence)| *sequence).collect();
+    assert_eq!(sequences, [1, 2, 3]);
+    // What it heard, it reads.
+    assert_eq!(reader.events_page("followed", 0, 10).unwrap().len(), 3);
+}
+
+#[test]
+fn the_taker_of_a_dead_writers_session_finds_its_open_calls() {
+    let Some(base) = postgres("the_taker_of_a_dead_writers_session_finds_its_open_calls") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let dead = open();
+    dead.create_session("s", "/ws").unwrap();
+    let lease = dead.lease_session("s").unwrap();
+    let journal = JournalStart {
+        session_id: "s".to_owned(),
+        turn_id: "t1".to_owned(),
+        call_id: "c1".to_owned(),
+        tool_name: "write_file".to_owned(),
+        args_json: "{}".to_owned(),
+    };
+    dead.start_call("s", None, Some(&journal), started("t1"), 1)
+        .unwrap();
+    // The writer dies without releasing: its lease runs out.
+    std::mem::forget(lease);
+    expire(&url, "s");
+    let taker = open();
+    let lease = taker.lease_session("s").unwrap();
+    assert!(lease.is_fresh());
+    let open_calls = taker.unfinished_calls("s").unwrap();
+    assert_eq!(open_calls.len(), 1);
+    assert_eq!(open_calls[0].call_id, "c1");
+    assert!(taker.journal_close("s", "c1", ToolStatus::Unknown).unwrap());
+    assert!(taker.unfinished_calls("s").unwrap().is_empty());
+    // The dead writer's handle, were it to wake, is fenced off.
+    assert!(matches!(
+        dead.journal_close("s", "c1", ToolStatus::Success),
+        Err(StoreError::LeaseLost { .. })
+    ));
+}

@@ -1,0 +1,180 @@
+//! # clawsmith-store
+//!
+//! The session store of clawsmith as traits, so that one machine's SQLite file and a fleet's
+//! PostgreSQL database (`clawsmith-store-postgres`) answer the same calls the same way.
+//!
+//! ## What a session store promises
+//! - **Sessions** are created once under an id and listed newest first.
+//! - **History** is append-only: messages get gap-free indexes from 0, events gap-free
+//!   sequence numbers from 1, per session, whatever the number of writers. A page read after
+//!   an append sees it.
+//! - **The call journal** (requirement A8): [`SessionStore::start_call`] commits the batch's
+//!   assistant message, the journal row and the `tool.started` event together, before the side
+//!   effect may start; a call whose row is still open after its writer died is found by
+//!   [`SessionStore::unfinished_calls`] and closed by whoever takes the session next.
+//! - **One writer per session**: [`SessionStore::lease_session`] gives a [`Lease`]. While it is
+//!   held no other writer takes it; a lease that is *fresh* ([`Lease::is_fresh`]) is the first
+//!   holder in this process, which is when recovery of a dead writer's open calls runs. A store
+//!   shared by several hosts fences its leases with an epoch ([`Lease::epoch`]): once a lease
+//!   is taken over, every write of the old holder is refused
+//!   ([`StoreError::LeaseLost`]).
+//! - **Blobs** ([`BlobStore`]) are content-addressed by SHA-256: storing bytes that are stored
+//!   already is success, and reading checks the bytes against their name.
+//!
+//! Every call is synchronous: the SQLite store answers on the caller's thread (its speed is
+//! unchanged behind the trait), and the PostgreSQL store runs its own small runtime.
+//!
+//! ## Implementations
+//! - [`clawsmith_checkpoint::Store`], the embedded default: this crate implements the traits for
+//!   it by delegation.
+//! - `clawsmith-store-postgres`: PostgreSQL for sessions, S3-compatible object storage for
+//!   large blobs.
+//!
+//! The contract both must keep is [`contract`]: tests of each implementation run it.
+
+use std::fmt;
+
+use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+
+pub use clawsmith_checkpoint::{JournalEntry, JournalStart, SessionInfo, StoreError};
+
+pub mod contract;
+mod sqlite;
+
+/// Which kind of store answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// One SQLite file on this machine.
+    Sqlite,
+    /// A PostgreSQL database shared by a fleet.
+    Postgres,
+}
+
+impl Backend {
+    /// `sqlite` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Sessions, their history, the call journal and the writer's lease.
+pub trait SessionStore: Send + Sync + fmt::Debug {
+    /// Which kind of store this is.
+    fn backend(&self) -> Backend;
+
+    /// Creates the session `id`; [`StoreError::SessionExists`] when it exists.
+    fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError>;
+
+    /// The session `id`, when it exists.
+    fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
+
+    /// Every session, newest first.
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+
+    /// Appends `message` (masked at rest); its index.
+    fn append_message(&self, session_id: &str, message: &ModelMessage) -> Result<u64, StoreError>;
+
+    /// Up to `limit` messages from index `from_index`.
+    fn messages_page(
+        &self,
+        session_id: &str,
+        from_index: u64,
+        limit: u64,
+    ) -> Result<Vec<ModelMessage>, StoreError>;
+
+    /// Appends an event with the session's next sequence number.
+    fn append_event(
+        &self,
+        session_id: &str,
+        payload: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError>;
+
+    /// Up to `limit` events with sequence numbers after `after_sequence`.
+    fn events_page(
+        &self,
+        session_id: &str,
+        after_sequence: u64,
+        limit: u64,
+    ) -> Result<Vec<Event>, StoreError>;
+
+    /// The session's last event sequence number (0: none yet, or no such session).
+    fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError>;
+
+    /// Starts a call in one commit: `assistant` (the batch's first write carries it), the
+    /// journal row of a side-effecting call, and its `tool.started` event. On `Err` nothing of
+    /// it was stored, and the side effect must not start.
+    fn start_call(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        journal: Option<&JournalStart>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError>;
+
+    /// Closes the journal row of `call_id` with `status`; whether it was open.
+    fn journal_close(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        status: ToolStatus,
+    ) -> Result<bool, StoreError>;
+
+    /// The journal rows still open: calls whose writer has not said how they ended.
+    fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
+
+    /// The session's lease: waits or fails (per the store's configuration) while another writer
+    /// holds it.
+    fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError>;
+}
+
+/// Content-addressed blobs.
+pub trait BlobStore: Send + Sync + fmt::Debug {
+    /// Stores each of `contents` unless it is stored already; their SHA-256 names (lower-case
+    /// hex), in order.
+    fn put_blobs(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError>;
+
+    /// The bytes named `sha256`, checked against it; `None` when no such blob is stored.
+    fn get_blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
+/// What a lease of each store is made of.
+pub trait LeaseHold: Send + Sync + fmt::Debug {
+    /// The session.
+    fn session_id(&self) -> &str;
+    /// Whether this holder is the first in its process (recovery of a dead writer runs then).
+    fn is_fresh(&self) -> bool;
+    /// The fencing epoch, where the store has one: it grows at every change of holder.
+    fn epoch(&self) -> Option<u64>;
+}
+
+/// One writer's hold on a session; released when dropped.
+#[derive(Debug)]
+pub struct Lease(Box<dyn LeaseHold>);
+
+impl Lease {
+    /// A lease made of `hold`.
+    pub fn new(hold: impl LeaseHold + 'static) -> Lease {
+        Lease(Box::new(hold))
+    }
+
+    /// The session.
+    pub fn session_id(&self) -> &str {
+        self.0.session_id()
+    }
+
+    /// Whether this holder is the first in its process.
+    pub fn is_fresh(&self) -> bool {
+        self.0.is_fresh()
+    }
+
+    /// The fencing epoch, where the store has one.
+    pub fn epoch(&self) -> Option<u64> {
+        self.0.epoch()
+    }
+}

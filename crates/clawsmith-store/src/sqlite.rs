@@ -1,0 +1,116 @@
+//! The traits for the embedded SQLite store: every call is the store's own method, so behaviour
+//! and speed are the store's.
+
+use clawsmith_checkpoint::{SessionLease, Store};
+use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+
+use crate::{
+    Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
+    StoreError,
+};
+
+impl SessionStore for Store {
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
+    }
+
+    fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError> {
+        Store::create_session(self, id, workspace_root)
+    }
+
+    fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
+        Store::get_session(self, id)
+    }
+
+    fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        Store::list_sessions(self)
+    }
+
+    fn append_message(&self, session_id: &str, message: &ModelMessage) -> Result<u64, StoreError> {
+        Store::append_message(self, session_id, message)
+    }
+
+    fn messages_page(
+        &self,
+        session_id: &str,
+        from_index: u64,
+        limit: u64,
+    ) -> Result<Vec<ModelMessage>, StoreError> {
+        Store::messages_page(self, session_id, from_index, limit)
+    }
+
+    fn append_event(
+        &self,
+        session_id: &str,
+        payload: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        Store::append_event(self, session_id, payload, timestamp_ms)
+    }
+
+    fn events_page(
+        &self,
+        session_id: &str,
+        after_sequence: u64,
+        limit: u64,
+    ) -> Result<Vec<Event>, StoreError> {
+        Store::events_page(self, session_id, after_sequence, limit)
+    }
+
+    fn last_event_sequence(&self, session_id: &str) -> Result<u64, StoreError> {
+        Store::last_event_sequence(self, session_id)
+    }
+
+    fn start_call(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        journal: Option<&JournalStart>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Event, StoreError> {
+        Store::start_call(self, session_id, assistant, journal, started, timestamp_ms)
+    }
+
+    fn journal_close(
+        &self,
+        session_id: &str,
+        call_id: &str,
+        status: ToolStatus,
+    ) -> Result<bool, StoreError> {
+        Store::journal_close(self, session_id, call_id, status)
+    }
+
+    fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
+        Store::unfinished_calls(self, session_id)
+    }
+
+    fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError> {
+        Store::lease_session(self, session_id).map(Lease::new)
+    }
+}
+
+impl LeaseHold for SessionLease {
+    fn session_id(&self) -> &str {
+        SessionLease::session_id(self)
+    }
+
+    fn is_fresh(&self) -> bool {
+        SessionLease::is_fresh(self)
+    }
+
+    /// One machine's file lock needs no epoch: a holder is alive as long as its lock is.
+    fn epoch(&self) -> Option<u64> {
+        None
+    }
+}
+
+impl BlobStore for Store {
+    fn put_blobs(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError> {
+        Store::store_contents(self, contents)
+    }
+
+    fn get_blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        Store::stored_content(self, sha256)
+    }
+}
