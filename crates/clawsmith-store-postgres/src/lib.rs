@@ -856,8 +856,9 @@ impl PgStore {
         })
     }
 
-    /// Takes the session's lease when nobody holds it (or the holder's lease expired): the new
-    /// epoch, or the error that says who holds it.
+    /// Takes the session's lease when nobody holds it, the holder's lease expired, or the
+    /// holder is this store (its release, sent when its last holder went, has not landed yet):
+    /// the new epoch, or the error that says who holds it.
     #[allow(clippy::type_complexity)]
     fn try_take(&self, session_id: &str) -> Result<Result<i64, StoreError>, StoreError> {
         let pool = self.inner.pool.clone();
@@ -878,7 +879,8 @@ impl PgStore {
                 .query_opt(
                     "UPDATE clawsmith_leases
                      SET epoch = epoch + 1, holder = $2, expires_at = now() + $3::text::interval
-                     WHERE session_id = $1 AND (holder IS NULL OR expires_at < now())
+                     WHERE session_id = $1
+                       AND (holder IS NULL OR expires_at < now() OR holder = $2)
                      RETURNING epoch",
                     &[&session, &holder, &ttl],
                 )

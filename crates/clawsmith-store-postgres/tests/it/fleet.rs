@@ -177,10 +177,20 @@ fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
     });
     let a = i64::try_from(epoch_a).unwrap();
     assert_eq!(epochs, [(1, a), (2, a + 1)]);
-    // Once B is done, C may write without a lease again.
+    // Once B is done (its release lands a moment later), C may write without a lease again.
     drop(lease_b);
-    std::thread::sleep(Duration::from_millis(300));
-    host_c.append_event("s", started("c2"), 5).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match host_c.append_event("s", started("c2"), 5) {
+            Ok(_) => break,
+            Err(StoreError::SessionHeldElsewhere { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => panic!("{error}"),
+        }
+    }
 }
 
 #[test]
