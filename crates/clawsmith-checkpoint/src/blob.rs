@@ -415,7 +415,7 @@ fn entries(dir: &OwnedFd) -> std::io::Result<Vec<(String, rustix::fs::FileType, 
 }
 
 /// Number of lines as an editor counts them: a final line without `\n` counts.
-pub(crate) fn line_count(content: &[u8]) -> u64 {
+pub fn line_count(content: &[u8]) -> u64 {
     let newlines = content.iter().filter(|&&byte| byte == b'\n').count() as u64;
     if content.last().is_some_and(|&byte| byte != b'\n') {
         newlines + 1

@@ -163,7 +163,7 @@ mod undo_preview;
 pub use at_rest::{
     MAX_STORED_ARGUMENT_BYTES, stored_arguments, stored_event_json, stored_message_json,
 };
-pub use blob::{BLOB_DIR_SUFFIX, FILE_THRESHOLD, hash_hex, sha256};
+pub use blob::{BLOB_DIR_SUFFIX, FILE_THRESHOLD, hash_hex, line_count, sha256};
 pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
 pub use content::{InterruptedCapture, UncapturedChange};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};

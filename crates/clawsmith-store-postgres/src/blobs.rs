@@ -15,8 +15,8 @@ pub(crate) fn object_path(hash: &str) -> ObjectPath {
     ObjectPath::from(format!("blobs/{}/{}", &hash[..2], &hash[2..]))
 }
 
-/// Stores each of `contents` unless it is stored already; their names in order. A large blob's
-/// row is taken (and touched) before its object is created, in one transaction.
+/// Stores each of `contents` unless it is stored already; their names in order, in one
+/// transaction.
 pub(crate) async fn put(
     pool: &deadpool_postgres::Pool,
     objects: Option<&dyn ObjectStore>,
@@ -26,34 +26,49 @@ pub(crate) async fn put(
     let tx = client.transaction().await.map_err(pg("storing blobs"))?;
     let mut names = Vec::with_capacity(contents.len());
     for content in contents {
-        let hash = hex::encode(Sha256::digest(&content));
-        let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
-        let in_object = objects.is_some() && content.len() > INLINE_MAX;
-        let inline: Option<&[u8]> = (!in_object).then_some(content.as_slice());
-        tx.execute(
+        names.push(put_in(&tx, objects, content).await?);
+    }
+    tx.commit().await.map_err(pg("storing blobs"))?;
+    Ok(names)
+}
+
+/// Stores `content` in the transaction `tx` unless it is stored already: its name. The row is
+/// inserted or touched first, and stays locked until the commit, so a garbage collection that
+/// claimed it finishes (object and row gone) before this goes on, and one that comes later
+/// skips it; a large blob's object is then created unless it exists.
+pub(crate) async fn put_in(
+    tx: &tokio_postgres::Transaction<'_>,
+    objects: Option<&dyn ObjectStore>,
+    content: Vec<u8>,
+) -> Result<String, StoreError> {
+    let hash = hex::encode(Sha256::digest(&content));
+    let size = i64::try_from(content.len()).unwrap_or(i64::MAX);
+    let in_object = objects.is_some() && content.len() > INLINE_MAX;
+    let inline: Option<&[u8]> = (!in_object).then_some(content.as_slice());
+    // `in_object` of an existing row is kept: the same content is kept where it first went.
+    let row = tx
+        .query_one(
             "INSERT INTO clawsmith_blobs (hash, size, content, in_object) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (hash) DO UPDATE SET touched_at = now()",
+             ON CONFLICT (hash) DO UPDATE SET touched_at = now()
+             RETURNING in_object",
             &[&hash, &size, &inline, &in_object],
         )
         .await
         .map_err(pg("storing a blob"))?;
-        if let (true, Some(objects)) = (in_object, objects) {
-            let options = PutOptions {
-                mode: PutMode::Create,
-                ..PutOptions::default()
-            };
-            match objects
-                .put_opts(&object_path(&hash), PutPayload::from(content), options)
-                .await
-            {
-                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-                Err(error) => return Err(backend("storing a blob in the object store")(error)),
-            }
+    if let (true, Some(objects)) = (row.get::<_, bool>(0), objects) {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match objects
+            .put_opts(&object_path(&hash), PutPayload::from(content), options)
+            .await
+        {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+            Err(error) => return Err(backend("storing a blob in the object store")(error)),
         }
-        names.push(hash);
     }
-    tx.commit().await.map_err(pg("storing blobs"))?;
-    Ok(names)
+    Ok(hash)
 }
 
 /// The bytes named `sha256`, checked; `None` when no row names them.
@@ -62,8 +77,17 @@ pub(crate) async fn get(
     objects: Option<&dyn ObjectStore>,
     sha256: [u8; 32],
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let hash = hex::encode(sha256);
     let client = pool.get().await.map_err(pool_error("reading a blob"))?;
+    get_with(&**client, objects, sha256).await
+}
+
+/// [`get`] through `client`.
+pub(crate) async fn get_with(
+    client: &impl tokio_postgres::GenericClient,
+    objects: Option<&dyn ObjectStore>,
+    sha256: [u8; 32],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let hash = hex::encode(sha256);
     let Some(row) = client
         .query_opt(
             "SELECT content, in_object FROM clawsmith_blobs WHERE hash = $1",

@@ -39,7 +39,17 @@
 //! Content-addressed by SHA-256. Up to [`INLINE_MAX`] bytes a blob lives in its row; a larger
 //! one is an object `blobs/ab/cdef…` created only if absent (an existing object is success), its
 //! row taken (and touched) in the same transaction first. Reads check the bytes against the
-//! name. Without an object store every blob lives in its row.
+//! name. Without an object store every blob lives in its row. Artifacts name their blob (a
+//! foreign key), once per content per session.
+//!
+//! ## Retention and garbage collection
+//! [`PgStore::delete_sessions_created_before`] deletes old sessions in batches, skipping any a
+//! live writer holds; their history, journal and artifacts go with them.
+//! [`PgStore::collect_blobs`] deletes blobs no artifact names once nobody touched them for a
+//! grace period, and can race a writer storing the same content again without ever leaving
+//! that writer's artifact without bytes (claim with `FOR UPDATE SKIP LOCKED`, check again under
+//! the lock, objects before rows; `retention.rs` says why each step), then sweeps objects no row
+//! names.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -47,7 +57,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 use clawsmith_store::{
     Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
     StoreError,
@@ -57,10 +67,12 @@ use tokio_postgres::{GenericClient, NoTls};
 
 mod blobs;
 mod follow;
+mod retention;
 mod schema;
 
 pub use blobs::{object_store_at, probe_objects};
 pub use follow::Follower;
+pub use retention::Collected;
 pub use schema::SCHEMA_VERSION;
 
 /// The largest blob kept in its row; larger ones go to the object store when there is one.
@@ -826,9 +838,79 @@ impl SessionStore for PgStore {
             fresh: true,
         }))
     }
+
+    fn put_artifact(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError> {
+        self.put_artifact_in(session_id, content)
+    }
+
+    fn read_artifact(
+        &self,
+        session_id: &str,
+        artifact_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read_artifact_in(session_id, artifact_id)
+    }
 }
 
 impl PgStore {
+    fn put_artifact_in(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError> {
+        let masked = std::str::from_utf8(content)
+            .ok()
+            .map(clawsmith_protocol::redact::redact_text);
+        let content = masked.as_ref().map_or(content, String::as_bytes).to_vec();
+        let objects = self.inner.options.objects.clone();
+        let session = session_id.to_owned();
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.write("storing an artifact", session_id, move |tx, epoch| {
+            Box::pin(async move {
+                require_session(tx, &session).await?;
+                let bytes = content.len() as u64;
+                let lines = clawsmith_checkpoint::line_count(&content);
+                let hash = blobs::put_in(tx, objects.as_deref(), content).await?;
+                let existing = tx
+                    .query_opt(
+                        "SELECT artifact_id FROM clawsmith_artifacts
+                         WHERE session_id = $1 AND blob_hash = $2
+                         ORDER BY created_at_ms, artifact_id LIMIT 1",
+                        &[&session, &hash],
+                    )
+                    .await
+                    .map_err(pg("storing an artifact"))?;
+                let artifact_id = match existing {
+                    Some(row) => row.get(0),
+                    None => {
+                        let id = clawsmith_protocol::id::new_id(
+                            clawsmith_protocol::id::IdKind::Artifact,
+                        );
+                        tx.execute(
+                            "INSERT INTO clawsmith_artifacts
+                             (session_id, artifact_id, blob_hash, size, lines, created_at_ms, epoch)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                            &[
+                                &session,
+                                &id,
+                                &hash,
+                                &i64::try_from(bytes).unwrap_or(i64::MAX),
+                                &i64::try_from(lines).unwrap_or(i64::MAX),
+                                &now,
+                                &epoch,
+                            ],
+                        )
+                        .await
+                        .map_err(pg("storing an artifact"))?;
+                        id
+                    }
+                };
+                Ok(ArtifactRef {
+                    artifact_id,
+                    bytes,
+                    lines: Some(lines),
+                    sha256: Some(hash),
+                })
+            })
+        })
+    }
+
     /// The rows `sql` selects for the session `$1`, from `$2`, at most `$3`, each one JSON
     /// column read as a `T`; [`StoreError::UnknownSession`] when there is no such session.
     fn page<T: serde::de::DeserializeOwned + Send + 'static>(
@@ -1011,6 +1093,42 @@ impl LeaseHold for PgLease {
 impl Drop for PgLease {
     fn drop(&mut self) {
         self.store.release(&self.session_id, self.epoch);
+    }
+}
+
+impl PgStore {
+    fn read_artifact_in(
+        &self,
+        session_id: &str,
+        artifact_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let objects = self.inner.options.objects.clone();
+        let (session, artifact) = (session_id.to_owned(), artifact_id.to_owned());
+        self.run(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(pool_error("reading an artifact"))?;
+            let Some(row) = client
+                .query_opt(
+                    "SELECT blob_hash FROM clawsmith_artifacts
+                     WHERE session_id = $1 AND artifact_id = $2",
+                    &[&session, &artifact],
+                )
+                .await
+                .map_err(pg("reading an artifact"))?
+            else {
+                return Ok(None);
+            };
+            let hash: String = row.get(0);
+            let mut sha256 = [0_u8; 32];
+            hex::decode_to_slice(&hash, &mut sha256).map_err(backend("reading an artifact"))?;
+            match blobs::get_with(&**client, objects.as_deref(), sha256).await? {
+                Some(bytes) => Ok(Some(bytes)),
+                None => Err(StoreError::MissingBlob(hash)),
+            }
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -66,6 +66,19 @@ const MIGRATIONS: &[&str] = &[
         in_object boolean NOT NULL,
         touched_at timestamptz NOT NULL DEFAULT now()
     );",
+    // 2: artifacts, each naming its blob (which then cannot be deleted under it).
+    "CREATE TABLE clawsmith_artifacts (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        artifact_id text NOT NULL,
+        blob_hash text NOT NULL REFERENCES clawsmith_blobs (hash),
+        size bigint NOT NULL,
+        lines bigint NOT NULL,
+        created_at_ms bigint NOT NULL,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, artifact_id)
+    );
+    CREATE INDEX clawsmith_artifacts_blob ON clawsmith_artifacts (blob_hash);
+    CREATE INDEX clawsmith_blobs_touched ON clawsmith_blobs (touched_at);",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

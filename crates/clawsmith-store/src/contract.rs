@@ -32,6 +32,7 @@ pub fn sessions(open: Open<'_>, prefix: &str) {
     a_started_call_is_journaled_until_closed(open, prefix);
     secrets_are_masked_at_rest(open, prefix);
     a_lease_is_fresh_once_per_holder(open, prefix);
+    artifacts_are_kept_once_per_session_and_masked(open, prefix);
 }
 
 /// Sessions are created once, found by id and listed newest first.
@@ -262,6 +263,60 @@ pub fn a_lease_is_fresh_once_per_holder(open: Open<'_>, prefix: &str) {
     let again = store.lease_session(&id).unwrap();
     assert!(again.is_fresh());
     store.append_event(&id, started("t2"), 2).unwrap();
+}
+
+/// An artifact is kept once per content per session, masked when it is text, counted in bytes
+/// and lines, and read back only through its own session.
+pub fn artifacts_are_kept_once_per_session_and_masked(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let (one, two) = (
+        format!("{prefix}-artifacts-1"),
+        format!("{prefix}-artifacts-2"),
+    );
+    store.create_session(&one, "/ws").unwrap();
+    store.create_session(&two, "/ws").unwrap();
+    let text = b"line one\nline two\nno newline at the end".to_vec();
+    let kept = store.put_artifact(&one, &text).unwrap();
+    assert_eq!((kept.bytes, kept.lines), (text.len() as u64, Some(3)));
+    assert_eq!(
+        store.put_artifact(&one, &text).unwrap(),
+        kept,
+        "once per content"
+    );
+    let elsewhere = store.put_artifact(&two, &text).unwrap();
+    assert_ne!(elsewhere.artifact_id, kept.artifact_id);
+    let other = open();
+    assert_eq!(
+        other.read_artifact(&one, &kept.artifact_id).unwrap(),
+        Some(text.clone())
+    );
+    assert_eq!(other.read_artifact(&two, &kept.artifact_id).unwrap(), None);
+    assert_eq!(other.read_artifact(&one, "art_none").unwrap(), None);
+    // Large, binary: kept as it is.
+    let large: Vec<u8> = (0..200_000_u32).map(|n| (n % 256) as u8).collect();
+    let big = store.put_artifact(&one, &large).unwrap();
+    assert_eq!(
+        other.read_artifact(&one, &big.artifact_id).unwrap(),
+        Some(large)
+    );
+    // Text with a secret: masked before it is kept.
+    let token = "ghp_0123456789abcdefghijABCDEFGHIJ012345";
+    let secret = store
+        .put_artifact(&one, format!("curl -H 'token {token}'").as_bytes())
+        .unwrap();
+    let read = other
+        .read_artifact(&one, &secret.artifact_id)
+        .unwrap()
+        .unwrap();
+    let read = String::from_utf8(read).unwrap();
+    assert!(
+        read.starts_with("curl -H") && !read.contains(token),
+        "{read}"
+    );
+    assert!(matches!(
+        store.put_artifact(&format!("{prefix}-artifacts-none"), b"x"),
+        Err(StoreError::UnknownSession(_))
+    ));
 }
 
 /// Runs every check of the blob contract.

@@ -34,7 +34,7 @@
 
 use std::fmt;
 
-use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
 pub use clawsmith_checkpoint::{JournalEntry, JournalStart, SessionInfo, StoreError};
 
@@ -131,6 +131,18 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     /// The session's lease: waits or fails (per the store's configuration) while another writer
     /// holds it.
     fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError>;
+
+    /// Keeps `content` (masked when it is text) as an artifact of the session, once per content
+    /// per session: the same content again is the same artifact.
+    fn put_artifact(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError>;
+
+    /// The bytes of the session's artifact `artifact_id`, checked; `None` when the session has
+    /// no such artifact.
+    fn read_artifact(
+        &self,
+        session_id: &str,
+        artifact_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
 }
 
 /// Content-addressed blobs.

@@ -2,7 +2,7 @@
 //! and speed are the store's.
 
 use clawsmith_checkpoint::{SessionLease, Store};
-use clawsmith_protocol::{Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
 use crate::{
     Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
@@ -87,6 +87,18 @@ impl SessionStore for Store {
 
     fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError> {
         Store::lease_session(self, session_id).map(Lease::new)
+    }
+
+    fn put_artifact(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError> {
+        Store::put_artifact(self, session_id, content)
+    }
+
+    fn read_artifact(
+        &self,
+        session_id: &str,
+        artifact_id: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Store::read_artifact(self, session_id, artifact_id)
     }
 }
 

@@ -154,12 +154,12 @@ fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
     let migrate = run(&f, &["store", "migrate", "--config", &path], &env);
     assert_eq!(migrate.code, 0, "{}", migrate.stderr);
     assert!(
-        migrate.stdout.contains("from schema version 0 to 1"),
+        migrate.stdout.contains("from schema version 0 to 2"),
         "{}",
         migrate.stdout
     );
     let again = run(&f, &["--json", "store", "migrate", "--config", &path], &env);
-    assert_eq!(again.json()["from"], 1);
+    assert_eq!(again.json()["from"], 2);
     let after = run(&f, &["store", "check", "--config", &path], &env);
     assert_eq!(after.code, 0, "{}", after.stdout);
     assert!(

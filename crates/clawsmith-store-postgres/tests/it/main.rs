@@ -8,6 +8,7 @@
 
 mod fleet;
 mod objects;
+mod retention;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,0 +1,243 @@
+//! Retention in bulk and the blobs' garbage collection.
+//!
+//! Old sessions go in one statement per batch (their history, journal and artifacts go with
+//! them, by cascade), skipping any a live writer holds. A blob goes once no artifact names it and
+//! nobody touched it for a grace period; the collection can race a writer that stores the same
+//! content again, and never leaves that writer's artifact without its bytes:
+//!
+//! - it claims rows with `FOR UPDATE SKIP LOCKED`: a row a writer has just inserted or touched
+//!   is locked by that writer until its commit, and skipped; a writer that comes after the claim
+//!   waits on the lock until the collection's commit, then stores row and object anew;
+//! - it checks again, under the lock and with a fresh snapshot, that no artifact names the
+//!   claimed blobs (one may have been committed between the choice and the lock);
+//! - it deletes the objects before the rows, in the transaction that holds the locks.
+//!
+//! Objects no row names (a writer's transaction that rolled back after creating one) are swept
+//! once older than the grace period: the sweep inserts a placeholder row for the name first,
+//! which either finds the row (not an orphan) or holds the name against writers until it has
+//! deleted the object.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::blobs::object_path;
+use crate::{PgStore, backend, interval, pg, pool_error};
+use clawsmith_store::StoreError;
+
+/// How many rows one transaction of a collection handles.
+const BATCH: i64 = 500;
+
+/// What a collection removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Collected {
+    /// Blob rows deleted.
+    pub blobs: u64,
+    /// Objects deleted with their rows.
+    pub objects: u64,
+    /// Objects no row named, deleted.
+    pub orphans: u64,
+}
+
+impl PgStore {
+    /// Deletes the sessions created before `cutoff_ms` (ms since the epoch) that no live writer
+    /// holds, with everything of theirs; how many.
+    pub fn delete_sessions_created_before(&self, cutoff_ms: u64) -> Result<u64, StoreError> {
+        let pool = self.inner.pool.clone();
+        let cutoff = i64::try_from(cutoff_ms).unwrap_or(i64::MAX);
+        self.run(async move {
+            let mut deleted = 0_u64;
+            loop {
+                let mut client = pool
+                    .get()
+                    .await
+                    .map_err(pool_error("deleting old sessions"))?;
+                let tx = client
+                    .transaction()
+                    .await
+                    .map_err(pg("deleting old sessions"))?;
+                let candidates: Vec<String> = tx
+                    .query(
+                        "SELECT id FROM clawsmith_sessions WHERE created_at_ms < $1
+                         ORDER BY created_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        &[&cutoff, &BATCH],
+                    )
+                    .await
+                    .map_err(pg("choosing old sessions"))?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                if candidates.is_empty() {
+                    tx.commit().await.map_err(pg("deleting old sessions"))?;
+                    return Ok(deleted);
+                }
+                // Their leases, locked: a taker waits for this commit; a live holder keeps its
+                // session.
+                let held: Vec<String> = tx
+                    .query(
+                        "SELECT session_id FROM clawsmith_leases
+                         WHERE session_id = ANY($1) AND holder IS NOT NULL AND expires_at > now()
+                         FOR UPDATE",
+                        &[&candidates],
+                    )
+                    .await
+                    .map_err(pg("checking old sessions' leases"))?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let doomed: Vec<&String> =
+                    candidates.iter().filter(|id| !held.contains(id)).collect();
+                let removed = tx
+                    .execute(
+                        "DELETE FROM clawsmith_sessions WHERE id = ANY($1)",
+                        &[&doomed],
+                    )
+                    .await
+                    .map_err(pg("deleting old sessions"))?;
+                tx.execute(
+                    "DELETE FROM clawsmith_leases WHERE session_id = ANY($1)",
+                    &[&doomed],
+                )
+                .await
+                .map_err(pg("deleting old sessions' leases"))?;
+                tx.commit().await.map_err(pg("deleting old sessions"))?;
+                deleted += removed;
+                if doomed.is_empty() {
+                    // Every candidate left is held: the next batch would be the same.
+                    return Ok(deleted);
+                }
+            }
+        })
+    }
+
+    /// Deletes the blobs no artifact names and nobody touched for `grace`, and the objects no
+    /// row names that are older than `grace`.
+    pub fn collect_blobs(&self, grace: Duration) -> Result<Collected, StoreError> {
+        let pool = self.inner.pool.clone();
+        let objects = self.inner.options.objects.clone();
+        let grace_text = interval(grace);
+        self.run(async move {
+            let mut collected = Collected::default();
+            loop {
+                let mut client = pool.get().await.map_err(pool_error("collecting blobs"))?;
+                let tx = client.transaction().await.map_err(pg("collecting blobs"))?;
+                let claimed: Vec<(String, bool)> = tx
+                    .query(
+                        "SELECT hash, in_object FROM clawsmith_blobs b
+                         WHERE touched_at < now() - $1::text::interval
+                           AND NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = b.hash)
+                         ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        &[&grace_text, &BATCH],
+                    )
+                    .await
+                    .map_err(pg("claiming unreferenced blobs"))?
+                    .iter()
+                    .map(|row| (row.get(0), row.get(1)))
+                    .collect();
+                if claimed.is_empty() {
+                    tx.commit().await.map_err(pg("collecting blobs"))?;
+                    break;
+                }
+                let hashes: Vec<&String> = claimed.iter().map(|(hash, _)| hash).collect();
+                // Again, under the locks: an artifact committed since the choice keeps its blob.
+                let still: Vec<String> = tx
+                    .query(
+                        "SELECT h FROM unnest($1::text[]) AS h
+                         WHERE NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = h)",
+                        &[&hashes],
+                    )
+                    .await
+                    .map_err(pg("checking claimed blobs again"))?
+                    .iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                for (hash, in_object) in &claimed {
+                    if !*in_object || !still.contains(hash) {
+                        continue;
+                    }
+                    if let Some(objects) = objects.as_deref() {
+                        delete_object(objects, hash).await?;
+                        collected.objects += 1;
+                    }
+                }
+                let removed = tx
+                    .execute("DELETE FROM clawsmith_blobs WHERE hash = ANY($1)", &[&still])
+                    .await
+                    .map_err(pg("deleting unreferenced blobs"))?;
+                tx.commit().await.map_err(pg("collecting blobs"))?;
+                collected.blobs += removed;
+                if still.is_empty() {
+                    break;
+                }
+            }
+            if let Some(objects) = objects.as_deref() {
+                collected.orphans = sweep_orphans(&pool, objects, grace).await?;
+            }
+            Ok(collected)
+        })
+    }
+}
+
+async fn delete_object(objects: &dyn ObjectStore, hash: &str) -> Result<(), StoreError> {
+    match objects.delete(&object_path(hash)).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(error) => Err(backend("deleting a blob's object")(error)),
+    }
+}
+
+/// Deletes the objects under `blobs/` older than `grace` that no row names; how many.
+async fn sweep_orphans(
+    pool: &deadpool_postgres::Pool,
+    objects: &dyn ObjectStore,
+    grace: Duration,
+) -> Result<u64, StoreError> {
+    let cutoff = std::time::SystemTime::now() - grace;
+    let mut candidates = Vec::new();
+    let prefix = object_store::path::Path::from("blobs");
+    let mut listing = objects.list(Some(&prefix));
+    while let Some(meta) = listing.next().await {
+        let meta = meta.map_err(backend("listing the blob store"))?;
+        let modified = std::time::SystemTime::from(meta.last_modified);
+        if modified > cutoff {
+            continue;
+        }
+        let parts: Vec<&str> = meta.location.as_ref().split('/').collect();
+        if let ["blobs", head, tail] = parts.as_slice() {
+            let hash = format!("{head}{tail}");
+            if hash.len() == 64 && hash.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+                candidates.push(hash);
+            }
+        }
+    }
+    let mut swept = 0;
+    for hash in candidates {
+        let mut client = pool
+            .get()
+            .await
+            .map_err(pool_error("sweeping the blob store"))?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(pg("sweeping the blob store"))?;
+        // The placeholder holds the name: a writer storing this content now waits for the
+        // commit, then stores row and object anew.
+        let placed = tx
+            .query_opt(
+                "INSERT INTO clawsmith_blobs (hash, size, content, in_object, touched_at)
+                 VALUES ($1, 0, NULL, true, 'epoch') ON CONFLICT (hash) DO NOTHING RETURNING hash",
+                &[&hash],
+            )
+            .await
+            .map_err(pg("sweeping the blob store"))?;
+        if placed.is_some() {
+            delete_object(objects, &hash).await?;
+            tx.execute("DELETE FROM clawsmith_blobs WHERE hash = $1", &[&hash])
+                .await
+                .map_err(pg("sweeping the blob store"))?;
+            swept += 1;
+        }
+        tx.commit().await.map_err(pg("sweeping the blob store"))?;
+    }
+    Ok(swept)
+}

@@ -1,0 +1,197 @@
+//! Retention in bulk and the blobs' garbage collection, raced against writers storing the same
+//! content again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clawsmith_store::SessionStore;
+use clawsmith_store_postgres::{Collected, PgOptions};
+use object_store::memory::InMemory;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use crate::{migrated, postgres, run_sql};
+
+fn with_objects(objects: &Arc<InMemory>) -> PgOptions {
+    PgOptions {
+        objects: Some(Arc::clone(objects) as Arc<dyn ObjectStore>),
+        ..PgOptions::default()
+    }
+}
+
+fn large(seed: u32) -> Vec<u8> {
+    (0..100_000_u32)
+        .map(|n| (n.wrapping_mul(seed + 7) % 251) as u8)
+        .collect()
+}
+
+fn object_count(objects: &InMemory) -> usize {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use futures_util::StreamExt;
+        objects.list(None).collect::<Vec<_>>().await.len()
+    })
+}
+
+#[test]
+fn old_sessions_go_in_bulk_but_not_one_a_live_writer_holds_and_their_blobs_follow() {
+    let Some(base) = postgres("old_sessions_go_in_bulk") else {
+        return;
+    };
+    let objects = Arc::new(InMemory::new());
+    let (url, open) = migrated(&base, with_objects(&objects));
+    let store = open();
+    let sessions = ["old-1", "old-2", "old-held", "new"];
+    for (seed, id) in sessions.iter().enumerate() {
+        store.create_session(id, "/ws").unwrap();
+        store.put_artifact(id, &large(seed as u32)).unwrap();
+        store.put_artifact(id, b"small and shared").unwrap();
+    }
+    run_sql(
+        &url,
+        &["UPDATE clawsmith_sessions SET created_at_ms = 1000 WHERE id LIKE 'old-%'"],
+    );
+    let holder = open();
+    let _lease = holder.lease_session("old-held").unwrap();
+    assert_eq!(store.delete_sessions_created_before(2000).unwrap(), 2);
+    let left: Vec<String> = store
+        .list_sessions()
+        .unwrap()
+        .into_iter()
+        .map(|session| session.id)
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&"old-held".to_owned()) && left.contains(&"new".to_owned()));
+    // Nothing is collected within the grace period.
+    assert_eq!(
+        store.collect_blobs(Duration::from_secs(3600)).unwrap(),
+        Collected::default()
+    );
+    // After it: the deleted sessions' own blobs go, the shared one and the kept ones stay.
+    std::thread::sleep(Duration::from_millis(20));
+    let collected = store.collect_blobs(Duration::from_millis(10)).unwrap();
+    assert_eq!(collected.blobs, 2, "{collected:?}");
+    assert_eq!(collected.objects, 2, "{collected:?}");
+    assert_eq!(object_count(&objects), 2);
+    // (The held session is written by its holder: anyone else is refused while it holds it.)
+    for (seed, id, writer) in [(2, "old-held", &holder), (3, "new", &store)] {
+        let kept = writer.put_artifact(id, &large(seed)).unwrap();
+        assert_eq!(
+            writer.read_artifact(id, &kept.artifact_id).unwrap(),
+            Some(large(seed))
+        );
+    }
+}
+
+#[test]
+fn a_collection_never_takes_the_bytes_of_a_blob_a_writer_stores_again_meanwhile() {
+    let Some(base) = postgres("a_collection_never_takes_the_bytes_of_a_blob") else {
+        return;
+    };
+    let objects = Arc::new(InMemory::new());
+    let (url, open) = migrated(&base, with_objects(&objects));
+    let (collector, writer) = (open(), open());
+    let mut lost = Vec::new();
+    // Rounds the collection won (it deleted the blob the writer then stored again) and lost
+    // (the writer's touch came first and the row was skipped).
+    let (mut won, mut skipped) = (0, 0);
+    for round in 0..200_u32 {
+        let content = large(round);
+        let (old, new) = (format!("old-{round}"), format!("new-{round}"));
+        writer.create_session(&old, "/ws").unwrap();
+        writer.create_session(&new, "/ws").unwrap();
+        writer.put_artifact(&old, &content).unwrap();
+        // The old session goes, and its blob is past the grace period: a candidate.
+        run_sql(
+            &url,
+            &[
+                &format!("UPDATE clawsmith_sessions SET created_at_ms = 0 WHERE id = '{old}'"),
+                "UPDATE clawsmith_blobs SET touched_at = now() - interval '1 hour'",
+            ],
+        );
+        collector.delete_sessions_created_before(1).unwrap();
+        // Start times spread over a few milliseconds, so that each order (and the writer
+        // waiting on the collection's lock between them) comes up.
+        let (collector_delay, writer_delay) = (
+            Duration::from_micros(u64::from(round % 10) * 250),
+            Duration::from_micros(u64::from(round / 10 % 4) * 250),
+        );
+        let (collected, stored) = std::thread::scope(|scope| {
+            let collecting = scope.spawn(|| {
+                std::thread::sleep(collector_delay);
+                collector.collect_blobs(Duration::from_secs(60))
+            });
+            let storing = scope.spawn(|| {
+                std::thread::sleep(writer_delay);
+                writer.put_artifact(&new, &content)
+            });
+            (collecting.join().unwrap(), storing.join().unwrap())
+        });
+        if collected.unwrap().objects > 0 {
+            won += 1;
+        } else {
+            skipped += 1;
+        }
+        let stored = stored.unwrap();
+        match writer.read_artifact(&new, &stored.artifact_id) {
+            Ok(Some(bytes)) if bytes == content => {}
+            other => lost.push((
+                round,
+                format!("{other:?}").chars().take(120).collect::<String>(),
+            )),
+        }
+    }
+    println!(
+        "the collection deleted the contested blob first in {won} rounds, the writer came \
+         first in {skipped}"
+    );
+    assert!(lost.is_empty(), "artifacts that lost their bytes: {lost:?}");
+    assert!(
+        won > 0 && skipped > 0,
+        "the race did not come out both ways"
+    );
+}
+
+#[test]
+fn objects_no_row_names_are_swept_once_old_enough() {
+    let Some(base) = postgres("objects_no_row_names_are_swept_once_old_enough") else {
+        return;
+    };
+    let objects = Arc::new(InMemory::new());
+    let (_, open) = migrated(&base, with_objects(&objects));
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let kept = store.put_artifact("s", &large(1)).unwrap();
+    // An object a rolled-back writer left behind.
+    let orphan = format!("{:064x}", 42);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        objects
+            .put(
+                &object_store::path::Path::from(format!("blobs/{}/{}", &orphan[..2], &orphan[2..])),
+                object_store::PutPayload::from(b"left behind".to_vec()),
+            )
+            .await
+            .unwrap();
+    });
+    assert_eq!(object_count(&objects), 2);
+    assert_eq!(
+        store
+            .collect_blobs(Duration::from_secs(3600))
+            .unwrap()
+            .orphans,
+        0,
+        "not before the grace period"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    let collected = store.collect_blobs(Duration::from_millis(10)).unwrap();
+    assert_eq!(collected.orphans, 1, "{collected:?}");
+    assert_eq!(object_count(&objects), 1);
+    assert_eq!(
+        store.read_artifact("s", &kept.artifact_id).unwrap(),
+        Some(large(1))
+    );
+}
