@@ -9,6 +9,7 @@
 mod fleet;
 mod objects;
 mod retention;
+mod soak;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
