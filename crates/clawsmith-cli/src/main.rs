@@ -211,11 +211,15 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
-    /// Delete expired or over-quota checkpoints and collect unreferenced blobs.
+    /// Delete expired or over-quota checkpoints and collect unreferenced blobs (with `[store]
+    /// kind = "postgres"`: sessions older than 30 days, then blobs nothing names any more).
     Prune {
         /// Report what would be removed without removing it.
         #[arg(long)]
         dry_run: bool,
+        /// The configuration file (default: `clawsmith.toml` in the state directory).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Skills found for a workspace (`skills list`), valid or not, with their sources.
     Skills {
@@ -579,8 +583,13 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Web(options) => web::run(&state_dir()?, &options),
         Command::Store { command } => store::run(&state_dir()?.dir, command, &out),
-        Command::Prune { dry_run } => {
-            let store = state::open_existing_store(&state_dir()?)?;
+        Command::Prune { dry_run, config } => {
+            let state = state_dir()?;
+            let path = run::config_file(&state.dir, config.as_deref())?;
+            if let Some(code) = store::prune_fleet(path.as_deref(), dry_run, &out)? {
+                return Ok(code);
+            }
+            let store = state::open_existing_store(&state)?;
             history::prune(&store, dry_run, &out)
         }
     }

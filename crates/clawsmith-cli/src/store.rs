@@ -189,6 +189,63 @@ pub fn run(state_dir: &Path, command: StoreCommand, out: &Output) -> Result<i32>
     }
 }
 
+/// How long an unreferenced blob of the fleet store is kept after it was last touched: longer
+/// than any writer's transaction between storing a blob and naming it.
+const BLOB_GRACE: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// `clawsmith prune` when `[store]` names PostgreSQL: sessions older than the retention
+/// policy's age (unless a live writer holds one) go with their history, then the blobs nothing
+/// names any more once their grace period is over; `Ok(None)` for the embedded store.
+pub fn prune_fleet(path: Option<&Path>, dry_run: bool, out: &Output) -> Result<Option<i32>> {
+    let Some(section) = section(path)?.filter(|s| s.kind == StoreKind::Postgres) else {
+        return Ok(None);
+    };
+    let store = PgStore::connect(&section.url()?, objects_of(&section)?)?;
+    let max_age = clawsmith_checkpoint::RetentionPolicy::default().max_age;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let cutoff = u64::try_from(now.saturating_sub(max_age).as_millis()).unwrap_or(0);
+    let (sessions, blobs, objects) = if dry_run {
+        let (sessions, blobs) = store.retention_preview(cutoff, BLOB_GRACE)?;
+        (sessions, blobs, None)
+    } else {
+        let sessions = store.delete_sessions_created_before(cutoff)?;
+        let collected = store.collect_blobs(BLOB_GRACE)?;
+        (
+            sessions,
+            collected.blobs,
+            Some(collected.objects + collected.orphans),
+        )
+    };
+    if out.json {
+        out.json_line(&json!({
+            "kind": "postgres",
+            "dryRun": dry_run,
+            "sessionsRemoved": sessions,
+            "blobsRemoved": blobs,
+            "objectsRemoved": objects,
+        }))?;
+    } else {
+        out.line(&format!(
+            "{} {sessions} session(s) older than {} days and {blobs} unreferenced blob(s){}              (PostgreSQL)",
+            if dry_run { "would remove" } else { "removed" },
+            max_age.as_secs() / 86_400,
+            objects.map_or_else(String::new, |n| format!(", {n} object(s)")),
+        ))?;
+    }
+    Ok(Some(exit::OK))
+}
+
+/// The options of a store with `[store] blobs`, when it names one.
+fn objects_of(section: &StoreSection) -> Result<PgOptions> {
+    let mut options = PgOptions::default();
+    if let Some(location) = &section.blobs {
+        options.objects = Some(clawsmith_store_postgres::object_store_at(location)?);
+    }
+    Ok(options)
+}
+
 /// One part of a store and what became of reaching it.
 struct Part {
     name: &'static str,

@@ -111,6 +111,46 @@ impl PgStore {
         })
     }
 
+    /// What [`PgStore::delete_sessions_created_before`] and [`PgStore::collect_blobs`] would
+    /// remove now, without removing it: (sessions, blob rows). Blobs of the sessions that would
+    /// go are not counted: they become collectable once those are gone.
+    pub fn retention_preview(
+        &self,
+        cutoff_ms: u64,
+        grace: Duration,
+    ) -> Result<(u64, u64), StoreError> {
+        let pool = self.inner.pool.clone();
+        let cutoff = i64::try_from(cutoff_ms).unwrap_or(i64::MAX);
+        let grace = interval(grace);
+        self.run(async move {
+            let client = pool.get().await.map_err(pool_error("previewing retention"))?;
+            let sessions: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM clawsmith_sessions s WHERE created_at_ms < $1
+                     AND NOT EXISTS (SELECT 1 FROM clawsmith_leases l WHERE l.session_id = s.id
+                       AND l.holder IS NOT NULL AND l.expires_at > now())",
+                    &[&cutoff],
+                )
+                .await
+                .map_err(pg("previewing retention"))?
+                .get(0);
+            let blobs: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM clawsmith_blobs b
+                     WHERE touched_at < now() - $1::text::interval
+                       AND NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = b.hash)",
+                    &[&grace],
+                )
+                .await
+                .map_err(pg("previewing retention"))?
+                .get(0);
+            Ok((
+                u64::try_from(sessions).unwrap_or(0),
+                u64::try_from(blobs).unwrap_or(0),
+            ))
+        })
+    }
+
     /// Deletes the blobs no artifact names and nobody touched for `grace`, and the objects no
     /// row names that are older than `grace`.
     pub fn collect_blobs(&self, grace: Duration) -> Result<Collected, StoreError> {

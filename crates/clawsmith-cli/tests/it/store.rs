@@ -173,6 +173,50 @@ fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
         after.stdout
     );
 
+    // Retention: a session from long ago goes (with its artifact), a fresh one stays; the blob
+    // nothing names any more goes once its grace period is over.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let psql = |statement: &str| {
+        let ran = std::process::Command::new("psql")
+            .args(["-q", "-t", "-A", "-d", &url, "-c", statement])
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{ran:?}");
+        String::from_utf8_lossy(&ran.stdout).trim().to_owned()
+    };
+    psql(&format!(
+        "INSERT INTO clawsmith_sessions (id, created_at_ms, workspace_root) VALUES \
+         ('ancient', 1000, '/ws'), ('fresh', {now_ms}, '/ws');
+         INSERT INTO clawsmith_blobs (hash, size, content, in_object, touched_at) VALUES \
+         ('{:064x}', 1, '\\x41', false, now() - interval '2 hours');
+         INSERT INTO clawsmith_artifacts VALUES ('ancient', 'art_1', '{:064x}', 1, 1, 1000, 0);",
+        1, 1
+    ));
+    let preview = run(&f, &["store", "check", "--config", &path], &env);
+    assert_eq!(preview.code, 0);
+    let dry = run(&f, &["prune", "--dry-run", "--config", &path], &env);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.stdout
+            .contains("would remove 1 session(s) older than 30 days and 0 unreferenced blob(s)"),
+        "{}",
+        dry.stdout
+    );
+    assert_eq!(psql("SELECT count(*) FROM clawsmith_sessions"), "2");
+    let pruned = run(&f, &["--json", "prune", "--config", &path], &env);
+    assert_eq!(pruned.code, 0, "{}", pruned.stderr);
+    let answer = pruned.json();
+    assert_eq!(answer["sessionsRemoved"], 1, "{answer}");
+    assert_eq!(answer["blobsRemoved"], 1, "{answer}");
+    assert_eq!(
+        psql("SELECT string_agg(id, ',') FROM clawsmith_sessions"),
+        "fresh"
+    );
+    assert_eq!(psql("SELECT count(*) FROM clawsmith_blobs"), "0");
+
     let Ok(endpoint) = std::env::var("CLAWSMITH_TEST_S3") else {
         eprintln!("SKIP the blob store part: CLAWSMITH_TEST_S3 is unset");
         return;
