@@ -428,10 +428,11 @@ pub fn check_protocol_api(dependencies: &BTreeSet<String>) -> Vec<String> {
 /// folders. `cargo package --workspace` verifies each crate against its siblings through a local
 /// registry, and cargo unpacks a registry crate only once per name and version: a sibling
 /// changed since (same 0.x version) would otherwise be built from its old sources. Only the
-/// local registries' folders (named `-<hash>`) are touched, never crates.io's. (A target folder
-/// that already built the siblings as registry crates keeps those builds: `.ci/run` starts from
-/// a clean clone.)
-fn forget_unpacked_members(packages: &[Package]) -> Result<()> {
+/// local registries' folders (named `-<hash>`) are touched, never crates.io's. The target
+/// folder's builds of the members as registry crates go too ([`forget_registry_builds`]): cargo
+/// keys those by name and version alone and would link the old code.
+fn forget_unpacked_members(root: &Path, packages: &[Package]) -> Result<()> {
+    forget_registry_builds(root, packages)?;
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
@@ -462,6 +463,71 @@ fn forget_unpacked_members(packages: &[Package]) -> Result<()> {
                     std::fs::remove_file(&archive)
                         .with_context(|| format!("removing {}", archive.display()))?;
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes from the target folder (`CARGO_TARGET_DIR`, else `target/`) every build of a member
+/// made from a local registry's copy of it (its dep-info names a path under a registry folder
+/// `-<hash>`): the rlib, rmeta, dep-info and fingerprint of that build. Builds of the members from
+/// the workspace, and every other crate's, stay.
+fn forget_registry_builds(root: &Path, packages: &[Package]) -> Result<()> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let members: Vec<String> = packages
+        .iter()
+        .filter(|p| p.publishable)
+        .map(|p| p.name.replace('-', "_"))
+        .collect();
+    forget_registry_builds_in(&target, &members)
+}
+
+/// [`forget_registry_builds`] in `target`, of the crates named `members` (`_` for `-`).
+fn forget_registry_builds_in(target: &Path, members: &[String]) -> Result<()> {
+    let Ok(profiles) = std::fs::read_dir(target) else {
+        return Ok(());
+    };
+    for profile in profiles.flatten() {
+        let deps = profile.path().join("deps");
+        let Ok(entries) = std::fs::read_dir(&deps) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            let Some((name, hash)) = file
+                .strip_suffix(".d")
+                .and_then(|stem| stem.rsplit_once('-'))
+            else {
+                continue;
+            };
+            if !members.iter().any(|member| member == name) {
+                continue;
+            }
+            let from_registry = std::fs::read_to_string(entry.path())
+                .is_ok_and(|info| info.contains("/registry/src/-"));
+            if !from_registry {
+                continue;
+            }
+            for built in [
+                deps.join(format!("lib{name}-{hash}.rlib")),
+                deps.join(format!("lib{name}-{hash}.rmeta")),
+                entry.path(),
+            ] {
+                if built.is_file() {
+                    std::fs::remove_file(&built)
+                        .with_context(|| format!("removing {}", built.display()))?;
+                }
+            }
+            let fingerprint = profile
+                .path()
+                .join(".fingerprint")
+                .join(format!("{}-{hash}", name.replace('_', "-")));
+            if fingerprint.is_dir() {
+                std::fs::remove_dir_all(&fingerprint)
+                    .with_context(|| format!("removing {}", fingerprint.display()))?;
             }
         }
     }
@@ -538,7 +604,7 @@ pub fn run(root: &Path) -> Result<()> {
             )?;
         }
     }
-    forget_unpacked_members(&packages)?;
+    forget_unpacked_members(root, &packages)?;
     crate::step(
         root,
         "package",
@@ -599,6 +665,69 @@ fn semver(root: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_registry_builds_of_members_are_forgotten() {
+        let target = tempfile::tempdir().unwrap();
+        let deps = target.path().join("debug/deps");
+        let fingerprints = target.path().join("debug/.fingerprint");
+        std::fs::create_dir_all(&deps).unwrap();
+        // (crate, hash, where its sources were, forgotten)
+        let builds = [
+            (
+                "clawsmith_egress",
+                "aaa",
+                "/root/.cargo/registry/src/-14cd/clawsmith-egress-0.2.0/src/lib.rs",
+                true,
+            ),
+            (
+                "clawsmith_egress",
+                "bbb",
+                "/work/main/crates/clawsmith-egress/src/lib.rs",
+                false,
+            ),
+            (
+                "tokio",
+                "ccc",
+                "/root/.cargo/registry/src/-14cd/tokio-1.0.0/src/lib.rs",
+                false,
+            ),
+            (
+                "clawsmith_fs",
+                "ddd",
+                "/root/.cargo/registry/src/index.crates.io-1949/clawsmith-fs-0.1.0/src/lib.rs",
+                false,
+            ),
+        ];
+        for (name, hash, source, _) in builds {
+            std::fs::write(
+                deps.join(format!("{name}-{hash}.d")),
+                format!("x: {source}\n"),
+            )
+            .unwrap();
+            std::fs::write(deps.join(format!("lib{name}-{hash}.rlib")), "").unwrap();
+            std::fs::create_dir_all(
+                fingerprints.join(format!("{}-{hash}", name.replace('_', "-"))),
+            )
+            .unwrap();
+        }
+        let members = ["clawsmith_egress".to_owned(), "clawsmith_fs".to_owned()];
+        forget_registry_builds_in(target.path(), &members).unwrap();
+        for (name, hash, _, forgotten) in builds {
+            assert_eq!(
+                !deps.join(format!("lib{name}-{hash}.rlib")).exists(),
+                forgotten,
+                "{name}-{hash}"
+            );
+            assert_eq!(
+                !fingerprints
+                    .join(format!("{}-{hash}", name.replace('_', "-")))
+                    .exists(),
+                forgotten,
+                "{name}-{hash}"
+            );
+        }
+    }
 
     fn publishable(name: &str) -> Package {
         Package {
