@@ -1128,6 +1128,7 @@ const PAIR_CRATES: &[&str] = &[
     "clawsmith-sandbox",
     "clawsmith-checkpoint",
     "clawsmith-core",
+    "clawsmith-store-postgres",
 ];
 
 fn crate_pairs(root: &Path, cargo: &str, options: &Options) -> Result<Vec<Row>> {
