@@ -7,7 +7,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use sha2::{Digest, Sha256};
 
-use crate::{INLINE_MAX, backend, pg, pool_error};
+use crate::{INLINE_MAX, backend, connect, pg};
 use clawsmith_store::StoreError;
 
 /// The object a blob named `hash` (lower-case hex) is kept as: `blobs/ab/cdef…`.
@@ -22,7 +22,7 @@ pub(crate) async fn put(
     objects: Option<&dyn ObjectStore>,
     contents: Vec<Vec<u8>>,
 ) -> Result<Vec<String>, StoreError> {
-    let mut client = pool.get().await.map_err(pool_error("storing blobs"))?;
+    let mut client = connect(pool, "storing blobs").await?;
     let tx = client.transaction().await.map_err(pg("storing blobs"))?;
     let mut names = Vec::with_capacity(contents.len());
     for content in contents {
@@ -77,7 +77,7 @@ pub(crate) async fn get(
     objects: Option<&dyn ObjectStore>,
     sha256: [u8; 32],
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let client = pool.get().await.map_err(pool_error("reading a blob"))?;
+    let client = connect(pool, "reading a blob").await?;
     get_with(&**client, objects, sha256).await
 }
 

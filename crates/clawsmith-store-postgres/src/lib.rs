@@ -179,11 +179,15 @@ fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
     }
 }
 
-fn pool_error(context: &'static str) -> impl Fn(deadpool_postgres::PoolError) -> StoreError {
-    move |error| StoreError::Backend {
+/// A connection from `pool`, or why there is none, for `context`.
+pub(crate) async fn connect(
+    pool: &deadpool_postgres::Pool,
+    context: &'static str,
+) -> Result<deadpool_postgres::Object, StoreError> {
+    pool.get().await.map_err(|error| StoreError::Backend {
         context,
         message: error.to_string(),
-    }
+    })
 }
 
 fn now_ms() -> u64 {
@@ -287,10 +291,7 @@ impl PgStore {
     pub fn schema_version(&self) -> Result<i32, StoreError> {
         let pool = self.inner.pool.clone();
         self.run(async move {
-            let client = pool
-                .get()
-                .await
-                .map_err(pool_error("connecting to PostgreSQL"))?;
+            let client = connect(&pool, "connecting to PostgreSQL").await?;
             schema::version(&client).await
         })
     }
@@ -300,10 +301,7 @@ impl PgStore {
     pub fn migrate(&self) -> Result<(i32, i32), StoreError> {
         let pool = self.inner.pool.clone();
         self.run(async move {
-            let mut client = pool
-                .get()
-                .await
-                .map_err(pool_error("connecting to PostgreSQL"))?;
+            let mut client = connect(&pool, "connecting to PostgreSQL").await?;
             schema::migrate(&mut client).await
         })
     }
@@ -312,10 +310,7 @@ impl PgStore {
     pub fn server_version(&self) -> Result<String, StoreError> {
         let pool = self.inner.pool.clone();
         self.run(async move {
-            let client = pool
-                .get()
-                .await
-                .map_err(pool_error("connecting to PostgreSQL"))?;
+            let client = connect(&pool, "connecting to PostgreSQL").await?;
             let row = client
                 .query_one("SHOW server_version", &[])
                 .await
@@ -366,7 +361,7 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let session_id = session_id.to_owned();
         self.run(async move {
-            let mut client = pool.get().await.map_err(pool_error(context))?;
+            let mut client = connect(&pool, context).await?;
             let tx = client.transaction().await.map_err(pg(context))?;
             let epoch = fence(&tx, &session_id, mine, &holder).await?;
             let value = body(&tx, epoch).await?;
@@ -538,7 +533,7 @@ impl SessionStore for PgStore {
         let (id, root) = (id.to_owned(), workspace_root.to_owned());
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error("creating a session"))?;
+            let client = connect(&pool, "creating a session").await?;
             let row = client
                 .query_opt(
                     "INSERT INTO clawsmith_sessions (id, parent_id, created_at_ms, workspace_root)
@@ -557,7 +552,7 @@ impl SessionStore for PgStore {
         let pool = self.inner.pool.clone();
         let id = id.to_owned();
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error("reading a session"))?;
+            let client = connect(&pool, "reading a session").await?;
             let row = client
                 .query_opt(
                     "SELECT id, parent_id, created_at_ms, workspace_root
@@ -573,7 +568,7 @@ impl SessionStore for PgStore {
     fn list_sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
         let pool = self.inner.pool.clone();
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error("listing sessions"))?;
+            let client = connect(&pool, "listing sessions").await?;
             let rows = client
                 .query(
                     "SELECT id, parent_id, created_at_ms, workspace_root FROM clawsmith_sessions
@@ -656,10 +651,7 @@ impl SessionStore for PgStore {
         let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         self.run(async move {
-            let client = pool
-                .get()
-                .await
-                .map_err(pool_error("reading the event sequence"))?;
+            let client = connect(&pool, "reading the event sequence").await?;
             // A follower may ask before the session exists: 0, as for a session without events.
             let row = client
                 .query_opt(
@@ -750,10 +742,7 @@ impl SessionStore for PgStore {
         let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         self.run(async move {
-            let client = pool
-                .get()
-                .await
-                .map_err(pool_error("reading the journal"))?;
+            let client = connect(&pool, "reading the journal").await?;
             require_session(&**client, &session).await?;
             let rows = client
                 .query(
@@ -926,7 +915,7 @@ impl PgStore {
         let from = i64::try_from(from).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error(context))?;
+            let client = connect(&pool, context).await?;
             require_session(&**client, &session).await?;
             let rows = client
                 .query(sql, &[&session, &from, &limit])
@@ -948,7 +937,7 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let ttl = interval(self.inner.options.lease_ttl);
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error("taking a lease"))?;
+            let client = connect(&pool, "taking a lease").await?;
             client
                 .execute(
                     "INSERT INTO clawsmith_leases (session_id) VALUES ($1)
@@ -1106,10 +1095,7 @@ impl PgStore {
         let objects = self.inner.options.objects.clone();
         let (session, artifact) = (session_id.to_owned(), artifact_id.to_owned());
         self.run(async move {
-            let client = pool
-                .get()
-                .await
-                .map_err(pool_error("reading an artifact"))?;
+            let client = connect(&pool, "reading an artifact").await?;
             let Some(row) = client
                 .query_opt(
                     "SELECT blob_hash FROM clawsmith_artifacts

@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::blobs::object_path;
-use crate::{PgStore, backend, interval, pg, pool_error};
+use crate::{PgStore, backend, connect, interval, pg};
 use clawsmith_store::StoreError;
 
 /// How many rows one transaction of a collection handles.
@@ -49,10 +49,7 @@ impl PgStore {
         self.run(async move {
             let mut deleted = 0_u64;
             loop {
-                let mut client = pool
-                    .get()
-                    .await
-                    .map_err(pool_error("deleting old sessions"))?;
+                let mut client = connect(&pool, "deleting old sessions").await?;
                 let tx = client
                     .transaction()
                     .await
@@ -123,7 +120,7 @@ impl PgStore {
         let cutoff = i64::try_from(cutoff_ms).unwrap_or(i64::MAX);
         let grace = interval(grace);
         self.run(async move {
-            let client = pool.get().await.map_err(pool_error("previewing retention"))?;
+            let client = connect(&pool, "previewing retention").await?;
             let sessions: i64 = client
                 .query_one(
                     "SELECT count(*) FROM clawsmith_sessions s WHERE created_at_ms < $1
@@ -160,7 +157,7 @@ impl PgStore {
         self.run(async move {
             let mut collected = Collected::default();
             loop {
-                let mut client = pool.get().await.map_err(pool_error("collecting blobs"))?;
+                let mut client = connect(&pool, "collecting blobs").await?;
                 let tx = client.transaction().await.map_err(pg("collecting blobs"))?;
                 let claimed: Vec<(String, bool)> = tx
                     .query(
@@ -252,10 +249,7 @@ async fn sweep_orphans(
     }
     let mut swept = 0;
     for hash in candidates {
-        let mut client = pool
-            .get()
-            .await
-            .map_err(pool_error("sweeping the blob store"))?;
+        let mut client = connect(pool, "sweeping the blob store").await?;
         let tx = client
             .transaction()
             .await
