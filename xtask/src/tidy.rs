@@ -268,6 +268,7 @@ pub const OWNED_DEPENDENCIES: &[(&str, &str)] = &[
     // One owner of the fleet store's servers: PostgreSQL's protocol and object storage.
     ("tokio-postgres", "clawsmith-store-postgres"),
     ("deadpool-postgres", "clawsmith-store-postgres"),
+    ("tokio-postgres-rustls", "clawsmith-store-postgres"),
     ("object_store", "clawsmith-store-postgres"),
 ];
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION};
+use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION, TlsMode};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -289,22 +289,31 @@ fn check_postgres(section: &StoreSection) -> Vec<Part> {
     match PgStore::unchecked(&url, PgOptions::default()).and_then(|store| {
         let version = store.server_version()?;
         let schema = store.schema_version()?;
-        Ok((version, schema))
+        let mode = store.tls_mode().as_str();
+        let tls = match (store.encrypted()?, store.tls_mode()) {
+            (false, _) => format!("not encrypted (sslmode={mode})"),
+            (true, TlsMode::VerifyCa | TlsMode::VerifyFull) => {
+                format!("encrypted, the server's certificate checked (sslmode={mode})")
+            }
+            (true, _) => format!("encrypted (sslmode={mode}; the certificate is not checked)"),
+        };
+        Ok((version, schema, tls))
     }) {
-        Ok((version, schema)) if schema == SCHEMA_VERSION => parts.push(Part {
+        Ok((version, schema, tls)) if schema == SCHEMA_VERSION => parts.push(Part {
             name: "sessions",
             ok: true,
             detail: format!(
-                "(PostgreSQL {version}, from ${}) reached; schema version {schema}, as this build needs",
+                "(PostgreSQL {version}, from ${}) reached, {tls}; schema version {schema}, as this \
+                 build needs",
                 section.url_env()
             ),
         }),
-        Ok((version, schema)) => parts.push(Part {
+        Ok((version, schema, tls)) => parts.push(Part {
             name: "sessions",
             ok: false,
             detail: format!(
-                "(PostgreSQL {version}, from ${}) reached; schema version {schema}, this build \
-                 needs {SCHEMA_VERSION}{}",
+                "(PostgreSQL {version}, from ${}) reached, {tls}; schema version {schema}, this \
+                 build needs {SCHEMA_VERSION}{}",
                 section.url_env(),
                 if schema < SCHEMA_VERSION {
                     ": run `clawsmith store migrate`"

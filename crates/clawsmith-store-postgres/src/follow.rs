@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 
 use crate::{backend, pg};
 use clawsmith_store::StoreError;
@@ -51,11 +51,12 @@ impl Follower {
 
 /// Opens the listening connection and starts forwarding its notifications.
 pub(crate) async fn listen(
-    config: tokio_postgres::Config,
+    connection: crate::tls::Connection,
     runtime: tokio::runtime::Handle,
 ) -> Result<Follower, StoreError> {
-    let (client, mut connection) = config
-        .connect(NoTls)
+    let (client, mut connection) = connection
+        .config
+        .connect(connection.tls)
         .await
         .map_err(pg("connecting a follower"))?;
     let (sender, news) = mpsc::channel();
@@ -75,7 +76,7 @@ pub(crate) async fn listen(
                     Ok((session.to_owned(), sequence))
                 }
                 Ok(_) => continue,
-                Err(error) => Err(error.to_string()),
+                Err(error) => Err(crate::chain(&error)),
             };
             let failed = news.is_err();
             if sender.send(news).is_err() || failed {

@@ -42,6 +42,13 @@
 //! name. Without an object store every blob lives in its row. Artifacts name their blob (a
 //! foreign key), once per content per session.
 //!
+//! ## TLS
+//! The connection string's `sslmode` and `sslrootcert` mean what they mean to libpq (`tls.rs`
+//! has the table): `prefer`, the default, encrypts when the server offers it, `verify-full`
+//! checks the certificate's chain and host name. tokio-postgres knows neither setting, so they
+//! are taken out of the string before it is parsed; the TLS client is rustls with ring, and
+//! every connection of a store (its pool, its followers) goes the same way.
+//!
 //! ## Retention and garbage collection
 //! [`PgStore::delete_sessions_created_before`] deletes old sessions in batches, skipping any a
 //! live writer holds; their history, journal and artifacts go with them.
@@ -63,17 +70,19 @@ use clawsmith_store::{
     StoreError,
 };
 use object_store::ObjectStore;
-use tokio_postgres::{GenericClient, NoTls};
+use tokio_postgres::GenericClient;
 
 mod blobs;
 mod follow;
 mod retention;
 mod schema;
+mod tls;
 
 pub use blobs::{object_store_at, probe_objects};
 pub use follow::Follower;
 pub use retention::Collected;
 pub use schema::SCHEMA_VERSION;
+pub use tls::TlsMode;
 
 /// The largest blob kept in its row; larger ones go to the object store when there is one.
 pub const INLINE_MAX: usize = 64 * 1024;
@@ -126,7 +135,7 @@ pub struct PgStore {
 struct Inner {
     runtime: Option<tokio::runtime::Runtime>,
     pool: deadpool_postgres::Pool,
-    config: tokio_postgres::Config,
+    connection: tls::Connection,
     options: PgOptions,
     /// This process's name on its leases.
     holder: String,
@@ -168,14 +177,27 @@ pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E)
     }
 }
 
-/// The full chain of a PostgreSQL error (the server's message is in its source).
+/// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
+/// reason is a source, not part of the top error's text).
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The full chain of a PostgreSQL error.
 fn pg(context: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError {
     move |error| StoreError::Backend {
         context,
-        message: match std::error::Error::source(&error) {
-            Some(source) => format!("{error}: {source}"),
-            None => error.to_string(),
-        },
+        message: chain(&error),
     }
 }
 
@@ -186,7 +208,7 @@ pub(crate) async fn connect(
 ) -> Result<deadpool_postgres::Object, StoreError> {
     pool.get().await.map_err(|error| StoreError::Backend {
         context,
-        message: error.to_string(),
+        message: chain(&error),
     })
 }
 
@@ -225,9 +247,7 @@ impl PgStore {
 
     /// A store on `url` whose schema is not checked (for `migrate` and `check`).
     pub fn unchecked(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
-        let config: tokio_postgres::Config = url
-            .parse()
-            .map_err(pg("reading the PostgreSQL connection string"))?;
+        let connection = tls::connection(url)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("clawsmith-store-postgres")
@@ -235,8 +255,8 @@ impl PgStore {
             .build()
             .map_err(backend("starting the PostgreSQL store's runtime"))?;
         let manager = deadpool_postgres::Manager::from_config(
-            config.clone(),
-            NoTls,
+            connection.config.clone(),
+            connection.tls.clone(),
             deadpool_postgres::ManagerConfig {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
@@ -258,11 +278,32 @@ impl PgStore {
             inner: Arc::new(Inner {
                 runtime: Some(runtime),
                 pool,
-                config,
+                connection,
                 options,
                 holder: format!("{host}:{}:{nonce:x}", std::process::id()),
                 held: Mutex::new(HashMap::new()),
             }),
+        })
+    }
+
+    /// How the connection string asked for TLS (`sslmode`).
+    pub fn tls_mode(&self) -> TlsMode {
+        self.inner.connection.mode
+    }
+
+    /// Whether the pooled connections are encrypted, as the server sees them (`pg_stat_ssl`).
+    pub fn encrypted(&self) -> Result<bool, StoreError> {
+        let pool = self.inner.pool.clone();
+        self.run(async move {
+            let client = connect(&pool, "asking whether the connection is encrypted").await?;
+            let row = client
+                .query_one(
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .map_err(pg("asking whether the connection is encrypted"))?;
+            Ok(row.get::<_, bool>(0))
         })
     }
 
@@ -321,9 +362,9 @@ impl PgStore {
 
     /// A listener for other writers' new events, on a connection of its own.
     pub fn follow(&self) -> Result<Follower, StoreError> {
-        let config = self.inner.config.clone();
+        let connection = self.inner.connection.clone();
         let runtime = self.inner.runtime().handle().clone();
-        self.run(async move { follow::listen(config, runtime).await })
+        self.run(async move { follow::listen(connection, runtime).await })
     }
 
     /// The object store blobs over [`INLINE_MAX`] go to, when there is one.

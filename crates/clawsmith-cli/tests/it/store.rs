@@ -167,6 +167,37 @@ fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
         "{}",
         after.stdout
     );
+    // Whether the server offers TLS is the cluster's; the mode and the verdict are said either way.
+    assert!(
+        after
+            .stdout
+            .contains("encrypted (sslmode=prefer; the certificate is not checked)")
+            || after.stdout.contains("not encrypted (sslmode=prefer)"),
+        "{}",
+        after.stdout
+    );
+    let plain = format!("{url} sslmode=disable");
+    let plain_env = [("CLAWSMITH_DATABASE_URL", plain.as_str())];
+    let plain_check = run(&f, &["store", "check", "--config", &path], &plain_env);
+    assert_eq!(plain_check.code, 0, "{}", plain_check.stdout);
+    assert!(
+        plain_check
+            .stdout
+            .contains("reached, not encrypted (sslmode=disable)"),
+        "{}",
+        plain_check.stdout
+    );
+    let unchecked = format!("{url} sslmode=verify-full");
+    let unchecked_env = [("CLAWSMITH_DATABASE_URL", unchecked.as_str())];
+    let refused = run(&f, &["store", "check", "--config", &path], &unchecked_env);
+    assert_eq!(refused.code, 1, "{}", refused.stdout);
+    assert!(
+        refused.stdout.contains(
+            "sslmode=verify-full checks the server's certificate, so it needs sslrootcert"
+        ),
+        "{}",
+        refused.stdout
+    );
     assert!(
         after.stdout.contains("blobs: ok in the database's rows"),
         "{}",

@@ -10,6 +10,7 @@ mod fleet;
 mod objects;
 mod retention;
 mod soak;
+mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -56,19 +57,42 @@ pub fn admin(base: &str, statements: &[&str]) {
 
 /// Runs `statements` on the database of `url`, one by one.
 pub fn run_sql(url: &str, statements: &[&str]) {
+    let statements: Vec<String> = statements.iter().map(|s| (*s).to_owned()).collect();
+    with_client(url, |client| async move {
+        for statement in statements {
+            client.batch_execute(&statement).await.unwrap();
+        }
+    });
+}
+
+/// Runs `work` with a plain connection of its own to the database of `url`, on a runtime of
+/// its own (the tests are synchronous, as the store's callers are); the connection closes
+/// when `work` is done with it.
+pub fn with_client<T, F>(url: &str, work: impl FnOnce(tokio_postgres::Client) -> F) -> T
+where
+    F: std::future::Future<Output = T>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    let (client, connection) = runtime
+        .block_on(tokio_postgres::connect(url, tokio_postgres::NoTls))
+        .unwrap();
+    runtime.spawn(connection);
+    runtime.block_on(work(client))
+}
+
+/// The first column of the first row of `query` on the database of `url`, as text.
+pub fn query_text(url: &str, query: &str) -> String {
+    let query = query.to_owned();
+    with_client(url, |client| async move {
+        client
+            .query_one(&query, &[])
             .await
-            .unwrap();
-        tokio::spawn(connection);
-        for statement in statements {
-            client.batch_execute(statement).await.unwrap();
-        }
-    });
+            .unwrap()
+            .get::<_, String>(0)
+    })
 }
 
 /// A migrated database and a way to open handles on it.

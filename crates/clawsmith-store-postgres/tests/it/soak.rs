@@ -232,15 +232,7 @@ struct Figures {
 }
 
 fn measure(url: &str) -> Figures {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
+    crate::with_client(url, |client| async move {
         let one = |sql: &'static str| {
             let client = &client;
             async move { client.query_one(sql, &[]).await.unwrap().get::<_, i64>(0) }
