@@ -37,7 +37,7 @@ pub(crate) async fn put(
 /// claimed it finishes (object and row gone) before this goes on, and one that comes later
 /// skips it; a large blob's object is then created unless it exists.
 pub(crate) async fn put_in(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     objects: Option<&dyn ObjectStore>,
     content: Vec<u8>,
 ) -> Result<String, StoreError> {

@@ -383,15 +383,20 @@ impl PgStore {
             .map(|held| (held.epoch, held.lost.load(Ordering::SeqCst)))
     }
 
-    /// Runs `body` in one transaction fenced by the session's lease: the epoch the rows are
-    /// written under.
+    /// Runs `body` in one transaction fenced by the session's lease, given the epoch the rows
+    /// are written under and, when `take` asks for any, the session's next numbers
+    /// ([`take_numbers`]). The lease check and the numbering are sent together (one round trip
+    /// for both: neither needs the other's answer, and the transaction is refused whole when
+    /// the lease check fails).
     fn write<T: Send + 'static>(
         &self,
         context: &'static str,
         session_id: &str,
+        take: Take,
         body: impl for<'t> FnOnce(
-            &'t tokio_postgres::Transaction<'t>,
+            &'t deadpool_postgres::Transaction<'t>,
             i64,
+            (i64, i64),
         ) -> std::pin::Pin<
             Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>,
         > + Send
@@ -404,8 +409,15 @@ impl PgStore {
         self.run(async move {
             let mut client = connect(&pool, context).await?;
             let tx = client.transaction().await.map_err(pg(context))?;
-            let epoch = fence(&tx, &session_id, mine, &holder).await?;
-            let value = body(&tx, epoch).await?;
+            let (epoch, numbers) = if take == Take::default() {
+                (fence(&tx, &session_id, mine, &holder).await?, (0, 0))
+            } else {
+                futures_util::try_join!(
+                    fence(&tx, &session_id, mine, &holder),
+                    take_numbers(&tx, &session_id, take.messages, take.events),
+                )?
+            };
+            let value = body(&tx, epoch, numbers).await?;
             tx.commit().await.map_err(pg(context))?;
             Ok(value)
         })
@@ -420,21 +432,48 @@ impl Inner {
     }
 }
 
+/// How many message indexes and event sequence numbers a write takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Take {
+    messages: i64,
+    events: i64,
+}
+
+impl Take {
+    fn of(messages: i64, events: i64) -> Take {
+        Take { messages, events }
+    }
+}
+
+/// `sql` prepared on `tx`'s connection once (the pool keeps it with the connection): each
+/// later run is one round trip, and the server plans it once, where an unprepared query costs
+/// a round trip and a parse more every time.
+pub(crate) async fn prepared(
+    tx: &deadpool_postgres::Transaction<'_>,
+    sql: &str,
+    context: &'static str,
+) -> Result<tokio_postgres::Statement, StoreError> {
+    tx.prepare_cached(sql).await.map_err(pg(context))
+}
+
 /// Checks the session's lease inside a write's transaction (the lease row is locked until the
 /// commit, so a takeover waits for it): the epoch to write under.
 async fn fence(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session_id: &str,
     mine: Option<(i64, bool)>,
     holder: &str,
 ) -> Result<i64, StoreError> {
+    let statement = prepared(
+        tx,
+        "SELECT epoch, holder, expires_at > now(),
+                GREATEST(0, extract(epoch FROM expires_at - now()))::bigint
+         FROM clawsmith_leases WHERE session_id = $1 FOR SHARE",
+        "checking the session's lease",
+    )
+    .await?;
     let row = tx
-        .query_opt(
-            "SELECT epoch, holder, expires_at > now(),
-                    GREATEST(0, extract(epoch FROM expires_at - now()))::bigint
-             FROM clawsmith_leases WHERE session_id = $1 FOR SHARE",
-            &[&session_id],
-        )
+        .query_opt(&statement, &[&session_id])
         .await
         .map_err(pg("checking the session's lease"))?;
     let current = row.as_ref().map(|row| {
@@ -466,19 +505,22 @@ async fn fence(
 /// The session's next numbers, taken: `(first index, first sequence)` for `messages` and
 /// `events` more; [`StoreError::UnknownSession`] when there is no such session.
 async fn take_numbers(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session_id: &str,
     messages: i64,
     events: i64,
 ) -> Result<(i64, i64), StoreError> {
+    let statement = prepared(
+        tx,
+        "UPDATE clawsmith_sessions
+         SET next_index = next_index + $2, next_sequence = next_sequence + $3
+         WHERE id = $1
+         RETURNING next_index - $2, next_sequence - $3",
+        "numbering the session's history",
+    )
+    .await?;
     let row = tx
-        .query_opt(
-            "UPDATE clawsmith_sessions
-             SET next_index = next_index + $2, next_sequence = next_sequence + $3
-             WHERE id = $1
-             RETURNING next_index - $2, next_sequence - $3",
-            &[&session_id, &messages, &events],
-        )
+        .query_opt(&statement, &[&session_id, &messages, &events])
         .await
         .map_err(pg("numbering the session's history"))?;
     row.map(|row| (row.get(0), row.get(1)))
@@ -486,34 +528,48 @@ async fn take_numbers(
 }
 
 async fn insert_message(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     session_id: &str,
     index: i64,
     epoch: i64,
     json: &str,
 ) -> Result<(), StoreError> {
-    tx.execute(
+    let statement = prepared(
+        tx,
         "INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
          VALUES ($1, $2, $3, $4)",
-        &[&session_id, &index, &epoch, &json],
+        "appending a message",
     )
-    .await
-    .map_err(pg("appending a message"))?;
+    .await?;
+    tx.execute(&statement, &[&session_id, &index, &epoch, &json])
+        .await
+        .map_err(pg("appending a message"))?;
     Ok(())
 }
 
-/// Inserts `event` (its sequence set) and notifies followers at the commit.
+/// Inserts `event` (its sequence set) and, in the same statement, notifies followers (the
+/// notification is delivered at the commit, and not at all on a rollback).
 async fn insert_event(
-    tx: &tokio_postgres::Transaction<'_>,
+    tx: &deadpool_postgres::Transaction<'_>,
     event: &Event,
     epoch: i64,
 ) -> Result<(), StoreError> {
     let json = clawsmith_checkpoint::stored_event_json(event)?;
     let sequence = i64::try_from(event.sequence).unwrap_or(i64::MAX);
     let timestamp = i64::try_from(event.timestamp_ms).unwrap_or(i64::MAX);
-    tx.execute(
-        "INSERT INTO clawsmith_events (session_id, sequence, epoch, timestamp_ms, type, event_json)
-         VALUES ($1, $2, $3, $4, $5, $6)",
+    let statement = prepared(
+        tx,
+        "WITH inserted AS (
+           INSERT INTO clawsmith_events
+             (session_id, sequence, epoch, timestamp_ms, type, event_json)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           RETURNING session_id, sequence)
+         SELECT pg_notify('clawsmith_events', session_id || ':' || sequence) FROM inserted",
+        "appending an event",
+    )
+    .await?;
+    tx.query(
+        &statement,
         &[
             &event.session_id,
             &sequence,
@@ -525,12 +581,6 @@ async fn insert_event(
     )
     .await
     .map_err(pg("appending an event"))?;
-    tx.execute(
-        "SELECT pg_notify('clawsmith_events', $1)",
-        &[&format!("{}:{}", event.session_id, event.sequence)],
-    )
-    .await
-    .map_err(pg("notifying followers"))?;
     Ok(())
 }
 
@@ -625,13 +675,18 @@ impl SessionStore for PgStore {
     fn append_message(&self, session_id: &str, message: &ModelMessage) -> Result<u64, StoreError> {
         let json = clawsmith_checkpoint::stored_message_json(message)?;
         let session = session_id.to_owned();
-        self.write("appending a message", session_id, move |tx, epoch| {
-            Box::pin(async move {
-                let (index, _) = take_numbers(tx, &session, 1, 0).await?;
-                insert_message(tx, &session, index, epoch, &json).await?;
-                Ok(u64::try_from(index).unwrap_or(0))
-            })
-        })
+        self.write(
+            "appending a message",
+            session_id,
+            Take::of(1, 0),
+            move |tx, epoch, numbers| {
+                Box::pin(async move {
+                    let (index, _) = numbers;
+                    insert_message(tx, &session, index, epoch, &json).await?;
+                    Ok(u64::try_from(index).unwrap_or(0))
+                })
+            },
+        )
     }
 
     fn messages_page(
@@ -657,19 +712,24 @@ impl SessionStore for PgStore {
         timestamp_ms: u64,
     ) -> Result<Event, StoreError> {
         let session = session_id.to_owned();
-        self.write("appending an event", session_id, move |tx, epoch| {
-            Box::pin(async move {
-                let (_, sequence) = take_numbers(tx, &session, 0, 1).await?;
-                let event = Event {
-                    session_id: session,
-                    sequence: u64::try_from(sequence).unwrap_or(0),
-                    timestamp_ms,
-                    payload,
-                };
-                insert_event(tx, &event, epoch).await?;
-                Ok(event)
-            })
-        })
+        self.write(
+            "appending an event",
+            session_id,
+            Take::of(0, 1),
+            move |tx, epoch, numbers| {
+                Box::pin(async move {
+                    let (_, sequence) = numbers;
+                    let event = Event {
+                        session_id: session,
+                        sequence: u64::try_from(sequence).unwrap_or(0),
+                        timestamp_ms,
+                        payload,
+                    };
+                    insert_event(tx, &event, epoch).await?;
+                    Ok(event)
+                })
+            },
+        )
     }
 
     fn events_page(
@@ -694,11 +754,12 @@ impl SessionStore for PgStore {
         self.run(async move {
             let client = connect(&pool, "reading the event sequence").await?;
             // A follower may ask before the session exists: 0, as for a session without events.
+            let statement = client
+                .prepare_cached("SELECT next_sequence - 1 FROM clawsmith_sessions WHERE id = $1")
+                .await
+                .map_err(pg("reading the event sequence"))?;
             let row = client
-                .query_opt(
-                    "SELECT next_sequence - 1 FROM clawsmith_sessions WHERE id = $1",
-                    &[&session],
-                )
+                .query_opt(&statement, &[&session])
                 .await
                 .map_err(pg("reading the event sequence"))?;
             Ok(row.map_or(0, |row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0)))
@@ -719,41 +780,51 @@ impl SessionStore for PgStore {
         let journal = journal.cloned();
         let session = session_id.to_owned();
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        self.write("starting a call", session_id, move |tx, epoch| {
-            Box::pin(async move {
-                let messages = i64::from(assistant.is_some());
-                let (index, sequence) = take_numbers(tx, &session, messages, 1).await?;
-                if let Some(json) = &assistant {
-                    insert_message(tx, &session, index, epoch, json).await?;
-                }
-                if let Some(start) = &journal {
-                    tx.execute(
-                        "INSERT INTO clawsmith_journal
+        self.write(
+            "starting a call",
+            session_id,
+            Take::of(i64::from(assistant.is_some()), 1),
+            move |tx, epoch, numbers| {
+                Box::pin(async move {
+                    let (index, sequence) = numbers;
+                    if let Some(json) = &assistant {
+                        insert_message(tx, &session, index, epoch, json).await?;
+                    }
+                    if let Some(start) = &journal {
+                        let statement = prepared(
+                            tx,
+                            "INSERT INTO clawsmith_journal
                          (session_id, turn_id, call_id, tool_name, args_json, started_at_ms, epoch)
                          VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                        &[
-                            &session,
-                            &start.turn_id,
-                            &start.call_id,
-                            &start.tool_name,
-                            &clawsmith_checkpoint::stored_arguments(&start.args_json),
-                            &now,
-                            &epoch,
-                        ],
-                    )
-                    .await
-                    .map_err(pg("journaling a call"))?;
-                }
-                let event = Event {
-                    session_id: session,
-                    sequence: u64::try_from(sequence).unwrap_or(0),
-                    timestamp_ms,
-                    payload: started,
-                };
-                insert_event(tx, &event, epoch).await?;
-                Ok(event)
-            })
-        })
+                            "journaling a call",
+                        )
+                        .await?;
+                        tx.execute(
+                            &statement,
+                            &[
+                                &session,
+                                &start.turn_id,
+                                &start.call_id,
+                                &start.tool_name,
+                                &clawsmith_checkpoint::stored_arguments(&start.args_json),
+                                &now,
+                                &epoch,
+                            ],
+                        )
+                        .await
+                        .map_err(pg("journaling a call"))?;
+                    }
+                    let event = Event {
+                        session_id: session,
+                        sequence: u64::try_from(sequence).unwrap_or(0),
+                        timestamp_ms,
+                        payload: started,
+                    };
+                    insert_event(tx, &event, epoch).await?;
+                    Ok(event)
+                })
+            },
+        )
     }
 
     fn journal_close(
@@ -764,19 +835,27 @@ impl SessionStore for PgStore {
     ) -> Result<bool, StoreError> {
         let (session, call) = (session_id.to_owned(), call_id.to_owned());
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        self.write("closing a journaled call", session_id, move |tx, _| {
-            Box::pin(async move {
-                let changed = tx
-                    .execute(
+        self.write(
+            "closing a journaled call",
+            session_id,
+            Take::default(),
+            move |tx, _, _| {
+                Box::pin(async move {
+                    let statement = prepared(
+                        tx,
                         "UPDATE clawsmith_journal SET closed_at_ms = $3, status = $4
-                         WHERE session_id = $1 AND call_id = $2 AND closed_at_ms IS NULL",
-                        &[&session, &call, &now, &status.as_str()],
+                     WHERE session_id = $1 AND call_id = $2 AND closed_at_ms IS NULL",
+                        "closing a journaled call",
                     )
-                    .await
-                    .map_err(pg("closing a journaled call"))?;
-                Ok(changed > 0)
-            })
-        })
+                    .await?;
+                    let changed = tx
+                        .execute(&statement, &[&session, &call, &now, &status.as_str()])
+                        .await
+                        .map_err(pg("closing a journaled call"))?;
+                    Ok(changed > 0)
+                })
+            },
+        )
     }
 
     fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError> {
@@ -891,54 +970,59 @@ impl PgStore {
         let objects = self.inner.options.objects.clone();
         let session = session_id.to_owned();
         let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-        self.write("storing an artifact", session_id, move |tx, epoch| {
-            Box::pin(async move {
-                require_session(tx, &session).await?;
-                let bytes = content.len() as u64;
-                let lines = clawsmith_checkpoint::line_count(&content);
-                let hash = blobs::put_in(tx, objects.as_deref(), content).await?;
-                let existing = tx
-                    .query_opt(
-                        "SELECT artifact_id FROM clawsmith_artifacts
+        self.write(
+            "storing an artifact",
+            session_id,
+            Take::default(),
+            move |tx, epoch, _| {
+                Box::pin(async move {
+                    require_session(&**tx, &session).await?;
+                    let bytes = content.len() as u64;
+                    let lines = clawsmith_checkpoint::line_count(&content);
+                    let hash = blobs::put_in(tx, objects.as_deref(), content).await?;
+                    let existing = tx
+                        .query_opt(
+                            "SELECT artifact_id FROM clawsmith_artifacts
                          WHERE session_id = $1 AND blob_hash = $2
                          ORDER BY created_at_ms, artifact_id LIMIT 1",
-                        &[&session, &hash],
-                    )
-                    .await
-                    .map_err(pg("storing an artifact"))?;
-                let artifact_id = match existing {
-                    Some(row) => row.get(0),
-                    None => {
-                        let id = clawsmith_protocol::id::new_id(
-                            clawsmith_protocol::id::IdKind::Artifact,
-                        );
-                        tx.execute(
-                            "INSERT INTO clawsmith_artifacts
-                             (session_id, artifact_id, blob_hash, size, lines, created_at_ms, epoch)
-                             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                            &[
-                                &session,
-                                &id,
-                                &hash,
-                                &i64::try_from(bytes).unwrap_or(i64::MAX),
-                                &i64::try_from(lines).unwrap_or(i64::MAX),
-                                &now,
-                                &epoch,
-                            ],
+                            &[&session, &hash],
                         )
                         .await
                         .map_err(pg("storing an artifact"))?;
-                        id
-                    }
-                };
-                Ok(ArtifactRef {
-                    artifact_id,
-                    bytes,
-                    lines: Some(lines),
-                    sha256: Some(hash),
+                    let artifact_id = match existing {
+                        Some(row) => row.get(0),
+                        None => {
+                            let id = clawsmith_protocol::id::new_id(
+                                clawsmith_protocol::id::IdKind::Artifact,
+                            );
+                            tx.execute(
+                                "INSERT INTO clawsmith_artifacts
+                             (session_id, artifact_id, blob_hash, size, lines, created_at_ms, epoch)
+                             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                                &[
+                                    &session,
+                                    &id,
+                                    &hash,
+                                    &i64::try_from(bytes).unwrap_or(i64::MAX),
+                                    &i64::try_from(lines).unwrap_or(i64::MAX),
+                                    &now,
+                                    &epoch,
+                                ],
+                            )
+                            .await
+                            .map_err(pg("storing an artifact"))?;
+                            id
+                        }
+                    };
+                    Ok(ArtifactRef {
+                        artifact_id,
+                        bytes,
+                        lines: Some(lines),
+                        sha256: Some(hash),
+                    })
                 })
-            })
-        })
+            },
+        )
     }
 
     /// The rows `sql` selects for the session `$1`, from `$2`, at most `$3`, each one JSON
@@ -957,11 +1041,24 @@ impl PgStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(async move {
             let client = connect(&pool, context).await?;
-            require_session(&**client, &session).await?;
-            let rows = client
-                .query(sql, &[&session, &from, &limit])
+            // Whether the session exists and its page, asked together (one round trip).
+            let exists = client
+                .prepare_cached("SELECT 1 FROM clawsmith_sessions WHERE id = $1")
                 .await
                 .map_err(pg(context))?;
+            let page = client.prepare_cached(sql).await.map_err(pg(context))?;
+            let (one, three): (
+                [&(dyn tokio_postgres::types::ToSql + Sync); 1],
+                [&(dyn tokio_postgres::types::ToSql + Sync); 3],
+            ) = ([&session], [&session, &from, &limit]);
+            let (exists, rows) = futures_util::try_join!(
+                client.query_opt(&exists, &one),
+                client.query(&page, &three),
+            )
+            .map_err(pg(context))?;
+            if exists.is_none() {
+                return Err(StoreError::UnknownSession(session));
+            }
             rows.iter()
                 .map(|row| serde_json::from_str(row.get::<_, &str>(0)).map_err(json_error(context)))
                 .collect()
