@@ -112,6 +112,11 @@ pub fn stored_event_json(event: &Event) -> Result<String, StoreError> {
     redacted_json(event, "storing an event")
 }
 
+/// An approval request as every session store keeps it: every string masked.
+pub fn stored_request_json(request: &serde_json::Value) -> Result<String, StoreError> {
+    redacted_json(request, "storing an approval")
+}
+
 /// Journaled call arguments as every session store keeps them: masked, then bounded.
 pub fn stored_arguments(text: &str) -> String {
     arguments(text)

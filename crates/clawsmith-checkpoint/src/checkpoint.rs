@@ -81,6 +81,19 @@ pub enum ChangeKind {
     Unchanged,
 }
 
+impl ChangeKind {
+    /// The change between a path's state before and after a turn, given whether it existed at
+    /// each end.
+    pub fn between(before: bool, after: bool) -> ChangeKind {
+        match (before, after) {
+            (false, true) => ChangeKind::Added,
+            (true, true) => ChangeKind::Modified,
+            (true, false) => ChangeKind::Deleted,
+            (false, false) => ChangeKind::Unchanged,
+        }
+    }
+}
+
 /// One entry of a turn's change list (K4): a path and its stats, never its content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -135,12 +148,7 @@ pub(crate) struct FileRecord {
 
 impl FileRecord {
     pub(crate) fn change(&self) -> FileChange {
-        let kind = match (&self.pre_hash, &self.post_hash) {
-            (None, Some(_)) => ChangeKind::Added,
-            (Some(_), Some(_)) => ChangeKind::Modified,
-            (Some(_), None) => ChangeKind::Deleted,
-            (None, None) => ChangeKind::Unchanged,
-        };
+        let kind = ChangeKind::between(self.pre_hash.is_some(), self.post_hash.is_some());
         FileChange {
             path: self.path.clone(),
             kind,
@@ -409,8 +417,9 @@ pub(crate) fn finish_turn_in(
     })
 }
 
-/// Lines added and removed between two texts; `None` if either side is not UTF-8 text.
-pub(crate) fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
+/// Lines added and removed between two texts; `None` if either side is not UTF-8 text (or holds
+/// a NUL): what every session store records for a finished turn's file.
+pub fn line_stats(before: &[u8], after: &[u8]) -> Option<(u64, u64)> {
     let before = std::str::from_utf8(before).ok()?;
     let after = std::str::from_utf8(after).ok()?;
     if before.contains('\0') || after.contains('\0') {

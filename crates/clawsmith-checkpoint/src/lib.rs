@@ -162,9 +162,12 @@ mod undo_preview;
 
 pub use at_rest::{
     MAX_STORED_ARGUMENT_BYTES, stored_arguments, stored_event_json, stored_message_json,
+    stored_request_json,
 };
 pub use blob::{BLOB_DIR_SUFFIX, FILE_THRESHOLD, hash_hex, line_count, sha256};
-pub use checkpoint::{ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest};
+pub use checkpoint::{
+    ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest, line_stats,
+};
 pub use content::{InterruptedCapture, UncapturedChange};
 pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
 pub use error::StoreError;
@@ -181,7 +184,9 @@ pub use repository::{
 };
 pub use retention::{PruneReport, RetentionPolicy};
 pub use schema::SCHEMA_VERSION;
-pub use session::{OpenedTurn, PendingApproval, SessionInfo, Todo, TodoStatus, TurnOpening};
+pub use session::{
+    OpenedTurn, PendingApproval, SessionInfo, Todo, TodoStatus, TurnOpening, validate_todos,
+};
 pub use store::{
     BUSY_TIMEOUT, Clock, DeferredEvent, Durability, Store, StoreOptions, system_clock,
 };

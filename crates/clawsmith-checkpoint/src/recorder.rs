@@ -109,11 +109,31 @@ impl Store {
                 PriorState::Absent => None,
             }
         };
+        self.finish_turn_reading(session_id, turn_id, &read, completed, timestamp_ms)
+    }
+
+    /// [`Store::finish_turn_with_event`] with the changed files' current contents from
+    /// `post_content` (a path's bytes, `None` when absent or unreadable) rather than from a
+    /// workspace.
+    pub fn finish_turn_reading(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: clawsmith_protocol::EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, clawsmith_protocol::Event), StoreError> {
         let now = self.now_ms();
         let fsync = self.fsyncs();
         self.write("finishing a turn", |tx| {
-            let manifest =
-                crate::checkpoint::finish_turn_in(tx, session_id, turn_id, &read, now, fsync)?;
+            let manifest = crate::checkpoint::finish_turn_in(
+                tx,
+                session_id,
+                turn_id,
+                post_content,
+                now,
+                fsync,
+            )?;
             let session = crate::session::require_session(tx, session_id)?;
             let event = crate::session::insert_event(
                 tx,

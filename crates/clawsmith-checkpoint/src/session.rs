@@ -1040,7 +1040,9 @@ pub(crate) fn write_todos_json(
     Ok(())
 }
 
-fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
+/// Checks a todo list as every session store does before keeping it: ids non-empty and unique,
+/// at most one item `in_progress`; [`StoreError::InvalidTodos`] says which rule failed.
+pub fn validate_todos(todos: &[Todo]) -> Result<(), StoreError> {
     let mut seen = std::collections::HashSet::new();
     for todo in todos {
         if todo.id.trim().is_empty() {

@@ -24,6 +24,13 @@
 //! history row records the epoch it was written under. The taker's lease is fresh: the core's
 //! recovery (A8) closes the calls the dead writer left open.
 //!
+//! ## Turns and checkpoints
+//! A turn's checkpoint, the state of each path before its first change (a blob, committed before
+//! the change may start) and after, its todos and pending approvals are rows like the SQLite
+//! store's, written under the same fence (`turns.rs`). Finishing a turn reads the current
+//! contents through the caller's function outside the transaction, then keeps those that still
+//! match and closes the checkpoint in one commit with its `turn.completed` event.
+//!
 //! ## Followers on other hosts
 //! Each commit that adds events notifies the channel `clawsmith_events` with
 //! `session:last-sequence`; [`PgStore::follow`] listens on a connection of its own, so a web
@@ -66,8 +73,9 @@ use std::time::Duration;
 
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 use clawsmith_store::{
-    Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
-    StoreError,
+    Backend, BlobStore, CheckpointInfo, FileChange, JournalEntry, JournalStart, Lease, LeaseHold,
+    OpenedTurn, PendingApproval, SessionInfo, SessionStore, StoreError, Todo, TurnManifest,
+    TurnOpening,
 };
 use object_store::ObjectStore;
 use tokio_postgres::GenericClient;
@@ -77,6 +85,7 @@ mod follow;
 mod retention;
 mod schema;
 mod tls;
+mod turns;
 
 pub use blobs::{object_store_at, probe_objects};
 pub use follow::Follower;
@@ -958,6 +967,94 @@ impl SessionStore for PgStore {
         artifact_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         self.read_artifact_in(session_id, artifact_id)
+    }
+
+    fn begin_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError> {
+        self.begin_turn_in(session_id, turn_id, opening)
+    }
+
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        self.record_before_in(session_id, turn_id, path, prior)
+    }
+
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        self.record_after_in(session_id, turn_id, path, post)
+    }
+
+    fn finish_turn_reading(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, Event), StoreError> {
+        self.finish_turn_in(session_id, turn_id, post_content, completed, timestamp_ms)
+    }
+
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
+        self.checkpoints_in(session_id)
+    }
+
+    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
+        self.change_list_in(session_id, turn_id)
+    }
+
+    fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
+        self.set_todos_in(session_id, todos)
+    }
+
+    fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
+        self.todos_in(session_id)
+    }
+
+    fn add_pending_approval(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError> {
+        self.add_pending_approval_in(session_id, approval)
+    }
+
+    fn resolve_pending_approval(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.resolve_pending_approval_in(session_id, approval_id)
+    }
+
+    fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError> {
+        self.pending_approvals_in(session_id)
+    }
+
+    fn last_event_of_kind(
+        &self,
+        session_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        self.last_event_of_kind_in(session_id, kind)
+    }
+
+    fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
+        self.has_unfinished_work_in(session_id)
     }
 }
 

@@ -1,8 +1,8 @@
 //! Retention in bulk and the blobs' garbage collection.
 //!
-//! Old sessions go in one statement per batch (their history, journal and artifacts go with
-//! them, by cascade), skipping any a live writer holds. A blob goes once no artifact names it and
-//! nobody touched it for a grace period; the collection can race a writer that stores the same
+//! Old sessions go in one statement per batch (their history, journal, artifacts and checkpoints
+//! go with them, by cascade), skipping any a live writer holds. A blob goes once no artifact and
+//! no checkpoint file names it and nobody touched it for a grace period; the collection can race a writer that stores the same
 //! content again, and never leaves that writer's artifact without its bytes:
 //!
 //! - it claims rows with `FOR UPDATE SKIP LOCKED`: a row a writer has just inserted or touched
@@ -25,6 +25,22 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use crate::blobs::object_path;
 use crate::{PgStore, backend, connect, interval, pg};
 use clawsmith_store::StoreError;
+
+/// The condition that no row names the blob `$hash`: no artifact, and no checkpoint file as its
+/// state before or after a change (a `concat!`-able literal, so the statements stay literals).
+macro_rules! named_by_nothing {
+    ($hash:literal) => {
+        concat!(
+            "NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = ",
+            $hash,
+            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.pre_hash = ",
+            $hash,
+            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.post_hash = ",
+            $hash,
+            ")"
+        )
+    };
+}
 
 /// How many rows one transaction of a collection handles.
 const BATCH: i64 = 500;
@@ -133,9 +149,11 @@ impl PgStore {
                 .get(0);
             let blobs: i64 = client
                 .query_one(
-                    "SELECT count(*) FROM clawsmith_blobs b
-                     WHERE touched_at < now() - $1::text::interval
-                       AND NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = b.hash)",
+                    concat!(
+                        "SELECT count(*) FROM clawsmith_blobs b
+                         WHERE touched_at < now() - $1::text::interval AND ",
+                        named_by_nothing!("b.hash")
+                    ),
                     &[&grace],
                 )
                 .await
@@ -161,10 +179,12 @@ impl PgStore {
                 let tx = client.transaction().await.map_err(pg("collecting blobs"))?;
                 let claimed: Vec<(String, bool)> = tx
                     .query(
-                        "SELECT hash, in_object FROM clawsmith_blobs b
-                         WHERE touched_at < now() - $1::text::interval
-                           AND NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = b.hash)
-                         ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        concat!(
+                            "SELECT hash, in_object FROM clawsmith_blobs b
+                             WHERE touched_at < now() - $1::text::interval AND ",
+                            named_by_nothing!("b.hash"),
+                            " ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+                        ),
                         &[&grace_text, &BATCH],
                     )
                     .await
@@ -180,8 +200,10 @@ impl PgStore {
                 // Again, under the locks: an artifact committed since the choice keeps its blob.
                 let still: Vec<String> = tx
                     .query(
-                        "SELECT h FROM unnest($1::text[]) AS h
-                         WHERE NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = h)",
+                        concat!(
+                            "SELECT h FROM unnest($1::text[]) AS h WHERE ",
+                            named_by_nothing!("h")
+                        ),
                         &[&hashes],
                     )
                     .await
@@ -199,7 +221,10 @@ impl PgStore {
                     }
                 }
                 let removed = tx
-                    .execute("DELETE FROM clawsmith_blobs WHERE hash = ANY($1)", &[&still])
+                    .execute(
+                        "DELETE FROM clawsmith_blobs WHERE hash = ANY($1)",
+                        &[&still],
+                    )
                     .await
                     .map_err(pg("deleting unreferenced blobs"))?;
                 tx.commit().await.map_err(pg("collecting blobs"))?;

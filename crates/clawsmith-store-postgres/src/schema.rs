@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -79,6 +79,60 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX clawsmith_artifacts_blob ON clawsmith_artifacts (blob_hash);
     CREATE INDEX clawsmith_blobs_touched ON clawsmith_blobs (touched_at);",
+    // 3: turns' checkpoints and their files, todos, pending approvals; events by kind.
+    "CREATE TABLE clawsmith_todos (
+        session_id text PRIMARY KEY REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        todos_json text NOT NULL,
+        epoch bigint NOT NULL
+    );
+    CREATE TABLE clawsmith_checkpoints (
+        id bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        created_at_ms bigint NOT NULL,
+        finished_at_ms bigint,
+        message_count bigint NOT NULL,
+        event_sequence bigint NOT NULL,
+        todos_json text NOT NULL,
+        state text NOT NULL CHECK (state IN ('open', 'finished', 'undone')),
+        files_undone boolean NOT NULL DEFAULT false,
+        session_undone boolean NOT NULL DEFAULT false,
+        epoch bigint NOT NULL,
+        UNIQUE (session_id, turn_id)
+    );
+    CREATE INDEX clawsmith_checkpoints_open ON clawsmith_checkpoints (session_id)
+        WHERE state = 'open';
+    CREATE TABLE clawsmith_checkpoint_files (
+        checkpoint_id bigint NOT NULL REFERENCES clawsmith_checkpoints ON DELETE CASCADE,
+        path text NOT NULL,
+        position integer NOT NULL,
+        pre_hash text REFERENCES clawsmith_blobs (hash),
+        pre_mode bigint,
+        post_hash text,
+        post_mode bigint,
+        bytes_before bigint NOT NULL,
+        bytes_after bigint NOT NULL,
+        lines_added bigint,
+        lines_removed bigint,
+        origin text,
+        call_id text,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (checkpoint_id, path)
+    );
+    CREATE INDEX clawsmith_checkpoint_files_pre ON clawsmith_checkpoint_files (pre_hash);
+    CREATE INDEX clawsmith_checkpoint_files_post ON clawsmith_checkpoint_files (post_hash);
+    CREATE TABLE clawsmith_approvals (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        approval_id text NOT NULL,
+        position bigserial,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        request_json text NOT NULL,
+        created_at_ms bigint NOT NULL,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, approval_id)
+    );
+    CREATE INDEX clawsmith_events_kind ON clawsmith_events (session_id, type, sequence);",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

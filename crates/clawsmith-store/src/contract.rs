@@ -11,9 +11,14 @@
 
 use std::sync::Arc;
 
-use clawsmith_protocol::{EventPayload, ModelMessage, Role, ToolStatus, TurnStarted};
+use clawsmith_protocol::{
+    EventPayload, ModelMessage, Role, ToolStatus, TurnCompleted, TurnStarted,
+};
 
-use crate::{BlobStore, JournalStart, SessionStore, StoreError};
+use crate::{
+    BlobStore, ChangeKind, CheckpointState, JournalStart, PendingApproval, SessionStore,
+    StoreError, Todo, TodoStatus, TurnOpening,
+};
 
 /// A new handle on the store under test.
 pub type Open<'a> = &'a (dyn Fn() -> Arc<dyn SessionStore> + Sync);
@@ -33,6 +38,10 @@ pub fn sessions(open: Open<'_>, prefix: &str) {
     secrets_are_masked_at_rest(open, prefix);
     a_lease_is_fresh_once_per_holder(open, prefix);
     artifacts_are_kept_once_per_session_and_masked(open, prefix);
+    a_turn_keeps_its_files_before_and_lists_them_after(open, prefix);
+    a_turns_refusals_change_nothing(open, prefix);
+    todos_and_approvals_live_with_the_session(open, prefix);
+    unfinished_work_and_the_last_event_of_a_kind(open, prefix);
 }
 
 /// Sessions are created once, found by id and listed newest first.
@@ -338,4 +347,399 @@ pub fn blobs(store: &dyn BlobStore) {
     }
     assert_eq!(store.get_blob(&[7; 32]).unwrap(), None);
     assert_eq!(store.put_blobs(&[]).unwrap(), Vec::<String>::new());
+}
+
+fn completed(turn: &str) -> EventPayload {
+    EventPayload::TurnCompleted(TurnCompleted {
+        turn_id: turn.to_owned(),
+        tool_calls: 0,
+    })
+}
+
+fn todo(id: &str, status: TodoStatus) -> Todo {
+    Todo {
+        id: id.to_owned(),
+        content: format!("do {id}"),
+        status,
+    }
+}
+
+/// A turn's checkpoint records where the session stood and its todos (K7); each path's state
+/// before its first change is kept (a second record changes nothing), its state after is a
+/// hash; finishing keeps the current contents that still match, counts lines (K4) and appends
+/// the event with the next sequence; another handle lists the same.
+pub fn a_turn_keeps_its_files_before_and_lists_them_after(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let id = format!("{prefix}-turn");
+    store.create_session(&id, "/ws").unwrap();
+    store
+        .append_message(&id, &ModelMessage::text(Role::User, "edit two files"))
+        .unwrap();
+    store.append_event(&id, started("t0"), 1).unwrap();
+    store
+        .set_todos(&id, vec![todo("a", TodoStatus::InProgress)])
+        .unwrap();
+    let opened = store
+        .begin_turn(
+            &id,
+            "t1",
+            TurnOpening {
+                events: vec![started("t1")],
+                timestamp_ms: 7,
+            },
+        )
+        .unwrap();
+    assert_eq!(opened.events.len(), 1);
+    assert_eq!(
+        opened.events[0].sequence, 2,
+        "after the one event before it"
+    );
+    let checkpoint = &opened.checkpoint;
+    assert_eq!(
+        (checkpoint.message_count, checkpoint.event_sequence),
+        (1, 1),
+        "where the session stood"
+    );
+    assert_eq!(checkpoint.state, CheckpointState::Open);
+    assert_eq!(checkpoint.todos, [todo("a", TodoStatus::InProgress)]);
+    assert_eq!(checkpoint.file_count, 0);
+
+    let old = b"one\ntwo\nthree\n".as_slice();
+    let new = b"one\n2\nthree\nfour\n".as_slice();
+    let made = b"fresh\n".as_slice();
+    store
+        .record_before(&id, "t1", "src/a.txt", Some((old, 0o644)))
+        .unwrap();
+    store.record_before(&id, "t1", "src/b.txt", None).unwrap();
+    // A later prior state of the same path in the same turn changes nothing.
+    store
+        .record_before(&id, "t1", "src/a.txt", Some((b"other", 0o600)))
+        .unwrap();
+    let hash = clawsmith_checkpoint::sha256;
+    store
+        .record_after(
+            &id,
+            "t1",
+            "src/a.txt",
+            Some((hash(new), new.len() as u64, 0o644)),
+        )
+        .unwrap();
+    store
+        .record_after(
+            &id,
+            "t1",
+            "src/b.txt",
+            Some((hash(made), made.len() as u64, 0o644)),
+        )
+        .unwrap();
+    let current = |path: &str| -> Option<Vec<u8>> {
+        match path {
+            "src/a.txt" => Some(new.to_vec()),
+            "src/b.txt" => Some(made.to_vec()),
+            _ => None,
+        }
+    };
+    let (manifest, event) = store
+        .finish_turn_reading(&id, "t1", &current, completed("t1"), 9)
+        .unwrap();
+    assert_eq!(event.sequence, 3);
+    assert_eq!(manifest.turn_id, "t1");
+    type Row<'a> = (&'a str, ChangeKind, u64, u64, Option<u64>, Option<u64>);
+    let files: Vec<Row<'_>> = manifest
+        .files
+        .iter()
+        .map(|file| {
+            (
+                file.path.as_str(),
+                file.kind,
+                file.bytes_before,
+                file.bytes_after,
+                file.lines_added,
+                file.lines_removed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("src/a.txt", ChangeKind::Modified, 14, 17, Some(2), Some(1)),
+            ("src/b.txt", ChangeKind::Added, 0, 6, Some(1), Some(0)),
+        ],
+        "in first-change order, the first prior state kept"
+    );
+    // The prior content is kept by its hash; so is the post content that still matched.
+    let other = open();
+    assert_eq!(other.change_list(&id, "t1").unwrap(), manifest.files);
+    let listed = other.checkpoints(&id).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].state, CheckpointState::Finished);
+    assert!(listed[0].finished_at_ms.is_some());
+    assert_eq!(listed[0].file_count, 2);
+    // Finishing again changes no checkpoint and still appends the event.
+    let (again, event) = other
+        .finish_turn_reading(&id, "t1", &|_| None, completed("t1"), 10)
+        .unwrap();
+    assert_eq!(again.files, manifest.files);
+    assert_eq!(event.sequence, 4);
+    assert_eq!(other.last_event_sequence(&id).unwrap(), 4);
+
+    // A post state that no longer matches the file (changed again since) is not counted.
+    store.begin_turn(&id, "t2", TurnOpening::default()).unwrap();
+    store
+        .record_before(&id, "t2", "src/a.txt", Some((new, 0o644)))
+        .unwrap();
+    store
+        .record_after(&id, "t2", "src/a.txt", Some((hash(b"x\n"), 2, 0o644)))
+        .unwrap();
+    let (manifest, _) = store
+        .finish_turn_reading(
+            &id,
+            "t2",
+            &|_| Some(b"changed since\n".to_vec()),
+            completed("t2"),
+            11,
+        )
+        .unwrap();
+    assert_eq!(manifest.files[0].kind, ChangeKind::Modified);
+    assert_eq!(
+        (
+            manifest.files[0].lines_added,
+            manifest.files[0].lines_removed
+        ),
+        (None, None)
+    );
+    // A turn never begun is begun by its first prior state.
+    store
+        .record_before(&id, "t3", "gone.txt", Some((b"bye", 0o644)))
+        .unwrap();
+    store.record_after(&id, "t3", "gone.txt", None).unwrap();
+    let (manifest, _) = store
+        .finish_turn_reading(&id, "t3", &|_| None, completed("t3"), 12)
+        .unwrap();
+    assert_eq!(manifest.files[0].kind, ChangeKind::Deleted);
+    assert_eq!(
+        (
+            manifest.files[0].lines_added,
+            manifest.files[0].lines_removed
+        ),
+        (Some(0), Some(1))
+    );
+    let turns: Vec<String> = store
+        .checkpoints(&id)
+        .unwrap()
+        .into_iter()
+        .map(|checkpoint| checkpoint.turn_id)
+        .collect();
+    assert_eq!(turns, ["t1", "t2", "t3"], "oldest first");
+}
+
+/// Each refusal of a turn's records names what is wrong and changes nothing: a turn begun
+/// twice, a prior or post state for a finished turn, a post state without its prior state, an
+/// unknown turn or session.
+pub fn a_turns_refusals_change_nothing(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let id = format!("{prefix}-turn-refusals");
+    store.create_session(&id, "/ws").unwrap();
+    store.begin_turn(&id, "t1", TurnOpening::default()).unwrap();
+    let events_before = store.last_event_sequence(&id).unwrap();
+    assert!(matches!(
+        store.begin_turn(&id, "t1", TurnOpening { events: vec![started("t1")], timestamp_ms: 1 }),
+        Err(StoreError::TurnExists { turn_id, .. }) if turn_id == "t1"
+    ));
+    assert_eq!(
+        store.last_event_sequence(&id).unwrap(),
+        events_before,
+        "a refused opening appends none of its events"
+    );
+    assert!(matches!(
+        store.record_after(&id, "t1", "never.txt", None),
+        Err(StoreError::Workspace { path, .. }) if path == "never.txt"
+    ));
+    store
+        .finish_turn_reading(&id, "t1", &|_| None, completed("t1"), 2)
+        .unwrap();
+    assert!(matches!(
+        store.record_before(&id, "t1", "late.txt", None),
+        Err(StoreError::TurnClosed { state, .. }) if state == "finished"
+    ));
+    assert!(matches!(
+        store.record_after(&id, "t1", "late.txt", None),
+        Err(StoreError::TurnClosed { .. })
+    ));
+    assert!(store.change_list(&id, "t1").unwrap().is_empty());
+    assert!(matches!(
+        store.record_after(&id, "nope", "a.txt", None),
+        Err(StoreError::UnknownTurn { turn_id, .. }) if turn_id == "nope"
+    ));
+    assert!(matches!(
+        store.finish_turn_reading(&id, "nope", &|_| None, completed("nope"), 3),
+        Err(StoreError::UnknownTurn { .. })
+    ));
+    assert!(matches!(
+        store.change_list(&id, "nope"),
+        Err(StoreError::UnknownTurn { .. })
+    ));
+    let ghost = format!("{prefix}-no-such-session");
+    assert!(matches!(
+        store.begin_turn(&ghost, "t1", TurnOpening::default()),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.record_before(&ghost, "t1", "a.txt", None),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.checkpoints(&ghost),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert_eq!(store.checkpoints(&id).unwrap().len(), 1);
+}
+
+/// Todos are replaced whole and checked first; approvals are kept masked, oldest first, until
+/// answered once.
+pub fn todos_and_approvals_live_with_the_session(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let id = format!("{prefix}-todos");
+    store.create_session(&id, "/ws").unwrap();
+    assert!(store.todos(&id).unwrap().is_empty());
+    let list = vec![
+        todo("a", TodoStatus::Completed),
+        todo("b", TodoStatus::InProgress),
+    ];
+    store.set_todos(&id, list.clone()).unwrap();
+    for bad in [
+        vec![todo("", TodoStatus::Pending)],
+        vec![
+            todo("a", TodoStatus::Pending),
+            todo("a", TodoStatus::Pending),
+        ],
+        vec![
+            todo("a", TodoStatus::InProgress),
+            todo("b", TodoStatus::InProgress),
+        ],
+    ] {
+        assert!(matches!(
+            store.set_todos(&id, bad),
+            Err(StoreError::InvalidTodos(_))
+        ));
+    }
+    assert_eq!(
+        open().todos(&id).unwrap(),
+        list,
+        "a refused list changes nothing"
+    );
+    let ghost = format!("{prefix}-no-such-session");
+    assert!(matches!(
+        store.todos(&ghost),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        store.set_todos(&ghost, Vec::new()),
+        Err(StoreError::UnknownSession(_))
+    ));
+
+    let secret = "sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    let approval = |approval_id: &str| PendingApproval {
+        approval_id: approval_id.to_owned(),
+        turn_id: "t1".to_owned(),
+        call_id: format!("call-{approval_id}"),
+        request: serde_json::json!({"command": format!("curl -H 'x-api-key: {secret}'")}),
+    };
+    store.add_pending_approval(&id, &approval("p1")).unwrap();
+    store.add_pending_approval(&id, &approval("p2")).unwrap();
+    let pending = open().pending_approvals(&id).unwrap();
+    let ids: Vec<&str> = pending.iter().map(|a| a.approval_id.as_str()).collect();
+    assert_eq!(ids, ["p1", "p2"], "oldest first");
+    assert_eq!(pending[0].call_id, "call-p1");
+    let shown = pending[0].request.to_string();
+    assert!(!shown.contains(secret), "masked at rest: {shown}");
+    assert!(store.resolve_pending_approval(&id, "p1").unwrap());
+    assert!(
+        !store.resolve_pending_approval(&id, "p1").unwrap(),
+        "answered once"
+    );
+    let ids: Vec<String> = store
+        .pending_approvals(&id)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.approval_id)
+        .collect();
+    assert_eq!(ids, ["p2"]);
+    assert!(matches!(
+        store.add_pending_approval(&ghost, &approval("p3")),
+        Err(StoreError::UnknownSession(_))
+    ));
+}
+
+/// A session has unfinished work while a turn is open, a journaled call is open or an
+/// approval waits, and none once all are closed; the last event of a kind is found by kind.
+pub fn unfinished_work_and_the_last_event_of_a_kind(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let id = format!("{prefix}-unfinished");
+    store.create_session(&id, "/ws").unwrap();
+    assert!(!store.has_unfinished_work(&id).unwrap());
+    assert_eq!(store.last_event_of_kind(&id, "turn.started").unwrap(), None);
+    store
+        .begin_turn(
+            &id,
+            "t1",
+            TurnOpening {
+                events: vec![started("t1")],
+                timestamp_ms: 1,
+            },
+        )
+        .unwrap();
+    assert!(store.has_unfinished_work(&id).unwrap(), "an open turn");
+    store
+        .finish_turn_reading(&id, "t1", &|_| None, completed("t1"), 2)
+        .unwrap();
+    assert!(!store.has_unfinished_work(&id).unwrap());
+    let journal = JournalStart {
+        session_id: id.clone(),
+        turn_id: "t2".to_owned(),
+        call_id: "c1".to_owned(),
+        tool_name: "run_command".to_owned(),
+        args_json: "{}".to_owned(),
+    };
+    store
+        .start_call(&id, None, Some(&journal), started("t2"), 3)
+        .unwrap();
+    assert!(store.has_unfinished_work(&id).unwrap(), "an open call");
+    store.journal_close(&id, "c1", ToolStatus::Success).unwrap();
+    assert!(!store.has_unfinished_work(&id).unwrap());
+    store
+        .add_pending_approval(
+            &id,
+            &PendingApproval {
+                approval_id: "p".to_owned(),
+                turn_id: "t2".to_owned(),
+                call_id: "c2".to_owned(),
+                request: serde_json::json!({}),
+            },
+        )
+        .unwrap();
+    assert!(
+        store.has_unfinished_work(&id).unwrap(),
+        "a waiting approval"
+    );
+    store.resolve_pending_approval(&id, "p").unwrap();
+    assert!(!store.has_unfinished_work(&id).unwrap());
+
+    let last = store
+        .last_event_of_kind(&id, "turn.started")
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.payload, started("t2"));
+    assert_eq!(last.sequence, 3);
+    let finished = store
+        .last_event_of_kind(&id, "turn.completed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(finished.sequence, 2);
+    assert_eq!(
+        store
+            .last_event_of_kind(&format!("{prefix}-no-such-session"), "turn.started")
+            .unwrap(),
+        None
+    );
 }

@@ -18,6 +18,11 @@
 //!   shared by several hosts fences its leases with an epoch ([`Lease::epoch`]): once a lease
 //!   is taken over, every write of the old holder is refused
 //!   ([`StoreError::LeaseLost`]).
+//! - **Turns** ([`SessionStore::begin_turn`] … [`SessionStore::finish_turn_reading`]): a turn's
+//!   checkpoint records where the session stood (K7) and, per path it changed, the state
+//!   before (kept as a blob, committed before the change starts) and after; a finished turn
+//!   lists its changes with line counts (K4). Todos and pending approvals live with the
+//!   session.
 //! - **Blobs** ([`BlobStore`]) are content-addressed by SHA-256: storing bytes that are stored
 //!   already is success, and reading checks the bytes against their name.
 //!
@@ -36,7 +41,11 @@ use std::fmt;
 
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
-pub use clawsmith_checkpoint::{JournalEntry, JournalStart, SessionInfo, StoreError};
+pub use clawsmith_checkpoint::{
+    ChangeKind, CheckpointInfo, CheckpointState, FileChange, JournalEntry, JournalStart,
+    OpenedTurn, PendingApproval, SessionInfo, StoreError, Todo, TodoStatus, TurnManifest,
+    TurnOpening,
+};
 
 pub mod contract;
 mod sqlite;
@@ -143,6 +152,89 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         session_id: &str,
         artifact_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Begins turn `turn_id`: its checkpoint records the session's message count, last event
+    /// sequence and todo list (K7), and the events of `opening` follow it in the same commit.
+    /// A turn id is begun once per session ([`StoreError::TurnExists`]).
+    fn begin_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError>;
+
+    /// Records `path`'s state before a change in the turn (K1): the first call per path and
+    /// turn keeps the prior content (`None`: absent) as a blob, later ones change nothing. An
+    /// unknown turn is begun; a finished or undone one refuses ([`StoreError::TurnClosed`]).
+    /// Committed before it returns: the change may start only then.
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError>;
+
+    /// Records `path`'s state right after a change: `None` absent, else (SHA-256, size, mode).
+    /// Needs the path's [`SessionStore::record_before`] in this turn.
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError>;
+
+    /// Finishes the turn and appends `completed` in one commit. `post_content` gives each
+    /// changed path's current bytes (`None`: absent or unreadable); those that still match the
+    /// recorded post state are kept (for diffs) and counted in lines. Finishing a finished turn
+    /// changes no checkpoint and still appends the event.
+    fn finish_turn_reading(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, Event), StoreError>;
+
+    /// Every checkpoint of the session, oldest first.
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError>;
+
+    /// The turn's change list (K4): paths and stats in first-change order.
+    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError>;
+
+    /// Replaces the session's todo list, checked first ([`StoreError::InvalidTodos`]).
+    fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError>;
+
+    /// The session's todo list (empty if never set).
+    fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError>;
+
+    /// Keeps an approval request (masked) until it is answered; the same id again replaces it.
+    fn add_pending_approval(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError>;
+
+    /// Removes an answered approval; whether it was pending.
+    fn resolve_pending_approval(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// The session's pending approvals, oldest first.
+    fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError>;
+
+    /// The session's latest event of `kind` (`model.request`, …); `None` when it has none (or
+    /// there is no such session).
+    fn last_event_of_kind(&self, session_id: &str, kind: &str)
+    -> Result<Option<Event>, StoreError>;
+
+    /// Whether a writer that died could have left work to recover: an open turn, an open
+    /// journal row, a pending approval (or, on a store that keeps them, a restore plan).
+    fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError>;
 }
 
 /// Content-addressed blobs.

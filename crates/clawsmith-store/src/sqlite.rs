@@ -5,8 +5,9 @@ use clawsmith_checkpoint::{SessionLease, Store};
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
 use crate::{
-    Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, SessionInfo, SessionStore,
-    StoreError,
+    Backend, BlobStore, CheckpointInfo, FileChange, JournalEntry, JournalStart, Lease, LeaseHold,
+    OpenedTurn, PendingApproval, SessionInfo, SessionStore, StoreError, Todo, TurnManifest,
+    TurnOpening,
 };
 
 impl SessionStore for Store {
@@ -99,6 +100,101 @@ impl SessionStore for Store {
         artifact_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         Store::read_artifact(self, session_id, artifact_id)
+    }
+
+    fn begin_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError> {
+        Store::begin_turn(self, session_id, turn_id, opening)
+    }
+
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        Store::record_before(self, session_id, turn_id, path, prior)
+    }
+
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        Store::record_after(self, session_id, turn_id, path, post)
+    }
+
+    fn finish_turn_reading(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, Event), StoreError> {
+        Store::finish_turn_reading(
+            self,
+            session_id,
+            turn_id,
+            post_content,
+            completed,
+            timestamp_ms,
+        )
+    }
+
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
+        Store::checkpoints(self, session_id)
+    }
+
+    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
+        Store::change_list(self, session_id, turn_id)
+    }
+
+    fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
+        Store::set_todos(self, session_id, todos)
+    }
+
+    fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
+        Store::todos(self, session_id)
+    }
+
+    fn add_pending_approval(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError> {
+        Store::add_pending_approval(self, session_id, approval)
+    }
+
+    fn resolve_pending_approval(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError> {
+        Store::resolve_pending_approval(self, session_id, approval_id)
+    }
+
+    fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError> {
+        Store::pending_approvals(self, session_id)
+    }
+
+    fn last_event_of_kind(
+        &self,
+        session_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        Store::last_event_of_kind(self, session_id, kind)
+    }
+
+    fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
+        Store::has_unfinished_work(self, session_id)
     }
 }
 

@@ -3,6 +3,8 @@
 //! `CLAWSMITH_TEST_POSTGRES` names one: `.ci/run` starts it), an S3-compatible blob store
 //! (`CLAWSMITH_TEST_S3`), and tools refused while sessions are configured onto the fleet store.
 
+use clawsmith_store_postgres::SCHEMA_VERSION;
+
 use crate::{Fixture, Run, run_binary_with};
 
 /// `clawsmith --state-dir S ARGS` with `env` set.
@@ -154,12 +156,14 @@ fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
     let migrate = run(&f, &["store", "migrate", "--config", &path], &env);
     assert_eq!(migrate.code, 0, "{}", migrate.stderr);
     assert!(
-        migrate.stdout.contains("from schema version 0 to 2"),
+        migrate
+            .stdout
+            .contains(&format!("from schema version 0 to {SCHEMA_VERSION}")),
         "{}",
         migrate.stdout
     );
     let again = run(&f, &["--json", "store", "migrate", "--config", &path], &env);
-    assert_eq!(again.json()["from"], 2);
+    assert_eq!(again.json()["from"], SCHEMA_VERSION);
     let after = run(&f, &["store", "check", "--config", &path], &env);
     assert_eq!(after.code, 0, "{}", after.stdout);
     assert!(

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawsmith_protocol::{EventPayload, ModelMessage, Role, ToolStatus, TurnStarted};
-use clawsmith_store::{Backend, JournalStart, SessionStore, StoreError, contract};
+use clawsmith_store::{
+    Backend, JournalStart, PendingApproval, SessionStore, StoreError, TurnOpening, contract,
+};
 use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION};
 
 use crate::{fresh_database, migrated, postgres, run_sql};
@@ -109,6 +111,9 @@ fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
     assert!(lease_a.is_fresh());
     let epoch_a = lease_a.epoch().unwrap();
     host_a.append_event("s", started("a1"), 1).unwrap();
+    host_a
+        .begin_turn("s", "t-open", TurnOpening::default())
+        .unwrap();
     // While A holds it: B cannot take it, and C (no lease) cannot write.
     match host_b.lease_session("s") {
         Err(StoreError::SessionHeldElsewhere { holder, .. }) => {
@@ -138,6 +143,26 @@ fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
         host_a
             .journal_close("s", "c", ToolStatus::Success)
             .map(drop),
+        host_a
+            .begin_turn("s", "t-stale", TurnOpening::default())
+            .map(drop),
+        host_a.record_before("s", "t-open", "a.txt", None),
+        host_a.record_after("s", "t-open", "a.txt", None),
+        host_a
+            .finish_turn_reading("s", "t-open", &|_| None, started("a4"), 4)
+            .map(drop),
+        host_a.set_todos("s", Vec::new()),
+        host_a.add_pending_approval(
+            "s",
+            &PendingApproval {
+                approval_id: "p".to_owned(),
+                turn_id: "t-open".to_owned(),
+                call_id: "c".to_owned(),
+                request: serde_json::json!({}),
+            },
+        ),
+        host_a.resolve_pending_approval("s", "p").map(drop),
+        host_a.put_artifact("s", b"stale").map(drop),
     ];
     for refused in refusals {
         assert!(
@@ -147,6 +172,13 @@ fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
     }
     assert_eq!(host_b.last_event_sequence("s").unwrap(), before);
     assert!(host_b.messages_page("s", 0, 10).unwrap().is_empty());
+    let checkpoints = host_b.checkpoints("s").unwrap();
+    assert_eq!(
+        checkpoints.len(),
+        1,
+        "only the turn A opened while it held the lease"
+    );
+    assert!(host_b.change_list("s", "t-open").unwrap().is_empty());
     host_b.append_event("s", started("b1"), 4).unwrap();
     // A's own renewal learns it lost the lease; its next lease waits for B like anyone's.
     drop(lease_a);

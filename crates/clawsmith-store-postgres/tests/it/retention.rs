@@ -195,3 +195,66 @@ fn objects_no_row_names_are_swept_once_old_enough() {
         Some(large(1))
     );
 }
+
+/// A turn's file contents are blobs too: the state before a change (named by a foreign key) and
+/// the state after (kept at the finish, named by hash only) are never collected while their
+/// checkpoint lives, and go once its session is gone.
+#[test]
+fn a_checkpoints_contents_are_kept_while_it_lives_and_go_with_its_session() {
+    let Some(base) = postgres("a_checkpoints_contents_are_kept_while_it_lives") else {
+        return;
+    };
+    let objects = Arc::new(InMemory::new());
+    let (url, open) = migrated(&base, with_objects(&objects));
+    let store = open();
+    store.create_session("edits", "/ws").unwrap();
+    let (before, after) = (large(1), large(2));
+    let after_hash = clawsmith_checkpoint::sha256(&after);
+    store
+        .record_before("edits", "t1", "big.bin", Some((&before, 0o644)))
+        .unwrap();
+    store
+        .record_after(
+            "edits",
+            "t1",
+            "big.bin",
+            Some((after_hash, after.len() as u64, 0o644)),
+        )
+        .unwrap();
+    let completed =
+        clawsmith_protocol::EventPayload::TurnCompleted(clawsmith_protocol::TurnCompleted {
+            turn_id: "t1".to_owned(),
+            tool_calls: 0,
+        });
+    store
+        .finish_turn_reading("edits", "t1", &|_| Some(after.clone()), completed, 1)
+        .unwrap();
+    assert_eq!(object_count(&objects), 2, "both sides, each an object");
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        store.collect_blobs(Duration::from_millis(10)).unwrap(),
+        Collected::default(),
+        "named by a live checkpoint"
+    );
+    for content in [&before, &after] {
+        let name = clawsmith_checkpoint::sha256(content);
+        assert_eq!(
+            clawsmith_store::BlobStore::get_blob(&*store, &name)
+                .unwrap()
+                .as_deref(),
+            Some(content.as_slice())
+        );
+    }
+    run_sql(
+        &url,
+        &["UPDATE clawsmith_sessions SET created_at_ms = 1000 WHERE id = 'edits'"],
+    );
+    assert_eq!(store.delete_sessions_created_before(2000).unwrap(), 1);
+    let collected = store.collect_blobs(Duration::from_millis(10)).unwrap();
+    assert_eq!(
+        (collected.blobs, collected.objects),
+        (2, 2),
+        "{collected:?}"
+    );
+    assert_eq!(object_count(&objects), 0);
+}

@@ -1,0 +1,760 @@
+//! Turns and their checkpoints, todos and pending approvals: the rows the SQLite store keeps in
+//! `checkpoints`, `checkpoint_files`, `session_todos` and `pending_approvals`, with the same
+//! rules (`clawsmith_store::contract` checks both).
+//!
+//! Every write goes through [`PgStore::write`], so it is fenced by the session's lease like an
+//! append. A file's state before a change names its blob (a foreign key, the blob's row taken
+//! and touched in the same transaction, as an artifact does); its state after is a hash whose
+//! bytes are kept only when the turn finishes and the file still holds them, so that name has no
+//! foreign key, and the blobs' collection checks both names before it takes a blob.
+
+use clawsmith_protocol::{Event, EventPayload};
+use clawsmith_store::{
+    ChangeKind, CheckpointInfo, CheckpointState, FileChange, OpenedTurn, PendingApproval,
+    StoreError, Todo, TurnManifest, TurnOpening,
+};
+use sha2::{Digest, Sha256};
+
+use crate::{PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared};
+
+/// One `clawsmith_checkpoint_files` row.
+struct FileRow {
+    path: String,
+    pre_hash: Option<String>,
+    post_hash: Option<String>,
+    bytes_before: i64,
+    bytes_after: i64,
+    lines_added: Option<i64>,
+    lines_removed: Option<i64>,
+    origin: Option<String>,
+    call_id: Option<String>,
+}
+
+impl FileRow {
+    fn change(&self) -> FileChange {
+        FileChange {
+            path: self.path.clone(),
+            kind: ChangeKind::between(self.pre_hash.is_some(), self.post_hash.is_some()),
+            bytes_before: unsigned(self.bytes_before),
+            bytes_after: unsigned(self.bytes_after),
+            lines_added: self.lines_added.map(unsigned),
+            lines_removed: self.lines_removed.map(unsigned),
+            origin: self.origin.clone(),
+            call_id: self.call_id.clone(),
+        }
+    }
+}
+
+fn unsigned(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+fn signed(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+const FILE_COLUMNS: &str = "path, pre_hash, post_hash, bytes_before, bytes_after, lines_added, \
+                            lines_removed, origin, call_id";
+
+fn file_row(row: &tokio_postgres::Row) -> FileRow {
+    FileRow {
+        path: row.get(0),
+        pre_hash: row.get(1),
+        post_hash: row.get(2),
+        bytes_before: row.get(3),
+        bytes_after: row.get(4),
+        lines_added: row.get(5),
+        lines_removed: row.get(6),
+        origin: row.get(7),
+        call_id: row.get(8),
+    }
+}
+
+async fn file_rows(
+    client: &impl tokio_postgres::GenericClient,
+    checkpoint_id: i64,
+) -> Result<Vec<FileRow>, StoreError> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {FILE_COLUMNS} FROM clawsmith_checkpoint_files
+                 WHERE checkpoint_id = $1 ORDER BY position"
+            ),
+            &[&checkpoint_id],
+        )
+        .await
+        .map_err(pg("reading checkpoint files"))?;
+    Ok(rows.iter().map(file_row).collect())
+}
+
+fn unknown_turn(session_id: &str, turn_id: &str) -> StoreError {
+    StoreError::UnknownTurn {
+        session_id: session_id.to_owned(),
+        turn_id: turn_id.to_owned(),
+    }
+}
+
+/// The checkpoint's id and state, its row locked until the commit (so one turn's records
+/// number their files one at a time); `None` when the turn has none.
+async fn locked_checkpoint(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<Option<(i64, String)>, StoreError> {
+    let statement = prepared(
+        tx,
+        "SELECT id, state FROM clawsmith_checkpoints
+         WHERE session_id = $1 AND turn_id = $2 FOR UPDATE",
+        "looking up a checkpoint",
+    )
+    .await?;
+    let row = tx
+        .query_opt(&statement, &[&session_id, &turn_id])
+        .await
+        .map_err(pg("looking up a checkpoint"))?;
+    Ok(row.map(|row| (row.get(0), row.get(1))))
+}
+
+/// The checkpoint's id when it is open; [`StoreError::TurnClosed`] when it is not.
+fn require_open(session_id: &str, turn_id: &str, found: (i64, String)) -> Result<i64, StoreError> {
+    match found {
+        (id, state) if state == "open" => Ok(id),
+        (_, state) => Err(StoreError::TurnClosed {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            state,
+        }),
+    }
+}
+
+/// Inserts the turn's open checkpoint: where the session stands (`numbers`: its next message
+/// index and first sequence after the checkpoint) and its todo list. `None` when the turn has
+/// one already.
+async fn insert_checkpoint(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    turn_id: &str,
+    epoch: i64,
+    (message_count, event_sequence): (i64, i64),
+) -> Result<Option<(i64, String, i64)>, StoreError> {
+    let now = signed(now_ms());
+    let statement = prepared(
+        tx,
+        "INSERT INTO clawsmith_checkpoints
+           (session_id, turn_id, created_at_ms, message_count, event_sequence, todos_json,
+            state, epoch)
+         VALUES ($1, $2, $3, $4, $5,
+           COALESCE((SELECT todos_json FROM clawsmith_todos WHERE session_id = $1), '[]'),
+           'open', $6)
+         ON CONFLICT (session_id, turn_id) DO NOTHING
+         RETURNING id, todos_json, created_at_ms",
+        "beginning a turn",
+    )
+    .await?;
+    let row = tx
+        .query_opt(
+            &statement,
+            &[
+                &session_id,
+                &turn_id,
+                &now,
+                &message_count,
+                &event_sequence,
+                &epoch,
+            ],
+        )
+        .await
+        .map_err(pg("beginning a turn"))?;
+    Ok(row.map(|row| (row.get(0), row.get(1), row.get(2))))
+}
+
+/// The session's next message index and last event sequence, its row locked as an append
+/// locks it ([`StoreError::UnknownSession`] when there is none).
+async fn standing(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+) -> Result<(i64, i64), StoreError> {
+    let (index, next) = crate::take_numbers(tx, session_id, 0, 0).await?;
+    Ok((index, next - 1))
+}
+
+impl PgStore {
+    pub(crate) fn begin_turn_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError> {
+        let TurnOpening {
+            events,
+            timestamp_ms,
+        } = opening;
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        self.write(
+            "beginning a turn",
+            session_id,
+            Take::of(0, count),
+            move |tx, epoch, numbers| {
+                Box::pin(async move {
+                    let (message_count, first) = if count == 0 {
+                        let (index, last) = standing(tx, &session).await?;
+                        (index, last + 1)
+                    } else {
+                        numbers
+                    };
+                    let Some((_, todos, created_at)) =
+                        insert_checkpoint(tx, &session, &turn, epoch, (message_count, first - 1))
+                            .await?
+                    else {
+                        return Err(StoreError::TurnExists {
+                            session_id: session,
+                            turn_id: turn,
+                        });
+                    };
+                    let mut opened = Vec::with_capacity(events.len());
+                    for (offset, payload) in (0_i64..).zip(events) {
+                        let event = Event {
+                            session_id: session.clone(),
+                            sequence: unsigned(first + offset),
+                            timestamp_ms,
+                            payload,
+                        };
+                        insert_event(tx, &event, epoch).await?;
+                        opened.push(event);
+                    }
+                    Ok(OpenedTurn {
+                        checkpoint: CheckpointInfo {
+                            session_id: session,
+                            turn_id: turn,
+                            created_at_ms: unsigned(created_at),
+                            finished_at_ms: None,
+                            message_count: unsigned(message_count),
+                            event_sequence: unsigned(first - 1),
+                            todos: serde_json::from_str(&todos)
+                                .map_err(json_error("reading a todo snapshot"))?,
+                            state: CheckpointState::Open,
+                            files_undone: false,
+                            session_undone: false,
+                            file_count: 0,
+                        },
+                        events: opened,
+                    })
+                })
+            },
+        )
+    }
+
+    pub(crate) fn record_before_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        let (session, turn, path) = (session_id.to_owned(), turn_id.to_owned(), path.to_owned());
+        let prior = prior.map(|(content, mode)| (content.to_vec(), mode));
+        let objects = self.inner.options.objects.clone();
+        self.write(
+            "recording a prior state",
+            session_id,
+            Take::default(),
+            move |tx, epoch, _| {
+                Box::pin(async move {
+                    let id = match locked_checkpoint(tx, &session, &turn).await? {
+                        Some(found) => require_open(&session, &turn, found)?,
+                        None => {
+                            // An unknown turn is begun, so its files are saved all the same.
+                            let standing = standing(tx, &session).await?;
+                            insert_checkpoint(tx, &session, &turn, epoch, standing).await?;
+                            let found = locked_checkpoint(tx, &session, &turn)
+                                .await?
+                                .ok_or_else(|| unknown_turn(&session, &turn))?;
+                            require_open(&session, &turn, found)?
+                        }
+                    };
+                    let exists = tx
+                        .query_opt(
+                            "SELECT 1 FROM clawsmith_checkpoint_files
+                             WHERE checkpoint_id = $1 AND path = $2",
+                            &[&id, &path],
+                        )
+                        .await
+                        .map_err(pg("recording a prior state"))?;
+                    if exists.is_some() {
+                        return Ok(());
+                    }
+                    let (hash, mode, size) = match prior {
+                        Some((content, mode)) => {
+                            let size = signed(content.len() as u64);
+                            let hash = blobs::put_in(tx, objects.as_deref(), content).await?;
+                            (Some(hash), Some(i64::from(mode)), size)
+                        }
+                        None => (None, None, 0),
+                    };
+                    // Until an after-change arrives the post state is the prior state: a change
+                    // that never happened restores to itself.
+                    let statement = prepared(
+                        tx,
+                        "INSERT INTO clawsmith_checkpoint_files
+                           (checkpoint_id, path, position, pre_hash, pre_mode, post_hash,
+                            post_mode, bytes_before, bytes_after, epoch)
+                         VALUES ($1, $2,
+                           (SELECT count(*) FROM clawsmith_checkpoint_files WHERE checkpoint_id = $1),
+                           $3, $4, $3, $4, $5, $5, $6)",
+                        "recording a prior state",
+                    )
+                    .await?;
+                    tx.execute(&statement, &[&id, &path, &hash, &mode, &size, &epoch])
+                        .await
+                        .map_err(pg("recording a prior state"))?;
+                    Ok(())
+                })
+            },
+        )
+    }
+
+    pub(crate) fn record_after_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        let (session, turn, path) = (session_id.to_owned(), turn_id.to_owned(), path.to_owned());
+        self.write(
+            "recording a post state",
+            session_id,
+            Take::default(),
+            move |tx, _, _| {
+                Box::pin(async move {
+                    let found = locked_checkpoint(tx, &session, &turn)
+                        .await?
+                        .ok_or_else(|| unknown_turn(&session, &turn))?;
+                    let id = require_open(&session, &turn, found)?;
+                    let (hash, mode, size) = match post {
+                        Some((hash, size, mode)) => {
+                            (Some(hex::encode(hash)), Some(i64::from(mode)), signed(size))
+                        }
+                        None => (None, None, 0),
+                    };
+                    let statement = prepared(
+                        tx,
+                        "UPDATE clawsmith_checkpoint_files
+                         SET post_hash = $3, post_mode = $4, bytes_after = $5,
+                             lines_added = NULL, lines_removed = NULL
+                         WHERE checkpoint_id = $1 AND path = $2",
+                        "recording a post state",
+                    )
+                    .await?;
+                    let changed = tx
+                        .execute(&statement, &[&id, &path, &hash, &mode, &size])
+                        .await
+                        .map_err(pg("recording a post state"))?;
+                    if changed == 0 {
+                        return Err(StoreError::Workspace {
+                            path,
+                            message: "a change was reported without its prior state".to_owned(),
+                        });
+                    }
+                    Ok(())
+                })
+            },
+        )
+    }
+
+    /// Finishes a turn in two steps: the file rows and their prior contents are read first, and
+    /// the current contents asked of `post_content` here, on the caller's thread; then one
+    /// transaction keeps the contents that still match, counts lines, closes the checkpoint
+    /// (if it is still open) and appends `completed`. A line count is written only where the
+    /// row still names the hash it was computed for.
+    pub(crate) fn finish_turn_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, Event), StoreError> {
+        let pool = self.inner.pool.clone();
+        let objects = self.inner.options.objects.clone();
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        let (state, rows, priors) = self.run(async move {
+            let client = connect(&pool, "finishing a turn").await?;
+            let found = client
+                .query_opt(
+                    "SELECT id, state FROM clawsmith_checkpoints
+                     WHERE session_id = $1 AND turn_id = $2",
+                    &[&session, &turn],
+                )
+                .await
+                .map_err(pg("finishing a turn"))?
+                .ok_or_else(|| unknown_turn(&session, &turn))?;
+            let (id, state): (i64, String) = (found.get(0), found.get(1));
+            let rows = file_rows(&**client, id).await?;
+            let mut priors = Vec::with_capacity(rows.len());
+            if state == "open" {
+                for row in &rows {
+                    priors.push(match &row.pre_hash {
+                        Some(hash) => Some(blob_bytes(&pool, objects.as_deref(), hash).await?),
+                        None => None,
+                    });
+                }
+            }
+            Ok((state, rows, priors))
+        })?;
+        // (path, expected post hash, kept post content, line counts)
+        let mut finished = Vec::new();
+        if state == "open" {
+            for (row, prior) in rows.iter().zip(&priors) {
+                let post = row.post_hash.as_ref().and_then(|hash| {
+                    post_content(&row.path)
+                        .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
+                });
+                let stats = match (&row.post_hash, &post) {
+                    (Some(_), None) => None,
+                    _ => clawsmith_checkpoint::line_stats(
+                        prior.as_deref().unwrap_or(&[]),
+                        post.as_deref().unwrap_or(&[]),
+                    ),
+                };
+                finished.push((row.path.clone(), row.post_hash.clone(), post, stats));
+            }
+        }
+        let objects = self.inner.options.objects.clone();
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        self.write(
+            "finishing a turn",
+            session_id,
+            Take::of(0, 1),
+            move |tx, epoch, (_, sequence)| {
+                Box::pin(async move {
+                    let found = locked_checkpoint(tx, &session, &turn)
+                        .await?
+                        .ok_or_else(|| unknown_turn(&session, &turn))?;
+                    let (id, state) = found;
+                    if state == "open" {
+                        for (path, expected, post, stats) in finished {
+                            if let Some(content) = post {
+                                blobs::put_in(tx, objects.as_deref(), content).await?;
+                            }
+                            if let Some((added, removed)) = stats {
+                                tx.execute(
+                                    "UPDATE clawsmith_checkpoint_files
+                                     SET lines_added = $4, lines_removed = $5
+                                     WHERE checkpoint_id = $1 AND path = $2
+                                       AND post_hash IS NOT DISTINCT FROM $3",
+                                    &[&id, &path, &expected, &signed(added), &signed(removed)],
+                                )
+                                .await
+                                .map_err(pg("finishing a turn"))?;
+                            }
+                        }
+                        tx.execute(
+                            "UPDATE clawsmith_checkpoints
+                             SET state = 'finished', finished_at_ms = $2 WHERE id = $1",
+                            &[&id, &signed(now_ms())],
+                        )
+                        .await
+                        .map_err(pg("finishing a turn"))?;
+                    }
+                    let files = file_rows(&**tx, id).await?;
+                    let event = Event {
+                        session_id: session.clone(),
+                        sequence: unsigned(sequence),
+                        timestamp_ms,
+                        payload: completed,
+                    };
+                    insert_event(tx, &event, epoch).await?;
+                    Ok((
+                        TurnManifest {
+                            session_id: session,
+                            turn_id: turn,
+                            files: files.iter().map(FileRow::change).collect(),
+                        },
+                        event,
+                    ))
+                })
+            },
+        )
+    }
+
+    pub(crate) fn checkpoints_in(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<CheckpointInfo>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = connect(&pool, "listing checkpoints").await?;
+            crate::require_session(&**client, &session).await?;
+            let rows = client
+                .query(
+                    "SELECT turn_id, created_at_ms, finished_at_ms, message_count, event_sequence,
+                            todos_json, state, files_undone, session_undone,
+                            (SELECT count(*) FROM clawsmith_checkpoint_files f
+                             WHERE f.checkpoint_id = c.id)
+                     FROM clawsmith_checkpoints c WHERE session_id = $1 ORDER BY id",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("listing checkpoints"))?;
+            rows.iter()
+                .map(|row| {
+                    Ok(CheckpointInfo {
+                        session_id: session.clone(),
+                        turn_id: row.get(0),
+                        created_at_ms: unsigned(row.get(1)),
+                        finished_at_ms: row.get::<_, Option<i64>>(2).map(unsigned),
+                        message_count: unsigned(row.get(3)),
+                        event_sequence: unsigned(row.get(4)),
+                        todos: serde_json::from_str(row.get::<_, &str>(5))
+                            .map_err(json_error("reading a todo snapshot"))?,
+                        state: match row.get::<_, &str>(6) {
+                            "open" => CheckpointState::Open,
+                            "finished" => CheckpointState::Finished,
+                            _ => CheckpointState::Undone,
+                        },
+                        files_undone: row.get(7),
+                        session_undone: row.get(8),
+                        file_count: unsigned(row.get(9)),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    pub(crate) fn change_list_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<FileChange>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        self.run(async move {
+            let client = connect(&pool, "reading a change list").await?;
+            let id: i64 = client
+                .query_opt(
+                    "SELECT id FROM clawsmith_checkpoints WHERE session_id = $1 AND turn_id = $2",
+                    &[&session, &turn],
+                )
+                .await
+                .map_err(pg("reading a change list"))?
+                .ok_or_else(|| unknown_turn(&session, &turn))?
+                .get(0);
+            Ok(file_rows(&**client, id)
+                .await?
+                .iter()
+                .map(FileRow::change)
+                .collect())
+        })
+    }
+
+    pub(crate) fn set_todos_in(
+        &self,
+        session_id: &str,
+        todos: Vec<Todo>,
+    ) -> Result<(), StoreError> {
+        clawsmith_checkpoint::validate_todos(&todos)?;
+        let json = serde_json::to_string(&todos).map_err(json_error("storing todos"))?;
+        let session = session_id.to_owned();
+        self.write(
+            "storing todos",
+            session_id,
+            Take::default(),
+            move |tx, epoch, _| {
+                Box::pin(async move {
+                    crate::require_session(&**tx, &session).await?;
+                    tx.execute(
+                        "INSERT INTO clawsmith_todos (session_id, todos_json, epoch)
+                     VALUES ($1, $2, $3)
+                     ON CONFLICT (session_id)
+                     DO UPDATE SET todos_json = EXCLUDED.todos_json, epoch = EXCLUDED.epoch",
+                        &[&session, &json, &epoch],
+                    )
+                    .await
+                    .map_err(pg("storing todos"))?;
+                    Ok(())
+                })
+            },
+        )
+    }
+
+    pub(crate) fn todos_in(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = connect(&pool, "reading todos").await?;
+            crate::require_session(&**client, &session).await?;
+            let row = client
+                .query_opt(
+                    "SELECT todos_json FROM clawsmith_todos WHERE session_id = $1",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("reading todos"))?;
+            match row {
+                Some(row) => {
+                    serde_json::from_str(row.get::<_, &str>(0)).map_err(json_error("reading todos"))
+                }
+                None => Ok(Vec::new()),
+            }
+        })
+    }
+
+    pub(crate) fn add_pending_approval_in(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError> {
+        let json = clawsmith_checkpoint::stored_request_json(&approval.request)?;
+        let approval = approval.clone();
+        let session = session_id.to_owned();
+        let now = signed(now_ms());
+        self.write(
+            "storing an approval",
+            session_id,
+            Take::default(),
+            move |tx, epoch, _| {
+                Box::pin(async move {
+                    crate::require_session(&**tx, &session).await?;
+                    // The same id again is a new request: it replaces the old one, and goes last.
+                    tx.execute(
+                    "DELETE FROM clawsmith_approvals WHERE session_id = $1 AND approval_id = $2",
+                    &[&session, &approval.approval_id],
+                )
+                .await
+                .map_err(pg("storing an approval"))?;
+                    tx.execute(
+                        "INSERT INTO clawsmith_approvals
+                       (session_id, approval_id, turn_id, call_id, request_json, created_at_ms,
+                        epoch)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                        &[
+                            &session,
+                            &approval.approval_id,
+                            &approval.turn_id,
+                            &approval.call_id,
+                            &json,
+                            &now,
+                            &epoch,
+                        ],
+                    )
+                    .await
+                    .map_err(pg("storing an approval"))?;
+                    Ok(())
+                })
+            },
+        )
+    }
+
+    pub(crate) fn resolve_pending_approval_in(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError> {
+        let (session, approval) = (session_id.to_owned(), approval_id.to_owned());
+        self.write("resolving an approval", session_id, Take::default(), move |tx, _, _| {
+            Box::pin(async move {
+                let removed = tx
+                    .execute(
+                        "DELETE FROM clawsmith_approvals WHERE session_id = $1 AND approval_id = $2",
+                        &[&session, &approval],
+                    )
+                    .await
+                    .map_err(pg("resolving an approval"))?;
+                Ok(removed > 0)
+            })
+        })
+    }
+
+    pub(crate) fn pending_approvals_in(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<PendingApproval>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = connect(&pool, "reading approvals").await?;
+            crate::require_session(&**client, &session).await?;
+            let rows = client
+                .query(
+                    "SELECT approval_id, turn_id, call_id, request_json FROM clawsmith_approvals
+                     WHERE session_id = $1 ORDER BY position",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("reading approvals"))?;
+            rows.iter()
+                .map(|row| {
+                    Ok(PendingApproval {
+                        approval_id: row.get(0),
+                        turn_id: row.get(1),
+                        call_id: row.get(2),
+                        request: serde_json::from_str(row.get::<_, &str>(3))
+                            .map_err(json_error("reading approvals"))?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    pub(crate) fn last_event_of_kind_in(
+        &self,
+        session_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        let pool = self.inner.pool.clone();
+        let (session, kind) = (session_id.to_owned(), kind.to_owned());
+        self.run(async move {
+            let client = connect(&pool, "reading the last event of a kind").await?;
+            let row = client
+                .query_opt(
+                    "SELECT event_json FROM clawsmith_events
+                     WHERE session_id = $1 AND type = $2 ORDER BY sequence DESC LIMIT 1",
+                    &[&session, &kind],
+                )
+                .await
+                .map_err(pg("reading the last event of a kind"))?;
+            row.map(|row| {
+                serde_json::from_str(row.get::<_, &str>(0))
+                    .map_err(json_error("reading the last event of a kind"))
+            })
+            .transpose()
+        })
+    }
+
+    pub(crate) fn has_unfinished_work_in(&self, session_id: &str) -> Result<bool, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        self.run(async move {
+            let client = connect(&pool, "looking for unfinished work").await?;
+            let row = client
+                .query_one(
+                    "SELECT EXISTS (SELECT 1 FROM clawsmith_checkpoints
+                                    WHERE session_id = $1 AND state = 'open')
+                         OR EXISTS (SELECT 1 FROM clawsmith_journal
+                                    WHERE session_id = $1 AND closed_at_ms IS NULL)
+                         OR EXISTS (SELECT 1 FROM clawsmith_approvals WHERE session_id = $1)",
+                    &[&session],
+                )
+                .await
+                .map_err(pg("looking for unfinished work"))?;
+            Ok(row.get(0))
+        })
+    }
+}
+
+/// The bytes of the blob named `hash` (hex), checked; [`StoreError::MissingBlob`] when it is
+/// gone.
+async fn blob_bytes(
+    pool: &deadpool_postgres::Pool,
+    objects: Option<&dyn object_store::ObjectStore>,
+    hash: &str,
+) -> Result<Vec<u8>, StoreError> {
+    let mut name = [0_u8; 32];
+    hex::decode_to_slice(hash, &mut name).map_err(|_| StoreError::MissingBlob(hash.to_owned()))?;
+    blobs::get(pool, objects, name)
+        .await?
+        .ok_or_else(|| StoreError::MissingBlob(hash.to_owned()))
+}
