@@ -29,7 +29,10 @@
 //! the change may start) and after, its todos and pending approvals are rows like the SQLite
 //! store's, written under the same fence (`turns.rs`). Finishing a turn reads the current
 //! contents through the caller's function outside the transaction, then keeps those that still
-//! match and closes the checkpoint in one commit with its `turn.completed` event.
+//! match and closes the checkpoint in one commit with its `turn.completed` event. Around a
+//! command the core notes the manifest it runs against, what undo cannot give back and the
+//! directories it made (`captures.rs`); a workspace's last manifest is kept per machine, since
+//! the same path on two hosts is two workspaces.
 //!
 //! ## Followers on other hosts
 //! Each commit that adds events notifies the channel `clawsmith_events` with
@@ -73,14 +76,14 @@ use std::time::Duration;
 
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 use clawsmith_store::{
-    Backend, BlobStore, CheckpointInfo, FileChange, JournalEntry, JournalStart, Lease, LeaseHold,
-    OpenedTurn, PendingApproval, SessionInfo, SessionStore, StoreError, Todo, TurnManifest,
-    TurnOpening,
+    Backend, BlobStore, JournalEntry, JournalStart, Lease, LeaseHold, PendingApproval, SessionInfo,
+    SessionStore, StoreError, Todo,
 };
 use object_store::ObjectStore;
 use tokio_postgres::GenericClient;
 
 mod blobs;
+mod captures;
 mod follow;
 mod retention;
 mod schema;
@@ -148,6 +151,8 @@ struct Inner {
     options: PgOptions,
     /// This process's name on its leases.
     holder: String,
+    /// This machine's name (a workspace's manifest is per machine).
+    host: String,
     /// The leases this store holds: session → holders, epoch, renewal.
     held: Mutex<HashMap<String, Held>>,
 }
@@ -290,6 +295,7 @@ impl PgStore {
                 connection,
                 options,
                 holder: format!("{host}:{}:{nonce:x}", std::process::id()),
+                host,
                 held: Mutex::new(HashMap::new()),
             }),
         })
@@ -314,6 +320,11 @@ impl PgStore {
                 .map_err(pg("asking whether the connection is encrypted"))?;
             Ok(row.get::<_, bool>(0))
         })
+    }
+
+    /// This machine's name, as its leases give it.
+    pub fn host(&self) -> &str {
+        &self.inner.host
     }
 
     /// This process's name on the leases it holds (`host:pid:nonce`).
@@ -969,54 +980,6 @@ impl SessionStore for PgStore {
         self.read_artifact_in(session_id, artifact_id)
     }
 
-    fn begin_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        opening: TurnOpening,
-    ) -> Result<OpenedTurn, StoreError> {
-        self.begin_turn_in(session_id, turn_id, opening)
-    }
-
-    fn record_before(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        path: &str,
-        prior: Option<(&[u8], u32)>,
-    ) -> Result<(), StoreError> {
-        self.record_before_in(session_id, turn_id, path, prior)
-    }
-
-    fn record_after(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        path: &str,
-        post: Option<([u8; 32], u64, u32)>,
-    ) -> Result<(), StoreError> {
-        self.record_after_in(session_id, turn_id, path, post)
-    }
-
-    fn finish_turn_reading(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
-        completed: EventPayload,
-        timestamp_ms: u64,
-    ) -> Result<(TurnManifest, Event), StoreError> {
-        self.finish_turn_in(session_id, turn_id, post_content, completed, timestamp_ms)
-    }
-
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
-        self.checkpoints_in(session_id)
-    }
-
-    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
-        self.change_list_in(session_id, turn_id)
-    }
-
     fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
         self.set_todos_in(session_id, todos)
     }
@@ -1366,5 +1329,12 @@ impl BlobStore for PgStore {
         let objects = self.inner.options.objects.clone();
         let sha256 = *sha256;
         self.run(async move { blobs::get(&pool, objects.as_deref(), sha256).await })
+    }
+
+    fn stored_hashes(
+        &self,
+        hashes: &[[u8; 32]],
+    ) -> Result<std::collections::HashSet<[u8; 32]>, StoreError> {
+        self.stored_hashes_in(hashes)
     }
 }

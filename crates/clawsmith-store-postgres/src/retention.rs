@@ -26,8 +26,8 @@ use crate::blobs::object_path;
 use crate::{PgStore, backend, connect, interval, pg};
 use clawsmith_store::StoreError;
 
-/// The condition that no row names the blob `$hash`: no artifact, and no checkpoint file as its
-/// state before or after a change (a `concat!`-able literal, so the statements stay literals).
+/// The condition that no row names the blob `$hash`: no artifact, no checkpoint file as its
+/// state before or after a change, no running command's manifest (a `concat!`-able literal, so the statements stay literals).
 macro_rules! named_by_nothing {
     ($hash:literal) => {
         concat!(
@@ -36,6 +36,9 @@ macro_rules! named_by_nothing {
             ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.pre_hash = ",
             $hash,
             ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.post_hash = ",
+            $hash,
+            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_command_captures c \
+             WHERE c.manifest_hash = ",
             $hash,
             ")"
         )

@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -133,6 +133,42 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (session_id, approval_id)
     );
     CREATE INDEX clawsmith_events_kind ON clawsmith_events (session_id, type, sequence);",
+    // 4: what the core keeps around a command: running commands' manifests, the last manifest
+    // of each machine's workspace, changes undo cannot give back, directories commands made.
+    "CREATE TABLE clawsmith_command_captures (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        position bigserial,
+        manifest_hash text NOT NULL REFERENCES clawsmith_blobs (hash),
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, turn_id, call_id)
+    );
+    CREATE INDEX clawsmith_command_captures_blob ON clawsmith_command_captures (manifest_hash);
+    CREATE TABLE clawsmith_workspace_manifests (
+        host text NOT NULL,
+        workspace_root text NOT NULL,
+        manifest_hash text NOT NULL,
+        updated_at_ms bigint NOT NULL,
+        PRIMARY KEY (host, workspace_root)
+    );
+    CREATE TABLE clawsmith_uncaptured_changes (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        path text NOT NULL,
+        reason text NOT NULL,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, turn_id, path)
+    );
+    CREATE TABLE clawsmith_created_directories (
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        path text NOT NULL,
+        epoch bigint NOT NULL,
+        PRIMARY KEY (session_id, turn_id, path)
+    );",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

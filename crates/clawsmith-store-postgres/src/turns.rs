@@ -11,7 +11,7 @@
 use clawsmith_protocol::{Event, EventPayload};
 use clawsmith_store::{
     ChangeKind, CheckpointInfo, CheckpointState, FileChange, OpenedTurn, PendingApproval,
-    StoreError, Todo, TurnManifest, TurnOpening,
+    StoreError, Todo, TurnManifest, TurnOpening, TurnStore,
 };
 use sha2::{Digest, Sha256};
 
@@ -87,7 +87,7 @@ async fn file_rows(
     Ok(rows.iter().map(file_row).collect())
 }
 
-fn unknown_turn(session_id: &str, turn_id: &str) -> StoreError {
+pub(crate) fn unknown_turn(session_id: &str, turn_id: &str) -> StoreError {
     StoreError::UnknownTurn {
         session_id: session_id.to_owned(),
         turn_id: turn_id.to_owned(),
@@ -96,7 +96,7 @@ fn unknown_turn(session_id: &str, turn_id: &str) -> StoreError {
 
 /// The checkpoint's id and state, its row locked until the commit (so one turn's records
 /// number their files one at a time); `None` when the turn has none.
-async fn locked_checkpoint(
+pub(crate) async fn locked_checkpoint(
     tx: &deadpool_postgres::Transaction<'_>,
     session_id: &str,
     turn_id: &str,
@@ -116,7 +116,11 @@ async fn locked_checkpoint(
 }
 
 /// The checkpoint's id when it is open; [`StoreError::TurnClosed`] when it is not.
-fn require_open(session_id: &str, turn_id: &str, found: (i64, String)) -> Result<i64, StoreError> {
+pub(crate) fn require_open(
+    session_id: &str,
+    turn_id: &str,
+    found: (i64, String),
+) -> Result<i64, StoreError> {
     match found {
         (id, state) if state == "open" => Ok(id),
         (_, state) => Err(StoreError::TurnClosed {
@@ -178,8 +182,8 @@ async fn standing(
     Ok((index, next - 1))
 }
 
-impl PgStore {
-    pub(crate) fn begin_turn_in(
+impl TurnStore for PgStore {
+    fn begin_turn(
         &self,
         session_id: &str,
         turn_id: &str,
@@ -245,7 +249,7 @@ impl PgStore {
         )
     }
 
-    pub(crate) fn record_before_in(
+    fn record_before(
         &self,
         session_id: &str,
         turn_id: &str,
@@ -314,7 +318,7 @@ impl PgStore {
         )
     }
 
-    pub(crate) fn record_after_in(
+    fn record_after(
         &self,
         session_id: &str,
         turn_id: &str,
@@ -368,7 +372,7 @@ impl PgStore {
     /// transaction keeps the contents that still match, counts lines, closes the checkpoint
     /// (if it is still open) and appends `completed`. A line count is written only where the
     /// row still names the hash it was computed for.
-    pub(crate) fn finish_turn_in(
+    fn finish_turn_reading(
         &self,
         session_id: &str,
         turn_id: &str,
@@ -479,10 +483,7 @@ impl PgStore {
         )
     }
 
-    pub(crate) fn checkpoints_in(
-        &self,
-        session_id: &str,
-    ) -> Result<Vec<CheckpointInfo>, StoreError> {
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
         let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         self.run(async move {
@@ -524,11 +525,7 @@ impl PgStore {
         })
     }
 
-    pub(crate) fn change_list_in(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-    ) -> Result<Vec<FileChange>, StoreError> {
+    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
         let pool = self.inner.pool.clone();
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
         self.run(async move {
@@ -549,7 +546,9 @@ impl PgStore {
                 .collect())
         })
     }
+}
 
+impl PgStore {
     pub(crate) fn set_todos_in(
         &self,
         session_id: &str,

@@ -42,6 +42,7 @@ pub fn sessions(open: Open<'_>, prefix: &str) {
     a_turns_refusals_change_nothing(open, prefix);
     todos_and_approvals_live_with_the_session(open, prefix);
     unfinished_work_and_the_last_event_of_a_kind(open, prefix);
+    a_commands_notes_are_kept_until_it_ends(open, prefix);
 }
 
 /// Sessions are created once, found by id and listed newest first.
@@ -742,4 +743,141 @@ pub fn unfinished_work_and_the_last_event_of_a_kind(open: Open<'_>, prefix: &str
             .unwrap(),
         None
     );
+}
+
+/// Around a command: a note of the manifest it runs against, kept until it ends (an unstored
+/// manifest is refused and notes nothing), oldest first for the next writer; the workspace's
+/// last manifest; what undo cannot give back (the last reason per path) and the directories it
+/// made (once each), by path; who made a recorded change; which contents are stored.
+pub fn a_commands_notes_are_kept_until_it_ends(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let blobs: &dyn BlobStore = &*store;
+    let id = format!("{prefix}-capture");
+    store.create_session(&id, "/ws").unwrap();
+    let (first, second) = (b"manifest one".as_slice(), b"manifest two".as_slice());
+    blobs.put_blobs(&[first, second]).unwrap();
+    let name = clawsmith_checkpoint::sha256;
+    let unstored = name(b"never stored");
+    let found = blobs
+        .stored_hashes(&[name(first), unstored, name(second)])
+        .unwrap();
+    assert_eq!(found, [name(first), name(second)].into_iter().collect());
+
+    let root = format!("/{prefix}/workspace");
+    assert_eq!(store.workspace_manifest(&root).unwrap(), None);
+    store
+        .remember_workspace_manifest(&root, &name(first))
+        .unwrap();
+    store
+        .remember_workspace_manifest(&root, &name(second))
+        .unwrap();
+    assert_eq!(
+        open().workspace_manifest(&root).unwrap().as_deref(),
+        Some(second),
+        "the last one"
+    );
+    assert_eq!(
+        store.workspace_manifest(&format!("{root}-other")).unwrap(),
+        None
+    );
+
+    store.begin_turn(&id, "t1", TurnOpening::default()).unwrap();
+    store
+        .begin_command_capture(&id, "t1", "c1", &name(first))
+        .unwrap();
+    store
+        .begin_command_capture(&id, "t1", "c2", &name(second))
+        .unwrap();
+    assert!(matches!(
+        store.begin_command_capture(&id, "t1", "c3", &unstored),
+        Err(StoreError::MissingBlob(_))
+    ));
+    let interrupted = open().interrupted_captures(&id).unwrap();
+    let seen: Vec<(&str, &[u8])> = interrupted
+        .iter()
+        .map(|capture| (capture.call_id.as_str(), capture.manifest.as_slice()))
+        .collect();
+    assert_eq!(
+        seen,
+        [("c1", first), ("c2", second)],
+        "oldest first, c3 not noted"
+    );
+    store.end_command_capture(&id, "t1", "c1").unwrap();
+    store.end_command_capture(&id, "t1", "never").unwrap();
+    let left: Vec<String> = store
+        .interrupted_captures(&id)
+        .unwrap()
+        .into_iter()
+        .map(|capture| capture.call_id)
+        .collect();
+    assert_eq!(left, ["c2"]);
+
+    let entries = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(path, reason)| ((*path).to_owned(), (*reason).to_owned()))
+            .collect()
+    };
+    store
+        .record_uncaptured(
+            &id,
+            "t1",
+            "c2",
+            &entries(&[("z.bin", "too large"), ("a.sock", "a socket")]),
+        )
+        .unwrap();
+    store
+        .record_uncaptured(&id, "t1", "c4", &entries(&[("z.bin", "changed again")]))
+        .unwrap();
+    store.record_uncaptured(&id, "t1", "c5", &[]).unwrap();
+    let noted: Vec<(String, String, String)> = open()
+        .uncaptured_changes(&id, "t1")
+        .unwrap()
+        .into_iter()
+        .map(|change| (change.path, change.reason, change.call_id))
+        .collect();
+    assert_eq!(
+        noted,
+        [
+            ("a.sock".to_owned(), "a socket".to_owned(), "c2".to_owned()),
+            (
+                "z.bin".to_owned(),
+                "changed again".to_owned(),
+                "c4".to_owned()
+            ),
+        ]
+    );
+    assert!(store.uncaptured_changes(&id, "t2").unwrap().is_empty());
+    let dirs = |paths: &[&str]| -> Vec<String> { paths.iter().map(|p| (*p).to_owned()).collect() };
+    store
+        .record_created_directories(&id, "t1", "c2", &dirs(&["b/c", "b"]))
+        .unwrap();
+    store
+        .record_created_directories(&id, "t1", "c4", &dirs(&["b", "a"]))
+        .unwrap();
+    assert_eq!(
+        open().created_directories(&id, "t1").unwrap(),
+        dirs(&["a", "b", "b/c"])
+    );
+
+    store.record_before(&id, "t1", "made.txt", None).unwrap();
+    store
+        .attribute_change(&id, "t1", "made.txt", "command", "c2")
+        .unwrap();
+    let changes = store.change_list(&id, "t1").unwrap();
+    assert_eq!(
+        (changes[0].origin.as_deref(), changes[0].call_id.as_deref()),
+        (Some("command"), Some("c2"))
+    );
+    assert!(matches!(
+        store.attribute_change(&id, "nope", "made.txt", "command", "c2"),
+        Err(StoreError::UnknownTurn { .. })
+    ));
+    store
+        .finish_turn_reading(&id, "t1", &|_| None, completed("t1"), 1)
+        .unwrap();
+    assert!(matches!(
+        store.attribute_change(&id, "t1", "made.txt", "command", "c9"),
+        Err(StoreError::TurnClosed { .. })
+    ));
 }

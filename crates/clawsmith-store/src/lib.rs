@@ -18,11 +18,15 @@
 //!   shared by several hosts fences its leases with an epoch ([`Lease::epoch`]): once a lease
 //!   is taken over, every write of the old holder is refused
 //!   ([`StoreError::LeaseLost`]).
-//! - **Turns** ([`SessionStore::begin_turn`] … [`SessionStore::finish_turn_reading`]): a turn's
+//! - **Turns** ([`TurnStore`]): a turn's
 //!   checkpoint records where the session stood (K7) and, per path it changed, the state
 //!   before (kept as a blob, committed before the change starts) and after; a finished turn
 //!   lists its changes with line counts (K4). Todos and pending approvals live with the
 //!   session.
+//! - **Command captures**: before a command runs, a note names the workspace manifest it ran
+//!   against, so that the next writer of a session whose writer died mid-command finds what
+//!   it changed ([`CommandCaptureStore::interrupted_captures`]); what undo cannot give back and the
+//!   directories a command made are noted per turn.
 //! - **Blobs** ([`BlobStore`]) are content-addressed by SHA-256: storing bytes that are stored
 //!   already is success, and reading checks the bytes against their name.
 //!
@@ -37,14 +41,15 @@
 //!
 //! The contract both must keep is [`contract`]: tests of each implementation run it.
 
+use std::collections::HashSet;
 use std::fmt;
 
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
 pub use clawsmith_checkpoint::{
-    ChangeKind, CheckpointInfo, CheckpointState, FileChange, JournalEntry, JournalStart,
-    OpenedTurn, PendingApproval, SessionInfo, StoreError, Todo, TodoStatus, TurnManifest,
-    TurnOpening,
+    ChangeKind, CheckpointInfo, CheckpointState, FileChange, InterruptedCapture, JournalEntry,
+    JournalStart, OpenedTurn, PendingApproval, SessionInfo, StoreError, Todo, TodoStatus,
+    TurnManifest, TurnOpening, UncapturedChange,
 };
 
 pub mod contract;
@@ -70,8 +75,12 @@ impl Backend {
     }
 }
 
-/// Sessions, their history, the call journal and the writer's lease.
-pub trait SessionStore: Send + Sync + fmt::Debug {
+/// Sessions, their history, the call journal, todos, approvals and the writer's lease; with
+/// the turns' checkpoints ([`TurnStore`]), the notes around commands ([`CommandCaptureStore`])
+/// and the blobs they name ([`BlobStore`]) of the same store.
+pub trait SessionStore:
+    BlobStore + TurnStore + CommandCaptureStore + Send + Sync + fmt::Debug
+{
     /// Which kind of store this is.
     fn backend(&self) -> Backend;
 
@@ -153,57 +162,6 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
         artifact_id: &str,
     ) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Begins turn `turn_id`: its checkpoint records the session's message count, last event
-    /// sequence and todo list (K7), and the events of `opening` follow it in the same commit.
-    /// A turn id is begun once per session ([`StoreError::TurnExists`]).
-    fn begin_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        opening: TurnOpening,
-    ) -> Result<OpenedTurn, StoreError>;
-
-    /// Records `path`'s state before a change in the turn (K1): the first call per path and
-    /// turn keeps the prior content (`None`: absent) as a blob, later ones change nothing. An
-    /// unknown turn is begun; a finished or undone one refuses ([`StoreError::TurnClosed`]).
-    /// Committed before it returns: the change may start only then.
-    fn record_before(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        path: &str,
-        prior: Option<(&[u8], u32)>,
-    ) -> Result<(), StoreError>;
-
-    /// Records `path`'s state right after a change: `None` absent, else (SHA-256, size, mode).
-    /// Needs the path's [`SessionStore::record_before`] in this turn.
-    fn record_after(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        path: &str,
-        post: Option<([u8; 32], u64, u32)>,
-    ) -> Result<(), StoreError>;
-
-    /// Finishes the turn and appends `completed` in one commit. `post_content` gives each
-    /// changed path's current bytes (`None`: absent or unreadable); those that still match the
-    /// recorded post state are kept (for diffs) and counted in lines. Finishing a finished turn
-    /// changes no checkpoint and still appends the event.
-    fn finish_turn_reading(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
-        completed: EventPayload,
-        timestamp_ms: u64,
-    ) -> Result<(TurnManifest, Event), StoreError>;
-
-    /// Every checkpoint of the session, oldest first.
-    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError>;
-
-    /// The turn's change list (K4): paths and stats in first-change order.
-    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError>;
-
     /// Replaces the session's todo list, checked first ([`StoreError::InvalidTodos`]).
     fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError>;
 
@@ -237,6 +195,143 @@ pub trait SessionStore: Send + Sync + fmt::Debug {
     fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError>;
 }
 
+/// Turns and their checkpoints (K1, K4, K7).
+pub trait TurnStore: Send + Sync {
+    /// Begins turn `turn_id`: its checkpoint records the session's message count, last event
+    /// sequence and todo list (K7), and the events of `opening` follow it in the same commit.
+    /// A turn id is begun once per session ([`StoreError::TurnExists`]).
+    fn begin_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        opening: TurnOpening,
+    ) -> Result<OpenedTurn, StoreError>;
+
+    /// Records `path`'s state before a change in the turn (K1): the first call per path and
+    /// turn keeps the prior content (`None`: absent) as a blob, later ones change nothing. An
+    /// unknown turn is begun; a finished or undone one refuses ([`StoreError::TurnClosed`]).
+    /// Committed before it returns: the change may start only then.
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError>;
+
+    /// Records `path`'s state right after a change: `None` absent, else (SHA-256, size, mode).
+    /// Needs the path's [`TurnStore::record_before`] in this turn.
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError>;
+
+    /// Finishes the turn and appends `completed` in one commit. `post_content` gives each
+    /// changed path's current bytes (`None`: absent or unreadable); those that still match the
+    /// recorded post state are kept (for diffs) and counted in lines. Finishing a finished turn
+    /// changes no checkpoint and still appends the event.
+    fn finish_turn_reading(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<(TurnManifest, Event), StoreError>;
+
+    /// Every checkpoint of the session, oldest first.
+    fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError>;
+
+    /// The turn's change list (K4): paths and stats in first-change order.
+    fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError>;
+}
+
+/// What the core keeps around a command, whose changes nobody announces.
+pub trait CommandCaptureStore: Send + Sync {
+    /// Names who changed `path` in the open turn when it was not a file tool (`origin`, e.g.
+    /// `command`, and the call); the change itself must be recorded already.
+    fn attribute_change(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        origin: &str,
+        call_id: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Remembers the blob `manifest_sha256` as the last manifest of the workspace at
+    /// `workspace_root` on this machine.
+    fn remember_workspace_manifest(
+        &self,
+        workspace_root: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError>;
+
+    /// The last manifest remembered for `workspace_root` on this machine; `None` when there is
+    /// none or its blob was collected since.
+    fn workspace_manifest(&self, workspace_root: &str) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Notes, durably and before a command starts, that call `call_id` runs against the stored
+    /// manifest `manifest_sha256`; [`StoreError::MissingBlob`] (and nothing noted) when that
+    /// manifest is not stored.
+    fn begin_command_capture(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError>;
+
+    /// The command's changes are recorded (or it never ran): its note goes.
+    fn end_command_capture(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<(), StoreError>;
+
+    /// The session's captures that began and never ended (their writer died), oldest first,
+    /// each with its manifest (empty when the manifest's blob is gone).
+    fn interrupted_captures(&self, session_id: &str)
+    -> Result<Vec<InterruptedCapture>, StoreError>;
+
+    /// Notes what a command changed that undo cannot give back, `(path, reason)`; a path noted
+    /// twice in a turn keeps the last reason.
+    fn record_uncaptured(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        entries: &[(String, String)],
+    ) -> Result<(), StoreError>;
+
+    /// What commands of the turn changed that undo cannot give back, by path.
+    fn uncaptured_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<UncapturedChange>, StoreError>;
+
+    /// Notes the directories a command made (undo removes them once empty again).
+    fn record_created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        paths: &[String],
+    ) -> Result<(), StoreError>;
+
+    /// The directories commands of the turn made, by path.
+    fn created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<String>, StoreError>;
+}
+
 /// Content-addressed blobs.
 pub trait BlobStore: Send + Sync + fmt::Debug {
     /// Stores each of `contents` unless it is stored already; their SHA-256 names (lower-case
@@ -245,6 +340,9 @@ pub trait BlobStore: Send + Sync + fmt::Debug {
 
     /// The bytes named `sha256`, checked against it; `None` when no such blob is stored.
     fn get_blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Which of `hashes` are stored.
+    fn stored_hashes(&self, hashes: &[[u8; 32]]) -> Result<HashSet<[u8; 32]>, StoreError>;
 }
 
 /// What a lease of each store is made of.

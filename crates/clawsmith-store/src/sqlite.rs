@@ -4,10 +4,12 @@
 use clawsmith_checkpoint::{SessionLease, Store};
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
+use std::collections::HashSet;
+
 use crate::{
-    Backend, BlobStore, CheckpointInfo, FileChange, JournalEntry, JournalStart, Lease, LeaseHold,
-    OpenedTurn, PendingApproval, SessionInfo, SessionStore, StoreError, Todo, TurnManifest,
-    TurnOpening,
+    Backend, BlobStore, CheckpointInfo, CommandCaptureStore, FileChange, InterruptedCapture,
+    JournalEntry, JournalStart, Lease, LeaseHold, OpenedTurn, PendingApproval, SessionInfo,
+    SessionStore, StoreError, Todo, TurnManifest, TurnOpening, TurnStore, UncapturedChange,
 };
 
 impl SessionStore for Store {
@@ -102,6 +104,48 @@ impl SessionStore for Store {
         Store::read_artifact(self, session_id, artifact_id)
     }
 
+    fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
+        Store::set_todos(self, session_id, todos)
+    }
+
+    fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
+        Store::todos(self, session_id)
+    }
+
+    fn add_pending_approval(
+        &self,
+        session_id: &str,
+        approval: &PendingApproval,
+    ) -> Result<(), StoreError> {
+        Store::add_pending_approval(self, session_id, approval)
+    }
+
+    fn resolve_pending_approval(
+        &self,
+        session_id: &str,
+        approval_id: &str,
+    ) -> Result<bool, StoreError> {
+        Store::resolve_pending_approval(self, session_id, approval_id)
+    }
+
+    fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError> {
+        Store::pending_approvals(self, session_id)
+    }
+
+    fn last_event_of_kind(
+        &self,
+        session_id: &str,
+        kind: &str,
+    ) -> Result<Option<Event>, StoreError> {
+        Store::last_event_of_kind(self, session_id, kind)
+    }
+
+    fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
+        Store::has_unfinished_work(self, session_id)
+    }
+}
+
+impl TurnStore for Store {
     fn begin_turn(
         &self,
         session_id: &str,
@@ -156,45 +200,92 @@ impl SessionStore for Store {
     fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
         Store::change_list(self, session_id, turn_id)
     }
+}
 
-    fn set_todos(&self, session_id: &str, todos: Vec<Todo>) -> Result<(), StoreError> {
-        Store::set_todos(self, session_id, todos)
-    }
-
-    fn todos(&self, session_id: &str) -> Result<Vec<Todo>, StoreError> {
-        Store::todos(self, session_id)
-    }
-
-    fn add_pending_approval(
+impl CommandCaptureStore for Store {
+    fn attribute_change(
         &self,
         session_id: &str,
-        approval: &PendingApproval,
+        turn_id: &str,
+        path: &str,
+        origin: &str,
+        call_id: &str,
     ) -> Result<(), StoreError> {
-        Store::add_pending_approval(self, session_id, approval)
+        Store::attribute_change(self, session_id, turn_id, path, origin, call_id)
     }
 
-    fn resolve_pending_approval(
+    fn remember_workspace_manifest(
+        &self,
+        workspace_root: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        Store::remember_workspace_manifest(self, workspace_root, manifest_sha256)
+    }
+
+    fn workspace_manifest(&self, workspace_root: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Store::workspace_manifest(self, workspace_root)
+    }
+
+    fn begin_command_capture(
         &self,
         session_id: &str,
-        approval_id: &str,
-    ) -> Result<bool, StoreError> {
-        Store::resolve_pending_approval(self, session_id, approval_id)
+        turn_id: &str,
+        call_id: &str,
+        manifest_sha256: &[u8; 32],
+    ) -> Result<(), StoreError> {
+        Store::begin_command_capture(self, session_id, turn_id, call_id, manifest_sha256)
     }
 
-    fn pending_approvals(&self, session_id: &str) -> Result<Vec<PendingApproval>, StoreError> {
-        Store::pending_approvals(self, session_id)
-    }
-
-    fn last_event_of_kind(
+    fn end_command_capture(
         &self,
         session_id: &str,
-        kind: &str,
-    ) -> Result<Option<Event>, StoreError> {
-        Store::last_event_of_kind(self, session_id, kind)
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<(), StoreError> {
+        Store::end_command_capture(self, session_id, turn_id, call_id)
     }
 
-    fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
-        Store::has_unfinished_work(self, session_id)
+    fn interrupted_captures(
+        &self,
+        session_id: &str,
+    ) -> Result<Vec<InterruptedCapture>, StoreError> {
+        Store::interrupted_captures(self, session_id)
+    }
+
+    fn record_uncaptured(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        entries: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        Store::record_uncaptured(self, session_id, turn_id, call_id, entries)
+    }
+
+    fn uncaptured_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<UncapturedChange>, StoreError> {
+        Store::uncaptured_changes(self, session_id, turn_id)
+    }
+
+    fn record_created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        paths: &[String],
+    ) -> Result<(), StoreError> {
+        Store::record_created_directories(self, session_id, turn_id, call_id, paths)
+    }
+
+    fn created_directories(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        Store::created_directories(self, session_id, turn_id)
     }
 }
 
@@ -220,5 +311,9 @@ impl BlobStore for Store {
 
     fn get_blob(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
         Store::stored_content(self, sha256)
+    }
+
+    fn stored_hashes(&self, hashes: &[[u8; 32]]) -> Result<HashSet<[u8; 32]>, StoreError> {
+        Store::stored_hashes(self, hashes)
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clawsmith_protocol::{EventPayload, ModelMessage, Role, ToolStatus, TurnStarted};
 use clawsmith_store::{
-    Backend, JournalStart, PendingApproval, SessionStore, StoreError, TurnOpening, contract,
+    Backend, CommandCaptureStore, JournalStart, PendingApproval, SessionStore, StoreError,
+    TurnOpening, TurnStore, contract,
 };
 use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION};
 
@@ -163,6 +164,11 @@ fn a_writer_whose_lease_was_taken_over_writes_nothing_more() {
         ),
         host_a.resolve_pending_approval("s", "p").map(drop),
         host_a.put_artifact("s", b"stale").map(drop),
+        host_a.attribute_change("s", "t-open", "a.txt", "command", "c"),
+        host_a.begin_command_capture("s", "t-open", "c", &clawsmith_checkpoint::sha256(b"m")),
+        host_a.end_command_capture("s", "t-open", "c"),
+        host_a.record_uncaptured("s", "t-open", "c", &[("a".to_owned(), "why".to_owned())]),
+        host_a.record_created_directories("s", "t-open", "c", &["d".to_owned()]),
     ];
     for refused in refusals {
         assert!(

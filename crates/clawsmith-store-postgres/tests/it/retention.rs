@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawsmith_store::SessionStore;
+use clawsmith_store::{CommandCaptureStore, SessionStore, TurnStore};
 use clawsmith_store_postgres::{Collected, PgOptions};
 use object_store::memory::InMemory;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -257,4 +257,42 @@ fn a_checkpoints_contents_are_kept_while_it_lives_and_go_with_its_session() {
         "{collected:?}"
     );
     assert_eq!(object_count(&objects), 0);
+}
+
+/// A running command's manifest is spared while its note lives, and collected once the command
+/// ended; a workspace's last manifest is not kept by its row (the next command makes another).
+#[test]
+fn a_running_commands_manifest_is_kept_until_it_ends() {
+    let Some(base) = postgres("a_running_commands_manifest_is_kept_until_it_ends") else {
+        return;
+    };
+    let (_url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("runs", "/ws").unwrap();
+    let (running, last) = (b"running manifest".as_slice(), b"last manifest".as_slice());
+    clawsmith_store::BlobStore::put_blobs(&*store, &[running, last]).unwrap();
+    let name = clawsmith_checkpoint::sha256;
+    store
+        .begin_command_capture("runs", "t1", "c1", &name(running))
+        .unwrap();
+    store
+        .remember_workspace_manifest("/ws", &name(last))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let collected = store.collect_blobs(Duration::from_millis(10)).unwrap();
+    assert_eq!(collected.blobs, 1, "only the last manifest: {collected:?}");
+    assert_eq!(store.workspace_manifest("/ws").unwrap(), None);
+    assert_eq!(
+        store.interrupted_captures("runs").unwrap()[0].manifest,
+        running
+    );
+    store.end_command_capture("runs", "t1", "c1").unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        store
+            .collect_blobs(Duration::from_millis(10))
+            .unwrap()
+            .blobs,
+        1
+    );
 }
