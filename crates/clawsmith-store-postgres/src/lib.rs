@@ -24,6 +24,11 @@
 //! history row records the epoch it was written under. The taker's lease is fresh: the core's
 //! recovery (A8) closes the calls the dead writer left open.
 //!
+//! A writer waiting for a lease says so in its row, for a second at a time, renewed while it
+//! waits; a holder that keeps its lease between turns asks at each turn
+//! (`Lease::is_wanted`) and yields it (`yield_lease`): it lets go at once, waits until the
+//! waiter took it, and takes it back fresh once the waiter is done.
+//!
 //! ## Turns and checkpoints
 //! A turn's checkpoint, the state of each path before its first change (a blob, committed before
 //! the change may start) and after, its todos and pending approvals are rows like the SQLite
@@ -98,6 +103,10 @@ pub use tls::TlsMode;
 
 /// The largest blob kept in its row; larger ones go to the object store when there is one.
 pub const INLINE_MAX: usize = 64 * 1024;
+
+/// How long [`SessionStore::yield_lease`] waits for the writer that wanted the lease to take
+/// it before taking it again (as the SQLite store's lingering holder).
+const YIELD_PATIENCE: Duration = Duration::from_millis(2000);
 
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
@@ -925,6 +934,7 @@ impl SessionStore for PgStore {
                     session_id: session_id.to_owned(),
                     epoch: entry.epoch,
                     fresh: false,
+                    released: false,
                 }));
             }
         }
@@ -932,7 +942,11 @@ impl SessionStore for PgStore {
             match self.try_take(session_id)? {
                 Ok(epoch) => break epoch,
                 Err(busy) if !self.inner.options.wait_for_lease => return Err(busy),
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+                Err(_) => {
+                    // Said again at every try, so it lapses soon after a waiter gives up.
+                    self.want(session_id)?;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
         };
         let lost = Arc::new(AtomicBool::new(false));
@@ -965,7 +979,23 @@ impl SessionStore for PgStore {
             session_id: session_id.to_owned(),
             epoch,
             fresh: true,
+            released: false,
         }))
+    }
+
+    fn yield_lease(&self, lease: Lease) -> Result<Lease, StoreError> {
+        let session_id = lease.session_id().to_owned();
+        let Some(mut hold) = lease.into_hold::<PgLease>() else {
+            return Err(StoreError::Backend {
+                context: "yielding a lease",
+                message: "a lease of another store was given to the PostgreSQL store".to_owned(),
+            });
+        };
+        // The hold is given up here, awaited; its drop must not release it a second time.
+        hold.released = true;
+        self.release_now(&session_id, hold.epoch)?;
+        self.await_taker(&session_id, YIELD_PATIENCE)?;
+        self.lease_session(&session_id)
     }
 
     fn put_artifact(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError> {
@@ -1147,7 +1177,9 @@ impl PgStore {
             let taken = client
                 .query_opt(
                     "UPDATE clawsmith_leases
-                     SET epoch = epoch + 1, holder = $2, expires_at = now() + $3::text::interval
+                     SET epoch = epoch + 1, holder = $2, expires_at = now() + $3::text::interval,
+                         wanted_by = CASE WHEN wanted_by = $2 THEN NULL ELSE wanted_by END,
+                         wanted_until = CASE WHEN wanted_by = $2 THEN NULL ELSE wanted_until END
                      WHERE session_id = $1
                        AND (holder IS NULL OR expires_at < now() OR holder = $2)
                      RETURNING epoch",
@@ -1178,6 +1210,116 @@ impl PgStore {
                 expires_in_seconds: u64::try_from(left).unwrap_or(0),
             }))
         })
+    }
+
+    /// Says that this store waits for `session_id`'s lease, for the next second.
+    fn want(&self, session_id: &str) -> Result<(), StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        self.run(async move {
+            let client = connect(&pool, "waiting for a lease").await?;
+            client
+                .execute(
+                    "UPDATE clawsmith_leases
+                     SET wanted_by = $2, wanted_until = now() + interval '1 second'
+                     WHERE session_id = $1",
+                    &[&session, &holder],
+                )
+                .await
+                .map_err(pg("waiting for a lease"))?;
+            Ok(())
+        })
+    }
+
+    /// Whether another writer said it waits for `session_id`'s lease (and still does).
+    fn wanted(&self, session_id: &str) -> Result<bool, StoreError> {
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        self.run(async move {
+            let client = connect(&pool, "asking whether a lease is wanted").await?;
+            let row = client
+                .query_opt(
+                    "SELECT wanted_until > now() AND wanted_by IS DISTINCT FROM $2
+                     FROM clawsmith_leases WHERE session_id = $1",
+                    &[&session, &holder],
+                )
+                .await
+                .map_err(pg("asking whether a lease is wanted"))?;
+            Ok(row
+                .and_then(|row| row.get::<_, Option<bool>>(0))
+                .unwrap_or(false))
+        })
+    }
+
+    /// Lets go of the lease row at once (awaited, where a dropped lease's release is sent):
+    /// the waiter may take it as soon as this returns.
+    fn release_now(&self, session_id: &str, epoch: i64) -> Result<(), StoreError> {
+        {
+            let mut held = self
+                .inner
+                .held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match held.get_mut(session_id) {
+                Some(entry) if entry.epoch == epoch && entry.holders > 1 => {
+                    // Shared in this process: the others keep it, nothing to give up.
+                    entry.holders -= 1;
+                    return Ok(());
+                }
+                Some(entry) if entry.epoch == epoch => {
+                    if let Some(entry) = held.remove(session_id) {
+                        entry.renewal.abort();
+                    }
+                }
+                _ => return Ok(()),
+            }
+        }
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        self.run(async move {
+            let client = connect(&pool, "yielding a lease").await?;
+            client
+                .execute(
+                    "UPDATE clawsmith_leases SET holder = NULL, expires_at = NULL
+                     WHERE session_id = $1 AND epoch = $2 AND holder = $3",
+                    &[&session, &epoch, &holder],
+                )
+                .await
+                .map_err(pg("yielding a lease"))?;
+            Ok(())
+        })
+    }
+
+    /// Waits until the writer that wanted `session_id`'s lease took it or stopped waiting, for
+    /// at most `patience`.
+    fn await_taker(&self, session_id: &str, patience: Duration) -> Result<(), StoreError> {
+        let deadline = std::time::Instant::now() + patience;
+        let pool = self.inner.pool.clone();
+        let session = session_id.to_owned();
+        let holder = self.inner.holder.clone();
+        loop {
+            let (pool, session, holder) = (pool.clone(), session.clone(), holder.clone());
+            let settled = self.run(async move {
+                let client = connect(&pool, "yielding a lease").await?;
+                let row = client
+                    .query_opt(
+                        "SELECT (holder IS NOT NULL AND holder <> $2)
+                                OR wanted_until IS NULL OR wanted_until <= now()
+                         FROM clawsmith_leases WHERE session_id = $1",
+                        &[&session, &holder],
+                    )
+                    .await
+                    .map_err(pg("yielding a lease"))?;
+                Ok(row.is_none_or(|row| row.get::<_, Option<bool>>(0).unwrap_or(true)))
+            })?;
+            if settled || std::time::Instant::now() >= deadline {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// One holder of `session_id`'s lease is gone; the last one releases the row.
@@ -1261,6 +1403,8 @@ struct PgLease {
     session_id: String,
     epoch: i64,
     fresh: bool,
+    /// Given up already ([`SessionStore::yield_lease`]): dropping it releases nothing.
+    released: bool,
 }
 
 impl LeaseHold for PgLease {
@@ -1275,11 +1419,22 @@ impl LeaseHold for PgLease {
     fn epoch(&self) -> Option<u64> {
         u64::try_from(self.epoch).ok()
     }
+
+    /// One query: a writer waiting says so in the lease's row, for a second at a time.
+    fn is_wanted(&self) -> bool {
+        self.store.wanted(&self.session_id).unwrap_or(false)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
 }
 
 impl Drop for PgLease {
     fn drop(&mut self) {
-        self.store.release(&self.session_id, self.epoch);
+        if !self.released {
+            self.store.release(&self.session_id, self.epoch);
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -169,6 +169,8 @@ const MIGRATIONS: &[&str] = &[
         epoch bigint NOT NULL,
         PRIMARY KEY (session_id, turn_id, path)
     );",
+    // 5: a writer waiting for a lease says so, until when, for the holder to yield it.
+    "ALTER TABLE clawsmith_leases ADD COLUMN wanted_by text, ADD COLUMN wanted_until timestamptz;",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

@@ -147,8 +147,15 @@ pub trait SessionStore:
     fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
 
     /// The session's lease: waits or fails (per the store's configuration) while another writer
-    /// holds it.
+    /// holds it. A writer that waits says so ([`Lease::is_wanted`] of the holder's lease).
     fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError>;
+
+    /// Lets go of `lease` because another writer waits for it ([`Lease::is_wanted`]), waits
+    /// until that writer has taken it (or given up), then takes the lease again as
+    /// [`SessionStore::lease_session`] does. The lease returned is fresh when nobody else in
+    /// this process shared the one given up: the caller must then look for what the other
+    /// writer changed. A lease of another store is refused.
+    fn yield_lease(&self, lease: Lease) -> Result<Lease, StoreError>;
 
     /// Keeps `content` (masked when it is text) as an artifact of the session, once per content
     /// per session: the same content again is the same artifact.
@@ -353,6 +360,11 @@ pub trait LeaseHold: Send + Sync + fmt::Debug {
     fn is_fresh(&self) -> bool;
     /// The fencing epoch, where the store has one: it grows at every change of holder.
     fn epoch(&self) -> Option<u64>;
+    /// Whether another writer waits for this lease (a holder keeping it between turns then
+    /// yields it). A store that cannot tell answers `false`.
+    fn is_wanted(&self) -> bool;
+    /// The hold itself, for the store that made it to take back ([`SessionStore::yield_lease`]).
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send>;
 }
 
 /// One writer's hold on a session; released when dropped.
@@ -378,5 +390,16 @@ impl Lease {
     /// The fencing epoch, where the store has one.
     pub fn epoch(&self) -> Option<u64> {
         self.0.epoch()
+    }
+
+    /// Whether another writer waits for this lease.
+    pub fn is_wanted(&self) -> bool {
+        self.0.is_wanted()
+    }
+
+    /// The hold, as the store that made it gave it; `None` (and the lease let go of) when it is
+    /// of another type.
+    pub fn into_hold<T: 'static>(self) -> Option<T> {
+        self.0.into_any().downcast::<T>().ok().map(|hold| *hold)
     }
 }

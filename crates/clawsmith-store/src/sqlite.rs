@@ -92,6 +92,17 @@ impl SessionStore for Store {
         Store::lease_session(self, session_id).map(Lease::new)
     }
 
+    fn yield_lease(&self, lease: Lease) -> Result<Lease, StoreError> {
+        let session_id = lease.session_id().to_owned();
+        let Some(lease) = lease.into_hold::<SessionLease>() else {
+            return Err(StoreError::Lease {
+                path: session_id,
+                message: "a lease of another store was given to the SQLite store".to_owned(),
+            });
+        };
+        Store::yield_lease(self, lease).map(Lease::new)
+    }
+
     fn put_artifact(&self, session_id: &str, content: &[u8]) -> Result<ArtifactRef, StoreError> {
         Store::put_artifact(self, session_id, content)
     }
@@ -301,6 +312,14 @@ impl LeaseHold for SessionLease {
     /// One machine's file lock needs no epoch: a holder is alive as long as its lock is.
     fn epoch(&self) -> Option<u64> {
         None
+    }
+
+    fn is_wanted(&self) -> bool {
+        SessionLease::is_wanted(self)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
     }
 }
 

@@ -345,3 +345,67 @@ fn the_taker_of_a_dead_writers_session_finds_its_open_calls() {
         Err(StoreError::LeaseLost { .. })
     ));
 }
+
+/// A host keeping a session's lease between turns learns that another host waits for it, yields
+/// it, and takes it back, fresh, once that host is done; a lease of another store is refused.
+#[test]
+fn a_kept_lease_another_host_wants_is_yielded_and_taken_back() {
+    let Some(base) = postgres("a_kept_lease_another_host_wants_is_yielded_and_taken_back") else {
+        return;
+    };
+    let waiting = PgOptions {
+        wait_for_lease: true,
+        ..PgOptions::default()
+    };
+    let (_url, open) = migrated(&base, waiting);
+    let (keeper, other) = (open(), open());
+    keeper.create_session("s", "/ws").unwrap();
+    let lease = keeper.lease_session("s").unwrap();
+    let epoch = lease.epoch().unwrap();
+    assert!(!lease.is_wanted(), "nobody waits yet");
+    // (The other store outlives its thread: its lease's release is sent from its runtime.)
+    let taking = Arc::clone(&other);
+    let taker = std::thread::spawn(move || {
+        let lease = taking.lease_session("s").unwrap();
+        let appended = taking.append_event("s", started("other"), 1).unwrap();
+        (lease.is_fresh(), lease.epoch().unwrap(), appended.sequence)
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !lease.is_wanted() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the waiter never said so"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let again = keeper.yield_lease(lease).unwrap();
+    assert_eq!(
+        taker.join().unwrap(),
+        (true, epoch + 1, 1),
+        "the waiter had it in between"
+    );
+    assert!(
+        again.is_fresh(),
+        "taken back after another writer: look for what it changed"
+    );
+    assert_eq!(again.epoch().unwrap(), epoch + 2);
+    assert!(!again.is_wanted(), "the waiter's word went with its turn");
+    assert_eq!(keeper.last_event_sequence("s").unwrap(), 1);
+    keeper.append_event("s", started("keeper"), 2).unwrap();
+    drop(again);
+    drop(other);
+
+    // Leases go back only to the store that made them.
+    let sqlite = clawsmith_checkpoint::Store::open_in_memory().unwrap();
+    SessionStore::create_session(&sqlite, "x", "/ws").unwrap();
+    let foreign = SessionStore::lease_session(&sqlite, "x").unwrap();
+    assert!(matches!(
+        keeper.yield_lease(foreign),
+        Err(StoreError::Backend { .. })
+    ));
+    let ours = keeper.lease_session("s").unwrap();
+    assert!(matches!(
+        SessionStore::yield_lease(&sqlite, ours),
+        Err(StoreError::Lease { .. })
+    ));
+}
