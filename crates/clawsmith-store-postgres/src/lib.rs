@@ -668,6 +668,46 @@ impl SessionStore for PgStore {
         })
     }
 
+    fn create_child_session(
+        &self,
+        id: &str,
+        parent_id: &str,
+        workspace_root: &str,
+    ) -> Result<SessionInfo, StoreError> {
+        let pool = self.inner.pool.clone();
+        let (id, parent, root) = (
+            id.to_owned(),
+            parent_id.to_owned(),
+            workspace_root.to_owned(),
+        );
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.run(async move {
+            let client = connect(&pool, "creating a child session").await?;
+            let row = client
+                .query_opt(
+                    "INSERT INTO clawsmith_sessions (id, parent_id, created_at_ms, workspace_root)
+                     SELECT $1, $2, $3, $4
+                     WHERE EXISTS (SELECT 1 FROM clawsmith_sessions WHERE id = $2)
+                     ON CONFLICT (id) DO NOTHING
+                     RETURNING id, parent_id, created_at_ms, workspace_root",
+                    &[&id, &parent, &now, &root],
+                )
+                .await
+                .map_err(pg("creating a child session"))?;
+            if let Some(row) = row {
+                return Ok(session_info(&row));
+            }
+            let exists = client
+                .query_opt("SELECT 1 FROM clawsmith_sessions WHERE id = $1", &[&id])
+                .await
+                .map_err(pg("creating a child session"))?;
+            Err(match exists {
+                Some(_) => StoreError::SessionExists(id),
+                None => StoreError::UnknownSession(parent),
+            })
+        })
+    }
+
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         let pool = self.inner.pool.clone();
         let id = id.to_owned();

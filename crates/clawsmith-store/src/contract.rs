@@ -32,6 +32,7 @@ fn started(turn: &str) -> EventPayload {
 /// Runs every check of the session contract.
 pub fn sessions(open: Open<'_>, prefix: &str) {
     creating_and_listing(open, prefix);
+    a_child_session_starts_empty_under_its_parent(open, prefix);
     history_is_gap_free_and_paged(open, prefix);
     concurrent_writers_leave_no_gap_and_no_duplicate(open, prefix);
     a_started_call_is_journaled_until_closed(open, prefix);
@@ -879,5 +880,53 @@ pub fn a_commands_notes_are_kept_until_it_ends(open: Open<'_>, prefix: &str) {
     assert!(matches!(
         store.attribute_change(&id, "t1", "made.txt", "command", "c9"),
         Err(StoreError::TurnClosed { .. })
+    ));
+}
+
+/// A child session (a sub-agent's) starts empty and lists with its parent; a taken id or an
+/// unknown parent is refused and creates nothing; whole-history reads are the pages without end.
+pub fn a_child_session_starts_empty_under_its_parent(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let (parent, child) = (format!("{prefix}-parent"), format!("{prefix}-child"));
+    store.create_session(&parent, "/ws").unwrap();
+    store
+        .append_message(&parent, &ModelMessage::text(Role::User, "delegate"))
+        .unwrap();
+    store.append_event(&parent, started("t1"), 1).unwrap();
+    let made = store
+        .create_child_session(&child, &parent, "/ws/sub")
+        .unwrap();
+    assert_eq!(made.parent_id.as_deref(), Some(parent.as_str()));
+    assert_eq!(made.workspace_root, "/ws/sub");
+    let other = open();
+    assert_eq!(other.get_session(&child).unwrap(), Some(made));
+    assert!(other.messages(&child).unwrap().is_empty());
+    assert!(other.events(&child).unwrap().is_empty());
+    let listed = other
+        .list_sessions()
+        .unwrap()
+        .into_iter()
+        .find(|session| session.id == child)
+        .unwrap();
+    assert_eq!(listed.parent_id.as_deref(), Some(parent.as_str()));
+    assert!(matches!(
+        store.create_child_session(&child, &parent, "/ws"),
+        Err(StoreError::SessionExists(id)) if id == child
+    ));
+    let orphan = format!("{prefix}-orphan");
+    let missing = format!("{prefix}-missing-parent");
+    assert!(matches!(
+        store.create_child_session(&orphan, &missing, "/ws"),
+        Err(StoreError::UnknownSession(id)) if id == missing
+    ));
+    assert_eq!(store.get_session(&orphan).unwrap(), None);
+    assert_eq!(
+        other.messages(&parent).unwrap(),
+        other.messages_page(&parent, 0, 10).unwrap()
+    );
+    assert_eq!(other.events(&parent).unwrap().len(), 1);
+    assert!(matches!(
+        other.events(&missing),
+        Err(StoreError::UnknownSession(_))
     ));
 }

@@ -87,6 +87,16 @@ pub trait SessionStore:
     /// Creates the session `id`; [`StoreError::SessionExists`] when it exists.
     fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError>;
 
+    /// Creates the session `id` linked to `parent_id` (a sub-agent's session): it starts empty,
+    /// and lists with its parent. [`StoreError::SessionExists`] when `id` exists,
+    /// [`StoreError::UnknownSession`] when the parent does not; neither creates anything.
+    fn create_child_session(
+        &self,
+        id: &str,
+        parent_id: &str,
+        workspace_root: &str,
+    ) -> Result<SessionInfo, StoreError>;
+
     /// The session `id`, when it exists.
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
 
@@ -103,6 +113,16 @@ pub trait SessionStore:
         from_index: u64,
         limit: u64,
     ) -> Result<Vec<ModelMessage>, StoreError>;
+
+    /// Every message of the session, in order (a page without end).
+    fn messages(&self, session_id: &str) -> Result<Vec<ModelMessage>, StoreError> {
+        self.messages_page(session_id, 0, u64::MAX)
+    }
+
+    /// Every event of the session, in order (a page without end).
+    fn events(&self, session_id: &str) -> Result<Vec<Event>, StoreError> {
+        self.events_page(session_id, 0, u64::MAX)
+    }
 
     /// Appends an event with the session's next sequence number.
     fn append_event(

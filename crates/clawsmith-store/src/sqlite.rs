@@ -21,6 +21,15 @@ impl SessionStore for Store {
         Store::create_session(self, id, workspace_root)
     }
 
+    fn create_child_session(
+        &self,
+        id: &str,
+        parent_id: &str,
+        workspace_root: &str,
+    ) -> Result<SessionInfo, StoreError> {
+        Store::create_child_session(self, id, parent_id, workspace_root)
+    }
+
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         Store::get_session(self, id)
     }
