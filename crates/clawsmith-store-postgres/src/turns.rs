@@ -367,11 +367,10 @@ impl TurnStore for PgStore {
         )
     }
 
-    /// Finishes a turn in two steps: the file rows and their prior contents are read first, and
-    /// the current contents asked of `post_content` here, on the caller's thread; then one
-    /// transaction keeps the contents that still match, counts lines, closes the checkpoint
-    /// (if it is still open) and appends `completed`. A line count is written only where the
-    /// row still names the hash it was computed for.
+    /// Finishes a turn in two steps: the file rows are read first and each file handled on the
+    /// caller's thread (see below); then one transaction writes the line counts, closes the
+    /// checkpoint (if it is still open) and appends `completed`. A line count is written only
+    /// where the row still names the hash it was computed for.
     fn finish_turn_reading(
         &self,
         session_id: &str,
@@ -381,9 +380,8 @@ impl TurnStore for PgStore {
         timestamp_ms: u64,
     ) -> Result<(TurnManifest, Event), StoreError> {
         let pool = self.inner.pool.clone();
-        let objects = self.inner.options.objects.clone();
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
-        let (state, rows, priors) = self.run(async move {
+        let (state, rows) = self.run(async move {
             let client = connect(&pool, "finishing a turn").await?;
             let found = client
                 .query_opt(
@@ -395,26 +393,35 @@ impl TurnStore for PgStore {
                 .map_err(pg("finishing a turn"))?
                 .ok_or_else(|| unknown_turn(&session, &turn))?;
             let (id, state): (i64, String) = (found.get(0), found.get(1));
-            let rows = file_rows(&**client, id).await?;
-            let mut priors = Vec::with_capacity(rows.len());
-            if state == "open" {
-                for row in &rows {
-                    priors.push(match &row.pre_hash {
-                        Some(hash) => Some(blob_bytes(&pool, objects.as_deref(), hash).await?),
-                        None => None,
-                    });
-                }
-            }
-            Ok((state, rows, priors))
+            Ok((state, file_rows(&**client, id).await?))
         })?;
-        // (path, expected post hash, kept post content, line counts)
+        // One file at a time, as the SQLite store does: its prior content is read, its current
+        // content asked for and, when it still matches the post state, stored now (its row
+        // already names the hash, so the blobs' collection spares it); only the line counts
+        // wait for the finishing transaction. (path, expected post hash, line counts)
         let mut finished = Vec::new();
         if state == "open" {
-            for (row, prior) in rows.iter().zip(&priors) {
+            for row in &rows {
+                let prior = match &row.pre_hash {
+                    Some(hash) => {
+                        let (pool, objects, hash) = (
+                            self.inner.pool.clone(),
+                            self.inner.options.objects.clone(),
+                            hash.clone(),
+                        );
+                        Some(self.run(async move {
+                            blob_bytes(&pool, objects.as_deref(), &hash).await
+                        })?)
+                    }
+                    None => None,
+                };
                 let post = row.post_hash.as_ref().and_then(|hash| {
                     post_content(&row.path)
                         .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
                 });
+                if let Some(content) = &post {
+                    clawsmith_store::BlobStore::put_blobs(self, &[content.as_slice()])?;
+                }
                 let stats = match (&row.post_hash, &post) {
                     (Some(_), None) => None,
                     _ => clawsmith_checkpoint::line_stats(
@@ -422,10 +429,9 @@ impl TurnStore for PgStore {
                         post.as_deref().unwrap_or(&[]),
                     ),
                 };
-                finished.push((row.path.clone(), row.post_hash.clone(), post, stats));
+                finished.push((row.path.clone(), row.post_hash.clone(), stats));
             }
         }
-        let objects = self.inner.options.objects.clone();
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
         self.write(
             "finishing a turn",
@@ -438,10 +444,7 @@ impl TurnStore for PgStore {
                         .ok_or_else(|| unknown_turn(&session, &turn))?;
                     let (id, state) = found;
                     if state == "open" {
-                        for (path, expected, post, stats) in finished {
-                            if let Some(content) = post {
-                                blobs::put_in(tx, objects.as_deref(), content).await?;
-                            }
+                        for (path, expected, stats) in finished {
                             if let Some((added, removed)) = stats {
                                 tx.execute(
                                     "UPDATE clawsmith_checkpoint_files
