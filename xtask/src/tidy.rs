@@ -45,7 +45,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     // The session store as traits, with the SQLite store behind them.
     (
         "clawsmith-store",
-        &["clawsmith-protocol", "clawsmith-checkpoint"],
+        &["clawsmith-protocol", "clawsmith-fs", "clawsmith-checkpoint"],
     ),
     // The fleet store: PostgreSQL and object storage behind the same traits.
     (
@@ -122,7 +122,12 @@ pub const LAYERS: &[(&str, &[&str])] = &[
     // The local web view of the store.
     (
         "clawsmith-web",
-        &["clawsmith-protocol", "clawsmith-fs", "clawsmith-checkpoint"],
+        &[
+            "clawsmith-protocol",
+            "clawsmith-fs",
+            "clawsmith-checkpoint",
+            "clawsmith-store",
+        ],
     ),
     (
         "clawsmith-cli",

@@ -5,7 +5,7 @@ use clawsmith_fs::diff::{DiffPurpose, LineDiff};
 use serde::{Deserialize, Serialize};
 
 use crate::blob::get_blob;
-use crate::checkpoint::{ChangeKind, checkpoint_id, file_records};
+use crate::checkpoint::{ChangeKind, FileChange, checkpoint_id, file_records};
 use crate::error::StoreError;
 use crate::store::Store;
 
@@ -94,33 +94,45 @@ impl Store {
         let Some((record, before, after)) = loaded else {
             return Ok(None);
         };
-        let before_text = text_of(&before);
-        let after_text = text_of(&after);
-        let (unified, unified_truncated) = match (&before_text, &after_text) {
-            (Some(old), Some(new)) => {
-                let text = LineDiff::new(old, new, DiffPurpose::Record).unified(path);
-                cut(text, "\n… diff truncated")
-            }
-            _ => (String::new(), false),
-        };
-        Ok(Some(FileDiff {
-            path: record.path.clone(),
-            kind: record.change().kind,
-            before: side(
-                before,
-                before_text,
-                "the content before the turn is not stored",
-            ),
-            after: side(
-                after,
-                after_text,
-                "the content after the turn was not captured (changed before the turn finished, or pruned)",
-            ),
-            unified,
-            unified_truncated,
-            origin: record.origin.clone(),
-            call_id: record.call_id.clone(),
-        }))
+        let change = record.change();
+        Ok(Some(file_diff(change, before, after)))
+    }
+}
+
+/// The diff of one recorded change from its two sides as stored: `None` for a side that did not
+/// exist (an added or deleted file), `Some(None)` for a side whose content is not stored, else
+/// its bytes. Every store builds [`FileDiff`] here, so the same record reads the same way.
+pub fn file_diff(
+    change: FileChange,
+    before: Option<Option<Vec<u8>>>,
+    after: Option<Option<Vec<u8>>>,
+) -> FileDiff {
+    let before_text = text_of(&before);
+    let after_text = text_of(&after);
+    let (unified, unified_truncated) = match (&before_text, &after_text) {
+        (Some(old), Some(new)) => {
+            let text = LineDiff::new(old, new, DiffPurpose::Record).unified(&change.path);
+            cut(text, "\n… diff truncated")
+        }
+        _ => (String::new(), false),
+    };
+    FileDiff {
+        path: change.path,
+        kind: change.kind,
+        before: side(
+            before,
+            before_text,
+            "the content before the turn is not stored",
+        ),
+        after: side(
+            after,
+            after_text,
+            "the content after the turn was not captured (changed before the turn finished, or pruned)",
+        ),
+        unified,
+        unified_truncated,
+        origin: change.origin,
+        call_id: change.call_id,
     }
 }
 

@@ -169,7 +169,7 @@ pub use checkpoint::{
     ChangeKind, CheckpointInfo, CheckpointState, FileChange, TurnManifest, line_stats,
 };
 pub use content::{InterruptedCapture, UncapturedChange};
-pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff};
+pub use diff::{DIFF_SIDE_MAX_BYTES, DiffSide, FileDiff, file_diff};
 pub use error::StoreError;
 pub use journal::{JournalEntry, JournalStart};
 pub use lease::{LINGERING_HOLDER, LOCK_DIR, LeaseWait, SessionLease};

@@ -189,6 +189,21 @@ pub fn run(state_dir: &Path, command: StoreCommand, out: &Output) -> Result<i32>
     }
 }
 
+/// The fleet store `[store]` names, connected and at this build's schema; `Ok(None)` when the
+/// configuration keeps sessions in the embedded SQLite file.
+pub fn open_fleet(path: Option<&Path>) -> Result<Option<PgStore>> {
+    let Some(section) = section(path)?.filter(|s| s.kind == StoreKind::Postgres) else {
+        return Ok(None);
+    };
+    let store = PgStore::connect(&section.url()?, objects_of(&section)?).with_context(|| {
+        format!(
+            "opening the PostgreSQL store (from ${}) that [store] names",
+            section.url_env()
+        )
+    })?;
+    Ok(Some(store))
+}
+
 /// How long an unreferenced blob of the fleet store is kept after it was last touched: longer
 /// than any writer's transaction between storing a blob and naming it.
 const BLOB_GRACE: std::time::Duration = std::time::Duration::from_secs(60 * 60);

@@ -1,12 +1,16 @@
-//! `clawsmith web`: the local web view of the state database (the `clawsmith-web` crate), bound
+//! `clawsmith web`: the local web view of the session store (the `clawsmith-web` crate), bound
 //! to 127.0.0.1 under a secret path, and guarded by a token printed once. It starts from any
-//! directory: the workspace matters only to undo.
+//! directory: the workspace matters only to undo. The store is the state directory's SQLite
+//! file, or the fleet's PostgreSQL database when the configuration's `[store]` names it (then
+//! sessions other hosts write appear, and grow live).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clawsmith_fs::Workspace;
+use clawsmith_store::SessionStore;
 use clawsmith_web::{UndoWorkspace, WebConfig, WebServer};
 
 use crate::state::StateOptions;
@@ -26,22 +30,46 @@ pub struct WebOptions {
     /// `clawsmith undo` refuses them.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+    /// The configuration file (default: clawsmith.toml in the state directory); its `[store]`
+    /// says which store to show.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(state_options: &StateOptions, options: &WebOptions) -> Result<i32> {
     let state_dir = state_options.dir.as_path();
+    let config = crate::run::config_file(state_dir, options.config.as_deref())?;
+    if let Some(fleet) = crate::store::open_fleet(config.as_deref())? {
+        let reason = match fleet.undo_store() {
+            Ok(_) => None,
+            Err(reason) => Some(format!("undo is off: {reason}")),
+        };
+        let undo = match (reason, &options.workspace) {
+            (Some(reason), _) => UndoWorkspace::Off(reason),
+            (None, Some(dir)) => UndoWorkspace::In(workspace_for_undo(state_dir, dir)?),
+            (None, None) => current_directory_for_undo(state_dir),
+        };
+        return serve(Arc::new(fleet), undo, options);
+    }
     let store = crate::state::open_existing_store(state_options)?;
     let undo = match &options.workspace {
-        Some(dir) => {
-            let root = Workspace::open(dir)
-                .with_context(|| format!("opening the workspace {}", dir.display()))?
-                .root()
-                .to_path_buf();
-            crate::state::ensure_outside(state_dir, &root)?;
-            UndoWorkspace::In(root)
-        }
+        Some(dir) => UndoWorkspace::In(workspace_for_undo(state_dir, dir)?),
         None => current_directory_for_undo(state_dir),
     };
+    serve(store, undo, options)
+}
+
+/// `--workspace DIR`, opened, and outside the state directory.
+fn workspace_for_undo(state_dir: &Path, dir: &Path) -> Result<PathBuf> {
+    let root = Workspace::open(dir)
+        .with_context(|| format!("opening the workspace {}", dir.display()))?
+        .root()
+        .to_path_buf();
+    crate::state::ensure_outside(state_dir, &root)?;
+    Ok(root)
+}
+
+fn serve(store: Arc<dyn SessionStore>, undo: UndoWorkspace, options: &WebOptions) -> Result<i32> {
     if let UndoWorkspace::Off(reason) = &undo {
         crate::output::notice(crate::output::Level::Note, reason);
     }

@@ -25,6 +25,12 @@ impl Drop for Follower {
     }
 }
 
+impl clawsmith_store::EventFollower for Follower {
+    fn wait(&self, timeout: Duration) -> Result<Vec<(String, u64)>, StoreError> {
+        Follower::wait(self, timeout)
+    }
+}
+
 impl Follower {
     /// The sessions that got events, with their last sequence, waiting at most `timeout` for
     /// the first; empty when none came. An error means the listening connection ended (a

@@ -108,6 +108,10 @@ pub const INLINE_MAX: usize = 64 * 1024;
 /// it before taking it again (as the SQLite store's lingering holder).
 const YIELD_PATIENCE: Duration = Duration::from_millis(2000);
 
+/// Why this store does not undo ([`SessionStore::undo_store`]).
+pub const NO_UNDO: &str = "undo is not built for the PostgreSQL store in this version: its turns' \
+     checkpoints, change lists and diffs are kept and shown, but no file is put back from them";
+
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 
@@ -1088,6 +1092,14 @@ impl SessionStore for PgStore {
 
     fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
         self.has_unfinished_work_in(session_id)
+    }
+
+    fn follow_events(&self) -> Result<Option<Box<dyn clawsmith_store::EventFollower>>, StoreError> {
+        Ok(Some(Box::new(self.follow()?)))
+    }
+
+    fn undo_store(&self) -> Result<&dyn clawsmith_store::UndoStore, &'static str> {
+        Err(NO_UNDO)
     }
 }
 

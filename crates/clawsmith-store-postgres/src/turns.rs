@@ -10,7 +10,7 @@
 
 use clawsmith_protocol::{Event, EventPayload};
 use clawsmith_store::{
-    ChangeKind, CheckpointInfo, CheckpointState, FileChange, OpenedTurn, PendingApproval,
+    ChangeKind, CheckpointInfo, CheckpointState, FileChange, FileDiff, OpenedTurn, PendingApproval,
     StoreError, Todo, TurnManifest, TurnOpening, TurnStore,
 };
 use sha2::{Digest, Sha256};
@@ -547,6 +547,64 @@ impl TurnStore for PgStore {
                 .iter()
                 .map(FileRow::change)
                 .collect())
+        })
+    }
+
+    fn diff(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+    ) -> Result<Option<FileDiff>, StoreError> {
+        let (pool, objects) = (self.inner.pool.clone(), self.inner.options.objects.clone());
+        let (session, turn, path) = (session_id.to_owned(), turn_id.to_owned(), path.to_owned());
+        self.run(async move {
+            let client = connect(&pool, "reading a diff").await?;
+            let row = client
+                .query_opt(
+                    &format!(
+                        "SELECT {FILE_COLUMNS} FROM clawsmith_checkpoint_files
+                         WHERE checkpoint_id = (SELECT id FROM clawsmith_checkpoints
+                                                WHERE session_id = $1 AND turn_id = $2)
+                           AND path = $3"
+                    ),
+                    &[&session, &turn, &path],
+                )
+                .await
+                .map_err(pg("reading a diff"))?;
+            let Some(row) = row.as_ref().map(file_row) else {
+                // No such path in the turn, or no such turn: which one the caller is told.
+                let known = client
+                    .query_opt(
+                        "SELECT 1 FROM clawsmith_checkpoints
+                         WHERE session_id = $1 AND turn_id = $2",
+                        &[&session, &turn],
+                    )
+                    .await
+                    .map_err(pg("reading a diff"))?;
+                return match known {
+                    Some(_) => Ok(None),
+                    None => Err(unknown_turn(&session, &turn)),
+                };
+            };
+            // A side that existed is its stored bytes, or `Some(None)` when they are not
+            // stored (a post state that changed before the turn finished).
+            let side =
+                async |hash: &Option<String>| -> Result<Option<Option<Vec<u8>>>, StoreError> {
+                    let Some(hash) = hash else { return Ok(None) };
+                    match blob_bytes(&pool, objects.as_deref(), hash).await {
+                        Ok(bytes) => Ok(Some(Some(bytes))),
+                        Err(StoreError::MissingBlob(_)) => Ok(Some(None)),
+                        Err(other) => Err(other),
+                    }
+                };
+            let before = side(&row.pre_hash).await?;
+            let after = side(&row.post_hash).await?;
+            Ok(Some(clawsmith_checkpoint::file_diff(
+                row.change(),
+                before,
+                after,
+            )))
         })
     }
 }

@@ -533,6 +533,63 @@ pub fn a_turn_keeps_its_files_before_and_lists_them_after(open: Open<'_>, prefix
         .map(|checkpoint| checkpoint.turn_id)
         .collect();
     assert_eq!(turns, ["t1", "t2", "t3"], "oldest first");
+    a_turns_diffs_read_back_what_it_recorded(&*open(), &id);
+}
+
+/// Diffs of the turns [`a_turn_keeps_its_files_before_and_lists_them_after`] recorded, read
+/// by another handle: both sides and the unified diff of a modified file, an added file against
+/// nothing, a post state that was not kept, a deletion, and what is not there.
+fn a_turns_diffs_read_back_what_it_recorded(store: &dyn SessionStore, id: &str) {
+    use crate::DiffSide;
+    let text = |text: &str| DiffSide::Text {
+        text: text.to_owned(),
+        truncated: false,
+        total_bytes: text.len() as u64,
+    };
+    let diff = store.diff(id, "t1", "src/a.txt").unwrap().unwrap();
+    assert_eq!(diff.kind, ChangeKind::Modified);
+    assert_eq!(
+        diff.before,
+        text("one\ntwo\nthree\n"),
+        "the first prior state"
+    );
+    assert_eq!(diff.after, text("one\n2\nthree\nfour\n"));
+    assert!(
+        diff.unified.contains("-two\n+2\n") && diff.unified.contains("+four\n"),
+        "{}",
+        diff.unified
+    );
+    assert!(!diff.unified_truncated);
+    let added = store.diff(id, "t1", "src/b.txt").unwrap().unwrap();
+    assert_eq!(
+        (added.kind, added.before),
+        (ChangeKind::Added, DiffSide::Absent)
+    );
+    assert_eq!(added.after, text("fresh\n"));
+    assert!(added.unified.contains("+fresh"), "{}", added.unified);
+    // The file changed again before t2 finished: its post content was not kept.
+    let changed = store.diff(id, "t2", "src/a.txt").unwrap().unwrap();
+    assert_eq!(changed.before, text("one\n2\nthree\nfour\n"));
+    assert!(
+        matches!(changed.after, DiffSide::Unavailable { .. }),
+        "{:?}",
+        changed.after
+    );
+    assert_eq!(
+        changed.unified, "",
+        "no diff against a side that is not kept"
+    );
+    let deleted = store.diff(id, "t3", "gone.txt").unwrap().unwrap();
+    assert_eq!(
+        (deleted.before, deleted.after),
+        (text("bye"), DiffSide::Absent)
+    );
+    // A path the turn did not change is no diff; an unknown turn is named.
+    assert_eq!(store.diff(id, "t1", "gone.txt").unwrap(), None);
+    assert!(matches!(
+        store.diff(id, "t9", "src/a.txt"),
+        Err(StoreError::UnknownTurn { .. })
+    ));
 }
 
 /// Each refusal of a turn's records names what is wrong and changes nothing: a turn begun

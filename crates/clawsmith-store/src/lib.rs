@@ -47,10 +47,12 @@ use std::fmt;
 use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
 
 pub use clawsmith_checkpoint::{
-    ChangeKind, CheckpointInfo, CheckpointState, FileChange, InterruptedCapture, JournalEntry,
-    JournalStart, OpenedTurn, PendingApproval, SessionInfo, StoreError, Todo, TodoStatus,
-    TurnManifest, TurnOpening, UncapturedChange,
+    ChangeKind, CheckpointInfo, CheckpointState, DiffSide, FileChange, FileDiff,
+    InterruptedCapture, JournalEntry, JournalStart, OpenedTurn, PendingApproval, RecoveredRestore,
+    SessionInfo, StoreError, Todo, TodoStatus, TurnManifest, TurnOpening, UncapturedChange,
+    UndoConflict, UndoOutcome, UndoPreview, UndoReport, UndoScope, UndoneStretch,
 };
+use clawsmith_fs::Workspace;
 
 pub mod contract;
 mod sqlite;
@@ -220,6 +222,56 @@ pub trait SessionStore:
     /// Whether a writer that died could have left work to recover: an open turn, an open
     /// journal row, a pending approval (or, on a store that keeps them, a restore plan).
     fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError>;
+
+    /// Tells of new events as writers commit them, those of other processes and hosts included,
+    /// when this store can; `Ok(None)` when it cannot, and a reader that wants to keep up asks
+    /// [`SessionStore::last_event_sequence`] now and then instead.
+    fn follow_events(&self) -> Result<Option<Box<dyn EventFollower>>, StoreError>;
+
+    /// Undo on this store, or why this store cannot undo (a sentence a person reads).
+    fn undo_store(&self) -> Result<&dyn UndoStore, &'static str>;
+}
+
+/// New events as writers commit them (see [`SessionStore::follow_events`]).
+pub trait EventFollower: Send + fmt::Debug {
+    /// The sessions that got events, each with its last sequence, waiting at most `timeout` for
+    /// the first; empty when none came. An error means the follower stopped hearing: a reader
+    /// reads again from its last sequence and follows anew.
+    fn wait(&self, timeout: std::time::Duration) -> Result<Vec<(String, u64)>, StoreError>;
+}
+
+/// Undo of turns (K2, K5, K7): files put back as they were before a turn, checked first against
+/// what the turn left, and with scope `session` or `all` the session's history rewound.
+pub trait UndoStore: Send + Sync {
+    /// What undos took out of the session's history, oldest undo first.
+    fn undone_history(&self, session_id: &str) -> Result<Vec<UndoneStretch>, StoreError>;
+
+    /// What undoing `turn_id` in `scope` would restore, remove and refuse; writes nothing.
+    fn undo_preview(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<UndoPreview, StoreError>;
+
+    /// Undoes `turn_id` and every later turn of the session not yet undone in `scope`; the caller
+    /// holds the session's lease. Conflicts change nothing and are reported in the outcome.
+    fn undo(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<UndoReport, StoreError>;
+
+    /// Rolls forward the session's restores that a dead writer left half done; the caller holds
+    /// the session's lease.
+    fn recover_session_restores(
+        &self,
+        workspace: &Workspace,
+        session_id: &str,
+    ) -> Result<Vec<RecoveredRestore>, StoreError>;
 }
 
 /// Turns and their checkpoints (K1, K4, K7).
@@ -274,6 +326,16 @@ pub trait TurnStore: Send + Sync {
 
     /// The turn's change list (K4): paths and stats in first-change order.
     fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError>;
+
+    /// The diff of `path` in the turn (K4), each side cut at
+    /// [`clawsmith_checkpoint::DIFF_SIDE_MAX_BYTES`]; `Ok(None)` when the turn did not change
+    /// `path`.
+    fn diff(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+    ) -> Result<Option<FileDiff>, StoreError>;
 }
 
 /// What the core keeps around a command, whose changes nobody announces.

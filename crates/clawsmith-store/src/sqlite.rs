@@ -6,10 +6,13 @@ use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolSta
 
 use std::collections::HashSet;
 
+use clawsmith_fs::Workspace;
+
 use crate::{
-    Backend, BlobStore, CheckpointInfo, CommandCaptureStore, FileChange, InterruptedCapture,
-    JournalEntry, JournalStart, Lease, LeaseHold, OpenedTurn, PendingApproval, SessionInfo,
-    SessionStore, StoreError, Todo, TurnManifest, TurnOpening, TurnStore, UncapturedChange,
+    Backend, BlobStore, CheckpointInfo, CommandCaptureStore, EventFollower, FileChange, FileDiff,
+    InterruptedCapture, JournalEntry, JournalStart, Lease, LeaseHold, OpenedTurn, PendingApproval,
+    RecoveredRestore, SessionInfo, SessionStore, StoreError, Todo, TurnManifest, TurnOpening,
+    TurnStore, UncapturedChange, UndoPreview, UndoReport, UndoScope, UndoStore, UndoneStretch,
 };
 
 impl SessionStore for Store {
@@ -163,6 +166,49 @@ impl SessionStore for Store {
     fn has_unfinished_work(&self, session_id: &str) -> Result<bool, StoreError> {
         Store::has_unfinished_work(self, session_id)
     }
+
+    /// A SQLite file tells no one of its commits: readers ask for the last sequence.
+    fn follow_events(&self) -> Result<Option<Box<dyn EventFollower>>, StoreError> {
+        Ok(None)
+    }
+
+    fn undo_store(&self) -> Result<&dyn UndoStore, &'static str> {
+        Ok(self)
+    }
+}
+
+impl UndoStore for Store {
+    fn undone_history(&self, session_id: &str) -> Result<Vec<UndoneStretch>, StoreError> {
+        Store::undone_history(self, session_id)
+    }
+
+    fn undo_preview(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<UndoPreview, StoreError> {
+        Store::undo_preview(self, session_id, turn_id, scope, workspace)
+    }
+
+    fn undo(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<UndoReport, StoreError> {
+        Store::undo(self, session_id, turn_id, scope, workspace)
+    }
+
+    fn recover_session_restores(
+        &self,
+        workspace: &Workspace,
+        session_id: &str,
+    ) -> Result<Vec<RecoveredRestore>, StoreError> {
+        Store::recover_session_restores(self, workspace, session_id)
+    }
 }
 
 impl TurnStore for Store {
@@ -219,6 +265,15 @@ impl TurnStore for Store {
 
     fn change_list(&self, session_id: &str, turn_id: &str) -> Result<Vec<FileChange>, StoreError> {
         Store::change_list(self, session_id, turn_id)
+    }
+
+    fn diff(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+    ) -> Result<Option<FileDiff>, StoreError> {
+        Store::diff(self, session_id, turn_id, path)
     }
 }
 

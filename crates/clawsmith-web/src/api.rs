@@ -15,15 +15,16 @@ use axum::http::StatusCode;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use clawsmith_checkpoint::{
-    CheckpointInfo, SessionInfo, Store, StoreError, UndoOutcome, UndoPreview, UndoReport, UndoScope,
-};
 use clawsmith_fs::Workspace;
+use clawsmith_store::{
+    CheckpointInfo, SessionInfo, SessionStore, StoreError, UndoOutcome, UndoPreview, UndoReport,
+    UndoScope,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::summary::summarize;
-use crate::{AppState, LIVE_POLL, MAX_PAGE, UndoWorkspace};
+use crate::{AppState, MAX_PAGE, UndoWorkspace};
 
 /// The events a page holds unless it asks for fewer.
 const DEFAULT_PAGE: u64 = 200;
@@ -96,10 +97,10 @@ fn store_error(failure: StoreError) -> Response {
 /// Runs a store read on the blocking pool.
 async fn blocking<T: Send + 'static>(
     state: &Arc<AppState>,
-    body: impl FnOnce(&Store) -> Result<T, Response> + Send + 'static,
+    body: impl FnOnce(&dyn SessionStore) -> Result<T, Response> + Send + 'static,
 ) -> Result<T, Response> {
     let store = state.store.clone();
-    tokio::task::spawn_blocking(move || body(&store))
+    tokio::task::spawn_blocking(move || body(&*store))
         .await
         .map_err(|join| {
             error(
@@ -110,7 +111,7 @@ async fn blocking<T: Send + 'static>(
         })?
 }
 
-fn require_session(store: &Store, id: &str) -> Result<SessionInfo, Response> {
+fn require_session(store: &dyn SessionStore, id: &str) -> Result<SessionInfo, Response> {
     store.get_session(id).map_err(store_error)?.ok_or_else(|| {
         error(
             StatusCode::NOT_FOUND,
@@ -152,9 +153,15 @@ struct SearchQuery {
     q: String,
 }
 
-/// What this server is: where undo writes, or why it is off.
+/// What this server is: where undo writes, or why it is off; which store it reads, and whether
+/// its timelines are told of commits (`follows`) or poll.
 async fn server(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(json!({ "undo": undo_json(&state.undo) }))
+    let follows = state.feed.as_ref().is_some_and(crate::live::Feed::is_up);
+    Json(json!({
+        "undo": undo_json(&state.undo),
+        "store": state.store.backend().as_str(),
+        "follows": follows,
+    }))
 }
 
 fn undo_json(undo: &UndoWorkspace) -> Value {
@@ -220,8 +227,12 @@ async fn session(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> 
         let mut checkpoints = store.checkpoints(&id).map_err(store_error)?;
         checkpoints.sort_by_key(|c| std::cmp::Reverse(c.created_at_ms));
         let last_sequence = store.last_event_sequence(&id).map_err(store_error)?;
-        let undone = store.undone_history(&id).map_err(store_error)?;
-        let refusal = undo_refusal(&shared.undo, &session);
+        // A store that cannot undo has undone nothing.
+        let undone = match store.undo_store() {
+            Ok(undo) => undo.undone_history(&id).map_err(store_error)?,
+            Err(_) => Vec::new(),
+        };
+        let refusal = undo_refusal(store, &shared.undo, &session);
         Ok(Json(json!({
             "session": session_json(&session, &children),
             "todos": todos,
@@ -256,7 +267,12 @@ async fn events(
     .await
 }
 
-fn events_page(store: &Store, id: &str, after: u64, limit: u64) -> Result<Value, Response> {
+fn events_page(
+    store: &dyn SessionStore,
+    id: &str,
+    after: u64,
+    limit: u64,
+) -> Result<Value, Response> {
     // One more than asked says whether there is more without a second query.
     let mut events = store
         .events_page(id, after, limit + 1)
@@ -277,8 +293,11 @@ async fn live(
         let id = id.clone();
         blocking(&state, move |store| require_session(store, &id)).await?;
     }
-    let stream =
-        futures_util::stream::unfold((state, id, page.after), |(state, id, after)| async move {
+    // Subscribed before the first read, so no commit falls between the read and the wait.
+    let news = state.feed.as_ref().map(crate::live::Feed::subscribe);
+    let stream = futures_util::stream::unfold(
+        (state, id, page.after, news),
+        |(state, id, after, mut news)| async move {
             loop {
                 let (lookup_id, store) = (id.clone(), state.store.clone());
                 let page =
@@ -287,22 +306,26 @@ async fn live(
                         if last <= after {
                             return Ok(None);
                         }
-                        events_page(&store, &lookup_id, after, MAX_PAGE).map(Some)
+                        events_page(&*store, &lookup_id, after, MAX_PAGE).map(Some)
                     })
                     .await;
                 match page {
                     Ok(Ok(Some(page))) => {
                         let next = page["nextAfter"].as_u64().unwrap_or(after);
                         let event = SseEvent::default().event("events").data(page.to_string());
-                        return Some((Ok(event), (state, id, next)));
+                        return Some((Ok(event), (state, id, next, news)));
                     }
-                    Ok(Ok(None)) => tokio::time::sleep(LIVE_POLL).await,
+                    Ok(Ok(None)) => {
+                        crate::live::wait_for_events(state.feed.as_ref(), &mut news, &id, after)
+                            .await;
+                    }
                     // The session is gone (pruned) or the store failed: the stream ends and the
                     // browser's EventSource reconnects later.
                     _ => return None,
                 }
             }
-        });
+        },
+    );
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
@@ -449,7 +472,14 @@ struct UndoRequest {
 
 /// Why undo is refused for this session from this server, as an error code and a message
 /// (`None` = allowed).
-fn undo_refusal(undo: &UndoWorkspace, session: &SessionInfo) -> Option<(&'static str, String)> {
+fn undo_refusal(
+    store: &dyn SessionStore,
+    undo: &UndoWorkspace,
+    session: &SessionInfo,
+) -> Option<(&'static str, String)> {
+    if let Err(reason) = store.undo_store() {
+        return Some(("undo_unsupported", reason.to_owned()));
+    }
     match undo {
         UndoWorkspace::Off(reason) => Some(("undo_off", reason.clone())),
         UndoWorkspace::In(root) if root.display().to_string() != session.workspace_root => Some((
@@ -467,8 +497,12 @@ fn undo_refusal(undo: &UndoWorkspace, session: &SessionInfo) -> Option<(&'static
     }
 }
 
-fn undo_workspace(state: &AppState, session: &SessionInfo) -> Result<Workspace, Response> {
-    if let Some((code, reason)) = undo_refusal(&state.undo, session) {
+fn undo_workspace(
+    store: &dyn SessionStore,
+    state: &AppState,
+    session: &SessionInfo,
+) -> Result<Workspace, Response> {
+    if let Some((code, reason)) = undo_refusal(store, &state.undo, session) {
         return Err(error(StatusCode::CONFLICT, code, reason));
     }
     Workspace::open(std::path::Path::new(&session.workspace_root)).map_err(|e| {
@@ -478,6 +512,13 @@ fn undo_workspace(state: &AppState, session: &SessionInfo) -> Result<Workspace, 
             format!("opening the workspace {}: {e}", session.workspace_root),
         )
     })
+}
+
+/// The store's undo, or the refusal [`undo_refusal`] names.
+fn undoer(store: &dyn SessionStore) -> Result<&dyn clawsmith_store::UndoStore, Response> {
+    store
+        .undo_store()
+        .map_err(|reason| error(StatusCode::CONFLICT, "undo_unsupported", reason))
 }
 
 fn parse_undo(body: &[u8]) -> Result<UndoRequest, Response> {
@@ -500,8 +541,8 @@ async fn undo_preview(
     let shared = state.clone();
     blocking(&state, move |store| {
         let session = require_session(store, &id)?;
-        let workspace = undo_workspace(&shared, &session)?;
-        let preview = store
+        let workspace = undo_workspace(store, &shared, &session)?;
+        let preview = undoer(store)?
             .undo_preview(&id, &turn, request.scope, &workspace)
             .map_err(store_error)?;
         Ok(Json(preview_json(&preview)))
@@ -519,7 +560,7 @@ fn preview_json(preview: &UndoPreview) -> Value {
     })
 }
 
-fn conflicts_json(conflicts: &[clawsmith_checkpoint::UndoConflict]) -> Vec<Value> {
+fn conflicts_json(conflicts: &[clawsmith_store::UndoConflict]) -> Vec<Value> {
     conflicts
         .iter()
         .map(|c| {
@@ -546,14 +587,13 @@ async fn undo(
     let shared = state.clone();
     let report = blocking(&state, move |store| {
         let session = require_session(store, &id)?;
-        let workspace = undo_workspace(&shared, &session)?;
+        let workspace = undo_workspace(store, &shared, &session)?;
+        let undo = undoer(store)?;
         // One writer per session, as `clawsmith undo`: a running turn refuses the undo.
         let _lease = store.lease_session(&id).map_err(store_error)?;
-        store
-            .recover_session_restores(&workspace, &id)
+        undo.recover_session_restores(&workspace, &id)
             .map_err(store_error)?;
-        store
-            .undo(&id, &turn, request.scope, &workspace)
+        undo.undo(&id, &turn, request.scope, &workspace)
             .map_err(store_error)
     })
     .await?;

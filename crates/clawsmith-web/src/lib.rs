@@ -1,6 +1,6 @@
 //! # clawsmith-web
 //!
-//! `clawsmith web`: a local web view of the state database — sessions, their timelines (turns,
+//! `clawsmith web`: a local web view of the session store — sessions, their timelines (turns,
 //! model requests with their evidence, every tool call rendered by its display kind), each turn's
 //! checkpoint with diffs on demand, and undo with a preview of its precheck — for a person
 //! reviewing what an agent did on their own machine.
@@ -54,17 +54,26 @@
 //! - **Any directory, one workspace for undo.** The server reads the whole store; the workspace
 //!   it is given ([`UndoWorkspace`]) matters only to undo. Every page says where an undo would
 //!   write, or why undo is off.
-//! - **Everything from the store's public API.** Sessions, event pages, checkpoints, change lists,
-//!   diffs, artifacts, [`clawsmith_checkpoint::Store::undo_preview`] and
-//!   [`clawsmith_checkpoint::Store::undo`]; the store is synchronous, so each read runs on
-//!   tokio's blocking pool. Undo takes the session's lease like `clawsmith undo` (a running
-//!   `clawsmith turn` makes it `409 session_in_use`) and writes only in the workspace the server
-//!   was started with, never where a row says.
+//! - **Everything from the store's traits.** The server is given an `Arc<dyn SessionStore>`
+//!   (`clawsmith-store`): this machine's SQLite file or a fleet's PostgreSQL database, read the
+//!   same way. Sessions, event pages, checkpoints, change lists, diffs, artifacts, and undo with
+//!   its preview through [`clawsmith_store::SessionStore::undo_store`]; a store that cannot undo
+//!   says why, and every page shows that as the reason undo is off (`undo_unsupported`). The
+//!   store is synchronous, so each read runs on tokio's blocking pool. Undo takes the session's
+//!   lease like `clawsmith undo` (a running `clawsmith turn` makes it `409 session_in_use`) and
+//!   writes only in the workspace the server was started with, never where a row says.
 //! - **Pages are a shell, data is JSON.** Every page is the same small HTML document; `app.js`
 //!   renders from the same `/api/` the tests and scripts read (no second rendering to drift).
 //!   Events come in pages of at most [`MAX_PAGE`] (a long session opens at its first page) and
-//!   live updates are server-sent events from the last sequence the page holds; the server polls
-//!   the store's last sequence (one index lookup) every [`LIVE_POLL`].
+//!   live updates are server-sent events from the last sequence the page holds.
+//! - **Told of commits when the store can tell.** A store that follows commits
+//!   ([`clawsmith_store::SessionStore::follow_events`]: PostgreSQL's `LISTEN`, so a session
+//!   another host is writing counts) is followed by one thread for the whole server, which wakes
+//!   the timelines whose session grew; they still read the last sequence every
+//!   [`FOLLOWED_RECHECK`], and every [`LIVE_POLL`] while the follower reconnects (then all read
+//!   again, since commits made meanwhile were not heard). A SQLite file tells no one, so its
+//!   timelines read the last sequence (one index lookup) every [`LIVE_POLL`]. `/api/server` says
+//!   which store is read and whether timelines are told (`follows`).
 //! - **Offline.** HTML, CSS and JS are embedded with `include_str!`; no CDN, no build step.
 //!
 //! ## What it does not do
@@ -72,6 +81,7 @@
 //! store recorded); it does not listen on any other interface, and there is no setting for one.
 
 mod api;
+mod live;
 mod pages;
 mod security;
 mod summary;
@@ -82,12 +92,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use clawsmith_checkpoint::Store;
+use clawsmith_store::SessionStore;
+
+pub use live::FOLLOWED_RECHECK;
 
 /// The most events one page of the timeline (and of `/api/.../events`) holds.
 pub const MAX_PAGE: u64 = 500;
 
-/// How often a live view asks the store whether its session grew.
+/// How often a live view asks the store whether its session grew, when the store does not tell
+/// of commits (or its follower is reconnecting).
 pub const LIVE_POLL: Duration = Duration::from_millis(250);
 
 /// The cookie the login token sets, scoped to the instance's prefix (`Path=/s/<hex>/`).
@@ -96,8 +109,8 @@ pub const COOKIE_NAME: &str = "clawsmith_web";
 /// What [`WebServer::bind`] needs.
 #[derive(Debug, Clone)]
 pub struct WebConfig {
-    /// The state database.
-    pub store: Arc<Store>,
+    /// The session store: this machine's SQLite file or a fleet's PostgreSQL database.
+    pub store: Arc<dyn SessionStore>,
     /// The port on 127.0.0.1 (0 = any free port).
     pub port: u16,
     /// Where undo may write, or why it is off.
@@ -124,7 +137,9 @@ pub struct WebServer {
 /// What every handler sees.
 #[derive(Debug)]
 pub(crate) struct AppState {
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Arc<dyn SessionStore>,
+    /// The store's follower, when it tells of commits.
+    pub(crate) feed: Option<live::Feed>,
     pub(crate) port: u16,
     /// `/s/<hex>/`: where every page and route lives.
     pub(crate) prefix: String,
@@ -142,10 +157,12 @@ impl WebServer {
             tokio::net::TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, config.port)))
                 .await?;
         let port = listener.local_addr()?.port();
+        let feed = live::Feed::start(config.store.clone())?;
         Ok(WebServer {
             listener,
             state: Arc::new(AppState {
                 store: config.store,
+                feed,
                 port,
                 prefix: format!("/s/{}/", security::new_secret()?),
                 token: security::new_secret()?,

@@ -2,8 +2,8 @@
 //! them: its first request (or, for a session driven without a model, its first tool call), how
 //! many turns and file changes it holds, and when it last did anything.
 
-use clawsmith_checkpoint::{SessionInfo, Store, StoreError};
 use clawsmith_protocol::{EventPayload, Role, truncate_to_boundary};
+use clawsmith_store::{SessionInfo, SessionStore, StoreError};
 use serde::Serialize;
 
 /// The most bytes of a title (one line of the list).
@@ -34,7 +34,7 @@ pub(crate) struct SessionSummary {
 
 /// Reads the summary of one session: a few indexed reads, never its whole history.
 pub(crate) fn summarize(
-    store: &Store,
+    store: &dyn SessionStore,
     session: &SessionInfo,
 ) -> Result<SessionSummary, StoreError> {
     let (title, title_source) = match first_request(store, &session.id)? {
@@ -68,7 +68,7 @@ pub(crate) fn summarize(
 }
 
 /// The first non-empty line of the session's first message from the person.
-fn first_request(store: &Store, session_id: &str) -> Result<Option<String>, StoreError> {
+fn first_request(store: &dyn SessionStore, session_id: &str) -> Result<Option<String>, StoreError> {
     Ok(store
         .messages_page(session_id, 0, FIRST_MESSAGES)?
         .into_iter()
@@ -77,7 +77,10 @@ fn first_request(store: &Store, session_id: &str) -> Result<Option<String>, Stor
 }
 
 /// `tool: summary` (or the tool's name) of the session's first tool call.
-fn first_tool_call(store: &Store, session_id: &str) -> Result<Option<String>, StoreError> {
+fn first_tool_call(
+    store: &dyn SessionStore,
+    session_id: &str,
+) -> Result<Option<String>, StoreError> {
     Ok(store
         .events_page(session_id, 0, FIRST_EVENTS)?
         .into_iter()
@@ -102,6 +105,7 @@ fn one_line(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawsmith_checkpoint::Store;
     use clawsmith_protocol::ModelMessage;
 
     #[test]

@@ -20,6 +20,38 @@ fn run(fixture: &Fixture, args: &[&str], env: &[(&str, &str)]) -> Run {
     })
 }
 
+/// The connection string of a new, empty database named after `purpose` and this process, on the
+/// server `CLAWSMITH_TEST_POSTGRES` names; `None` (the test skips, and says so) without one,
+/// unless `CLAWSMITH_REQUIRE_SERVICES` says the servers must be there.
+pub(crate) fn fresh_database(purpose: &str) -> Option<String> {
+    let Ok(base) = std::env::var("CLAWSMITH_TEST_POSTGRES") else {
+        assert!(
+            std::env::var_os("CLAWSMITH_REQUIRE_SERVICES").is_none(),
+            "CLAWSMITH_REQUIRE_SERVICES is set and CLAWSMITH_TEST_POSTGRES is not"
+        );
+        eprintln!("SKIP: no PostgreSQL server (CLAWSMITH_TEST_POSTGRES is unset)");
+        return None;
+    };
+    let database = format!("clawsmith_{purpose}_{}", std::process::id());
+    for statement in [
+        format!("DROP DATABASE IF EXISTS {database}"),
+        format!("CREATE DATABASE {database}"),
+    ] {
+        let made = std::process::Command::new("psql")
+            .args([
+                "-q",
+                "-d",
+                &format!("{base} dbname=postgres"),
+                "-c",
+                &statement,
+            ])
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{made:?}");
+    }
+    Some(format!("{base} dbname={database}"))
+}
+
 fn config(fixture: &Fixture, text: &str) -> String {
     let path = fixture.dir.path().join("clawsmith.toml");
     std::fs::write(&path, text).unwrap();
@@ -116,33 +148,10 @@ fn the_embedded_store_needs_nothing_and_bad_store_configuration_is_refused() {
 
 #[test]
 fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
-    let Ok(base) = std::env::var("CLAWSMITH_TEST_POSTGRES") else {
-        assert!(
-            std::env::var_os("CLAWSMITH_REQUIRE_SERVICES").is_none(),
-            "CLAWSMITH_REQUIRE_SERVICES is set and CLAWSMITH_TEST_POSTGRES is not"
-        );
-        eprintln!("SKIP: no PostgreSQL server (CLAWSMITH_TEST_POSTGRES is unset)");
+    let Some(url) = fresh_database("cli") else {
         return;
     };
     let f = Fixture::new();
-    let database = format!("clawsmith_cli_{}", std::process::id());
-    for statement in [
-        format!("DROP DATABASE IF EXISTS {database}"),
-        format!("CREATE DATABASE {database}"),
-    ] {
-        let made = std::process::Command::new("psql")
-            .args([
-                "-q",
-                "-d",
-                &format!("{base} dbname=postgres"),
-                "-c",
-                &statement,
-            ])
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "{made:?}");
-    }
-    let url = format!("{base} dbname={database}");
     let path = config(&f, "[store]\nkind = \"postgres\"\n");
     let env = [("CLAWSMITH_DATABASE_URL", url.as_str())];
     let before = run(&f, &["store", "check", "--config", &path], &env);

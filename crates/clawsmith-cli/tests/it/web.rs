@@ -4,7 +4,8 @@
 //! holds the default state directory (undo off, and why), and the pages in a real headless
 //! Chromium driven over WebDriver (sessions named by what they did, a timeline with every display
 //! kind, a diff, the undo flow with a conflict, a live update from a concurrent `clawsmith turn`,
-//! and a server on another port that gets no credential and can neither read nor undo).
+//! and a server on another port that gets no credential and can neither read nor undo), and the
+//! view over the fleet store (PostgreSQL) of a session another host writes, told of its commits.
 //!
 //! With `CLAWSMITH_WEB_SCREENSHOTS=DIR` the browser test also saves the README's screenshots there.
 
@@ -1521,4 +1522,187 @@ async fn web_credentials_stay_with_their_server_in_a_real_browser() {
         );
     }
     browser.close().await;
+}
+
+/// `clawsmith web` over the fleet store: a session another host writes (here a store of the
+/// test's own) is listed, named, opened with its checkpoint and diff, refused undo with the
+/// store's reason, and its live timeline is told of a new event by the database's notification,
+/// well before its fallback read would have found it.
+#[test]
+fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
+    use clawsmith_protocol::{EventPayload, ModelMessage, Role, TurnStarted};
+    use clawsmith_store::{SessionStore, TurnOpening, TurnStore};
+    use clawsmith_store_postgres::{PgOptions, PgStore};
+
+    let Some(url) = crate::store::fresh_database("web") else {
+        return;
+    };
+    PgStore::unchecked(&url, PgOptions::default())
+        .unwrap()
+        .migrate()
+        .unwrap();
+    let host = PgStore::connect(&url, PgOptions::default()).unwrap();
+    let id = "fleet-web-1";
+    host.create_session(id, "/on/another/host").unwrap();
+    host.append_message(id, &ModelMessage::text(Role::User, "tidy the fleet docs"))
+        .unwrap();
+    host.begin_turn(id, "t1", TurnOpening::default()).unwrap();
+    let (old, new) = (b"one\ntwo\n".as_slice(), b"one\n2\n".as_slice());
+    host.record_before(id, "t1", "a.txt", Some((old, 0o644)))
+        .unwrap();
+    let post = (clawsmith_checkpoint::sha256(new), new.len() as u64, 0o644);
+    host.record_after(id, "t1", "a.txt", Some(post)).unwrap();
+    let finished = EventPayload::TurnStarted(TurnStarted {
+        turn_id: "t1-done".to_owned(),
+    });
+    host.finish_turn_reading(id, "t1", &|_| Some(new.to_vec()), finished, 5)
+        .unwrap();
+
+    let f = Fixture::new();
+    let config = f.dir.path().join("fleet.toml");
+    std::fs::write(&config, "[store]\nkind = \"postgres\"\n").unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_clawsmith"));
+    command
+        .args([
+            "--state-dir",
+            f.state().to_str().unwrap(),
+            "web",
+            "--config",
+        ])
+        .arg(&config)
+        .env("CLAWSMITH_DATABASE_URL", &url)
+        .stderr(Stdio::inherit());
+    let web = Web::spawn(command);
+
+    let server = web.get("/api/server");
+    assert_eq!(server["store"], "postgres", "{server}");
+    assert_eq!(server["follows"], true, "{server}");
+    assert!(
+        server["undo"]["off"]
+            .as_str()
+            .is_some_and(|off| off.contains("not built for the PostgreSQL store")),
+        "{server}"
+    );
+    let sessions = web.get("/api/sessions");
+    let listed = &sessions["sessions"][0];
+    assert_eq!(listed["id"], id, "{sessions}");
+    assert_eq!(listed["title"], "tidy the fleet docs", "{sessions}");
+    assert_eq!(
+        (&listed["turns"], &listed["changes"]),
+        (&json!(1), &json!(1))
+    );
+    let session = web.get(&format!("/api/sessions/{id}"));
+    assert_eq!(session["undoAvailable"], false, "{session}");
+    assert_eq!(session["checkpoints"][0]["state"], "finished", "{session}");
+    let diff = web.get(&format!("/api/sessions/{id}/turns/t1/diff?path=a.txt"));
+    assert!(
+        diff["unified"]
+            .as_str()
+            .is_some_and(|u| u.contains("-two\n") && u.contains("+2\n")),
+        "{diff}"
+    );
+    let preview = web.post(
+        &format!("/api/sessions/{id}/turns/t1/undo-preview"),
+        r#"{"scope": "files"}"#,
+    );
+    assert_eq!(
+        (preview.status, preview.code().as_str()),
+        (409, "undo_unsupported"),
+        "{}",
+        preview.body
+    );
+
+    // The live timeline from the last event: the next one another host commits arrives as a
+    // server-sent event.
+    let last = session["lastSequence"].as_u64().unwrap();
+    let mut live = TcpStream::connect(("127.0.0.1", web.port)).unwrap();
+    live.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    write!(
+        live,
+        "GET {} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+        web.path(&format!("/api/sessions/{id}/live?after={last}")),
+        web.port,
+        web.cookie()
+    )
+    .unwrap();
+    let mut received = String::new();
+    let mut buffer = [0_u8; 4096];
+    // The answer's head is sent once the stream exists, and the stream listens from then on.
+    while !received.contains("\r\n\r\n") {
+        let n = live.read(&mut buffer).unwrap();
+        assert!(n > 0, "the live stream closed: {received}");
+        received.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    assert!(received.starts_with("HTTP/1.1 200"), "{received}");
+    let appended = host
+        .append_event(
+            id,
+            EventPayload::TurnStarted(TurnStarted {
+                turn_id: "t2".to_owned(),
+            }),
+            6,
+        )
+        .unwrap();
+    // Well inside the fallback read (`FOLLOWED_RECHECK`, 30 s): only the notification is this
+    // quick.
+    read_until_sequence(&mut live, &mut received, appended.sequence);
+    assert!(received.contains("event: events"), "{received}");
+
+    // The follower's connection dies (a restart, a failover): the timeline is not left deaf.
+    // It polls while the follower reconnects, and the server follows again.
+    let killed = std::process::Command::new("psql")
+        .args(["-q", "-t", "-A", "-d", &url, "-c"])
+        .arg(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE query = 'LISTEN clawsmith_events'",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&killed.stdout).trim(),
+        "1",
+        "{killed:?}"
+    );
+    let again = host
+        .append_event(
+            id,
+            EventPayload::TurnStarted(TurnStarted {
+                turn_id: "t3".to_owned(),
+            }),
+            7,
+        )
+        .unwrap();
+    read_until_sequence(&mut live, &mut received, again.sequence);
+    let start = std::time::Instant::now();
+    while web.get("/api/server")["follows"] != true {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the server did not follow again"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Reads the live stream into `received` until it holds the event numbered `sequence`, for at
+/// most a third of the fallback read's period.
+fn read_until_sequence(live: &mut TcpStream, received: &mut String, sequence: u64) {
+    let start = std::time::Instant::now();
+    let mut buffer = [0_u8; 4096];
+    while !received.contains(&format!("\"sequence\":{sequence}")) {
+        assert!(
+            start.elapsed() < clawsmith_web::FOLLOWED_RECHECK / 3,
+            "no live event {sequence} after {:?}: {received}",
+            start.elapsed()
+        );
+        match live.read(&mut buffer) {
+            Ok(0) => panic!("the live stream closed: {received}"),
+            Ok(n) => received.push_str(&String::from_utf8_lossy(&buffer[..n])),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(error) => panic!("{error}"),
+        }
+    }
 }
