@@ -475,8 +475,9 @@ impl Store {
 
     /// Forks `parent_id` into a new session `new_id` (K6): the child gets a copy of the parent's
     /// messages, events (renumbered identically, `sessionId` rewritten), todos and checkpoint
-    /// metadata; file contents stay shared through the content-addressed blobs. Journals and
-    /// pending approvals belong to the parent's running calls and are not copied.
+    /// metadata, and its artifacts; file contents stay shared through the content-addressed
+    /// blobs. Journals and pending approvals belong to the parent's running calls and are not
+    /// copied.
     pub fn fork_session(&self, parent_id: &str, new_id: &str) -> Result<SessionInfo, StoreError> {
         let now = self.now_ms();
         self.write("forking a session", |tx| {
@@ -514,6 +515,14 @@ impl Store {
             )
             .ctx("forking todos")?;
             crate::checkpoint::copy_checkpoints(tx, parent_id, new_id)?;
+            // The copied events name the parent's artifacts: the fork can read them.
+            tx.execute(
+                "INSERT INTO artifacts (session_id, artifact_id, blob_hash, size, lines, created_at)
+                 SELECT ?2, artifact_id, blob_hash, size, lines, created_at
+                 FROM artifacts WHERE session_id = ?1",
+                params![parent_id, new_id],
+            )
+            .ctx("forking artifacts")?;
             Ok(SessionInfo {
                 id: new_id.to_string(),
                 parent_id: Some(parent_id.to_string()),

@@ -4,11 +4,11 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clawsmith_checkpoint::{
-    ChangeKind, CheckpointInfo, DiffSide, RetentionPolicy, Store, UndoOutcome, UndoReport,
-    UndoScope,
-};
+use clawsmith_checkpoint::{RetentionPolicy, Store};
 use clawsmith_fs::Workspace;
+use clawsmith_store::{
+    ChangeKind, CheckpointInfo, DiffSide, SessionStore, UndoOutcome, UndoReport, UndoScope,
+};
 use serde_json::json;
 
 use crate::output::{self, Clock, Table, paint, style};
@@ -51,7 +51,7 @@ pub struct UndoTarget {
     pub workspace: PathBuf,
 }
 
-pub fn session_list(store: &Store, out: &Output) -> Result<i32> {
+pub fn session_list(store: &dyn SessionStore, out: &Output) -> Result<i32> {
     let sessions = store.list_sessions()?;
     if out.json {
         let list: Vec<_> = sessions
@@ -98,7 +98,12 @@ pub struct ShowRange {
 /// Rows read from the store at a time: `session show` never holds a whole history in memory.
 const SHOW_PAGE: u64 = 1_000;
 
-pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> Result<i32> {
+pub fn session_show(
+    store: &dyn SessionStore,
+    id: &str,
+    range: ShowRange,
+    out: &Output,
+) -> Result<i32> {
     let session = store
         .get_session(id)?
         .with_context(|| format!("no session {id:?}"))?;
@@ -188,10 +193,10 @@ pub fn session_show(store: &Store, id: &str, range: ShowRange, out: &Output) -> 
     let more = shown == limit && !store.events_page(id, after, 1)?.is_empty();
     // What undos took out of the history, shown with the first page only (a `--since` page
     // continues the live timeline).
-    let undone = if range.since == 0 {
-        store.undone_history(id)?
-    } else {
-        Vec::new()
+    // A store that cannot undo has undone nothing.
+    let undone = match store.undo_store() {
+        Ok(undo) if range.since == 0 => undo.undone_history(id)?,
+        _ => Vec::new(),
     };
     if out.json {
         write!(stdout, "]")?;
@@ -308,7 +313,7 @@ fn message_lines(message: &clawsmith_protocol::ModelMessage) -> String {
 }
 
 pub fn session_fork(
-    store: &Store,
+    store: &dyn SessionStore,
     parent: &str,
     new_id: Option<String>,
     out: &Output,
@@ -328,7 +333,7 @@ pub fn session_fork(
 }
 
 /// Every checkpoint of `session` (or of all sessions), newest first.
-fn checkpoints(store: &Store, session: Option<&str>) -> Result<Vec<CheckpointInfo>> {
+fn checkpoints(store: &dyn SessionStore, session: Option<&str>) -> Result<Vec<CheckpointInfo>> {
     let sessions = match session {
         Some(id) => {
             store
@@ -382,7 +387,7 @@ fn path_matches(change: &str, wanted: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-pub fn undo_list(store: &Store, options: &UndoListOptions, out: &Output) -> Result<i32> {
+pub fn undo_list(store: &dyn SessionStore, options: &UndoListOptions, out: &Output) -> Result<i32> {
     let mut chosen = Vec::new();
     for checkpoint in checkpoints(store, options.session.as_deref())? {
         if !out.json && !options.all && checkpoint.file_count == 0 {
@@ -511,7 +516,7 @@ pub fn undo_list(store: &Store, options: &UndoListOptions, out: &Output) -> Resu
 
 /// The tools a turn called, each once with its count (`edit_file ×2, run_command`), in the
 /// order first called; read from the turn's own events (at most [`TURN_EVENTS_READ`]).
-fn turn_tools(store: &Store, checkpoint: &CheckpointInfo) -> Result<String> {
+fn turn_tools(store: &dyn SessionStore, checkpoint: &CheckpointInfo) -> Result<String> {
     let events = store.events_page(
         &checkpoint.session_id,
         checkpoint.event_sequence,
@@ -545,7 +550,7 @@ fn turn_tools(store: &Store, checkpoint: &CheckpointInfo) -> Result<String> {
 const TURN_EVENTS_READ: u64 = 512;
 
 /// The session a turn belongs to: `session` when given, else the one session holding the turn.
-fn session_of(store: &Store, turn: &str, session: Option<&str>) -> Result<String> {
+fn session_of(store: &dyn SessionStore, turn: &str, session: Option<&str>) -> Result<String> {
     if let Some(id) = session {
         return Ok(id.to_owned());
     }
@@ -572,7 +577,7 @@ fn session_of(store: &Store, turn: &str, session: Option<&str>) -> Result<String
 }
 
 pub fn undo_diff(
-    store: &Store,
+    store: &dyn SessionStore,
     turn: &str,
     path: &str,
     session: Option<&str>,
@@ -652,7 +657,7 @@ fn side_text(label: &str, side: &DiffSide) -> String {
 /// `a//b` and `..` resolved, and an absolute path inside the workspace made relative — by the
 /// workspace's own resolver, the one every tool call goes through. A path outside the workspace
 /// is refused with the resolver's message.
-fn workspace_relative(store: &Store, session: &str, path: &str) -> Result<String> {
+fn workspace_relative(store: &dyn SessionStore, session: &str, path: &str) -> Result<String> {
     let info = store
         .get_session(session)?
         .with_context(|| format!("no session {session:?}"))?;
@@ -664,8 +669,19 @@ fn workspace_relative(store: &Store, session: &str, path: &str) -> Result<String
     Ok(workspace.resolve(path)?.as_str().to_owned())
 }
 
-pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) -> Result<i32> {
+pub fn undo(
+    store: &dyn SessionStore,
+    target: &UndoTarget,
+    scope: UndoScope,
+    out: &Output,
+) -> Result<i32> {
     let turn = target.turn.as_str();
+    let undoer = store.undo_store().map_err(|reason| {
+        refusal(
+            reason,
+            "undo from a session's own machine, whose SQLite store recorded it",
+        )
+    })?;
     let session_id = session_of(store, turn, target.session.as_deref())?;
     // One writer per session: a turn still running in it, or another undo, is waited for
     // (`--wait`) or refused with its pid.
@@ -689,7 +705,7 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
     }
     // An undo killed mid-restore left its plan behind; finish it first (it only touches paths
     // still in the state it recorded), or every later undo of the session is refused.
-    for recovered in store.recover_session_restores(&workspace, &session_id)? {
+    for recovered in undoer.recover_session_restores(&workspace, &session_id)? {
         output::notice(
             output::Level::Note,
             format_args!(
@@ -702,7 +718,7 @@ pub fn undo(store: &Store, target: &UndoTarget, scope: UndoScope, out: &Output) 
             ),
         );
     }
-    let report = store.undo(&session_id, turn, scope, &workspace)?;
+    let report = undoer.undo(&session_id, turn, scope, &workspace)?;
     // What commands of these turns changed that undo cannot give back.
     let mut uncaptured = Vec::new();
     for undone in &report.turns {

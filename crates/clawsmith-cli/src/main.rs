@@ -546,33 +546,33 @@ fn run(cli: Cli) -> Result<i32> {
             })
         }
         Command::Session { command } => {
-            let store = state::open_existing_store(&state_dir()?)?;
+            let store = store::open_history_store(&state_dir()?)?;
+            let store = &*store;
             match command {
-                SessionCommand::List => history::session_list(&store, &out),
+                SessionCommand::List => history::session_list(store, &out),
                 SessionCommand::Show { id, range } => {
-                    history::session_show(&store, &id, range, &out)
+                    history::session_show(store, &id, range, &out)
                 }
                 SessionCommand::Fork { id, new_id } => {
-                    history::session_fork(&store, &id, new_id, &out)
+                    history::session_fork(store, &id, new_id, &out)
                 }
             }
         }
         Command::Undo { command } => {
-            let store = state::open_existing_store(&state_dir()?)?;
+            let store = store::open_history_store(&state_dir()?)?;
+            let store = &*store;
             match command {
-                UndoCommand::List(options) => history::undo_list(&store, &options, &out),
+                UndoCommand::List(options) => history::undo_list(store, &options, &out),
                 UndoCommand::Diff {
                     turn,
                     path,
                     session,
-                } => history::undo_diff(&store, &turn, &path, session.as_deref(), &out),
-                UndoCommand::Files(target) => {
-                    history::undo(&store, &target, UndoScope::Files, &out)
-                }
+                } => history::undo_diff(store, &turn, &path, session.as_deref(), &out),
+                UndoCommand::Files(target) => history::undo(store, &target, UndoScope::Files, &out),
                 UndoCommand::Session(target) => {
-                    history::undo(&store, &target, UndoScope::Session, &out)
+                    history::undo(store, &target, UndoScope::Session, &out)
                 }
-                UndoCommand::All(target) => history::undo(&store, &target, UndoScope::All, &out),
+                UndoCommand::All(target) => history::undo(store, &target, UndoScope::All, &out),
             }
         }
         Command::Completions { shell } => {

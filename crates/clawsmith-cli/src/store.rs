@@ -204,6 +204,18 @@ pub fn open_fleet(path: Option<&Path>) -> Result<Option<PgStore>> {
     Ok(Some(store))
 }
 
+/// The store the commands over history read (`session`, `undo`): the fleet store when the state
+/// directory's configuration names one, else the state directory's SQLite file, which must exist.
+pub fn open_history_store(
+    state: &crate::state::StateOptions,
+) -> Result<std::sync::Arc<dyn clawsmith_store::SessionStore>> {
+    let path = crate::run::config_file(&state.dir, None)?;
+    if let Some(fleet) = open_fleet(path.as_deref())? {
+        return Ok(std::sync::Arc::new(fleet));
+    }
+    Ok(crate::state::open_existing_store(state)?)
+}
+
 /// How long an unreferenced blob of the fleet store is kept after it was last touched: longer
 /// than any writer's transaction between storing a blob and naming it.
 const BLOB_GRACE: std::time::Duration = std::time::Duration::from_secs(60 * 60);

@@ -90,6 +90,7 @@ use tokio_postgres::GenericClient;
 mod blobs;
 mod captures;
 mod follow;
+mod fork;
 mod retention;
 mod schema;
 mod tls;
@@ -710,6 +711,10 @@ impl SessionStore for PgStore {
                 None => StoreError::UnknownSession(parent),
             })
         })
+    }
+
+    fn fork_session(&self, parent_id: &str, new_id: &str) -> Result<SessionInfo, StoreError> {
+        self.fork_session_in(parent_id, new_id)
     }
 
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {

@@ -33,6 +33,7 @@ fn started(turn: &str) -> EventPayload {
 pub fn sessions(open: Open<'_>, prefix: &str) {
     creating_and_listing(open, prefix);
     a_child_session_starts_empty_under_its_parent(open, prefix);
+    a_fork_copies_its_parent_as_it_stands(open, prefix);
     history_is_gap_free_and_paged(open, prefix);
     concurrent_writers_leave_no_gap_and_no_duplicate(open, prefix);
     a_started_call_is_journaled_until_closed(open, prefix);
@@ -986,4 +987,161 @@ pub fn a_child_session_starts_empty_under_its_parent(open: Open<'_>, prefix: &st
         other.events(&missing),
         Err(StoreError::UnknownSession(_))
     ));
+}
+
+/// A fork (K6) copies the parent's history with the same numbers (each event naming the fork),
+/// its todos, checkpoints with their change lists and diffs, and artifacts; not the journal or
+/// pending approvals. Both then grow apart. An unknown parent or a taken id creates nothing.
+pub fn a_fork_copies_its_parent_as_it_stands(open: Open<'_>, prefix: &str) {
+    let store = open();
+    let (parent, fork) = (format!("{prefix}-fork-parent"), format!("{prefix}-fork"));
+    store.create_session(&parent, "/ws/forked").unwrap();
+    store
+        .append_message(&parent, &ModelMessage::text(Role::User, "fork me"))
+        .unwrap();
+    store
+        .begin_turn(
+            &parent,
+            "t1",
+            TurnOpening {
+                events: vec![started("t1")],
+                timestamp_ms: 3,
+            },
+        )
+        .unwrap();
+    let (old, new) = (b"a\n".as_slice(), b"b\n".as_slice());
+    store
+        .record_before(&parent, "t1", "f.txt", Some((old, 0o644)))
+        .unwrap();
+    let post = (clawsmith_checkpoint::sha256(new), new.len() as u64, 0o644);
+    store
+        .record_after(&parent, "t1", "f.txt", Some(post))
+        .unwrap();
+    store
+        .finish_turn_reading(&parent, "t1", &|_| Some(new.to_vec()), completed("t1"), 4)
+        .unwrap();
+    store
+        .set_todos(&parent, vec![todo("x", TodoStatus::Pending)])
+        .unwrap();
+    let artifact = store.put_artifact(&parent, b"a long output").unwrap();
+    let journal = JournalStart {
+        session_id: parent.clone(),
+        turn_id: "t2".to_owned(),
+        call_id: "c1".to_owned(),
+        tool_name: "run_command".to_owned(),
+        args_json: "{}".to_owned(),
+    };
+    store
+        .start_call(&parent, None, Some(&journal), started("t2"), 5)
+        .unwrap();
+    store
+        .add_pending_approval(
+            &parent,
+            &PendingApproval {
+                approval_id: "p1".to_owned(),
+                turn_id: "t2".to_owned(),
+                call_id: "c1".to_owned(),
+                request: serde_json::json!({"command": "make"}),
+            },
+        )
+        .unwrap();
+
+    let made = open().fork_session(&parent, &fork).unwrap();
+    assert_eq!(
+        (
+            made.id.as_str(),
+            made.parent_id.as_deref(),
+            made.workspace_root.as_str()
+        ),
+        (fork.as_str(), Some(parent.as_str()), "/ws/forked")
+    );
+    let other = open();
+    assert_eq!(
+        other.messages(&fork).unwrap(),
+        other.messages(&parent).unwrap()
+    );
+    let (copied, original) = (other.events(&fork).unwrap(), other.events(&parent).unwrap());
+    assert_eq!(copied.len(), 3);
+    for (copy, event) in copied.iter().zip(&original) {
+        assert_eq!(copy.session_id, fork, "each copied event names the fork");
+        assert_eq!(
+            (copy.sequence, copy.timestamp_ms, &copy.payload),
+            (event.sequence, event.timestamp_ms, &event.payload)
+        );
+    }
+    assert_eq!(
+        other.todos(&fork).unwrap(),
+        [todo("x", TodoStatus::Pending)]
+    );
+    let checkpoints = other.checkpoints(&fork).unwrap();
+    assert_eq!(checkpoints.len(), 1);
+    assert_eq!(
+        (checkpoints[0].turn_id.as_str(), checkpoints[0].state),
+        ("t1", CheckpointState::Finished)
+    );
+    assert_eq!(
+        other.change_list(&fork, "t1").unwrap(),
+        other.change_list(&parent, "t1").unwrap()
+    );
+    assert_eq!(
+        other.diff(&fork, "t1", "f.txt").unwrap(),
+        other.diff(&parent, "t1", "f.txt").unwrap()
+    );
+    assert_eq!(
+        other
+            .read_artifact(&fork, &artifact.artifact_id)
+            .unwrap()
+            .as_deref(),
+        Some(b"a long output".as_slice())
+    );
+    assert!(
+        other.unfinished_calls(&fork).unwrap().is_empty(),
+        "not the journal"
+    );
+    assert!(
+        other.pending_approvals(&fork).unwrap().is_empty(),
+        "nor approvals"
+    );
+    assert_eq!(other.unfinished_calls(&parent).unwrap().len(), 1);
+
+    // They grow apart, each numbering on from where the fork was made.
+    assert_eq!(
+        store.append_event(&fork, started("f"), 6).unwrap().sequence,
+        4
+    );
+    assert_eq!(
+        store
+            .append_event(&parent, started("p"), 6)
+            .unwrap()
+            .sequence,
+        4
+    );
+    assert_eq!(
+        store
+            .append_message(&fork, &ModelMessage::text(Role::User, "on the fork"))
+            .unwrap(),
+        1
+    );
+    assert_eq!(store.messages(&parent).unwrap().len(), 1);
+
+    // Refusals create nothing.
+    assert!(matches!(
+        store.fork_session(&format!("{prefix}-no-parent"), &format!("{prefix}-fork-2")),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(
+        store
+            .get_session(&format!("{prefix}-fork-2"))
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        store.fork_session(&parent, &fork),
+        Err(StoreError::SessionExists(_))
+    ));
+    assert_eq!(
+        store.events(&fork).unwrap().len(),
+        4,
+        "the taken fork is unchanged"
+    );
 }

@@ -4,7 +4,8 @@
 //! PostgreSQL database (`clawsmith-store-postgres`) answer the same calls the same way.
 //!
 //! ## What a session store promises
-//! - **Sessions** are created once under an id and listed newest first.
+//! - **Sessions** are created once under an id and listed newest first; a fork
+//!   ([`SessionStore::fork_session`]) copies a session as it stands at one moment.
 //! - **History** is append-only: messages get gap-free indexes from 0, events gap-free
 //!   sequence numbers from 1, per session, whatever the number of writers. A page read after
 //!   an append sees it.
@@ -100,6 +101,14 @@ pub trait SessionStore:
     ) -> Result<SessionInfo, StoreError>;
 
     /// The session `id`, when it exists.
+    /// Forks `parent_id` into a new session `new_id` (K6) as the parent stands at one moment:
+    /// a copy of its messages and events (same numbers, each event naming the fork), todos,
+    /// checkpoints with their change lists, and artifacts; contents stay shared through the
+    /// blobs. The journal and pending approvals belong to the parent's running calls and are
+    /// not copied. [`StoreError::UnknownSession`] for an unknown parent and
+    /// [`StoreError::SessionExists`] for a taken id create nothing.
+    fn fork_session(&self, parent_id: &str, new_id: &str) -> Result<SessionInfo, StoreError>;
+
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
 
     /// Every session, newest first.

@@ -33,6 +33,10 @@ impl SessionStore for Store {
         Store::create_child_session(self, id, parent_id, workspace_root)
     }
 
+    fn fork_session(&self, parent_id: &str, new_id: &str) -> Result<SessionInfo, StoreError> {
+        Store::fork_session(self, parent_id, new_id)
+    }
+
     fn get_session(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {
         Store::get_session(self, id)
     }

@@ -308,3 +308,110 @@ fn a_postgres_store_is_migrated_once_and_checked_with_its_blobs() {
         refused.stdout
     );
 }
+
+/// With `[store] kind = "postgres"` in the state directory's configuration, `session` and
+/// `undo list|diff` read the fleet's sessions (one another host wrote), `session fork` forks
+/// there, and an undo is refused with the store's reason, changing nothing; without the
+/// connection string they refuse rather than read the local file.
+#[test]
+fn session_and_undo_commands_read_the_fleet_store() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use clawsmith_protocol::{EventPayload, ModelMessage, Role, TurnStarted};
+    use clawsmith_store::{SessionStore, TurnOpening, TurnStore};
+    use clawsmith_store_postgres::{PgOptions, PgStore};
+
+    let Some(url) = fresh_database("history") else {
+        return;
+    };
+    PgStore::unchecked(&url, PgOptions::default())
+        .unwrap()
+        .migrate()
+        .unwrap();
+    let f = Fixture::new();
+    let workspace = f.ws().canonicalize().unwrap();
+    let root = workspace.to_str().unwrap();
+    let host = PgStore::connect(&url, PgOptions::default()).unwrap();
+    let id = "fleet-history";
+    host.create_session(id, root).unwrap();
+    host.append_message(id, &ModelMessage::text(Role::User, "from another host"))
+        .unwrap();
+    let started = EventPayload::TurnStarted(TurnStarted {
+        turn_id: "t1".to_owned(),
+    });
+    host.begin_turn(
+        id,
+        "t1",
+        TurnOpening {
+            events: vec![started.clone()],
+            timestamp_ms: 1,
+        },
+    )
+    .unwrap();
+    let (old, new) = (b"one\ntwo\n".as_slice(), b"one\n2\n".as_slice());
+    host.record_before(id, "t1", "a.txt", Some((old, 0o644)))
+        .unwrap();
+    let post = (clawsmith_checkpoint::sha256(new), new.len() as u64, 0o644);
+    host.record_after(id, "t1", "a.txt", Some(post)).unwrap();
+    host.finish_turn_reading(id, "t1", &|_| Some(new.to_vec()), started, 2)
+        .unwrap();
+    std::fs::write(workspace.join("a.txt"), new).unwrap();
+
+    std::fs::create_dir(f.state()).unwrap();
+    let config = f.state().join("clawsmith.toml");
+    std::fs::write(&config, "[store]\nkind = \"postgres\"\n").unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let env = [("CLAWSMITH_DATABASE_URL", url.as_str())];
+
+    let list = run(&f, &["--json", "session", "list"], &env);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(list.stdout.contains(id), "{}", list.stdout);
+    let show = run(&f, &["--json", "session", "show", id], &env);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("from another host"), "{}", show.stdout);
+    let diff = run(
+        &f,
+        &["--json", "undo", "diff", "t1", "a.txt", "--session", id],
+        &env,
+    );
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let unified = diff.json()["unified"].as_str().unwrap().to_owned();
+    assert!(unified.contains("-two\n+2\n"), "{unified}");
+    let listed = run(&f, &["--json", "undo", "list", "--session", id], &env);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(listed.stdout.contains("a.txt"), "{}", listed.stdout);
+
+    let undo = run(
+        &f,
+        &["undo", "files", "t1", "--session", id, "--workspace", root],
+        &env,
+    );
+    assert_ne!(undo.code, 0);
+    assert!(
+        undo.stderr.contains("not built for the PostgreSQL store"),
+        "{}",
+        undo.stderr
+    );
+    assert_eq!(std::fs::read(workspace.join("a.txt")).unwrap(), new);
+
+    let fork = run(
+        &f,
+        &["--json", "session", "fork", id, "--as", "fleet-fork"],
+        &env,
+    );
+    assert_eq!(fork.code, 0, "{}", fork.stderr);
+    let forked = host.get_session("fleet-fork").unwrap().unwrap();
+    assert_eq!(forked.parent_id.as_deref(), Some(id));
+    assert_eq!(host.events("fleet-fork").unwrap().len(), 2);
+
+    // Without the connection string: refused, not the local file read instead.
+    let unset = run(&f, &["session", "list"], &[]);
+    assert_ne!(unset.code, 0);
+    assert!(
+        unset
+            .stderr
+            .contains("$CLAWSMITH_DATABASE_URL, which is not set"),
+        "{}",
+        unset.stderr
+    );
+}
