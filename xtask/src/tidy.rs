@@ -64,6 +64,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
             "clawsmith-fs",
             "clawsmith-sandbox",
             "clawsmith-checkpoint",
+            "clawsmith-store",
             "clawsmith-trace",
         ],
     ),

@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use clawsmith_core::checkpoint::Store;
 use clawsmith_core::sandbox::SandboxConfig;
 use clawsmith_core::security::PermissionPolicy;
+use clawsmith_core::store::SessionStore;
 use clawsmith_core::{AgentCore, Approver, CoreConfig, Hook};
 use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
@@ -64,7 +64,7 @@ pub struct WorktreeConfig {
     /// Where checkouts are made (outside the workspace); created when missing.
     pub checkouts_dir: PathBuf,
     /// The store the child's session lives in (the parent's).
-    pub store: Arc<Store>,
+    pub store: Arc<dyn SessionStore>,
     /// The parent's policy (its workspace root is replaced by the checkout).
     pub policy: PermissionPolicy,
     /// The parent's hooks.
@@ -80,8 +80,12 @@ pub struct WorktreeConfig {
 
 impl WorktreeConfig {
     /// The defaults for `workspace`: `ask` policy, no hooks, no approver, the default sandbox.
-    pub fn new(workspace: &Path, checkouts_dir: &Path, store: Arc<Store>) -> WorktreeConfig {
-        let state_dir = match store.path().and_then(Path::parent) {
+    pub fn new(
+        workspace: &Path,
+        checkouts_dir: &Path,
+        store: Arc<dyn SessionStore>,
+    ) -> WorktreeConfig {
+        let state_dir = match store.database_path().and_then(Path::parent) {
             Some(dir) => clawsmith_core::sandbox::StateDir::At(dir.to_path_buf()),
             None => clawsmith_core::sandbox::StateDir::NotKept,
         };
@@ -751,7 +755,7 @@ struct WorktreeApplyInput {
 /// declaring `filesystem.write`), so what it changes is recorded in the turn and undoable.
 pub(crate) struct WorktreeApply {
     pub workspace: PathBuf,
-    pub store: Arc<Store>,
+    pub store: Arc<dyn SessionStore>,
     pub patches: Arc<Patches>,
     /// The parent's policy: a patch may not reach its protected or hidden paths.
     pub policy: PermissionPolicy,

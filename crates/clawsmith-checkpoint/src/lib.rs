@@ -177,7 +177,7 @@ pub use memory::{
     HEADING_WEIGHT, IndexedSource, MEMORY_SCHEMA_VERSION, MemoryChunk, MemoryHit, MemoryIndex,
     MemoryNote, MemoryQuery, MemoryScope, MemorySourceKey, MemoryTerm, TRIGRAM_FACTOR,
 };
-pub use recorder::CheckpointRecorder;
+pub use recorder::{CheckpointRecorder, RecordTarget};
 pub use repository::{
     REPOSITORY_DIR, REPOSITORY_FILE_LIMIT, REPOSITORY_FILES_MAX, REPOSITORY_MIRROR_SUFFIX,
     RepositorySnapshot, RepositoryUndo,

@@ -8,30 +8,82 @@ use crate::checkpoint::TurnManifest;
 use crate::error::StoreError;
 use crate::store::Store;
 
+/// What a [`CheckpointRecorder`] writes into: a turn's prior and post states of a path. This
+/// store implements it; so does any session store behind `clawsmith-store`'s traits.
+pub trait RecordTarget: Send + Sync {
+    /// Records `path`'s state before a change (`None`: absent), committed before it returns.
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError>;
+
+    /// Records `path`'s state right after a change: `None` absent, else (SHA-256, size, mode).
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError>;
+}
+
+impl RecordTarget for Store {
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        Store::record_before(self, session_id, turn_id, path, prior)
+    }
+
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        Store::record_after(self, session_id, turn_id, path, post)
+    }
+}
+
 /// Records every change of the write tools into the turn's checkpoint: the first prior state per
 /// path and turn (content as a blob, or "absent"), and the latest post-operation hash.
 ///
 /// Each call commits before it returns, so `before_change` is durable before the tool touches the
-/// file. A failure (unknown session, finished turn, database error) becomes a [`RecorderError`],
-/// and the tool then refuses to make the change.
-#[derive(Debug, Clone)]
-pub struct CheckpointRecorder {
-    store: Arc<Store>,
+/// file. A failure (unknown session, finished turn, a lease taken over, database error) becomes a
+/// [`RecorderError`], and the tool then refuses to make the change.
+#[derive(Debug)]
+pub struct CheckpointRecorder<T: RecordTarget + ?Sized = Store> {
+    store: Arc<T>,
 }
 
-impl CheckpointRecorder {
+impl<T: RecordTarget + ?Sized> Clone for CheckpointRecorder<T> {
+    fn clone(&self) -> Self {
+        CheckpointRecorder {
+            store: self.store.clone(),
+        }
+    }
+}
+
+impl<T: RecordTarget + ?Sized> CheckpointRecorder<T> {
     /// A recorder writing into `store`.
-    pub fn new(store: Arc<Store>) -> CheckpointRecorder {
+    pub fn new(store: Arc<T>) -> CheckpointRecorder<T> {
         CheckpointRecorder { store }
     }
 
     /// The store it writes into.
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<T> {
         &self.store
     }
 }
 
-impl ChangeRecorder for CheckpointRecorder {
+impl<T: RecordTarget + ?Sized> ChangeRecorder for CheckpointRecorder<T> {
     fn before_change(
         &self,
         origin: &ChangeOrigin,
@@ -89,6 +141,17 @@ impl Store {
             }
         };
         self.finish_turn_with(session_id, turn_id, &read)
+    }
+
+    /// [`Store::finish_turn`] with the changed files' current contents from `post_content` (a
+    /// path's bytes, `None` when absent or unreadable) rather than from a workspace.
+    pub fn finish_turn_from(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<TurnManifest, StoreError> {
+        self.finish_turn_with(session_id, turn_id, post_content)
     }
 
     /// [`Store::finish_turn`] and the event that says so (`turn.completed`, with the session's

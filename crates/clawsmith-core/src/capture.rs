@@ -13,7 +13,7 @@
 //! its first command too reads only what moved (its first refresh is still a full `lstat` pass).
 //! It also
 //! holds the set of directories the walk enters: those present after a command and absent
-//! before it are recorded as made by the command (`Store::record_created_directories`), and undo
+//! before it are recorded as made by the command (`CommandCaptureStore::record_created_directories`), and undo
 //! removes exactly those once they are empty again.
 //!
 //! # Not passing over an unchanged tree: the workspace watch
@@ -80,13 +80,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clawsmith_checkpoint::{REPOSITORY_DIR, RepositorySnapshot, Store};
+use clawsmith_checkpoint::{REPOSITORY_DIR, RepositorySnapshot};
 use clawsmith_fs::{
     ChangeOrigin, ChangeRecorder, FileListing, FileStamp, ListingChanges, OTHER_ENTRIES_MAX,
     PostState, PriorState, SYMLINK_MODE, Uncaptured, Workspace, WorkspaceWatch, escape_control,
 };
 use clawsmith_protocol::{CancellationSignal, ToolExecutionContext, ToolExecutionResult};
 use clawsmith_sandbox::{CommandExecutionService, CommandState};
+use clawsmith_store::SessionStore;
 
 use crate::execute::execute_tool;
 use crate::shared::Shared;
@@ -112,7 +113,7 @@ struct Attribution<'a> {
 #[derive(Clone, Copy)]
 struct CaptureIo<'a> {
     workspace: &'a Workspace,
-    store: &'a Store,
+    store: &'a dyn SessionStore,
     recorder: &'a dyn ChangeRecorder,
 }
 
@@ -121,7 +122,7 @@ impl<'a> CaptureIo<'a> {
     fn of(shared: &'a Shared) -> CaptureIo<'a> {
         CaptureIo {
             workspace: &shared.workspace,
-            store: &shared.store,
+            store: &*shared.store,
             recorder: shared.recorder.as_ref(),
         }
     }
@@ -139,7 +140,7 @@ impl<'a> CaptureIo<'a> {
 
 /// How [`record_differences`] records: through which store and recorder, as whose changes.
 struct Recording<'a> {
-    store: &'a Store,
+    store: &'a dyn SessionStore,
     recorder: &'a dyn ChangeRecorder,
     who: &'a Attribution<'a>,
     /// Files above this size were hashed, not stored: their prior content cannot be recorded.
@@ -393,7 +394,7 @@ impl Captures {
     fn refresh_session(
         &self,
         workspace: &Workspace,
-        store: &Store,
+        store: &dyn SessionStore,
         session_id: &str,
         previous: &Manifest,
     ) -> (Option<(Manifest, Vec<String>)>, bool) {
@@ -586,7 +587,7 @@ impl Captures {
                 Some(hash) => hash,
                 None => {
                     let encoded = encode(&manifest);
-                    if let Err(error) = store.store_contents(&[&encoded]) {
+                    if let Err(error) = store.put_blobs(&[&encoded]) {
                         tracing::warn!(%error, "the workspace manifest could not be stored");
                         break;
                     }
@@ -682,7 +683,7 @@ impl Captures {
         not_captured
     }
 
-    /// The workspace's last manifest in the store (see [`Store::remember_workspace_manifest`]),
+    /// The workspace's last manifest in the store (see [`clawsmith_store::CommandCaptureStore::remember_workspace_manifest`]),
     /// for a session without one of its own: a one-shot `clawsmith call` is always a session's
     /// first command in its process, and with it only the files whose stamps moved since are
     /// read again, not the whole tree. Entries whose content the store no longer holds (a prune
@@ -690,7 +691,7 @@ impl Captures {
     /// full pass (it was never verified in this process); a stamp that did not move — device,
     /// inode, size, mode, modification and change times — is trusted as it is for a session's
     /// own manifest.
-    fn remembered(workspace: &Workspace, store: &Store) -> Option<Manifest> {
+    fn remembered(workspace: &Workspace, store: &dyn SessionStore) -> Option<Manifest> {
         let root = workspace.root().display().to_string();
         let bytes = match store.workspace_manifest(&root) {
             Ok(bytes) => bytes?,
@@ -794,7 +795,7 @@ fn not_captured_note(not_captured: &[NotCaptured]) -> Option<String> {
 /// same by stamp).
 fn refresh(
     workspace: &Workspace,
-    store: &Store,
+    store: &dyn SessionStore,
     previous: &Manifest,
     listing: Listing,
     content_limit: u64,
@@ -929,7 +930,7 @@ fn refresh(
 /// (undo removes them once empty). `before` must be a real earlier state: a manifest without
 /// directories (never refreshed, or read back from the store) notes nothing.
 fn record_made_directories(
-    store: &Store,
+    store: &dyn SessionStore,
     origin: &ChangeOrigin,
     before: &Manifest,
     after: &Manifest,
@@ -1002,12 +1003,12 @@ fn uncaptured_differences(before: &Manifest, after: &Manifest) -> Vec<NotCapture
 
 /// Writes the pending contents; if the store refuses, the files they belong to are marked not
 /// stored (undo will name them instead of failing later).
-fn flush(store: &Store, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
+fn flush(store: &dyn SessionStore, pending: &mut Vec<Vec<u8>>, manifest: &mut Manifest) {
     if pending.is_empty() {
         return;
     }
     let contents: Vec<&[u8]> = pending.iter().map(Vec::as_slice).collect();
-    if store.store_contents(&contents).is_err() {
+    if store.put_blobs(&contents).is_err() {
         let lost: BTreeSet<[u8; 32]> = pending
             .iter()
             .map(|content| clawsmith_checkpoint::sha256(content))
@@ -1076,7 +1077,7 @@ fn record_one(
                 size_text(content_limit)
             ));
         }
-        Some(known) => match store.stored_content(&known.sha256) {
+        Some(known) => match store.get_blob(&known.sha256) {
             Ok(Some(content)) => PriorState::File {
                 content,
                 mode: known.recorded_mode(),
@@ -1184,11 +1185,12 @@ pub(crate) async fn execute_with_capture(
     result
 }
 
-/// The workspace's repository as the store keeps it (`None` when the store refused: the
-/// command's repository changes then go unrecorded, as the result says).
+/// The workspace's repository as the store keeps it (`None` when the store keeps no repository
+/// or refused: the command's repository changes then go unrecorded, as the result says).
 fn keep_repository(shared: &Shared) -> Option<RepositorySnapshot> {
     shared
         .store
+        .repository_keeper()?
         .keep_repository(&shared.workspace)
         .inspect_err(|error| tracing::warn!(%error, "the repository could not be kept"))
         .ok()
@@ -1214,7 +1216,11 @@ fn record_repository(
         .iter()
         .map(|entry| entry.path.as_str())
         .collect();
-    if let Err(error) = shared.store.record_repository_changes(
+    // Snapshots exist only where the store keeps the repository.
+    let Some(keeper) = shared.store.repository_keeper() else {
+        return;
+    };
+    if let Err(error) = keeper.record_repository_changes(
         &origin.session_id,
         &origin.turn_id,
         &origin.tool_call_id,
@@ -1341,7 +1347,7 @@ pub(crate) fn recover_interrupted(shared: &Shared, session_id: &str) -> Vec<Stri
         if let Some(before) = decode(&capture.manifest) {
             let limit = shared.captures.content_limit;
             let listing = Listing::Full(shared.workspace.list_files());
-            let (after, candidates) = refresh(&shared.workspace, store, &before, listing, limit);
+            let (after, candidates) = refresh(&shared.workspace, &**store, &before, listing, limit);
             let who = Attribution {
                 origin: &origin,
                 label: COMMAND_ORIGIN,

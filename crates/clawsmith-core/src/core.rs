@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawsmith_checkpoint::{CheckpointRecorder, Store};
 use clawsmith_fs::{ChangeRecorder, HiddenPaths, Workspace};
 use clawsmith_protocol::Tool;
 use clawsmith_sandbox::{
@@ -14,6 +13,7 @@ use clawsmith_sandbox::{
     command_tools,
 };
 use clawsmith_security::PermissionPolicy;
+use clawsmith_store::{SessionStore, TurnRecorder};
 
 use crate::approval::Approver;
 use crate::capture::Captures;
@@ -37,7 +37,7 @@ pub struct CoreConfig {
     /// The workspace the file tools work in (canonicalized once).
     pub workspace_root: PathBuf,
     /// The session store (sessions, events, journal, checkpoints, artifacts, todos).
-    pub store: Arc<Store>,
+    pub store: Arc<dyn SessionStore>,
     /// Permission mode and rules (S4). Its `workspace_root` is filled in when unset.
     pub policy: PermissionPolicy,
     /// Answers `ask`; `None` turns every `ask` into `permission_denied`.
@@ -99,9 +99,9 @@ impl CoreConfig {
     /// A configuration with the defaults: `ask` mode, no approver, no hooks, the default
     /// sandbox, no background command service, artifacts on, no extensions,
     /// [`DEFAULT_MAX_PARALLEL`], no call timeout.
-    pub fn new(workspace_root: impl Into<PathBuf>, store: Arc<Store>) -> CoreConfig {
+    pub fn new(workspace_root: impl Into<PathBuf>, store: Arc<dyn SessionStore>) -> CoreConfig {
         let workspace_root = workspace_root.into();
-        let state_dir = match store.path().and_then(Path::parent) {
+        let state_dir = match store.database_path().and_then(Path::parent) {
             Some(dir) => clawsmith_sandbox::StateDir::At(dir.to_path_buf()),
             None => clawsmith_sandbox::StateDir::NotKept,
         };
@@ -222,7 +222,7 @@ impl AgentCore {
         );
         let recorder: Arc<dyn ChangeRecorder> = match change_recorder {
             Some(recorder) => recorder,
-            None => Arc::new(CheckpointRecorder::new(store.clone())),
+            None => Arc::new(TurnRecorder::new(store.clone())),
         };
         let mut candidates = Vec::new();
         let mut push = |origin: Origin, tool: Arc<dyn Tool>, deferred: bool| {
@@ -253,7 +253,7 @@ impl AgentCore {
         sandbox.workspace_identity = std::fs::metadata(workspace.root())
             .ok()
             .map(|meta| (meta.dev(), meta.ino()));
-        if let Some(database) = store.path() {
+        if let Some(database) = store.database_path() {
             // Commands must neither read nor rewrite the audit trail (every workspace's history
             // and file contents), even when the database sits inside the workspace: hidden in
             // the command's view, and read-only where it cannot be hidden.
@@ -376,7 +376,7 @@ impl AgentCore {
     }
 
     /// The store.
-    pub fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.shared.store
     }
 

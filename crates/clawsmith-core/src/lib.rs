@@ -9,7 +9,9 @@
 //! [`Turn::finish`] for a multi-request agent loop).
 //!
 //! ## Main types
-//! - [`CoreConfig`] / [`AgentCore`]: workspace, [`clawsmith_checkpoint::Store`], permission
+//! - [`CoreConfig`] / [`AgentCore`]: workspace, the session store (an
+//!   `Arc<dyn` [`clawsmith_store::SessionStore`]`>`: this machine's SQLite file or a fleet's
+//!   PostgreSQL database), permission
 //!   policy, optional [`Approver`], [`Hook`]s, sandbox configuration, optional background
 //!   command service, artifacts on/off, [`ExtensionTool`]s, bounded parallelism.
 //! - [`ToolTable`] (A1): built once, in a fixed order — file tools (`builtin:fs`),
@@ -130,7 +132,7 @@
 //!   name is looked at, with a full walk wherever the events cannot be trusted (the soundness
 //!   argument is in `capture.rs`); [`AgentCore::capture_passes`] counts both kinds and the
 //!   files read. A session's first command in a process starts from the workspace's last
-//!   manifest in the store (`Store::workspace_manifest`), so a one-shot `clawsmith call` reads
+//!   manifest in the store (`SessionStore::workspace_manifest`), so a one-shot `clawsmith call` reads
 //!   only the files that moved since. Before the command starts, the manifest (encoded, as a
 //!   blob; stored again only when it changed) and a note naming the call are committed: a process killed
 //!   mid-command leaves them, and the next open of the session records the differences as the
@@ -180,11 +182,13 @@ pub mod time;
 
 // The layers a front end needs to configure the core, so that `clawsmith-mcp` (which depends on
 // protocol and core only) stays thin: `clawsmith_core::checkpoint::Store`,
+// `clawsmith_core::store::SessionStore`,
 // `clawsmith_core::security::PermissionPolicy`, `clawsmith_core::sandbox::SandboxConfig`.
 pub use clawsmith_checkpoint as checkpoint;
 pub use clawsmith_fs as fs;
 pub use clawsmith_sandbox as sandbox;
 pub use clawsmith_security as security;
+pub use clawsmith_store as store;
 
 pub use crate::approval::{
     ApprovalAnswer, ApprovalFuture, ApprovalRequest, Approver, CollectingSink, EventSink, NullSink,

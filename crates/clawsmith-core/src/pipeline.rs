@@ -9,15 +9,18 @@
 //! Commits. A side-effecting call's start (the journal entry, `tool.started`, and the
 //! batch's assistant message if still unstored) commits before it runs. A call that guards no
 //! side effect (effective risk `read`, concurrency-safe: `read_file`, `search_files`, …) defers
-//! its start to the store's next commit ([`clawsmith_checkpoint::Store::defer_call_start`]) and
-//! runs; its close then writes start and close in one commit, after it ran. A read still running
+//! its start to the store's next commit ([`clawsmith_store::DeferredRecords::defer_call_start`];
+//! a store that writes at once, PostgreSQL, writes it then) and runs; its close then writes
+//! start and close in one commit, after it ran. A read still running
 //! after [`READ_RECORD_WINDOW`] gets its start committed while it runs (a long read, a
 //! sub-agent, is visible and survives a crash as `interrupted`). A non-journaled call's close is
 //! deferred too when a later call of the batch follows (whose start or close commits it) or
 //! when the host finishes the turn right after ([`crate::BatchOptions::last`]), so a batch of
 //! reads, and an MCP turn of one read, is one commit. Deferring never reorders: any commit of the
 //! store writes every deferred record first, so a journal entry is never durable ahead of the
-//! records before it, and a process killed mid-read leaves a history without that read at all.
+//! records before it, and (on a store that defers) a process killed mid-read leaves a history
+//! without that read at all; on one that writes at once it leaves the read's start, as a long
+//! read's.
 
 // A refusal *is* a `ToolExecutionResult` (data for the model), in an `Err` or in a step's
 // outcome enum; it is built once per call and moved, so boxing it would only add an allocation.
@@ -1111,7 +1114,7 @@ mod tests {
         // A clean file: its text is stored through the path that does not mask it again.
         std::fs::write(workspace.join("clean.rs"), "fn main() {}\n".repeat(40)).unwrap();
         let store = Arc::new(Store::open(state.join("state.db")).unwrap());
-        let mut config = CoreConfig::new(&workspace, Arc::clone(&store));
+        let mut config = CoreConfig::new(&workspace, store.clone());
         config.policy = PermissionPolicy::new(PermissionMode::Full);
         // The undo capture keeps the workspace's files as they are (checkpoint contents are the
         // one thing stored unmasked: undo gives back exact bytes), so it is off here.

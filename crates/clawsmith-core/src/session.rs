@@ -5,13 +5,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use clawsmith_checkpoint::{CheckpointState, SessionLease, TurnManifest};
 use clawsmith_protocol::id::{IdKind, new_id};
 use clawsmith_protocol::{
     CancellationSignal, ErrorCode, Event, EventPayload, ModelMessage, ModelRequest,
     RequestComposition, Role, ToolCall, ToolCompleted, ToolExecutionResult, ToolStatus,
     TurnCompleted, TurnStarted,
 };
+use clawsmith_store::{CheckpointState, Lease, TurnManifest};
 
 use crate::approval::{EventSink, NullSink};
 use crate::error::CoreError;
@@ -143,7 +143,7 @@ pub struct SessionHandle {
     /// [`SessionHandle::keep_lease_between_turns`] (the MCP server) gets it back here when a turn
     /// finishes, yields it at its next turn when another process waits for it, and lets go of it
     /// with [`SessionHandle::release_lease`] when idle.
-    lease: Arc<std::sync::Mutex<Option<SessionLease>>>,
+    lease: Arc<std::sync::Mutex<Option<Lease>>>,
     /// Whether finished turns hand the lease back to `lease` instead of dropping it.
     keep_lease: std::sync::atomic::AtomicBool,
     /// The last event sequence this handle knows the session reached; when a turn finds
@@ -283,7 +283,7 @@ impl SessionHandle {
     /// (taking a lease is an `open`, `flock`, `ftruncate` and `write`, and its `close`
     /// starts a writeback: ~8% of an MCP `read_file` call). Another process that wants the lease
     /// still gets it: the next turn yields it when a waiter announced itself
-    /// ([`clawsmith_checkpoint::SessionLease::is_wanted`]), and the host calls
+    /// ([`clawsmith_store::Lease::is_wanted`]), and the host calls
     /// [`SessionHandle::release_lease`] when it goes idle (a waiter that would fail waits
     /// [`clawsmith_checkpoint::LINGERING_HOLDER`] for that).
     pub fn keep_lease_between_turns(&self) {
@@ -305,7 +305,7 @@ impl SessionHandle {
     /// A kept lease another process waits for is yielded first. A new lease over a session that
     /// changed since this handle last wrote it (another process, or a turn of ours dropped
     /// unfinished) runs recovery first: whoever left a call open is gone now.
-    fn lease_for_turn(&self) -> Result<SessionLease, CoreError> {
+    fn lease_for_turn(&self) -> Result<Lease, CoreError> {
         let kept = self
             .lease
             .lock()
@@ -356,7 +356,7 @@ impl SessionHandle {
             evidence
         });
         let outbox = Outbox::default();
-        outbox.push(store.defer_turn_start(&self.id, &turn_id, payloads, store.now_ms()));
+        outbox.push(store.defer_turn_start(&self.id, &turn_id, payloads, store.now_ms())?);
         // A turn boundary: background commands' changes since the last capture.
         crate::capture::settle_background(&self.shared, &self.id, &turn_id);
         outbox.deliver(sink);
@@ -450,8 +450,11 @@ impl SessionHandle {
         }
         // An undo killed mid-restore left its plan; finish it before any new turn touches the
         // workspace (it only rewrites paths still in the state the plan recorded).
-        for restore in store.recover_session_restores(&self.shared.workspace, &self.id)? {
-            report.finished_restores.push(restore.turn_id);
+        // A store that cannot undo left no plan.
+        if let Ok(undo) = store.undo_store() {
+            for restore in undo.recover_session_restores(&self.shared.workspace, &self.id)? {
+                report.finished_restores.push(restore.turn_id);
+            }
         }
         let open_entries = store.unfinished_calls(&self.id)?;
         // A write killed between its temp file and its rename leaves the temp file beside its
@@ -600,7 +603,11 @@ impl SessionHandle {
         report.command_changes = crate::capture::recover_interrupted(&self.shared, &self.id);
         for checkpoint in store.checkpoints(&self.id)? {
             if checkpoint.state == CheckpointState::Open {
-                store.finish_turn(&self.id, &checkpoint.turn_id, &self.shared.workspace)?;
+                store.finish_turn_without_event(
+                    &self.id,
+                    &checkpoint.turn_id,
+                    &current_content(&self.shared.workspace),
+                )?;
                 report.finished_turns.push(checkpoint.turn_id);
             }
         }
@@ -736,10 +743,10 @@ pub struct Turn {
     /// The turn's events whose write waits for a later commit, sent to the sink once stored.
     outbox: Outbox,
     /// One writer per session: held until the turn ends (finished or dropped).
-    lease: Option<SessionLease>,
+    lease: Option<Lease>,
     /// Where a finished turn gives its lease back, when its handle keeps it between turns; a
     /// dropped (unfinished) turn lets go of it, so the next turn's recovery check runs.
-    lease_home: Option<Arc<std::sync::Mutex<Option<SessionLease>>>>,
+    lease_home: Option<Arc<std::sync::Mutex<Option<Lease>>>>,
     /// The evidence of the model request stored with the turn's start ([`OpeningRequest`]),
     /// until the host takes it.
     opening_request: Option<RequestEvidence>,
@@ -842,10 +849,10 @@ impl Turn {
         crate::capture::settle_background(&self.shared, &self.session_id, &self.turn_id);
         // The checkpoint's close and `turn.completed` commit together.
         let store = &self.shared.store;
-        let (manifest, completed) = store.finish_turn_with_event(
+        let (manifest, completed) = store.finish_turn_reading(
             &self.session_id,
             &self.turn_id,
-            &self.shared.workspace,
+            &current_content(&self.shared.workspace),
             EventPayload::TurnCompleted(TurnCompleted {
                 turn_id: self.turn_id.clone(),
                 tool_calls: self.closed_calls,
@@ -862,5 +869,17 @@ impl Turn {
                 .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lease);
         }
         Ok(manifest)
+    }
+}
+
+/// What a finished turn reads of each changed path: its current bytes in the workspace (`None`
+/// when absent or unreadable).
+fn current_content(workspace: &clawsmith_fs::Workspace) -> impl Fn(&str) -> Option<Vec<u8>> + '_ {
+    |path: &str| {
+        let path = workspace.resolve(path).ok()?;
+        match workspace.read_state(&path).ok()? {
+            clawsmith_fs::PriorState::File { content, .. } => Some(content),
+            clawsmith_fs::PriorState::Absent => None,
+        }
     }
 }

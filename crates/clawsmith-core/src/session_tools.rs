@@ -7,12 +7,12 @@
 
 use std::sync::Arc;
 
-use clawsmith_checkpoint::{Store, StoreError, Todo, TodoStatus};
 use clawsmith_protocol::schema::{input_schema, parse_input};
 use clawsmith_protocol::{
     Capability, CapabilityDeclaration, Display, DisplayKind, ErrorCode, Risk, Tool,
     ToolExecutionContext, ToolExecutionResult, ToolFuture, ToolOutput,
 };
+use clawsmith_store::{SessionStore, StoreError, Todo, TodoStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -49,11 +49,11 @@ fn store_failure(tool: &str, error: &StoreError) -> ToolExecutionResult {
 
 /// `todo_write`: replaces the whole list.
 pub(crate) struct TodoWriteTool {
-    store: Arc<Store>,
+    store: Arc<dyn SessionStore>,
 }
 
 impl TodoWriteTool {
-    pub(crate) fn new(store: Arc<Store>) -> Self {
+    pub(crate) fn new(store: Arc<dyn SessionStore>) -> Self {
         TodoWriteTool { store }
     }
 }
@@ -175,11 +175,11 @@ impl Tool for TodoWriteTool {
 
 /// `todo_list`: reads the list.
 pub(crate) struct TodoListTool {
-    store: Arc<Store>,
+    store: Arc<dyn SessionStore>,
 }
 
 impl TodoListTool {
-    pub(crate) fn new(store: Arc<Store>) -> Self {
+    pub(crate) fn new(store: Arc<dyn SessionStore>) -> Self {
         TodoListTool { store }
     }
 }
@@ -233,11 +233,11 @@ impl Tool for TodoListTool {
 /// `read_artifact`: reads part of one of the *current session's* artifacts by byte range, line
 /// range or keyword. It takes an artifact id, never a path.
 pub(crate) struct ReadArtifactTool {
-    store: Arc<Store>,
+    store: Arc<dyn SessionStore>,
 }
 
 impl ReadArtifactTool {
-    pub(crate) fn new(store: Arc<Store>) -> Self {
+    pub(crate) fn new(store: Arc<dyn SessionStore>) -> Self {
         ReadArtifactTool { store }
     }
 }

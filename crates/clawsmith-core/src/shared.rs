@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawsmith_checkpoint::Store;
 use clawsmith_fs::{ChangeRecorder, Workspace};
 use clawsmith_security::PermissionPolicy;
+use clawsmith_store::SessionStore;
 
 use crate::approval::Approver;
 use crate::capture::Captures;
@@ -21,7 +21,7 @@ use crate::table::ToolTable;
 /// State shared by every session of one core.
 pub(crate) struct Shared {
     pub table: ToolTable,
-    pub store: Arc<Store>,
+    pub store: Arc<dyn SessionStore>,
     pub workspace: Arc<Workspace>,
     pub workspace_root_text: String,
     pub policy: PermissionPolicy,

@@ -88,6 +88,7 @@ use object_store::ObjectStore;
 use tokio_postgres::GenericClient;
 
 mod blobs;
+mod calls;
 mod captures;
 mod follow;
 mod fork;
@@ -651,6 +652,40 @@ fn json_error(context: &'static str) -> impl Fn(serde_json::Error) -> StoreError
 impl SessionStore for PgStore {
     fn backend(&self) -> Backend {
         Backend::Postgres
+    }
+
+    fn now_ms(&self) -> u64 {
+        now_ms()
+    }
+
+    fn database_path(&self) -> Option<&std::path::Path> {
+        None
+    }
+
+    fn journal_has_call(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError> {
+        self.journal_has_call_in(session_id, turn_id, call_id)
+    }
+
+    fn close_call_with_message(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: clawsmith_protocol::ToolCompleted,
+        timestamp_ms: u64,
+        summary: clawsmith_protocol::ToolResultSummary,
+    ) -> Result<Event, StoreError> {
+        self.close_call_with_message_in(session_id, journaled, completed, timestamp_ms, summary)
+    }
+
+    /// The mirror of a repository's objects lives beside a SQLite database; a fleet has no such
+    /// place yet, so commands' changes to `.git` are named as not captured.
+    fn repository_keeper(&self) -> Option<&dyn clawsmith_store::RepositoryKeeper> {
+        None
     }
 
     fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError> {

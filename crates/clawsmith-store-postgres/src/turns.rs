@@ -367,10 +367,6 @@ impl TurnStore for PgStore {
         )
     }
 
-    /// Finishes a turn in two steps: the file rows are read first and each file handled on the
-    /// caller's thread (see below); then one transaction writes the line counts, closes the
-    /// checkpoint (if it is still open) and appends `completed`. A line count is written only
-    /// where the row still names the hash it was computed for.
     fn finish_turn_reading(
         &self,
         session_id: &str,
@@ -379,111 +375,27 @@ impl TurnStore for PgStore {
         completed: EventPayload,
         timestamp_ms: u64,
     ) -> Result<(TurnManifest, Event), StoreError> {
-        let pool = self.inner.pool.clone();
-        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
-        let (state, rows) = self.run(async move {
-            let client = connect(&pool, "finishing a turn").await?;
-            let found = client
-                .query_opt(
-                    "SELECT id, state FROM clawsmith_checkpoints
-                     WHERE session_id = $1 AND turn_id = $2",
-                    &[&session, &turn],
-                )
-                .await
-                .map_err(pg("finishing a turn"))?
-                .ok_or_else(|| unknown_turn(&session, &turn))?;
-            let (id, state): (i64, String) = (found.get(0), found.get(1));
-            Ok((state, file_rows(&**client, id).await?))
-        })?;
-        // One file at a time, as the SQLite store does: its prior content is read, its current
-        // content asked for and, when it still matches the post state, stored now (its row
-        // already names the hash, so the blobs' collection spares it); only the line counts
-        // wait for the finishing transaction. (path, expected post hash, line counts)
-        let mut finished = Vec::new();
-        if state == "open" {
-            for row in &rows {
-                let prior = match &row.pre_hash {
-                    Some(hash) => {
-                        let (pool, objects, hash) = (
-                            self.inner.pool.clone(),
-                            self.inner.options.objects.clone(),
-                            hash.clone(),
-                        );
-                        Some(self.run(async move {
-                            blob_bytes(&pool, objects.as_deref(), &hash).await
-                        })?)
-                    }
-                    None => None,
-                };
-                let post = row.post_hash.as_ref().and_then(|hash| {
-                    post_content(&row.path)
-                        .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
-                });
-                if let Some(content) = &post {
-                    clawsmith_store::BlobStore::put_blobs(self, &[content.as_slice()])?;
-                }
-                let stats = match (&row.post_hash, &post) {
-                    (Some(_), None) => None,
-                    _ => clawsmith_checkpoint::line_stats(
-                        prior.as_deref().unwrap_or(&[]),
-                        post.as_deref().unwrap_or(&[]),
-                    ),
-                };
-                finished.push((row.path.clone(), row.post_hash.clone(), stats));
-            }
-        }
-        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
-        self.write(
-            "finishing a turn",
+        let (manifest, event) = self.finish_turn_in(
             session_id,
-            Take::of(0, 1),
-            move |tx, epoch, (_, sequence)| {
-                Box::pin(async move {
-                    let found = locked_checkpoint(tx, &session, &turn)
-                        .await?
-                        .ok_or_else(|| unknown_turn(&session, &turn))?;
-                    let (id, state) = found;
-                    if state == "open" {
-                        for (path, expected, stats) in finished {
-                            if let Some((added, removed)) = stats {
-                                tx.execute(
-                                    "UPDATE clawsmith_checkpoint_files
-                                     SET lines_added = $4, lines_removed = $5
-                                     WHERE checkpoint_id = $1 AND path = $2
-                                       AND post_hash IS NOT DISTINCT FROM $3",
-                                    &[&id, &path, &expected, &signed(added), &signed(removed)],
-                                )
-                                .await
-                                .map_err(pg("finishing a turn"))?;
-                            }
-                        }
-                        tx.execute(
-                            "UPDATE clawsmith_checkpoints
-                             SET state = 'finished', finished_at_ms = $2 WHERE id = $1",
-                            &[&id, &signed(now_ms())],
-                        )
-                        .await
-                        .map_err(pg("finishing a turn"))?;
-                    }
-                    let files = file_rows(&**tx, id).await?;
-                    let event = Event {
-                        session_id: session.clone(),
-                        sequence: unsigned(sequence),
-                        timestamp_ms,
-                        payload: completed,
-                    };
-                    insert_event(tx, &event, epoch).await?;
-                    Ok((
-                        TurnManifest {
-                            session_id: session,
-                            turn_id: turn,
-                            files: files.iter().map(FileRow::change).collect(),
-                        },
-                        event,
-                    ))
-                })
-            },
-        )
+            turn_id,
+            post_content,
+            Some((completed, timestamp_ms)),
+        )?;
+        let event = event.ok_or_else(|| StoreError::Backend {
+            context: "finishing a turn",
+            message: "the turn's event was not appended".to_owned(),
+        })?;
+        Ok((manifest, event))
+    }
+
+    fn finish_turn_without_event(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<TurnManifest, StoreError> {
+        self.finish_turn_in(session_id, turn_id, post_content, None)
+            .map(|(manifest, _)| manifest)
     }
 
     fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError> {
@@ -606,6 +518,132 @@ impl TurnStore for PgStore {
                 after,
             )))
         })
+    }
+}
+
+impl PgStore {
+    /// Finishes a turn in two steps: the file rows are read first and each file handled on the
+    /// caller's thread (see below); then one transaction writes the line counts, closes the
+    /// checkpoint (if it is still open) and appends `completed` when given. A line count is
+    /// written only where the row still names the hash it was computed for.
+    fn finish_turn_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        completed: Option<(EventPayload, u64)>,
+    ) -> Result<(TurnManifest, Option<Event>), StoreError> {
+        let pool = self.inner.pool.clone();
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        let (state, rows) = self.run(async move {
+            let client = connect(&pool, "finishing a turn").await?;
+            let found = client
+                .query_opt(
+                    "SELECT id, state FROM clawsmith_checkpoints
+                     WHERE session_id = $1 AND turn_id = $2",
+                    &[&session, &turn],
+                )
+                .await
+                .map_err(pg("finishing a turn"))?
+                .ok_or_else(|| unknown_turn(&session, &turn))?;
+            let (id, state): (i64, String) = (found.get(0), found.get(1));
+            Ok((state, file_rows(&**client, id).await?))
+        })?;
+        // One file at a time, as the SQLite store does: its prior content is read, its current
+        // content asked for and, when it still matches the post state, stored now (its row
+        // already names the hash, so the blobs' collection spares it); only the line counts
+        // wait for the finishing transaction. (path, expected post hash, line counts)
+        let mut finished = Vec::new();
+        if state == "open" {
+            for row in &rows {
+                let prior = match &row.pre_hash {
+                    Some(hash) => {
+                        let (pool, objects, hash) = (
+                            self.inner.pool.clone(),
+                            self.inner.options.objects.clone(),
+                            hash.clone(),
+                        );
+                        Some(self.run(async move {
+                            blob_bytes(&pool, objects.as_deref(), &hash).await
+                        })?)
+                    }
+                    None => None,
+                };
+                let post = row.post_hash.as_ref().and_then(|hash| {
+                    post_content(&row.path)
+                        .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
+                });
+                if let Some(content) = &post {
+                    clawsmith_store::BlobStore::put_blobs(self, &[content.as_slice()])?;
+                }
+                let stats = match (&row.post_hash, &post) {
+                    (Some(_), None) => None,
+                    _ => clawsmith_checkpoint::line_stats(
+                        prior.as_deref().unwrap_or(&[]),
+                        post.as_deref().unwrap_or(&[]),
+                    ),
+                };
+                finished.push((row.path.clone(), row.post_hash.clone(), stats));
+            }
+        }
+        let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
+        self.write(
+            "finishing a turn",
+            session_id,
+            Take::of(0, i64::from(completed.is_some())),
+            move |tx, epoch, (_, sequence)| {
+                Box::pin(async move {
+                    let found = locked_checkpoint(tx, &session, &turn)
+                        .await?
+                        .ok_or_else(|| unknown_turn(&session, &turn))?;
+                    let (id, state) = found;
+                    if state == "open" {
+                        for (path, expected, stats) in finished {
+                            if let Some((added, removed)) = stats {
+                                tx.execute(
+                                    "UPDATE clawsmith_checkpoint_files
+                                     SET lines_added = $4, lines_removed = $5
+                                     WHERE checkpoint_id = $1 AND path = $2
+                                       AND post_hash IS NOT DISTINCT FROM $3",
+                                    &[&id, &path, &expected, &signed(added), &signed(removed)],
+                                )
+                                .await
+                                .map_err(pg("finishing a turn"))?;
+                            }
+                        }
+                        tx.execute(
+                            "UPDATE clawsmith_checkpoints
+                             SET state = 'finished', finished_at_ms = $2 WHERE id = $1",
+                            &[&id, &signed(now_ms())],
+                        )
+                        .await
+                        .map_err(pg("finishing a turn"))?;
+                    }
+                    let files = file_rows(&**tx, id).await?;
+                    let event = match completed {
+                        Some((payload, timestamp_ms)) => {
+                            let event = Event {
+                                session_id: session.clone(),
+                                sequence: unsigned(sequence),
+                                timestamp_ms,
+                                payload,
+                            };
+                            insert_event(tx, &event, epoch).await?;
+                            Some(event)
+                        }
+                        None => None,
+                    };
+                    Ok((
+                        TurnManifest {
+                            session_id: session,
+                            turn_id: turn,
+                            files: files.iter().map(FileRow::change).collect(),
+                        },
+                        event,
+                    ))
+                })
+            },
+        )
     }
 }
 

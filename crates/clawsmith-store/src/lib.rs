@@ -44,19 +44,50 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::path::Path;
 
-use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{
+    ArtifactRef, Event, EventPayload, ModelMessage, ToolCompleted, ToolResultSummary, ToolStatus,
+};
 
 pub use clawsmith_checkpoint::{
-    ChangeKind, CheckpointInfo, CheckpointState, DiffSide, FileChange, FileDiff,
+    ChangeKind, CheckpointInfo, CheckpointState, DeferredEvent, DiffSide, FileChange, FileDiff,
     InterruptedCapture, JournalEntry, JournalStart, OpenedTurn, PendingApproval, RecoveredRestore,
-    SessionInfo, StoreError, Todo, TodoStatus, TurnManifest, TurnOpening, UncapturedChange,
-    UndoConflict, UndoOutcome, UndoPreview, UndoReport, UndoScope, UndoneStretch,
+    RepositorySnapshot, SessionInfo, StoreError, Todo, TodoStatus, TurnManifest, TurnOpening,
+    UncapturedChange, UndoConflict, UndoOutcome, UndoPreview, UndoReport, UndoScope, UndoneStretch,
 };
 use clawsmith_fs::Workspace;
 
 pub mod contract;
 mod sqlite;
+
+/// The [`clawsmith_fs::ChangeRecorder`] the write tools call (K1), over any session store: each
+/// change's prior state is committed through [`TurnStore::record_before`] before the tool
+/// touches the file, and its post state through [`TurnStore::record_after`]; a refusal (a
+/// finished turn, a lease taken over) makes the tool refuse the change.
+pub type TurnRecorder = clawsmith_checkpoint::CheckpointRecorder<dyn SessionStore>;
+
+impl clawsmith_checkpoint::RecordTarget for dyn SessionStore {
+    fn record_before(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        prior: Option<(&[u8], u32)>,
+    ) -> Result<(), StoreError> {
+        TurnStore::record_before(self, session_id, turn_id, path, prior)
+    }
+
+    fn record_after(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        path: &str,
+        post: Option<([u8; 32], u64, u32)>,
+    ) -> Result<(), StoreError> {
+        TurnStore::record_after(self, session_id, turn_id, path, post)
+    }
+}
 
 /// Which kind of store answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,10 +113,18 @@ impl Backend {
 /// the turns' checkpoints ([`TurnStore`]), the notes around commands ([`CommandCaptureStore`])
 /// and the blobs they name ([`BlobStore`]) of the same store.
 pub trait SessionStore:
-    BlobStore + TurnStore + CommandCaptureStore + Send + Sync + fmt::Debug
+    BlobStore + TurnStore + CommandCaptureStore + DeferredRecords + Send + Sync + fmt::Debug
 {
     /// Which kind of store this is.
     fn backend(&self) -> Backend;
+
+    /// The store's clock, in ms since the Unix epoch: what its rows record as "now" (a test
+    /// store's clock may be injected).
+    fn now_ms(&self) -> u64;
+
+    /// The database file, for a store that is one file on this machine (commands are kept out
+    /// of it and of the folder holding it); `None` for a server's database.
+    fn database_path(&self) -> Option<&Path>;
 
     /// Creates the session `id`; [`StoreError::SessionExists`] when it exists.
     fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError>;
@@ -177,6 +216,27 @@ pub trait SessionStore:
     /// The journal rows still open: calls whose writer has not said how they ended.
     fn unfinished_calls(&self, session_id: &str) -> Result<Vec<JournalEntry>, StoreError>;
 
+    /// Whether the journal holds `call_id` in this turn, open or closed (a provider's call ids
+    /// name one call per turn).
+    fn journal_has_call(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError>;
+
+    /// Closes a call in one commit: its journal entry (when `journaled`), its `tool.completed`
+    /// event (the session's next sequence) and the tool message made from it (its call id, tool
+    /// name, `output` as the text, and `summary`). Returns the event as given.
+    fn close_call_with_message(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: ToolCompleted,
+        timestamp_ms: u64,
+        summary: ToolResultSummary,
+    ) -> Result<Event, StoreError>;
+
     /// The session's lease: waits or fails (per the store's configuration) while another writer
     /// holds it. A writer that waits says so ([`Lease::is_wanted`] of the holder's lease).
     fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError>;
@@ -239,6 +299,77 @@ pub trait SessionStore:
 
     /// Undo on this store, or why this store cannot undo (a sentence a person reads).
     fn undo_store(&self) -> Result<&dyn UndoStore, &'static str>;
+
+    /// For a process about to exit: this owner's share of the store is let go of without the
+    /// work the exit does anyway (the SQLite store leaves its connection to the exit once its
+    /// log is closed). Nothing must use the store afterwards. By default, a drop.
+    fn leave_to_exit(self: std::sync::Arc<Self>) {
+        drop(self);
+    }
+
+    /// What keeps a workspace's git repository for undo of what commands do to it, when this
+    /// store keeps one (a mirror of its objects beside the database); `None` when it does not,
+    /// and commands' repository changes are then named as not captured.
+    fn repository_keeper(&self) -> Option<&dyn RepositoryKeeper>;
+}
+
+/// Records that guard no side effect, which a store may hold back and write with its next
+/// commit (so a turn of reads costs one commit), or write at once. Either way a record is
+/// written no later than the store's next write of any kind, and in the order given.
+pub trait DeferredRecords: Send + Sync {
+    /// [`SessionStore::append_message`], deferred.
+    fn defer_message(&self, session_id: &str, message: &ModelMessage) -> Result<(), StoreError>;
+
+    /// [`TurnStore::begin_turn`] with `events` as its opening, deferred: the events get their
+    /// sequences when written.
+    fn defer_turn_start(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        events: Vec<EventPayload>,
+        timestamp_ms: u64,
+    ) -> Result<Vec<DeferredEvent>, StoreError>;
+
+    /// [`SessionStore::start_call`] of a call that guards no side effect (no journal entry),
+    /// deferred.
+    fn defer_call_start(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<DeferredEvent, StoreError>;
+
+    /// The close of a call without a journal entry (its `tool.completed` and its tool
+    /// `message`), deferred.
+    fn defer_call_close(
+        &self,
+        session_id: &str,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<DeferredEvent, StoreError>;
+
+    /// Writes what waits now.
+    fn flush_deferred(&self) -> Result<(), StoreError>;
+}
+
+/// The keeper of a workspace's git repository (see [`SessionStore::repository_keeper`]).
+pub trait RepositoryKeeper: Send + Sync {
+    /// Looks at the workspace's repository and keeps what is not kept yet.
+    fn keep_repository(&self, workspace: &Workspace) -> Result<RepositorySnapshot, StoreError>;
+
+    /// Records what differs between the repository `before` a command and `after` it as the
+    /// call's changes, for undo; how many were recorded.
+    fn record_repository_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        before: &RepositorySnapshot,
+        after: &RepositorySnapshot,
+        touched: &[&str],
+    ) -> Result<usize, StoreError>;
 }
 
 /// New events as writers commit them (see [`SessionStore::follow_events`]).
@@ -329,6 +460,15 @@ pub trait TurnStore: Send + Sync {
         completed: EventPayload,
         timestamp_ms: u64,
     ) -> Result<(TurnManifest, Event), StoreError>;
+
+    /// [`TurnStore::finish_turn_reading`] without an event: what recovery does with a turn its
+    /// dead writer left open.
+    fn finish_turn_without_event(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<TurnManifest, StoreError>;
 
     /// Every checkpoint of the session, oldest first.
     fn checkpoints(&self, session_id: &str) -> Result<Vec<CheckpointInfo>, StoreError>;

@@ -2,22 +2,69 @@
 //! and speed are the store's.
 
 use clawsmith_checkpoint::{SessionLease, Store};
-use clawsmith_protocol::{ArtifactRef, Event, EventPayload, ModelMessage, ToolStatus};
+use clawsmith_protocol::{
+    ArtifactRef, Event, EventPayload, ModelMessage, ToolCompleted, ToolResultSummary, ToolStatus,
+};
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use clawsmith_fs::Workspace;
 
 use crate::{
-    Backend, BlobStore, CheckpointInfo, CommandCaptureStore, EventFollower, FileChange, FileDiff,
-    InterruptedCapture, JournalEntry, JournalStart, Lease, LeaseHold, OpenedTurn, PendingApproval,
-    RecoveredRestore, SessionInfo, SessionStore, StoreError, Todo, TurnManifest, TurnOpening,
-    TurnStore, UncapturedChange, UndoPreview, UndoReport, UndoScope, UndoStore, UndoneStretch,
+    Backend, BlobStore, CheckpointInfo, CommandCaptureStore, DeferredEvent, DeferredRecords,
+    EventFollower, FileChange, FileDiff, InterruptedCapture, JournalEntry, JournalStart, Lease,
+    LeaseHold, OpenedTurn, PendingApproval, RecoveredRestore, RepositoryKeeper, RepositorySnapshot,
+    SessionInfo, SessionStore, StoreError, Todo, TurnManifest, TurnOpening, TurnStore,
+    UncapturedChange, UndoPreview, UndoReport, UndoScope, UndoStore, UndoneStretch,
 };
 
 impl SessionStore for Store {
     fn backend(&self) -> Backend {
         Backend::Sqlite
+    }
+
+    fn now_ms(&self) -> u64 {
+        Store::now_ms(self)
+    }
+
+    fn database_path(&self) -> Option<&Path> {
+        Store::path(self)
+    }
+
+    fn journal_has_call(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError> {
+        Store::journal_has_call(self, session_id, turn_id, call_id)
+    }
+
+    fn close_call_with_message(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: ToolCompleted,
+        timestamp_ms: u64,
+        summary: ToolResultSummary,
+    ) -> Result<Event, StoreError> {
+        Store::close_call_with_message(
+            self,
+            session_id,
+            journaled,
+            completed,
+            timestamp_ms,
+            summary,
+        )
+    }
+
+    fn repository_keeper(&self) -> Option<&dyn RepositoryKeeper> {
+        Some(self)
+    }
+
+    fn leave_to_exit(self: std::sync::Arc<Self>) {
+        Store::leave_to_exit(self);
     }
 
     fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError> {
@@ -271,6 +318,15 @@ impl TurnStore for Store {
         Store::change_list(self, session_id, turn_id)
     }
 
+    fn finish_turn_without_event(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<TurnManifest, StoreError> {
+        Store::finish_turn_from(self, session_id, turn_id, post_content)
+    }
+
     fn diff(
         &self,
         session_id: &str,
@@ -402,5 +458,70 @@ impl BlobStore for Store {
 
     fn stored_hashes(&self, hashes: &[[u8; 32]]) -> Result<HashSet<[u8; 32]>, StoreError> {
         Store::stored_hashes(self, hashes)
+    }
+}
+
+/// Deferred records wait for the store's next commit (a turn of reads is one commit).
+impl DeferredRecords for Store {
+    fn defer_message(&self, session_id: &str, message: &ModelMessage) -> Result<(), StoreError> {
+        Store::defer_message(self, session_id, message)
+    }
+
+    fn defer_turn_start(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        events: Vec<EventPayload>,
+        timestamp_ms: u64,
+    ) -> Result<Vec<DeferredEvent>, StoreError> {
+        Ok(Store::defer_turn_start(
+            self,
+            session_id,
+            turn_id,
+            events,
+            timestamp_ms,
+        ))
+    }
+
+    fn defer_call_start(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<DeferredEvent, StoreError> {
+        Store::defer_call_start(self, session_id, assistant, started, timestamp_ms)
+    }
+
+    fn defer_call_close(
+        &self,
+        session_id: &str,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<DeferredEvent, StoreError> {
+        Store::defer_call_close(self, session_id, completed, timestamp_ms, message)
+    }
+
+    fn flush_deferred(&self) -> Result<(), StoreError> {
+        Store::flush_deferred(self)
+    }
+}
+
+impl RepositoryKeeper for Store {
+    fn keep_repository(&self, workspace: &Workspace) -> Result<RepositorySnapshot, StoreError> {
+        Store::keep_repository(self, workspace)
+    }
+
+    fn record_repository_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        before: &RepositorySnapshot,
+        after: &RepositorySnapshot,
+        touched: &[&str],
+    ) -> Result<usize, StoreError> {
+        Store::record_repository_changes(self, session_id, turn_id, call_id, before, after, touched)
     }
 }

@@ -319,7 +319,7 @@ async fn an_agent_definitions_tools_and_model_reach_the_childs_requests() {
     let mut config = SubagentConfig::new(Arc::clone(&provider), env.child_core());
     let (workspace, store) = (env.workspace.clone(), Arc::clone(&env.store));
     config.child_config = Some(Arc::new(move || {
-        clawsmith_core::CoreConfig::new(&workspace, Arc::clone(&store))
+        clawsmith_core::CoreConfig::new(&workspace, store.clone())
     }));
     let subagents = Subagents::new(config);
     let core = env.core(subagents.tools(&env.workspace));

@@ -41,7 +41,7 @@ pub fn env() -> Env {
 
 impl Env {
     pub fn config(&self) -> CoreConfig {
-        CoreConfig::new(&self.workspace, Arc::clone(&self.store))
+        CoreConfig::new(&self.workspace, self.store.clone())
     }
 
     pub fn core(&self, extensions: Vec<ExtensionTool>) -> AgentCore {

@@ -83,15 +83,14 @@ impl Repo {
 
     /// The parent core with `policy` (for the parent and the worktree child).
     fn parent_with(&self, provider: Arc<dyn Provider>, policy: &PermissionPolicy) -> AgentCore {
-        let mut child = CoreConfig::new(&self.ws, Arc::clone(&self.store));
+        let mut child = CoreConfig::new(&self.ws, self.store.clone());
         child.read_only_tools = true;
         let mut config = SubagentConfig::new(provider, AgentCore::new(child).unwrap());
-        let mut worktree =
-            WorktreeConfig::new(&self.ws, &self.worktrees(), Arc::clone(&self.store));
+        let mut worktree = WorktreeConfig::new(&self.ws, &self.worktrees(), self.store.clone());
         worktree.policy = policy.clone();
         config.worktree = Some(worktree);
         let subagents = Subagents::new(config);
-        let mut parent = CoreConfig::new(&self.ws, Arc::clone(&self.store));
+        let mut parent = CoreConfig::new(&self.ws, self.store.clone());
         parent.policy = policy.clone();
         parent.extension_tools = subagents.tools(&self.ws);
         AgentCore::new(parent).unwrap()

@@ -1,0 +1,165 @@
+//! Closing calls, and the records a SQLite store defers to its next commit. A commit here is a
+//! round trip to the server whichever way it is batched, and a record held back in one process
+//! would be invisible to the fleet's followers until then: each is written at once, and the
+//! handle the caller gets is already resolved.
+
+use clawsmith_protocol::{
+    Event, EventPayload, ModelMessage, ToolCompleted, ToolResultSummary, ToolStatus,
+};
+use clawsmith_store::{
+    DeferredEvent, DeferredRecords, SessionStore, StoreError, TurnOpening, TurnStore,
+};
+
+use crate::{PgStore, Take, insert_event, insert_message, now_ms, pg, prepared};
+
+impl PgStore {
+    pub(crate) fn journal_has_call_in(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+    ) -> Result<bool, StoreError> {
+        let pool = self.inner.pool.clone();
+        let (session, turn, call) = (
+            session_id.to_owned(),
+            turn_id.to_owned(),
+            call_id.to_owned(),
+        );
+        self.run(async move {
+            let client = crate::connect(&pool, "looking up a journaled call").await?;
+            let found = client
+                .query_opt(
+                    "SELECT 1 FROM clawsmith_journal
+                     WHERE session_id = $1 AND turn_id = $2 AND call_id = $3",
+                    &[&session, &turn, &call],
+                )
+                .await
+                .map_err(pg("looking up a journaled call"))?;
+            Ok(found.is_some())
+        })
+    }
+
+    /// The journal entry's close (when `journaled`), the tool message and the event, in one
+    /// fenced transaction.
+    pub(crate) fn close_call_in(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<Event, StoreError> {
+        let json = clawsmith_checkpoint::stored_message_json(message)?;
+        let journaled = journaled.map(|(call, status)| (call.to_owned(), status));
+        let session = session_id.to_owned();
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        self.write(
+            "closing a call",
+            session_id,
+            Take::of(1, 1),
+            move |tx, epoch, (index, sequence)| {
+                Box::pin(async move {
+                    if let Some((call, status)) = &journaled {
+                        let statement = prepared(
+                            tx,
+                            "UPDATE clawsmith_journal SET closed_at_ms = $3, status = $4
+                             WHERE session_id = $1 AND call_id = $2 AND closed_at_ms IS NULL",
+                            "closing a journaled call",
+                        )
+                        .await?;
+                        tx.execute(&statement, &[&session, call, &now, &status.as_str()])
+                            .await
+                            .map_err(pg("closing a journaled call"))?;
+                    }
+                    insert_message(tx, &session, index, epoch, &json).await?;
+                    let event = Event {
+                        session_id: session,
+                        sequence: u64::try_from(sequence).unwrap_or(0),
+                        timestamp_ms,
+                        payload: completed,
+                    };
+                    insert_event(tx, &event, epoch).await?;
+                    Ok(event)
+                })
+            },
+        )
+    }
+
+    pub(crate) fn close_call_with_message_in(
+        &self,
+        session_id: &str,
+        journaled: Option<(&str, ToolStatus)>,
+        completed: ToolCompleted,
+        timestamp_ms: u64,
+        summary: ToolResultSummary,
+    ) -> Result<Event, StoreError> {
+        let message = ModelMessage::tool_result(
+            completed.tool_call_id.clone(),
+            completed.tool_name.clone(),
+            completed.output.clone(),
+            summary,
+        );
+        self.close_call_in(
+            session_id,
+            journaled,
+            EventPayload::ToolCompleted(completed),
+            timestamp_ms,
+            &message,
+        )
+    }
+}
+
+impl DeferredRecords for PgStore {
+    fn defer_message(&self, session_id: &str, message: &ModelMessage) -> Result<(), StoreError> {
+        self.append_message(session_id, message).map(|_| ())
+    }
+
+    fn defer_turn_start(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        events: Vec<EventPayload>,
+        timestamp_ms: u64,
+    ) -> Result<Vec<DeferredEvent>, StoreError> {
+        let opened = self.begin_turn(
+            session_id,
+            turn_id,
+            TurnOpening {
+                events,
+                timestamp_ms,
+            },
+        )?;
+        Ok(opened
+            .events
+            .into_iter()
+            .map(DeferredEvent::written)
+            .collect())
+    }
+
+    fn defer_call_start(
+        &self,
+        session_id: &str,
+        assistant: Option<&ModelMessage>,
+        started: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<DeferredEvent, StoreError> {
+        self.start_call(session_id, assistant, None, started, timestamp_ms)
+            .map(DeferredEvent::written)
+    }
+
+    fn defer_call_close(
+        &self,
+        session_id: &str,
+        completed: EventPayload,
+        timestamp_ms: u64,
+        message: &ModelMessage,
+    ) -> Result<DeferredEvent, StoreError> {
+        self.close_call_in(session_id, None, completed, timestamp_ms, message)
+            .map(DeferredEvent::written)
+    }
+
+    /// Nothing waits: every record was written when it was given.
+    fn flush_deferred(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
