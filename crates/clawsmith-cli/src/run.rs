@@ -262,14 +262,15 @@ pub fn build_core(
         bail!("workspace {} is not a directory", workspace.display());
     }
     state::ensure_outside(state_dir, &workspace)?;
-    let store = state::open_store(state_options)?;
-    // After the store: opening it checked the state directory (and refused a planted
-    // configuration). Invalid configuration stops the start before any tool exists. The file
-    // is found and checked once here, then read by each section's owner (finding it
-    // lists and checks the state directory each time).
+    // The state directory is checked first (a planted configuration is refused). Invalid
+    // configuration stops the start before any tool exists. The file is found and checked once
+    // here, then read by each section's owner (finding it lists and checks the state directory
+    // each time).
+    state::prepare_state_dir(state_dir)?;
     let config_file = config_in_prepared_state(state_dir, options.config.as_deref())?;
     let file_policy = crate::policy::load_file(config_file.as_deref())?;
-    crate::store::refuse_fleet_for_tools(config_file.as_deref())?;
+    // The session store `[store]` names: the fleet's, or this machine's file.
+    let store = crate::store::open_tool_store(state_options, config_file.as_deref())?;
     // The one policy every process clawsmith starts is confined by (commands, background
     // commands, plugin tools and hooks, language servers, MCP servers): each gets a profile of
     // it (`SandboxConfig::for_process`), never a configuration of its own.

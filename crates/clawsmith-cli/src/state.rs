@@ -283,6 +283,11 @@ pub fn require_trusted_config(path: &Path) -> Result<()> {
 /// `-shm` the same mode) and never opened through a symlink.
 pub fn open_store(state: &StateOptions) -> Result<Arc<Store>> {
     prepare_state_dir(&state.dir)?;
+    open_prepared_store(state)
+}
+
+/// [`open_store`] once [`prepare_state_dir`] has checked the state directory.
+pub fn open_prepared_store(state: &StateOptions) -> Result<Arc<Store>> {
     let path = state.dir.join(DATABASE_FILE);
     let options = StoreOptions {
         durability: state.durability,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
+use clawsmith_checkpoint::LeaseWait;
 use clawsmith_store_postgres::{PgOptions, PgStore, SCHEMA_VERSION, TlsMode};
 use serde::Deserialize;
 use serde_json::json;
@@ -81,23 +82,6 @@ pub fn section(path: Option<&Path>) -> Result<Option<StoreSection>> {
         ),
         _ => Ok(Some(section)),
     }
-}
-
-/// Refuses to run tools when the configuration puts sessions on PostgreSQL: this build's core
-/// writes its sessions, checkpoints and undo history only to the SQLite store, and must not
-/// silently keep them on one machine while the configuration says the fleet's.
-pub fn refuse_fleet_for_tools(path: Option<&Path>) -> Result<()> {
-    if let Some(section) = section(path)?
-        && section.kind == StoreKind::Postgres
-    {
-        return Err(refusal(
-            "[store] kind = \"postgres\": running tools on the fleet store is not built yet \
-             (sessions, checkpoints and undo are written to the embedded SQLite store only)",
-            "remove [store] (or set kind = \"sqlite\") to run tools; `clawsmith store migrate` \
-             and `clawsmith store check` work with the PostgreSQL store",
-        ));
-    }
-    Ok(())
 }
 
 impl StoreSection {
@@ -191,11 +175,13 @@ pub fn run(state_dir: &Path, command: StoreCommand, out: &Output) -> Result<i32>
 
 /// The fleet store `[store]` names, connected and at this build's schema; `Ok(None)` when the
 /// configuration keeps sessions in the embedded SQLite file.
-pub fn open_fleet(path: Option<&Path>) -> Result<Option<PgStore>> {
+pub fn open_fleet(path: Option<&Path>, lease_wait: LeaseWait) -> Result<Option<PgStore>> {
     let Some(section) = section(path)?.filter(|s| s.kind == StoreKind::Postgres) else {
         return Ok(None);
     };
-    let store = PgStore::connect(&section.url()?, objects_of(&section)?).with_context(|| {
+    let mut options = objects_of(&section)?;
+    options.wait_for_lease = lease_wait == LeaseWait::Wait;
+    let store = PgStore::connect(&section.url()?, options).with_context(|| {
         format!(
             "opening the PostgreSQL store (from ${}) that [store] names",
             section.url_env()
@@ -210,10 +196,23 @@ pub fn open_history_store(
     state: &crate::state::StateOptions,
 ) -> Result<std::sync::Arc<dyn clawsmith_store::SessionStore>> {
     let path = crate::run::config_file(&state.dir, None)?;
-    if let Some(fleet) = open_fleet(path.as_deref())? {
+    if let Some(fleet) = open_fleet(path.as_deref(), state.lease_wait)? {
         return Ok(std::sync::Arc::new(fleet));
     }
     Ok(crate::state::open_existing_store(state)?)
+}
+
+/// The store the tools write (`call`, `turn`, `mcp`, `run`): the fleet store when `config`
+/// names one, else the state directory's SQLite file, created when missing. The state
+/// directory must have been prepared (it holds the configuration either way).
+pub fn open_tool_store(
+    state: &crate::state::StateOptions,
+    config: Option<&Path>,
+) -> Result<std::sync::Arc<dyn clawsmith_store::SessionStore>> {
+    if let Some(fleet) = open_fleet(config, state.lease_wait)? {
+        return Ok(std::sync::Arc::new(fleet));
+    }
+    Ok(crate::state::open_prepared_store(state)?)
 }
 
 /// How long an unreferenced blob of the fleet store is kept after it was last touched: longer

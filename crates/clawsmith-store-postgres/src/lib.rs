@@ -170,6 +170,10 @@ struct Inner {
     host: String,
     /// The leases this store holds: session → holders, epoch, renewal.
     held: Mutex<HashMap<String, Held>>,
+    /// Lease releases sent and perhaps not yet done: the store's drop waits for them (up to
+    /// [`RELEASE_PATIENCE`]), so a process that ends right after a turn does not leave its
+    /// sessions locked for a lease's life.
+    releasing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 struct Held {
@@ -191,12 +195,34 @@ impl std::fmt::Debug for Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Dropping a runtime blocks, which a caller on an async thread must not do.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        // Releases still in flight are waited for, briefly, where blocking is allowed (not on
+        // an async thread): otherwise another host would find the session held until the lease
+        // expires.
+        let releasing = std::mem::take(
+            &mut *self
+                .releasing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        if !releasing.is_empty() && tokio::runtime::Handle::try_current().is_err() {
+            runtime.block_on(async {
+                let _ = tokio::time::timeout(
+                    RELEASE_PATIENCE,
+                    futures_util::future::join_all(releasing),
+                )
+                .await;
+            });
         }
+        // Dropping a runtime blocks, which a caller on an async thread must not do.
+        runtime.shutdown_background();
     }
 }
+
+/// How long dropping a store waits for its lease releases to reach the database.
+const RELEASE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// A `StoreError::Backend` of `context` from any displayable cause.
 pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E) -> StoreError {
@@ -312,6 +338,7 @@ impl PgStore {
                 holder: format!("{host}:{}:{nonce:x}", std::process::id()),
                 host,
                 held: Mutex::new(HashMap::new()),
+                releasing: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -1437,8 +1464,9 @@ impl PgStore {
         let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         let holder = self.inner.holder.clone();
-        // Not waited for: a lease whose release is lost expires on its own.
-        self.inner.runtime().spawn(async move {
+        // Not waited for here (the store's drop waits for what is still in flight): a lease
+        // whose release is lost expires on its own.
+        let task = self.inner.runtime().spawn(async move {
             if let Ok(client) = pool.get().await {
                 let _ = client
                     .execute(
@@ -1449,6 +1477,13 @@ impl PgStore {
                     .await;
             }
         });
+        let mut releasing = self
+            .inner
+            .releasing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        releasing.retain(|task| !task.is_finished());
+        releasing.push(task);
     }
 }
 

@@ -9,10 +9,15 @@ use crate::{Fixture, Run, run_binary_with};
 
 /// `clawsmith --state-dir S ARGS` with `env` set.
 fn run(fixture: &Fixture, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_with_input(fixture, args, "", env)
+}
+
+/// [`run`] with `stdin` as its standard input.
+fn run_with_input(fixture: &Fixture, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
     let state = fixture.state();
     let mut full = vec!["--state-dir", state.to_str().unwrap()];
     full.extend_from_slice(args);
-    run_binary_with(&full, "", |command| {
+    run_binary_with(&full, stdin, |command| {
         command.env_remove("CLAWSMITH_DATABASE_URL");
         for (name, value) in env {
             command.env(name, value);
@@ -50,6 +55,19 @@ pub(crate) fn fresh_database(purpose: &str) -> Option<String> {
         assert!(made.status.success(), "{made:?}");
     }
     Some(format!("{base} dbname={database}"))
+}
+
+/// [`fresh_database`] with clawsmith's schema in it.
+pub(crate) fn migrated_database(purpose: &str) -> Option<String> {
+    let url = fresh_database(purpose)?;
+    clawsmith_store_postgres::PgStore::unchecked(
+        &url,
+        clawsmith_store_postgres::PgOptions::default(),
+    )
+    .unwrap()
+    .migrate()
+    .unwrap();
+    Some(url)
 }
 
 fn config(fixture: &Fixture, text: &str) -> String {
@@ -122,7 +140,8 @@ fn the_embedded_store_needs_nothing_and_bad_store_configuration_is_refused() {
             .contains("not reached"),
         "{answer}"
     );
-    // Tools are refused while sessions are configured onto the fleet store.
+    // Tools on the fleet store without its connection string: refused, naming the variable,
+    // rather than run on the local file.
     let ws = f.ws();
     let call = run(
         &f,
@@ -139,10 +158,13 @@ fn the_embedded_store_needs_nothing_and_bad_store_configuration_is_refused() {
     );
     assert_ne!(call.code, 0);
     assert!(
-        call.stderr
-            .contains("running tools on the fleet store is not built yet"),
+        call.stderr.contains("$FLEET_DB, which is not set"),
         "{}",
         call.stderr
+    );
+    assert!(
+        !f.state().join("state.db").exists(),
+        "no local store was made instead"
     );
 }
 
@@ -321,13 +343,9 @@ fn session_and_undo_commands_read_the_fleet_store() {
     use clawsmith_store::{SessionStore, TurnOpening, TurnStore};
     use clawsmith_store_postgres::{PgOptions, PgStore};
 
-    let Some(url) = fresh_database("history") else {
+    let Some(url) = migrated_database("history") else {
         return;
     };
-    PgStore::unchecked(&url, PgOptions::default())
-        .unwrap()
-        .migrate()
-        .unwrap();
     let f = Fixture::new();
     let workspace = f.ws().canonicalize().unwrap();
     let root = workspace.to_str().unwrap();
@@ -413,5 +431,144 @@ fn session_and_undo_commands_read_the_fleet_store() {
             .contains("$CLAWSMITH_DATABASE_URL, which is not set"),
         "{}",
         unset.stderr
+    );
+}
+
+/// `turn` and `call` with `[store] kind = "postgres"`: the session, its checkpoint (a file
+/// tool's change and a command's) and every call are written to the fleet store, where another
+/// host reads them; the connection string never reaches a command; a lease another host holds
+/// refuses the call; and a second machine (another state directory) continues the session.
+#[test]
+fn tools_write_their_sessions_to_the_fleet_store() {
+    use clawsmith_store::{SessionStore, TurnStore};
+    use clawsmith_store_postgres::{PgOptions, PgStore};
+
+    let Some(url) = migrated_database("tools") else {
+        return;
+    };
+    let f = Fixture::new();
+    let path = config(&f, "[store]\nkind = \"postgres\"\n");
+    let env = [("CLAWSMITH_DATABASE_URL", url.as_str())];
+    let ws = f.ws().canonicalize().unwrap();
+    let ws_text = ws.to_str().unwrap();
+    let id = "fleet-tools";
+    let calls = serde_json::json!([
+        {"id": "c1", "name": "write_file",
+         "arguments": serde_json::json!({"path": "fleet.txt", "content": "one\ntwo\n"}).to_string()},
+        {"id": "c2", "name": "run_command",
+         "arguments": serde_json::json!({"command": "printf made > b.txt; env"}).to_string()},
+    ]);
+    let turn = run_with_input(
+        &f,
+        &[
+            "turn",
+            "--workspace",
+            ws_text,
+            "--config",
+            &path,
+            "--mode",
+            "full",
+            "--session",
+            id,
+        ],
+        &calls.to_string(),
+        &env,
+    );
+    assert_eq!(turn.code, 0, "{}", turn.stderr);
+    assert!(
+        !turn.stdout.contains("CLAWSMITH_DATABASE_URL") && !turn.stdout.contains(&url),
+        "a command saw the connection string: {}",
+        turn.stdout
+    );
+    assert!(
+        !f.state().join("state.db").exists(),
+        "nothing went to the local file"
+    );
+
+    let host = PgStore::connect(&url, PgOptions::default()).unwrap();
+    let session = host.get_session(id).unwrap().unwrap();
+    assert_eq!(session.workspace_root, ws_text);
+    let checkpoints = host.checkpoints(id).unwrap();
+    assert_eq!(checkpoints.len(), 1, "{checkpoints:?}");
+    let turn_id = checkpoints[0].turn_id.clone();
+    let changes: Vec<(String, Option<String>)> = host
+        .change_list(id, &turn_id)
+        .unwrap()
+        .into_iter()
+        .map(|change| (change.path, change.origin))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            ("fleet.txt".to_owned(), None),
+            ("b.txt".to_owned(), Some("command".to_owned()))
+        ]
+    );
+    let diff = host.diff(id, &turn_id, "fleet.txt").unwrap().unwrap();
+    assert!(diff.unified.contains("+two"), "{}", diff.unified);
+    let completed = |store: &PgStore| -> usize {
+        store
+            .events(id)
+            .unwrap()
+            .iter()
+            .filter(|event| event.payload.kind() == "tool.completed")
+            .count()
+    };
+    assert_eq!(completed(&host), 2);
+    assert!(host.unfinished_calls(id).unwrap().is_empty());
+
+    // A lease another host holds refuses the call, and the session is unchanged.
+    let held = host.lease_session(id).unwrap();
+    let busy = run(
+        &f,
+        &[
+            "call",
+            "--workspace",
+            ws_text,
+            "--config",
+            &path,
+            "--session",
+            id,
+            "read_file",
+            "{\"path\":\"fleet.txt\"}",
+        ],
+        &env,
+    );
+    assert_ne!(busy.code, 0, "{}", busy.stdout);
+    assert!(busy.stderr.contains("in use"), "{}", busy.stderr);
+    assert_eq!(completed(&host), 2);
+    drop(held);
+
+    // Another machine (its own state directory) continues the session where it stands.
+    let other = Fixture::new();
+    let other_config = config(&other, "[store]\nkind = \"postgres\"\n");
+    let read = run(
+        &other,
+        &[
+            "call",
+            "--workspace",
+            ws_text,
+            "--config",
+            &other_config,
+            "--session",
+            id,
+            "read_file",
+            "{\"path\":\"fleet.txt\"}",
+        ],
+        &env,
+    );
+    assert_eq!(read.code, 0, "{}", read.stderr);
+    assert!(read.stdout.contains("two"), "{}", read.stdout);
+    assert_eq!(completed(&host), 3);
+    let sequences: Vec<u64> = host
+        .events(id)
+        .unwrap()
+        .iter()
+        .map(|e| e.sequence)
+        .collect();
+    assert_eq!(
+        sequences,
+        (1..=sequences.len() as u64).collect::<Vec<_>>(),
+        "one gap-free history across both machines"
     );
 }

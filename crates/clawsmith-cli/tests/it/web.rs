@@ -1534,13 +1534,9 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
     use clawsmith_store::{SessionStore, TurnOpening, TurnStore};
     use clawsmith_store_postgres::{PgOptions, PgStore};
 
-    let Some(url) = crate::store::fresh_database("web") else {
+    let Some(url) = crate::store::migrated_database("web") else {
         return;
     };
-    PgStore::unchecked(&url, PgOptions::default())
-        .unwrap()
-        .migrate()
-        .unwrap();
     let host = PgStore::connect(&url, PgOptions::default()).unwrap();
     let id = "fleet-web-1";
     host.create_session(id, "/on/another/host").unwrap();
