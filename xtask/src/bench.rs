@@ -36,6 +36,9 @@ mod traces;
 // MCP over Streamable HTTP vs stdio.
 mod mcp_http;
 
+// MCP read_file on the fleet store (PostgreSQL) vs the embedded one.
+mod fleet;
+
 /// What a figure is compared with.
 #[derive(Debug, Clone, Copy)]
 pub enum Target {
@@ -86,6 +89,7 @@ pub struct Options {
 /// The groups a run is made of, in the order they run; a NAME selects those containing it.
 pub const GROUPS: &[&str] = &[
     "mcp-read-file",
+    "fleet-mcp-read-file",
     "mcp-http-read-file",
     "traces-export",
     "call-vs-cat",
@@ -391,6 +395,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     };
     attempt("mcp-read-file", &mut rows, &mut || {
         mcp_read_pair(root, &bin, &data, &options)
+    });
+    attempt("fleet-mcp-read-file", &mut rows, &mut || {
+        fleet::fleet_rows(&bin, &data, &options)
     });
     attempt("mcp-http-read-file", &mut rows, &mut || {
         mcp_http::http_vs_stdio(&bin, &data, &options)

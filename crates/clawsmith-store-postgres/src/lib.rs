@@ -99,7 +99,7 @@ mod turns;
 
 pub use blobs::{object_store_at, probe_objects};
 pub use follow::Follower;
-pub use retention::Collected;
+pub use retention::{BLOB_NAMES_NOT_KEPT, BLOB_REFERENCES, Collected};
 pub use schema::SCHEMA_VERSION;
 pub use tls::TlsMode;
 
@@ -1358,12 +1358,16 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         self.run(async move {
             let client = connect(&pool, "asking whether a lease is wanted").await?;
-            let row = client
-                .query_opt(
+            // Asked once a turn by a holder that keeps its lease: prepared once a connection.
+            let statement = client
+                .prepare_cached(
                     "SELECT wanted_until > now() AND wanted_by IS DISTINCT FROM $2
                      FROM clawsmith_leases WHERE session_id = $1",
-                    &[&session, &holder],
                 )
+                .await
+                .map_err(pg("asking whether a lease is wanted"))?;
+            let row = client
+                .query_opt(&statement, &[&session, &holder])
                 .await
                 .map_err(pg("asking whether a lease is wanted"))?;
             Ok(row

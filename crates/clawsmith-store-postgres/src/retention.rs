@@ -26,23 +26,33 @@ use crate::blobs::object_path;
 use crate::{PgStore, backend, connect, interval, pg};
 use clawsmith_store::StoreError;
 
-/// The condition that no row names the blob `$hash`: no artifact, no checkpoint file as its
-/// state before or after a change, no running command's manifest (a `concat!`-able literal, so the statements stay literals).
-macro_rules! named_by_nothing {
-    ($hash:literal) => {
-        concat!(
-            "NOT EXISTS (SELECT 1 FROM clawsmith_artifacts a WHERE a.blob_hash = ",
-            $hash,
-            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.pre_hash = ",
-            $hash,
-            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_checkpoint_files f WHERE f.post_hash = ",
-            $hash,
-            ") AND NOT EXISTS (SELECT 1 FROM clawsmith_command_captures c \
-             WHERE c.manifest_hash = ",
-            $hash,
-            ")"
-        )
-    };
+/// Every column that names a blob the collection must spare while its row lives, as
+/// (table, column): an artifact's content, a checkpoint file's state before and after a change
+/// (the state after is not a foreign key: it names its blob before the turn's finish stores it),
+/// a running command's manifest. A test compares this with the database's catalog: a column of
+/// a clawsmith table that names a blob and is not here (or in [`BLOB_NAMES_NOT_KEPT`]) fails it,
+/// and so does every foreign key to the blobs that is not here.
+pub const BLOB_REFERENCES: &[(&str, &str)] = &[
+    ("clawsmith_artifacts", "blob_hash"),
+    ("clawsmith_checkpoint_files", "pre_hash"),
+    ("clawsmith_checkpoint_files", "post_hash"),
+    ("clawsmith_command_captures", "manifest_hash"),
+];
+
+/// Columns that name a blob without keeping it: a workspace's last manifest is a cache, read as
+/// absent once its blob is gone (the next command then lists the workspace whole).
+pub const BLOB_NAMES_NOT_KEPT: &[(&str, &str)] =
+    &[("clawsmith_workspace_manifests", "manifest_hash")];
+
+/// The condition that no row of [`BLOB_REFERENCES`] names the blob `hash` (an SQL expression).
+fn named_by_nothing(hash: &str) -> String {
+    BLOB_REFERENCES
+        .iter()
+        .map(|(table, column)| {
+            format!("NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{column} = {hash})")
+        })
+        .collect::<Vec<_>>()
+        .join(" AND ")
 }
 
 /// How many rows one transaction of a collection handles.
@@ -152,10 +162,10 @@ impl PgStore {
                 .get(0);
             let blobs: i64 = client
                 .query_one(
-                    concat!(
+                    &format!(
                         "SELECT count(*) FROM clawsmith_blobs b
-                         WHERE touched_at < now() - $1::text::interval AND ",
-                        named_by_nothing!("b.hash")
+                         WHERE touched_at < now() - $1::text::interval AND {}",
+                        named_by_nothing("b.hash")
                     ),
                     &[&grace],
                 )
@@ -182,11 +192,11 @@ impl PgStore {
                 let tx = client.transaction().await.map_err(pg("collecting blobs"))?;
                 let claimed: Vec<(String, bool)> = tx
                     .query(
-                        concat!(
+                        &format!(
                             "SELECT hash, in_object FROM clawsmith_blobs b
-                             WHERE touched_at < now() - $1::text::interval AND ",
-                            named_by_nothing!("b.hash"),
-                            " ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED"
+                             WHERE touched_at < now() - $1::text::interval AND {}
+                             ORDER BY touched_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                            named_by_nothing("b.hash")
                         ),
                         &[&grace_text, &BATCH],
                     )
@@ -203,9 +213,9 @@ impl PgStore {
                 // Again, under the locks: an artifact committed since the choice keeps its blob.
                 let still: Vec<String> = tx
                     .query(
-                        concat!(
-                            "SELECT h FROM unnest($1::text[]) AS h WHERE ",
-                            named_by_nothing!("h")
+                        &format!(
+                            "SELECT h FROM unnest($1::text[]) AS h WHERE {}",
+                            named_by_nothing("h")
                         ),
                         &[&hashes],
                     )

@@ -71,17 +71,19 @@ fn file_row(row: &tokio_postgres::Row) -> FileRow {
 }
 
 async fn file_rows(
-    client: &impl tokio_postgres::GenericClient,
+    client: &impl deadpool_postgres::GenericClient,
     checkpoint_id: i64,
 ) -> Result<Vec<FileRow>, StoreError> {
+    // Prepared once per connection: a turn's finish reads these twice.
+    let statement = client
+        .prepare_cached(&format!(
+            "SELECT {FILE_COLUMNS} FROM clawsmith_checkpoint_files
+             WHERE checkpoint_id = $1 ORDER BY position"
+        ))
+        .await
+        .map_err(pg("reading checkpoint files"))?;
     let rows = client
-        .query(
-            &format!(
-                "SELECT {FILE_COLUMNS} FROM clawsmith_checkpoint_files
-                 WHERE checkpoint_id = $1 ORDER BY position"
-            ),
-            &[&checkpoint_id],
-        )
+        .query(&statement, &[&checkpoint_id])
         .await
         .map_err(pg("reading checkpoint files"))?;
     Ok(rows.iter().map(file_row).collect())
@@ -454,7 +456,7 @@ impl TurnStore for PgStore {
                 .map_err(pg("reading a change list"))?
                 .ok_or_else(|| unknown_turn(&session, &turn))?
                 .get(0);
-            Ok(file_rows(&**client, id)
+            Ok(file_rows(&client, id)
                 .await?
                 .iter()
                 .map(FileRow::change)
@@ -537,17 +539,20 @@ impl PgStore {
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
         let (state, rows) = self.run(async move {
             let client = connect(&pool, "finishing a turn").await?;
-            let found = client
-                .query_opt(
+            let statement = client
+                .prepare_cached(
                     "SELECT id, state FROM clawsmith_checkpoints
                      WHERE session_id = $1 AND turn_id = $2",
-                    &[&session, &turn],
                 )
+                .await
+                .map_err(pg("finishing a turn"))?;
+            let found = client
+                .query_opt(&statement, &[&session, &turn])
                 .await
                 .map_err(pg("finishing a turn"))?
                 .ok_or_else(|| unknown_turn(&session, &turn))?;
             let (id, state): (i64, String) = (found.get(0), found.get(1));
-            Ok((state, file_rows(&**client, id).await?))
+            Ok((state, file_rows(&client, id).await?))
         })?;
         // One file at a time, as the SQLite store does: its prior content is read, its current
         // content asked for and, when it still matches the post state, stored now (its row
@@ -600,26 +605,35 @@ impl PgStore {
                     if state == "open" {
                         for (path, expected, stats) in finished {
                             if let Some((added, removed)) = stats {
-                                tx.execute(
+                                let statement = prepared(
+                                    tx,
                                     "UPDATE clawsmith_checkpoint_files
                                      SET lines_added = $4, lines_removed = $5
                                      WHERE checkpoint_id = $1 AND path = $2
                                        AND post_hash IS NOT DISTINCT FROM $3",
+                                    "finishing a turn",
+                                )
+                                .await?;
+                                tx.execute(
+                                    &statement,
                                     &[&id, &path, &expected, &signed(added), &signed(removed)],
                                 )
                                 .await
                                 .map_err(pg("finishing a turn"))?;
                             }
                         }
-                        tx.execute(
+                        let statement = prepared(
+                            tx,
                             "UPDATE clawsmith_checkpoints
                              SET state = 'finished', finished_at_ms = $2 WHERE id = $1",
-                            &[&id, &signed(now_ms())],
+                            "finishing a turn",
                         )
-                        .await
-                        .map_err(pg("finishing a turn"))?;
+                        .await?;
+                        tx.execute(&statement, &[&id, &signed(now_ms())])
+                            .await
+                            .map_err(pg("finishing a turn"))?;
                     }
-                    let files = file_rows(&**tx, id).await?;
+                    let files = file_rows(tx, id).await?;
                     let event = match completed {
                         Some((payload, timestamp_ms)) => {
                             let event = Event {

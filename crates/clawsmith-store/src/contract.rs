@@ -34,6 +34,7 @@ pub fn sessions(open: Open<'_>, prefix: &str) {
     creating_and_listing(open, prefix);
     a_child_session_starts_empty_under_its_parent(open, prefix);
     a_fork_copies_its_parent_as_it_stands(open, prefix);
+    deferred_records_are_written_in_order_by_the_next_write(open, prefix);
     history_is_gap_free_and_paged(open, prefix);
     concurrent_writers_leave_no_gap_and_no_duplicate(open, prefix);
     a_started_call_is_journaled_until_closed(open, prefix);
@@ -1144,4 +1145,78 @@ pub fn a_fork_copies_its_parent_as_it_stands(open: Open<'_>, prefix: &str) {
         4,
         "the taken fork is unchanged"
     );
+}
+
+/// Records that guard nothing may wait for the store's next write, but no longer: after it,
+/// another handle reads them in the order given, numbered on from the history before them,
+/// with the turn's checkpoint where the session stood; their handles then know their
+/// sequences. A call's close deferred after its start lands after it.
+pub fn deferred_records_are_written_in_order_by_the_next_write(open: Open<'_>, prefix: &str) {
+    use clawsmith_protocol::ToolCompleted;
+
+    let store = open();
+    let id = format!("{prefix}-deferred");
+    store.create_session(&id, "/ws").unwrap();
+    store.append_event(&id, started("before"), 1).unwrap();
+    store
+        .defer_message(&id, &ModelMessage::text(Role::User, "read it"))
+        .unwrap();
+    let opening = store
+        .defer_turn_start(&id, "t1", vec![started("t1")], 2)
+        .unwrap();
+    let assistant = ModelMessage::text(Role::Assistant, "reading");
+    let start = store
+        .defer_call_start(&id, Some(&assistant), started("t1-call"), 3)
+        .unwrap();
+    let result = clawsmith_protocol::ToolExecutionResult::success("contents");
+    let done = ToolCompleted::new("c1", "t1", "read_file", &result);
+    let message = ModelMessage::tool_result("c1", "read_file", "contents", result.summary());
+    let close = store
+        .defer_call_close(&id, EventPayload::ToolCompleted(done), 4, &message)
+        .unwrap();
+    // The next write of any kind writes them first.
+    let after = store.append_event(&id, completed("t1"), 5).unwrap();
+    assert_eq!(after.sequence, 5, "after the four records before it");
+    let other = open();
+    let kinds: Vec<(u64, &'static str)> = other
+        .events(&id)
+        .unwrap()
+        .iter()
+        .map(|event| (event.sequence, event.payload.kind()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (1, "turn.started"),
+            (2, "turn.started"),
+            (3, "turn.started"),
+            (4, "tool.completed"),
+            (5, "turn.completed"),
+        ]
+    );
+    let roles: Vec<Role> = other
+        .messages(&id)
+        .unwrap()
+        .iter()
+        .map(|message| message.role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    let checkpoint = &other.checkpoints(&id).unwrap()[0];
+    assert_eq!(checkpoint.turn_id, "t1");
+    assert_eq!(
+        (checkpoint.message_count, checkpoint.event_sequence),
+        (1, 1),
+        "where the session stood when the turn was deferred"
+    );
+    let sequences = |handles: &[crate::DeferredEvent]| -> Vec<Option<u64>> {
+        handles
+            .iter()
+            .map(|handle| handle.stored().map(|event| event.sequence))
+            .collect()
+    };
+    assert_eq!(sequences(&opening), [Some(2)]);
+    assert_eq!(sequences(&[start, close]), [Some(3), Some(4)]);
+    // Nothing waits any more: flushing writes nothing.
+    store.flush_deferred().unwrap();
+    assert_eq!(other.last_event_sequence(&id).unwrap(), 5);
 }

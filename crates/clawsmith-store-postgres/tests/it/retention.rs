@@ -296,3 +296,75 @@ fn a_running_commands_manifest_is_kept_until_it_ends() {
         1
     );
 }
+
+/// The collection's list of what keeps a blob is checked against the database itself: every
+/// column of a clawsmith table that names a blob (by its name, or by a foreign key to the blobs)
+/// is in `BLOB_REFERENCES` or declared not to keep its blob, and every foreign key to the blobs
+/// is in `BLOB_REFERENCES`. A migration that adds such a column and forgets the collection fails
+/// here, before a collection takes bytes a row still names.
+#[test]
+fn every_column_naming_a_blob_is_known_to_the_collection() {
+    let Some(base) = postgres("every_column_naming_a_blob_is_known_to_the_collection") else {
+        return;
+    };
+    let (url, _) = migrated(&base, PgOptions::default());
+    let pairs = |query: &str| -> Vec<(String, String)> {
+        let listed = crate::query_text(url.as_str(), query);
+        listed
+            .split(',')
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (table, column) = pair.split_once('.').unwrap();
+                (table.to_owned(), column.to_owned())
+            })
+            .collect()
+    };
+    let by_name = pairs(
+        "SELECT coalesce(string_agg(table_name || '.' || column_name, ',' ORDER BY 1), '')
+         FROM information_schema.columns
+         WHERE table_schema = current_schema() AND table_name LIKE 'clawsmith\\_%'
+           AND (column_name LIKE '%hash%' OR column_name LIKE '%blob%')
+           AND NOT (table_name = 'clawsmith_blobs' AND column_name = 'hash')",
+    );
+    let by_key = pairs(
+        "SELECT coalesce(string_agg(c.conrelid::regclass::text || '.' || a.attname, ',' ORDER BY 1), '')
+         FROM pg_constraint c
+         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+         WHERE c.contype = 'f' AND c.confrelid = 'clawsmith_blobs'::regclass",
+    );
+    let known = |pair: &(String, String), list: &[(&str, &str)]| {
+        list.iter()
+            .any(|(table, column)| pair.0 == *table && pair.1 == *column)
+    };
+    assert!(
+        by_key.len() >= 3,
+        "the catalog query finds the keys: {by_key:?}"
+    );
+    for pair in &by_key {
+        assert!(
+            known(pair, clawsmith_store_postgres::BLOB_REFERENCES),
+            "{pair:?} is a foreign key to the blobs the collection does not know"
+        );
+    }
+    for pair in by_name.iter().chain(&by_key) {
+        assert!(
+            known(pair, clawsmith_store_postgres::BLOB_REFERENCES)
+                || known(pair, clawsmith_store_postgres::BLOB_NAMES_NOT_KEPT),
+            "{pair:?} names a blob and the collection does not know it"
+        );
+    }
+    // And the other way: every listed column exists (a renamed column would leave the list
+    // naming nothing).
+    for (table, column) in clawsmith_store_postgres::BLOB_REFERENCES
+        .iter()
+        .chain(clawsmith_store_postgres::BLOB_NAMES_NOT_KEPT)
+    {
+        assert!(
+            by_name
+                .iter()
+                .chain(&by_key)
+                .any(|pair| pair.0 == *table && pair.1 == *column),
+            "{table}.{column} is listed but not in the database"
+        );
+    }
+}
