@@ -136,7 +136,9 @@ pub(crate) enum Deferred {
 pub struct DeferredEvent(Arc<OnceLock<Event>>);
 
 impl DeferredEvent {
-    pub(crate) fn new(stored: Arc<OnceLock<Event>>) -> DeferredEvent {
+    /// An event whose write waits for a later commit: the store sets `stored` once that commit
+    /// is done.
+    pub fn new(stored: Arc<OnceLock<Event>>) -> DeferredEvent {
         DeferredEvent(stored)
     }
 

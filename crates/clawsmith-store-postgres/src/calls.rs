@@ -1,14 +1,9 @@
-//! Closing calls, and the records a SQLite store defers to its next commit. A commit here is a
-//! round trip to the server whichever way it is batched, and a record held back in one process
-//! would be invisible to the fleet's followers until then: each is written at once, and the
-//! handle the caller gets is already resolved.
+//! Closing calls: the journal entry, the tool message and the event in one transaction.
 
 use clawsmith_protocol::{
     Event, EventPayload, ModelMessage, ToolCompleted, ToolResultSummary, ToolStatus,
 };
-use clawsmith_store::{
-    DeferredEvent, DeferredRecords, SessionStore, StoreError, TurnOpening, TurnStore,
-};
+use clawsmith_store::StoreError;
 
 use crate::{PgStore, Take, insert_event, insert_message, now_ms, pg, prepared};
 
@@ -106,60 +101,5 @@ impl PgStore {
             timestamp_ms,
             &message,
         )
-    }
-}
-
-impl DeferredRecords for PgStore {
-    fn defer_message(&self, session_id: &str, message: &ModelMessage) -> Result<(), StoreError> {
-        self.append_message(session_id, message).map(|_| ())
-    }
-
-    fn defer_turn_start(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        events: Vec<EventPayload>,
-        timestamp_ms: u64,
-    ) -> Result<Vec<DeferredEvent>, StoreError> {
-        let opened = self.begin_turn(
-            session_id,
-            turn_id,
-            TurnOpening {
-                events,
-                timestamp_ms,
-            },
-        )?;
-        Ok(opened
-            .events
-            .into_iter()
-            .map(DeferredEvent::written)
-            .collect())
-    }
-
-    fn defer_call_start(
-        &self,
-        session_id: &str,
-        assistant: Option<&ModelMessage>,
-        started: EventPayload,
-        timestamp_ms: u64,
-    ) -> Result<DeferredEvent, StoreError> {
-        self.start_call(session_id, assistant, None, started, timestamp_ms)
-            .map(DeferredEvent::written)
-    }
-
-    fn defer_call_close(
-        &self,
-        session_id: &str,
-        completed: EventPayload,
-        timestamp_ms: u64,
-        message: &ModelMessage,
-    ) -> Result<DeferredEvent, StoreError> {
-        self.close_call_in(session_id, None, completed, timestamp_ms, message)
-            .map(DeferredEvent::written)
-    }
-
-    /// Nothing waits: every record was written when it was given.
-    fn flush_deferred(&self) -> Result<(), StoreError> {
-        Ok(())
     }
 }

@@ -90,6 +90,7 @@ use tokio_postgres::GenericClient;
 mod blobs;
 mod calls;
 mod captures;
+mod deferred;
 mod follow;
 mod fork;
 mod retention;
@@ -174,6 +175,9 @@ struct Inner {
     /// [`RELEASE_PATIENCE`]), so a process that ends right after a turn does not leave its
     /// sessions locked for a lease's life.
     releasing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Records waiting for the store's next write ([`clawsmith_store::DeferredRecords`]), in
+    /// order.
+    pending: Mutex<Vec<deferred::Pending>>,
 }
 
 struct Held {
@@ -339,6 +343,7 @@ impl PgStore {
                 host,
                 held: Mutex::new(HashMap::new()),
                 releasing: Mutex::new(Vec::new()),
+                pending: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -377,6 +382,22 @@ impl PgStore {
     /// Runs `work` on the store's runtime and waits for it: every call of the traits is
     /// synchronous, and may come from a thread of another runtime.
     fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        // This process reads what it did: records still deferred are written first. Records
+        // refused for good (their session was taken over) are dropped, and the read goes on.
+        if self.has_pending()
+            && let Err(error) = clawsmith_store::DeferredRecords::flush_deferred(self)
+            && deferred::may_pass(&error)
+        {
+            return Err(error);
+        }
+        self.run_raw(work)
+    }
+
+    /// [`PgStore::run`] without writing the deferred records first (a write takes them itself).
+    fn run_raw<T: Send + 'static>(
         &self,
         work: impl Future<Output = Result<T, StoreError>> + Send + 'static,
     ) -> Result<T, StoreError> {
@@ -449,7 +470,8 @@ impl PgStore {
     /// are written under and, when `take` asks for any, the session's next numbers
     /// ([`take_numbers`]). The lease check and the numbering are sent together (one round trip
     /// for both: neither needs the other's answer, and the transaction is refused whole when
-    /// the lease check fails).
+    /// the lease check fails). Records deferred before it are written first: in the same
+    /// transaction when they are the session's, alone before it otherwise.
     fn write<T: Send + 'static>(
         &self,
         context: &'static str,
@@ -464,25 +486,104 @@ impl PgStore {
         > + Send
         + 'static,
     ) -> Result<T, StoreError> {
+        let mut records = self.take_pending();
+        if records.iter().any(|record| record.session() != session_id) {
+            let waiting = records.len();
+            match self.write_pending_alone(records) {
+                Ok(()) => records = Vec::new(),
+                // One session's records were refused for good and dropped; those after them
+                // wait again, in order, and are taken from the top (fewer each time).
+                Err(error) if !deferred::may_pass(&error) && self.pending_count() < waiting => {
+                    return self.write(context, session_id, take, body);
+                }
+                // A passing failure (the connection) would stop this write too.
+                Err(error) => return Err(error),
+            }
+        }
+        self.write_with(context, session_id, take, records, body)
+    }
+
+    /// [`PgStore::write`] with `records` (deferred records of the session) written first in
+    /// the same transaction; they wait again if it fails.
+    fn write_with<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        session_id: &str,
+        take: Take,
+        records: Vec<deferred::Pending>,
+        body: impl for<'t> FnOnce(
+            &'t deadpool_postgres::Transaction<'t>,
+            i64,
+            (i64, i64),
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>,
+        > + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
         let pool = self.inner.pool.clone();
         let mine = self.held_epoch(session_id);
         let holder = self.inner.holder.clone();
         let session_id = session_id.to_owned();
-        self.run(async move {
-            let mut client = connect(&pool, context).await?;
-            let tx = client.transaction().await.map_err(pg(context))?;
-            let (epoch, numbers) = if take == Take::default() {
-                (fence(&tx, &session_id, mine, &holder).await?, (0, 0))
-            } else {
-                futures_util::try_join!(
-                    fence(&tx, &session_id, mine, &holder),
-                    take_numbers(&tx, &session_id, take.messages, take.events),
-                )?
+        let before = deferred::takes(&records);
+        let records = Arc::new(records);
+        let written = Arc::clone(&records);
+        // Whether a failure is the records' own (the lease check, the numbering, their rows)
+        // or the body's, the connection's or the commit's, which leave them as good as before.
+        let result = self.run_raw(async move {
+            let outcome = async {
+                let innocent = |error| (error, false);
+                let mut client = connect(&pool, context).await.map_err(innocent)?;
+                let tx = client
+                    .transaction()
+                    .await
+                    .map_err(pg(context))
+                    .map_err(innocent)?;
+                let all = Take::of(take.messages + before.messages, take.events + before.events);
+                let (epoch, first) = if all == Take::default() {
+                    (fence(&tx, &session_id, mine, &holder).await, (0, 0))
+                } else {
+                    match futures_util::try_join!(
+                        fence(&tx, &session_id, mine, &holder),
+                        take_numbers(&tx, &session_id, all.messages, all.events),
+                    ) {
+                        Ok((epoch, first)) => (Ok(epoch), first),
+                        Err(error) => (Err(error), (0, 0)),
+                    }
+                };
+                let epoch = epoch.map_err(|error| (error, true))?;
+                let stored = deferred::write(&tx, &written, epoch, first)
+                    .await
+                    .map_err(|error| (error, true))?;
+                let numbers = (first.0 + before.messages, first.1 + before.events);
+                let value = body(&tx, epoch, numbers).await.map_err(innocent)?;
+                tx.commit().await.map_err(pg(context)).map_err(innocent)?;
+                Ok((value, stored))
             };
-            let value = body(&tx, epoch, numbers).await?;
-            tx.commit().await.map_err(pg(context))?;
-            Ok(value)
-        })
+            Ok(outcome.await)
+        });
+        match result {
+            Ok(Ok((value, stored))) => {
+                for (slot, event) in stored {
+                    let _ = slot.set(event);
+                }
+                Ok(value)
+            }
+            Ok(Err((error, theirs))) => {
+                let records = Arc::try_unwrap(records).unwrap_or_else(|shared| (*shared).clone());
+                // Records that can never be written (a lease taken over, a turn begun twice)
+                // are dropped with the write they refused, or every later write would fail on
+                // them; records that were not at fault, or met a passing failure, wait again.
+                if !theirs || deferred::may_pass(&error) {
+                    self.put_back(records);
+                }
+                Err(error)
+            }
+            Err(error) => {
+                let records = Arc::try_unwrap(records).unwrap_or_else(|shared| (*shared).clone());
+                self.put_back(records);
+                Err(error)
+            }
+        }
     }
 }
 

@@ -136,7 +136,7 @@ pub(crate) fn require_open(
 /// Inserts the turn's open checkpoint: where the session stands (`numbers`: its next message
 /// index and first sequence after the checkpoint) and its todo list. `None` when the turn has
 /// one already.
-async fn insert_checkpoint(
+pub(crate) async fn insert_checkpoint(
     tx: &deadpool_postgres::Transaction<'_>,
     session_id: &str,
     turn_id: &str,

@@ -409,3 +409,64 @@ fn a_kept_lease_another_host_wants_is_yielded_and_taken_back() {
         Err(StoreError::Lease { .. })
     ));
 }
+
+/// Deferred records wait in the store that deferred them: another host sees none of them until
+/// that store's next write, which writes them first in the same transaction; a read of that
+/// store writes them first too. Records of a session taken over meanwhile are refused with the
+/// write that carries them and dropped, so that the store's writes to its other sessions go on.
+#[test]
+fn deferred_records_wait_for_the_next_write_and_a_lost_sessions_do_not_stop_the_store() {
+    use clawsmith_store::DeferredRecords;
+
+    let Some(base) = postgres(
+        "deferred_records_wait_for_the_next_write_and_a_lost_sessions_do_not_stop_the_store",
+    ) else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let (host_a, host_b) = (open(), open());
+    host_a.create_session("d", "/ws").unwrap();
+    host_a.create_session("other", "/ws").unwrap();
+    let lease = host_a.lease_session("d").unwrap();
+    let opening = host_a
+        .defer_turn_start("d", "t1", vec![started("t1")], 1)
+        .unwrap();
+    let start = host_a
+        .defer_call_start("d", None, started("t1-read"), 2)
+        .unwrap();
+    assert_eq!(host_b.last_event_sequence("d").unwrap(), 0, "nothing yet");
+    assert!(opening[0].stored().is_none() && start.stored().is_none());
+    // A read of the deferring store writes them first.
+    assert_eq!(host_a.last_event_sequence("d").unwrap(), 2);
+    assert_eq!(
+        (
+            opening[0].stored().map(|event| event.sequence),
+            start.stored().map(|event| event.sequence)
+        ),
+        (Some(1), Some(2))
+    );
+    // Deferred again, then the session is taken over: the next write to it is refused and the
+    // records go with it; a write to another session is not stopped by them.
+    host_a
+        .defer_message("d", &ModelMessage::text(Role::User, "stale"))
+        .unwrap();
+    let late = host_a
+        .defer_call_start("d", None, started("t1-late"), 3)
+        .unwrap();
+    expire(&url, "d");
+    let taken = host_b.lease_session("d").unwrap();
+    assert!(matches!(
+        host_a.append_event("d", started("a"), 4),
+        Err(StoreError::LeaseLost { .. })
+    ));
+    assert!(late.stored().is_none());
+    let other = host_a.append_event("other", started("o"), 5).unwrap();
+    assert_eq!(other.sequence, 1);
+    assert_eq!(
+        host_a.last_event_sequence("d").unwrap(),
+        2,
+        "nothing of A's landed"
+    );
+    assert!(host_b.messages("d").unwrap().is_empty());
+    drop((lease, taken));
+}
