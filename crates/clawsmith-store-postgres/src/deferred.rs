@@ -6,6 +6,7 @@
 //! can never be written (their session's lease was taken over, their turn was begun already):
 //! those go with the refused write, so that one lost session does not stop the store.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock, PoisonError};
 
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};
@@ -79,37 +80,35 @@ pub(crate) async fn write(
     epoch: i64,
     first: (i64, i64),
 ) -> Result<Vec<(Arc<OnceLock<Event>>, Event)>, StoreError> {
+    // Every row's number is known before any is sent, so the inserts are sent together (one
+    // round trip for all; the server runs them in the order sent).
     let (mut index, mut sequence) = first;
-    let mut stored = Vec::new();
+    let mut messages = Vec::new();
+    let mut turns = Vec::new();
+    let mut events: Vec<(Arc<OnceLock<Event>>, Event)> = Vec::new();
     for record in records {
         match record {
             Pending::Message { session, json } => {
-                insert_message(tx, session, index, epoch, json).await?;
+                messages.push((session.as_str(), index, json.as_str()));
                 index += 1;
             }
             Pending::Turn {
                 session,
                 turn,
-                events,
+                events: opening,
                 timestamp_ms,
             } => {
-                let made =
-                    insert_checkpoint(tx, session, turn, epoch, (index, sequence - 1)).await?;
-                if made.is_none() {
-                    return Err(StoreError::TurnExists {
-                        session_id: session.clone(),
-                        turn_id: turn.clone(),
-                    });
-                }
-                for (payload, slot) in events {
-                    let event = Event {
-                        session_id: session.clone(),
-                        sequence: u64::try_from(sequence).unwrap_or(0),
-                        timestamp_ms: *timestamp_ms,
-                        payload: payload.clone(),
-                    };
-                    insert_event(tx, &event, epoch).await?;
-                    stored.push((Arc::clone(slot), event));
+                turns.push((session.as_str(), turn.as_str(), (index, sequence - 1)));
+                for (payload, slot) in opening {
+                    events.push((
+                        Arc::clone(slot),
+                        Event {
+                            session_id: session.clone(),
+                            sequence: u64::try_from(sequence).unwrap_or(0),
+                            timestamp_ms: *timestamp_ms,
+                            payload: payload.clone(),
+                        },
+                    ));
                     sequence += 1;
                 }
             }
@@ -119,19 +118,40 @@ pub(crate) async fn write(
                 timestamp_ms,
                 stored: slot,
             } => {
-                let event = Event {
-                    session_id: session.clone(),
-                    sequence: u64::try_from(sequence).unwrap_or(0),
-                    timestamp_ms: *timestamp_ms,
-                    payload: (**payload).clone(),
-                };
-                insert_event(tx, &event, epoch).await?;
-                stored.push((Arc::clone(slot), event));
+                events.push((
+                    Arc::clone(slot),
+                    Event {
+                        session_id: session.clone(),
+                        sequence: u64::try_from(sequence).unwrap_or(0),
+                        timestamp_ms: *timestamp_ms,
+                        payload: (**payload).clone(),
+                    },
+                ));
                 sequence += 1;
             }
         }
     }
-    Ok(stored)
+    type Insert<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
+    let mut inserts: Vec<Insert<'_>> = Vec::new();
+    for (session, turn, standing) in turns {
+        inserts.push(Box::pin(async move {
+            match insert_checkpoint(tx, session, turn, epoch, standing).await? {
+                Some(_) => Ok(()),
+                None => Err(StoreError::TurnExists {
+                    session_id: session.to_owned(),
+                    turn_id: turn.to_owned(),
+                }),
+            }
+        }));
+    }
+    for (session, index, json) in messages {
+        inserts.push(Box::pin(insert_message(tx, session, index, epoch, json)));
+    }
+    for (_, event) in &events {
+        inserts.push(Box::pin(insert_event(tx, event, epoch)));
+    }
+    futures_util::future::try_join_all(inserts).await?;
+    Ok(events)
 }
 
 impl PgStore {
@@ -167,6 +187,19 @@ impl PgStore {
             .unwrap_or_else(PoisonError::into_inner);
         records.append(&mut pending);
         *pending = records;
+    }
+
+    /// Whether the start of `turn_id` waits in this store.
+    pub(crate) fn defers_turn(&self, session_id: &str, turn_id: &str) -> bool {
+        self.inner
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|record| {
+                matches!(record, Pending::Turn { session, turn, .. }
+                         if session == session_id && turn == turn_id)
+            })
     }
 
     pub(crate) fn pending_count(&self) -> usize {

@@ -17,6 +17,10 @@ use sha2::{Digest, Sha256};
 
 use crate::{PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared};
 
+/// A changed file as a turn's finish writes it: its path, the post hash its counts were made
+/// for, and its line counts (added, removed) when they could be made.
+type FinishedFile = (String, Option<String>, Option<(u64, u64)>);
+
 /// One `clawsmith_checkpoint_files` row.
 struct FileRow {
     path: String,
@@ -537,60 +541,18 @@ impl PgStore {
     ) -> Result<(TurnManifest, Option<Event>), StoreError> {
         let pool = self.inner.pool.clone();
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
-        let (state, rows) = self.run(async move {
-            let client = connect(&pool, "finishing a turn").await?;
-            let statement = client
-                .prepare_cached(
-                    "SELECT id, state FROM clawsmith_checkpoints
-                     WHERE session_id = $1 AND turn_id = $2",
-                )
-                .await
-                .map_err(pg("finishing a turn"))?;
-            let found = client
-                .query_opt(&statement, &[&session, &turn])
-                .await
-                .map_err(pg("finishing a turn"))?
-                .ok_or_else(|| unknown_turn(&session, &turn))?;
-            let (id, state): (i64, String) = (found.get(0), found.get(1));
-            Ok((state, file_rows(&client, id).await?))
-        })?;
-        // One file at a time, as the SQLite store does: its prior content is read, its current
-        // content asked for and, when it still matches the post state, stored now (its row
-        // already names the hash, so the blobs' collection spares it); only the line counts
-        // wait for the finishing transaction. (path, expected post hash, line counts)
+        // A turn whose start still waits in this store has recorded no file (recording one is
+        // a write, which would have written its start): the finishing transaction writes the
+        // start first. Otherwise the file rows are read without writing the waiting records
+        // (none of them changes a file row): the finishing transaction writes them, so a turn
+        // of reads is one transaction.
+        let (state, rows) = if self.defers_turn(session_id, turn_id) {
+            ("open".to_owned(), Vec::new())
+        } else {
+            self.read_turn_files(&pool, session, turn)?
+        };
         let mut finished = Vec::new();
-        if state == "open" {
-            for row in &rows {
-                let prior = match &row.pre_hash {
-                    Some(hash) => {
-                        let (pool, objects, hash) = (
-                            self.inner.pool.clone(),
-                            self.inner.options.objects.clone(),
-                            hash.clone(),
-                        );
-                        Some(self.run(async move {
-                            blob_bytes(&pool, objects.as_deref(), &hash).await
-                        })?)
-                    }
-                    None => None,
-                };
-                let post = row.post_hash.as_ref().and_then(|hash| {
-                    post_content(&row.path)
-                        .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
-                });
-                if let Some(content) = &post {
-                    clawsmith_store::BlobStore::put_blobs(self, &[content.as_slice()])?;
-                }
-                let stats = match (&row.post_hash, &post) {
-                    (Some(_), None) => None,
-                    _ => clawsmith_checkpoint::line_stats(
-                        prior.as_deref().unwrap_or(&[]),
-                        post.as_deref().unwrap_or(&[]),
-                    ),
-                };
-                finished.push((row.path.clone(), row.post_hash.clone(), stats));
-            }
-        }
+        self.finish_turn_files(&state, &rows, post_content, &mut finished)?;
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
         self.write(
             "finishing a turn",
@@ -658,6 +620,80 @@ impl PgStore {
                 })
             },
         )
+    }
+
+    /// The checkpoint's state and its file rows, read without writing this store's waiting
+    /// records.
+    fn read_turn_files(
+        &self,
+        pool: &deadpool_postgres::Pool,
+        session: String,
+        turn: String,
+    ) -> Result<(String, Vec<FileRow>), StoreError> {
+        let pool = pool.clone();
+        self.run_raw(async move {
+            let client = connect(&pool, "finishing a turn").await?;
+            let statement = client
+                .prepare_cached(
+                    "SELECT id, state FROM clawsmith_checkpoints
+                     WHERE session_id = $1 AND turn_id = $2",
+                )
+                .await
+                .map_err(pg("finishing a turn"))?;
+            let found = client
+                .query_opt(&statement, &[&session, &turn])
+                .await
+                .map_err(pg("finishing a turn"))?
+                .ok_or_else(|| unknown_turn(&session, &turn))?;
+            let (id, state): (i64, String) = (found.get(0), found.get(1));
+            Ok((state, file_rows(&client, id).await?))
+        })
+    }
+
+    /// One changed file at a time, as the SQLite store does: its prior content is read, its
+    /// current content asked for and, when it still matches the post state, stored now (its row
+    /// already names the hash, so the blobs' collection spares it); only the line counts wait
+    /// for the finishing transaction, in `finished` as (path, expected post hash, counts).
+    fn finish_turn_files(
+        &self,
+        state: &str,
+        rows: &[FileRow],
+        post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
+        finished: &mut Vec<FinishedFile>,
+    ) -> Result<(), StoreError> {
+        if state == "open" {
+            for row in rows {
+                let prior = match &row.pre_hash {
+                    Some(hash) => {
+                        let (pool, objects, hash) = (
+                            self.inner.pool.clone(),
+                            self.inner.options.objects.clone(),
+                            hash.clone(),
+                        );
+                        Some(self.run(async move {
+                            blob_bytes(&pool, objects.as_deref(), &hash).await
+                        })?)
+                    }
+                    None => None,
+                };
+                let post = row.post_hash.as_ref().and_then(|hash| {
+                    post_content(&row.path)
+                        .filter(|content| hex::encode(Sha256::digest(content)) == *hash)
+                });
+                if let Some(content) = &post {
+                    clawsmith_store::BlobStore::put_blobs(self, &[content.as_slice()])?;
+                }
+                let stats = match (&row.post_hash, &post) {
+                    (Some(_), None) => None,
+                    _ => clawsmith_checkpoint::line_stats(
+                        prior.as_deref().unwrap_or(&[]),
+                        post.as_deref().unwrap_or(&[]),
+                    ),
+                };
+                finished.push((row.path.clone(), row.post_hash.clone(), stats));
+            }
+        }
+        Ok(())
     }
 }
 
