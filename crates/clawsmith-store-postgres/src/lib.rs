@@ -39,10 +39,19 @@
 //! directories it made (`captures.rs`); a workspace's last manifest is kept per machine, since
 //! the same path on two hosts is two workspaces.
 //!
+//! ## Records that wait for the next write
+//! A round trip to the server is what a write costs here, so records that guard no side effect
+//! (a turn's start, a read's start and close, a message) wait in the store, as they do in the
+//! SQLite store, and its next write writes them first in the same transaction, their rows sent
+//! together: an MCP `read_file` is one transaction. A read of the store writes them first, so
+//! a process reads what it did; other hosts see them once that write commits. A failed write
+//! leaves them waiting, unless they can never be written (their session was taken over): those
+//! go with the refused write, so one lost session does not stop the store's other sessions.
+//!
 //! ## Followers on other hosts
 //! Each commit that adds events notifies the channel `clawsmith_events` with
 //! `session:last-sequence`; [`PgStore::follow`] listens on a connection of its own, so a web
-//! view or an MCP follower on another host learns of new events without polling.
+//! view on another host learns of new events without polling.
 //!
 //! ## Migrations
 //! [`PgStore::migrate`] (`clawsmith store migrate`) applies the migrations a database lacks in
