@@ -1650,7 +1650,7 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
         .args(["-q", "-t", "-A", "-d", &url, "-c"])
         .arg(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE query = 'LISTEN clawsmith_events'",
+             WHERE query = 'LISTEN clawsmith_events' AND datname = current_database()",
         )
         .output()
         .unwrap();
