@@ -142,14 +142,6 @@ impl DeferredEvent {
         DeferredEvent(stored)
     }
 
-    /// An event a store wrote at once rather than deferring it (a store whose writes are not
-    /// batched into its next commit): it is stored already.
-    pub fn written(event: Event) -> DeferredEvent {
-        let stored = OnceLock::new();
-        let _ = stored.set(event);
-        DeferredEvent(Arc::new(stored))
-    }
-
     /// The event as stored, `None` while no commit has written it.
     pub fn stored(&self) -> Option<&Event> {
         self.0.get()

@@ -9,18 +9,15 @@
 //! Commits. A side-effecting call's start (the journal entry, `tool.started`, and the
 //! batch's assistant message if still unstored) commits before it runs. A call that guards no
 //! side effect (effective risk `read`, concurrency-safe: `read_file`, `search_files`, …) defers
-//! its start to the store's next commit ([`clawsmith_store::DeferredRecords::defer_call_start`];
-//! a store that writes at once, PostgreSQL, writes it then) and runs; its close then writes
-//! start and close in one commit, after it ran. A read still running
-//! after [`READ_RECORD_WINDOW`] gets its start committed while it runs (a long read, a
+//! its start to the store's next commit ([`clawsmith_store::DeferredRecords::defer_call_start`])
+//! and runs; its close then writes start and close in one commit, after it ran. A read still
+//! running after [`READ_RECORD_WINDOW`] gets its start committed while it runs (a long read, a
 //! sub-agent, is visible and survives a crash as `interrupted`). A non-journaled call's close is
 //! deferred too when a later call of the batch follows (whose start or close commits it) or
 //! when the host finishes the turn right after ([`crate::BatchOptions::last`]), so a batch of
 //! reads, and an MCP turn of one read, is one commit. Deferring never reorders: any commit of the
 //! store writes every deferred record first, so a journal entry is never durable ahead of the
-//! records before it, and (on a store that defers) a process killed mid-read leaves a history
-//! without that read at all; on one that writes at once it leaves the read's start, as a long
-//! read's.
+//! records before it, and a process killed mid-read leaves a history without that read at all.
 
 // A refusal *is* a `ToolExecutionResult` (data for the model), in an `Err` or in a step's
 // outcome enum; it is built once per call and moved, so boxing it would only add an allocation.
