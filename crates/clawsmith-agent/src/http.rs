@@ -50,14 +50,11 @@ impl HttpProvider {
     /// A provider for `config`, its key read from `config.api_key_env` now.
     pub fn new(config: ProviderConfig) -> Result<HttpProvider, ProviderError> {
         let api_key = match &config.api_key_env {
-            Some(variable) => Some(
-                std::env::var(variable)
-                    .ok()
-                    .filter(|key| !key.is_empty())
-                    .ok_or_else(|| ProviderError::MissingApiKey {
-                        variable: variable.clone(),
-                    })?,
-            ),
+            Some(variable) => Some(clawsmith_core::sandbox::credential(variable).ok_or_else(
+                || ProviderError::MissingApiKey {
+                    variable: variable.clone(),
+                },
+            )?),
             None => None,
         };
         HttpProvider::with_api_key(config, api_key)

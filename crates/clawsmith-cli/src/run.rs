@@ -231,6 +231,9 @@ fn config_in_prepared_state(state_dir: &Path, explicit: Option<&Path>) -> Result
         }
     };
     state::require_trusted_config(&path)?;
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        crate::store::withhold_connection_variable(&text);
+    }
     Ok(Some(path))
 }
 
@@ -957,9 +960,9 @@ pub fn mcp(
             .context("serving MCP on stdio")?;
         return Ok(0);
     };
-    let (token, generated) = match std::env::var(MCP_TOKEN_VAR) {
-        Ok(token) if !token.is_empty() => (token, false),
-        _ => (
+    let (token, generated) = match clawsmith_sandbox::credential(MCP_TOKEN_VAR) {
+        Some(token) => (token, false),
+        None => (
             clawsmith_core::fs::secret::new_secret().context("drawing a token")?,
             true,
         ),

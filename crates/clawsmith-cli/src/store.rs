@@ -62,6 +62,24 @@ enum StoreKind {
 /// The variable that holds the connection string when `url_env` does not name one.
 pub const DEFAULT_URL_ENV: &str = "CLAWSMITH_DATABASE_URL";
 
+/// Withholds the variable that `[store]` of the configuration `text` reads its connection
+/// string from (the database's password) from every process this one starts, whatever its name
+/// and whatever an allow-list or an MCP server's `env` entry says. Run on every configuration
+/// file the CLI reads, before anything is started; a file that does not parse withholds nothing
+/// here and is refused by its readers.
+pub fn withhold_connection_variable(text: &str) {
+    if !text.contains("store") {
+        return;
+    }
+    if let Ok(StoreFile {
+        store: Some(section),
+    }) = toml::from_str::<StoreFile>(text)
+        && section.kind == StoreKind::Postgres
+    {
+        clawsmith_sandbox::withhold(section.url_env());
+    }
+}
+
 /// `[store]` of the configuration file, checked; `None` without a file or a section.
 pub fn section(path: Option<&Path>) -> Result<Option<StoreSection>> {
     let Some(path) = path else {
@@ -92,8 +110,8 @@ impl StoreSection {
     /// The connection string, from the environment.
     fn url(&self) -> Result<String> {
         let name = self.url_env();
-        match std::env::var(name) {
-            Ok(url) if !url.trim().is_empty() => Ok(url),
+        match clawsmith_sandbox::credential(name) {
+            Some(url) if !url.trim().is_empty() => Ok(url),
             _ => Err(refusal(
                 format!(
                     "[store] kind = \"postgres\" reads its connection string from ${name}, which is not set"

@@ -449,7 +449,13 @@ fn spawn_unconfined(server: &McpServerConfig) -> std::io::Result<tokio::process:
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    for name in &server.env {
+    // A withheld variable (a credential this process read, such as the fleet store's
+    // connection string) is never passed on, even when the entry lists it.
+    for name in server
+        .env
+        .iter()
+        .filter(|name| !clawsmith_core::sandbox::is_withheld(name.as_ref()))
+    {
         if let Some(value) = std::env::var_os(name) {
             command.env(name, value);
         }

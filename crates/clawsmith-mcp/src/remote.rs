@@ -257,17 +257,13 @@ pub(crate) async fn transport(
             StreamableHttpClientTransport::with_client(client, transport_config(url, None));
         return Ok(RemoteTransport::OAuth(transport));
     }
-    let bearer = match &server.bearer_token_env {
-        Some(variable) => Some(
-            std::env::var(variable)
-                .ok()
-                .filter(|token| !token.is_empty())
-                .ok_or_else(|| {
-                    format!("its bearer token variable `{variable}` is not set (bearer_token_env)")
-                })?,
-        ),
-        None => None,
-    };
+    let bearer =
+        match &server.bearer_token_env {
+            Some(variable) => Some(clawsmith_core::sandbox::credential(variable).ok_or_else(
+                || format!("its bearer token variable `{variable}` is not set (bearer_token_env)"),
+            )?),
+            None => None,
+        };
     let client = Guarded {
         inner: client,
         grant: None,
@@ -503,12 +499,9 @@ fn client_credentials(
             server.name
         )
     })?;
-    let client_secret = std::env::var(variable)
-        .ok()
-        .filter(|secret| !secret.is_empty())
-        .ok_or_else(|| {
-            format!("its OAuth client secret variable `{variable}` is not set (client_secret_env)")
-        })?;
+    let client_secret = clawsmith_core::sandbox::credential(variable).ok_or_else(|| {
+        format!("its OAuth client secret variable `{variable}` is not set (client_secret_env)")
+    })?;
     Ok(Some(ClientCredentialsConfig::ClientSecret {
         client_id,
         client_secret,

@@ -1,6 +1,11 @@
 //! The minimal environment of a command (C2): a fixed allow-list, the configured extras, a private
 //! `TMPDIR`, and never anything that looks like a secret.
 //!
+//! A variable this process was told to withhold ([`withhold`]: the one the fleet store read its
+//! connection string from) never reaches any process it starts, whatever name it has and
+//! whatever an allow-list, a server's `env` entry or a pattern such as `LC_*` says: the rule
+//! is the variable's identity, not a list of names that look secret.
+//!
 //! `TRACEPARENT` and `TRACESTATE` never come from the host, even when `env_allow` names them:
 //! they name the calling tool call's span when the call is traced, and are unset
 //! otherwise, so a command never reports under a parent that is not its caller.
@@ -48,6 +53,39 @@ const BASE: &[&str] = &[
 /// whatever the allow-list says. It is the masker's rule, so a variable whose value the logs
 /// would mask never reaches a command, and the list of secret words has one owner.
 pub use clawsmith_protocol::redact::is_secret_key as looks_secret;
+
+/// The variables this process withholds from every process it starts.
+static WITHHELD: std::sync::RwLock<Vec<OsString>> = std::sync::RwLock::new(Vec::new());
+
+/// From now on, `name` is left out of the environment of every process this one starts
+/// (commands, MCP servers confined or not, hooks, language servers), whatever lists name it.
+/// For variables this process read a credential from.
+pub fn withhold(name: &str) {
+    let mut withheld = WITHHELD
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !withheld.iter().any(|known| known == name) {
+        withheld.push(name.into());
+    }
+}
+
+/// The credential held by the variable `name` (`None` when it is unset or empty), which from now
+/// on is withheld from every process this one starts (see [`withhold`]): the one way clawsmith
+/// reads a secret it was pointed at by name (a provider's API key, an MCP server's token, the
+/// fleet store's connection string).
+pub fn credential(name: &str) -> Option<String> {
+    withhold(name);
+    std::env::var(name).ok().filter(|value| !value.is_empty())
+}
+
+/// Whether `name` is withheld from every process this one starts (see [`withhold`]).
+pub fn is_withheld(name: &std::ffi::OsStr) -> bool {
+    WITHHELD
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .any(|known| known == name)
+}
 
 fn matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('*') {

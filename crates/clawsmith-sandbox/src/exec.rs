@@ -691,6 +691,9 @@ impl SpawnRequest<'_> {
                 }
             }
         }
+        // The last word, after every source above: a withheld variable (a credential this
+        // process read) reaches no process, whatever list named it.
+        env.retain(|(name, _)| !crate::env::is_withheld(name));
         let target = Target {
             workspace: self.workspace,
             identity: self.identity,

@@ -160,7 +160,7 @@ pub use config::{
     SandboxPolicy, StateDir,
 };
 pub use egress::{DNS_PORT, Egress, NetworkEvent, PROXY_PORT};
-pub use env::looks_secret;
+pub use env::{credential, is_withheld, looks_secret, withhold};
 pub use exec::{
     Argv, CommandOutcome, CommandRequest, ExitKind, RunError, StopReason, run_command, shell_quote,
 };

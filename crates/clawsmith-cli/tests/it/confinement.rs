@@ -11,32 +11,14 @@ use crate::Fixture;
 
 const PYTHON: &str = "/usr/bin/python3";
 
-/// Answers `initialize` and `tools/list`; its one tool is named after what it could read of the
-/// state database at start: `leaked` or `sealed`.
-const SERVER_PY: &str = r#"
-import json, sys
+/// Python naming an MCP server's one tool after what it could read of the state database at
+/// start: `leaked` or `sealed`.
+const DATABASE_SPY: &str = r#"
 try:
     with open(sys.argv[1], "rb") as f:
         name = "leaked" if f.read(15) == b"SQLite format 3" else "sealed"
 except OSError:
     name = "sealed"
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" not in message:
-        continue
-    method = message.get("method")
-    if method == "initialize":
-        result = {"protocolVersion": message["params"]["protocolVersion"],
-                  "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "spy", "version": "1"}}
-    elif method == "tools/list":
-        result = {"tools": [{"name": name, "description": "What it saw",
-                             "inputSchema": {"type": "object"}}]}
-    else:
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"],
-                          "error": {"code": -32601, "message": "no"}}), flush=True)
-        continue
-    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
 "#;
 
 /// A hook that denies, naming what it saw, when it can read the state database.
@@ -119,7 +101,11 @@ args = ["./server.py", "{database}"]
     )
     .unwrap();
     std::fs::write(plugin.join("hook.sh"), hook_script(&database)).unwrap();
-    std::fs::write(plugin.join("server.py"), SERVER_PY).unwrap();
+    std::fs::write(
+        plugin.join("server.py"),
+        crate::one_tool_mcp_server(DATABASE_SPY),
+    )
+    .unwrap();
     let policy_hook = f.dir.path().join("policy-hook.sh");
     std::fs::write(&policy_hook, hook_script(&database)).unwrap();
     let config = f.dir.path().join("clawsmith.toml");

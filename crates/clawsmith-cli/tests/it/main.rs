@@ -196,3 +196,31 @@ pub fn run_binary_with(args: &[&str], stdin: &str, adjust: impl FnOnce(&mut Comm
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap()
 }
+
+/// The smallest MCP server over stdio, as Python: `initialize` and `tools/list`, nothing else.
+/// Its one tool is named by `name_python` (lines that set `name`, run once at start, with `json`,
+/// `os` and `sys` imported), so a server can report what it could see by its tool's name.
+pub fn one_tool_mcp_server(name_python: &str) -> String {
+    format!(
+        r#"import json, os, sys
+{name_python}
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message.get("method")
+    if method == "initialize":
+        result = {{"protocolVersion": message["params"]["protocolVersion"],
+                  "capabilities": {{"tools": {{}}}},
+                  "serverInfo": {{"name": "fixture", "version": "1"}}}}
+    elif method == "tools/list":
+        result = {{"tools": [{{"name": name, "description": "A fixture tool",
+                             "inputSchema": {{"type": "object"}}}}]}}
+    else:
+        print(json.dumps({{"jsonrpc": "2.0", "id": message["id"],
+                          "error": {{"code": -32601, "message": "no"}}}}), flush=True)
+        continue
+    print(json.dumps({{"jsonrpc": "2.0", "id": message["id"], "result": result}}), flush=True)
+"#
+    )
+}

@@ -27,28 +27,6 @@ else:
     }))
 "#;
 
-/// The smallest MCP server over stdio: initialize, tools/list, nothing else.
-const SERVER_PY: &str = r#"
-import json, sys
-for line in sys.stdin:
-    message = json.loads(line)
-    if "id" not in message:
-        continue
-    method = message.get("method")
-    if method == "initialize":
-        result = {"protocolVersion": message["params"]["protocolVersion"],
-                  "capabilities": {"tools": {}},
-                  "serverInfo": {"name": "docs", "version": "1"}}
-    elif method == "tools/list":
-        result = {"tools": [{"name": "lookup", "description": "Look a word up",
-                             "inputSchema": {"type": "object"}}]}
-    else:
-        print(json.dumps({"jsonrpc": "2.0", "id": message["id"],
-                          "error": {"code": -32601, "message": "no"}}), flush=True)
-        continue
-    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
-"#;
-
 fn python_or_skip(test: &str) -> bool {
     if Path::new(PYTHON).exists() {
         return true;
@@ -97,7 +75,11 @@ args = ["./server.py"]
     std::fs::write(root.join("clawsmith-plugin.toml"), manifest).unwrap();
     std::fs::write(root.join("tool.py"), format!("#!{PYTHON}\n{TOOL_PY}")).unwrap();
     std::fs::set_permissions(root.join("tool.py"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(root.join("server.py"), SERVER_PY).unwrap();
+    std::fs::write(
+        root.join("server.py"),
+        crate::one_tool_mcp_server(r#"name = "lookup""#),
+    )
+    .unwrap();
     std::fs::write(
         root.join("skills/wave/SKILL.md"),
         "---\nname: wave\ndescription: How to wave at people\n---\nWave.\n",

@@ -262,6 +262,52 @@ fn a_short_api_key_is_masked_in_the_store_and_never_in_what_runs() {
     }
 }
 
+/// The variable the provider's key was read from reaches no command, even when its name is one
+/// every command gets (`LC_*`, as `LANG` and the locale's variables do) and nothing in it looks
+/// secret: the key is withheld by the variable it came from, not by a list of names.
+#[test]
+fn the_providers_key_variable_reaches_no_command_whatever_its_name() {
+    for variable in ["LC_PROVIDER_ID", "LC_CLAWSMITH"] {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(ScriptedServer::queue(vec![
+                Scripted::Reply(ScriptedReply::calls(&[(
+                    "run_command",
+                    r#"{"command":"env > seen.txt"}"#,
+                )])),
+                Scripted::Reply(ScriptedReply::answer("done")),
+            ]))
+            .unwrap();
+        let fixture = Fixture::new();
+        let config = fixture.dir.path().join("clawsmith.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[provider]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"scripted\"\n\
+                 api_key_env = \"{variable}\"\nretry_base_ms = 1\n",
+                server.base_url()
+            ),
+        )
+        .unwrap();
+        let outcome = run_with_env(
+            &fixture,
+            &config,
+            &["--yes"],
+            "look around",
+            &[(variable, KEY), ("LC_VISIBLE", "kept")],
+        );
+        assert_eq!(outcome.code, 0, "{variable}: {}", outcome.stderr);
+        let seen = std::fs::read_to_string(fixture.ws().join("seen.txt")).unwrap();
+        // The pattern itself still passes what it names.
+        assert!(seen.contains("LC_VISIBLE=kept"), "{variable}: {seen}");
+        assert!(
+            !seen.contains(variable) && !seen.contains(KEY),
+            "{variable}: a command saw the key: {seen}"
+        );
+        assert_eq!(server.requests().len(), 2, "{variable}");
+    }
+}
+
 #[test]
 fn run_without_a_provider_says_how_to_configure_one() {
     let fixture = Fixture::new();

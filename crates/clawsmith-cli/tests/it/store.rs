@@ -572,3 +572,78 @@ fn tools_write_their_sessions_to_the_fleet_store() {
         "one gap-free history across both machines"
     );
 }
+
+/// The variable `[store]` reads the connection string from reaches no process clawsmith starts,
+/// even when its name is one every command gets (`LC_*`), nothing in it looks secret, and MCP
+/// servers' entries (confined and unconfined) list it by name: it is withheld by what it holds,
+/// not by a list of names. A variable of the same pattern that holds no credential still passes.
+#[test]
+fn the_connection_string_reaches_no_process_whatever_names_it() {
+    let Some(url) = migrated_database("withheld") else {
+        return;
+    };
+    let f = Fixture::new();
+    let spy = f.dir.path().join("spy.py");
+    // Its tool is named after whether it got the variable `argv[1]`.
+    std::fs::write(
+        &spy,
+        crate::one_tool_mcp_server(
+            r#"name = "leaked" if os.environ.get(sys.argv[1]) else "sealed""#,
+        ),
+    )
+    .unwrap();
+    let mut servers = String::new();
+    for (name, unconfined) in [("confined", false), ("unconfined", true)] {
+        servers.push_str(&format!(
+            "[[mcp_servers]]\nname = \"{name}\"\ncommand = \"/usr/bin/python3\"\n\
+             args = [\"{}\", \"LC_FLEET_URL\"]\nenv = [\"LC_FLEET_URL\", \"LC_VISIBLE\"]\n\
+             unconfined = {unconfined}\n",
+            spy.display()
+        ));
+    }
+    let path = config(
+        &f,
+        &format!("[store]\nkind = \"postgres\"\nurl_env = \"LC_FLEET_URL\"\n\n{servers}"),
+    );
+    let env = [("LC_FLEET_URL", url.as_str()), ("LC_VISIBLE", "kept")];
+    let ws = f.ws().canonicalize().unwrap();
+    let ws_text = ws.to_str().unwrap();
+
+    let call = run(
+        &f,
+        &[
+            "call",
+            "--workspace",
+            ws_text,
+            "--config",
+            &path,
+            "--yes",
+            "run_command",
+            r#"{"command":"env > seen.txt"}"#,
+        ],
+        &env,
+    );
+    assert_eq!(call.code, 0, "{}{}", call.stdout, call.stderr);
+    let seen = std::fs::read_to_string(ws.join("seen.txt")).unwrap();
+    assert!(seen.contains("LC_VISIBLE=kept"), "{seen}");
+    assert!(
+        !seen.contains("LC_FLEET_URL") && !seen.contains(&url),
+        "a command saw the connection string: {seen}"
+    );
+
+    // Both servers start (they are listed) and neither got the variable.
+    let tools = run(
+        &f,
+        &["tools", "--workspace", ws_text, "--config", &path],
+        &env,
+    );
+    assert_eq!(tools.code, 0, "{}", tools.stderr);
+    for server in ["confined", "unconfined"] {
+        assert!(
+            tools.stdout.contains(&format!("{server}__sealed")),
+            "{server}: {}",
+            tools.stdout
+        );
+    }
+    assert!(!tools.stdout.contains("leaked"), "{}", tools.stdout);
+}
