@@ -146,6 +146,18 @@ pub(crate) struct FileRecord {
     pub call_id: Option<String>,
 }
 
+impl From<&FileRecord> for crate::restore::RecordedFile {
+    fn from(record: &FileRecord) -> Self {
+        crate::restore::RecordedFile {
+            path: record.path.clone(),
+            pre_hash: record.pre_hash.clone(),
+            pre_mode: record.pre_mode,
+            post_hash: record.post_hash.clone(),
+            post_mode: record.post_mode,
+        }
+    }
+}
+
 impl FileRecord {
     pub(crate) fn change(&self) -> FileChange {
         let kind = ChangeKind::between(self.pre_hash.is_some(), self.post_hash.is_some());

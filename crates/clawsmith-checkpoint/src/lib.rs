@@ -153,6 +153,7 @@ mod lease;
 mod memory;
 mod recorder;
 mod repository;
+pub mod restore;
 mod retention;
 mod schema;
 mod session;

@@ -21,16 +21,18 @@
 //! forward on the next start: paths already restored are skipped, paths still in the recorded
 //! state are restored, and paths changed by someone else since are left alone and reported.
 
-use std::collections::HashMap;
-
-use clawsmith_fs::{Workspace, is_symlink_mode};
+use clawsmith_fs::Workspace;
 use clawsmith_protocol::{Event, ModelMessage};
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 
-use crate::blob::{hash_hex, require_blob};
+use crate::blob::require_blob;
 use crate::checkpoint::{checkpoint_id, file_records};
 use crate::error::{JsonContext, SqlContext, StoreError};
+use crate::restore::{
+    self, Precheck, RecordedFile, RestoreAction, RestorePlan, Selection, SessionTarget, UndoTurn,
+    remove_directories, roll_forward,
+};
 use crate::session::{events_in, messages_in, require_session, write_todos_json};
 use crate::store::Store;
 
@@ -56,11 +58,11 @@ impl UndoScope {
         }
     }
 
-    fn files(self) -> bool {
+    pub(crate) fn files(self) -> bool {
         matches!(self, UndoScope::Files | UndoScope::All)
     }
 
-    fn session(self) -> bool {
+    pub(crate) fn session(self) -> bool {
         matches!(self, UndoScope::Session | UndoScope::All)
     }
 }
@@ -119,6 +121,25 @@ pub struct UndoReport {
     pub repository: crate::RepositoryUndo,
 }
 
+impl UndoReport {
+    /// A report of an undo that has done nothing yet: outcome [`UndoOutcome::Undone`], every
+    /// list empty.
+    pub fn new(session_id: &str, turn_id: &str, scope: UndoScope) -> UndoReport {
+        UndoReport {
+            session_id: session_id.to_string(),
+            turn_id: turn_id.to_string(),
+            scope,
+            outcome: UndoOutcome::Undone,
+            turns: Vec::new(),
+            restored: Vec::new(),
+            removed: Vec::new(),
+            already_as_before: Vec::new(),
+            removed_directories: Vec::new(),
+            repository: crate::RepositoryUndo::default(),
+        }
+    }
+}
+
 /// What [`Store::recover_restores`] did with one interrupted restore.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveredRestore {
@@ -150,51 +171,6 @@ pub struct PendingRestore {
     pub workspace_root: String,
     /// Number of file actions.
     pub actions: usize,
-}
-
-/// The intent row: everything needed to finish the undo without the original process.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct RestorePlan {
-    session_id: String,
-    turn_id: String,
-    scope: UndoScope,
-    turns: Vec<String>,
-    /// Checkpoints whose files are rolled back.
-    files_checkpoints: Vec<i64>,
-    /// Checkpoints whose session part is rewound.
-    session_checkpoints: Vec<i64>,
-    session_target: Option<SessionTarget>,
-    actions: Vec<RestoreAction>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct SessionTarget {
-    message_count: u64,
-    event_sequence: u64,
-    todos_json: String,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct RestoreAction {
-    pub(crate) path: String,
-    /// What the precheck found there (hex; `None` = absent).
-    current: Option<String>,
-    /// What to put there; `None` = remove.
-    pub(crate) target: Option<TargetFile>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct TargetFile {
-    sha256: String,
-    mode: u32,
-}
-
-pub(crate) struct TurnRow {
-    id: i64,
-    pub(crate) turn_id: String,
-    created_at: u64,
-    pub(crate) files_undone: bool,
-    pub(crate) session_undone: bool,
 }
 
 /// A stretch of a session's history that an undo took out: the messages and events after the
@@ -267,56 +243,22 @@ impl Store {
         let now = self.now_ms();
         let root = workspace.root().display().to_string();
         let planned = self.write("planning an undo", |tx| {
-            let mut report = UndoReport {
-                session_id: session_id.to_string(),
-                turn_id: turn_id.to_string(),
-                scope,
-                outcome: UndoOutcome::Undone,
-                turns: Vec::new(),
-                restored: Vec::new(),
-                removed: Vec::new(),
-                already_as_before: Vec::new(),
-                removed_directories: Vec::new(),
-                repository: crate::RepositoryUndo::default(),
-            };
+            let mut report = UndoReport::new(session_id, turn_id, scope);
             require_session(tx, session_id)?;
             if pending_plans(tx, Some(session_id))? > 0 {
                 return Err(StoreError::RestoreInProgress(session_id.to_string()));
             }
             let target_id = checkpoint_id(tx, session_id, turn_id)?;
             let rows = turns_from(tx, session_id, target_id)?;
-            let Some(target) = rows.iter().find(|row| row.id == target_id) else {
-                return Err(StoreError::UnknownTurn {
-                    session_id: session_id.to_string(),
-                    turn_id: turn_id.to_string(),
-                });
-            };
-            let files_pending = scope.files() && !target.files_undone;
-            let session_pending = scope.session() && !target.session_undone;
-            if !files_pending && !session_pending {
+            let Some(selection) = Selection::of(&rows, scope) else {
                 report.outcome = UndoOutcome::AlreadyUndone;
                 return Ok((report, None));
-            }
-            let files_turns: Vec<&TurnRow> = if files_pending {
-                rows.iter().rev().filter(|row| !row.files_undone).collect()
-            } else {
-                Vec::new()
             };
-            let session_turns: Vec<&TurnRow> = if session_pending {
-                rows.iter().rev().filter(|row| !row.session_undone).collect()
-            } else {
+            report.turns = selection.turns.clone();
+            let actions = if selection.files.is_empty() {
                 Vec::new()
-            };
-            report.turns = rows
-                .iter()
-                .rev()
-                .filter(|row| {
-                    (files_pending && !row.files_undone) || (session_pending && !row.session_undone)
-                })
-                .map(|row| row.turn_id.clone())
-                .collect();
-            let actions = if files_pending {
-                match precheck(tx, &files_turns, workspace)? {
+            } else {
+                match precheck(tx, &rows, &selection.files, workspace)? {
                     Precheck::Passed { actions, already } => {
                         report.already_as_before = already;
                         actions
@@ -326,8 +268,6 @@ impl Store {
                         return Ok((report, None));
                     }
                 }
-            } else {
-                Vec::new()
             };
             // Every content the plan will write must be present and intact *before* the plan is
             // committed: a damaged blob refuses the undo with nothing changed, instead of failing
@@ -337,7 +277,7 @@ impl Store {
                     require_blob(tx, &target.sha256)?;
                 }
             }
-            let session_target = if session_pending {
+            let session_target = if !selection.session.is_empty() {
                 Some(tx
                     .query_row(
                         "SELECT message_count, event_sequence, todos_json FROM checkpoints WHERE id = ?1",
@@ -355,11 +295,11 @@ impl Store {
             // The directories the rewound turns' commands made: removed after the plan, once
             // empty.
             let mut made_directories = Vec::new();
-            for row in &files_turns {
+            for &index in &selection.files {
                 made_directories.extend(crate::content::created_directories_of(
                     tx,
                     session_id,
-                    &row.turn_id,
+                    &rows[index].turn_id,
                 )?);
             }
             let plan = RestorePlan {
@@ -367,8 +307,12 @@ impl Store {
                 turn_id: turn_id.to_string(),
                 scope,
                 turns: report.turns.clone(),
-                files_checkpoints: files_turns.iter().map(|row| row.id).collect(),
-                session_checkpoints: session_turns.iter().map(|row| row.id).collect(),
+                files_checkpoints: selection.files.iter().map(|&index| rows[index].id).collect(),
+                session_checkpoints: selection
+                    .session
+                    .iter()
+                    .map(|&index| rows[index].id)
+                    .collect(),
                 session_target,
                 actions,
             };
@@ -384,7 +328,7 @@ impl Store {
                 Some((
                     tx.last_insert_rowid(),
                     plan,
-                    target.created_at,
+                    rows[0].created_at_ms,
                     made_directories,
                 )),
             ))
@@ -413,16 +357,8 @@ impl Store {
         self.write("completing an undo", |tx| {
             complete_plan(tx, plan_id, &plan, now)
         })?;
-        // Best effort, after the plan: a directory left behind is empty, never wrong content.
-        // First the directories commands were seen to make, then (for the file tools' and a
-        // recovered command's) the parents of removed files born during the turns.
-        report.removed_directories = remove_made_directories(workspace, made_directories);
-        let since = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since_ms);
-        for removed in remove_created_directories(workspace, &report.removed, since) {
-            if !report.removed_directories.contains(&removed) {
-                report.removed_directories.push(removed);
-            }
-        }
+        report.removed_directories =
+            remove_directories(workspace, made_directories, &report.removed, since_ms);
         Ok(report)
     }
 
@@ -472,73 +408,9 @@ impl Store {
             if plan_root != root || session_id.is_some_and(|id| id != plan.session_id) {
                 continue;
             }
-            let mut result = RecoveredRestore {
-                session_id: plan.session_id.clone(),
-                turn_id: plan.turn_id.clone(),
-                completed: Vec::new(),
-                already_done: Vec::new(),
-                skipped: Vec::new(),
-                swept_temp_files: Vec::new(),
-                repository: crate::RepositoryUndo::default(),
-            };
-            for action in &plan.actions {
-                // A plan row is data from the file, not a promise: a path that does not resolve
-                // inside this workspace, or a target whose blob is gone or damaged, is never acted
-                // on. It is reported and skipped like a path someone else changed.
-                let unusable = match workspace.resolve(&action.path) {
-                    Err(error) => Some(error.to_string()),
-                    Ok(_) => match &action.target {
-                        Some(target) => self
-                            .read("reading a blob", |tx| require_blob(tx, &target.sha256))
-                            .err()
-                            .map(|error| error.to_string()),
-                        None => None,
-                    },
-                };
-                if let Some(reason) = unusable {
-                    result.skipped.push(UndoConflict {
-                        path: action.path.clone(),
-                        turn_id: plan.turn_id.clone(),
-                        expected_sha256: action.current.clone(),
-                        found_sha256: None,
-                        reason,
-                    });
-                    continue;
-                }
-                let path = resolve(workspace, &action.path)?;
-                // A restore killed between its temp file and its rename left the temp file
-                // beside the target (only dead writers' regular files are removed). Best effort.
-                if let Ok(swept) = workspace.sweep_stale_temp_files(&path) {
-                    result.swept_temp_files.extend(swept);
-                }
-                let found = current_key(workspace, &path);
-                let target = action
-                    .target
-                    .as_ref()
-                    .and_then(|target| state_key(Some(&target.sha256), Some(target.mode)));
-                match found {
-                    Ok(found) if found == target => result.already_done.push(action.path.clone()),
-                    Ok(found) if found == action.current => {
-                        self.apply_action(action, workspace)?;
-                        result.completed.push(action.path.clone());
-                    }
-                    Ok(found) => result.skipped.push(UndoConflict {
-                        path: action.path.clone(),
-                        turn_id: plan.turn_id.clone(),
-                        expected_sha256: action.current.clone(),
-                        found_sha256: found,
-                        reason: "changed after the interrupted restore began; left as it is"
-                            .to_string(),
-                    }),
-                    Err(error) => result.skipped.push(UndoConflict {
-                        path: action.path.clone(),
-                        turn_id: plan.turn_id.clone(),
-                        expected_sha256: action.current.clone(),
-                        found_sha256: None,
-                        reason: error.to_string(),
-                    }),
-                }
-            }
+            let mut result = roll_forward(&plan, workspace, |hash| {
+                self.read("reading a blob", |tx| require_blob(tx, hash))
+            })?;
             // The repository comes after the files, as in the undo itself; its changes are
             // marked undone only once they are handled, so a second crash repeats this.
             if !plan.files_checkpoints.is_empty() {
@@ -559,82 +431,22 @@ impl Store {
         action: &RestoreAction,
         workspace: &Workspace,
     ) -> Result<(), StoreError> {
-        let path = resolve(workspace, &action.path)?;
-        let workspace_error = |error: clawsmith_fs::FsError| StoreError::Workspace {
-            path: action.path.clone(),
-            message: error.to_string(),
-        };
-        match &action.target {
+        let content = match &action.target {
             Some(target) => {
-                let content = self.read("reading a blob", |tx| require_blob(tx, &target.sha256))?;
-                workspace
-                    .restore_entry(&path, &content, target.mode, true)
-                    .map_err(workspace_error)
+                Some(self.read("reading a blob", |tx| require_blob(tx, &target.sha256))?)
             }
-            None => workspace.remove_entry(&path).map_err(workspace_error),
-        }
+            None => None,
+        };
+        restore::apply_action(action, content.as_deref(), workspace)
     }
 }
 
-fn resolve(workspace: &Workspace, path: &str) -> Result<clawsmith_fs::WorkspacePath, StoreError> {
-    workspace
-        .resolve(path)
-        .map_err(|error| StoreError::Workspace {
-            path: path.to_string(),
-            message: error.to_string(),
-        })
-}
-
 /// The checkpoints of the session from `from_id` on, oldest first.
-/// Removes, deepest first, each of `directories` that is an empty directory now; returns them.
-fn remove_made_directories(workspace: &Workspace, mut directories: Vec<String>) -> Vec<String> {
-    directories.sort_by_key(|path| std::cmp::Reverse((path.matches('/').count(), path.clone())));
-    directories.dedup();
-    directories
-        .into_iter()
-        .filter(|directory| {
-            workspace
-                .resolve(directory)
-                .is_ok_and(|path| workspace.remove_empty_directory(&path).unwrap_or(false))
-        })
-        .collect()
-}
-
-/// Removes, deepest first, the parents of `removed` files that were born at or after `since`
-/// and are empty now; returns them.
-fn remove_created_directories(
-    workspace: &Workspace,
-    removed: &[String],
-    since: std::time::SystemTime,
-) -> Vec<String> {
-    let mut parents: Vec<&str> = removed
-        .iter()
-        .flat_map(|path| {
-            std::iter::successors(path.rsplit_once('/').map(|(parent, _)| parent), |parent| {
-                parent.rsplit_once('/').map(|(above, _)| above)
-            })
-        })
-        .collect();
-    parents.sort_by_key(|parent| std::cmp::Reverse((parent.matches('/').count(), *parent)));
-    parents.dedup();
-    parents
-        .into_iter()
-        .filter(|parent| {
-            workspace.resolve(parent).is_ok_and(|path| {
-                workspace
-                    .remove_empty_directory_born_since(&path, since)
-                    .unwrap_or(false)
-            })
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
 pub(crate) fn turns_from(
     tx: &Transaction<'_>,
     session_id: &str,
     from_id: i64,
-) -> Result<Vec<TurnRow>, StoreError> {
+) -> Result<Vec<UndoTurn>, StoreError> {
     let mut statement = tx
         .prepare(
             "SELECT id, turn_id, files_undone, session_undone, created_at FROM checkpoints
@@ -643,188 +455,35 @@ pub(crate) fn turns_from(
         .ctx("planning an undo")?;
     let rows = statement
         .query_map(params![session_id, from_id], |row| {
-            Ok(TurnRow {
+            Ok(UndoTurn {
                 id: row.get(0)?,
                 turn_id: row.get(1)?,
                 files_undone: row.get(2)?,
                 session_undone: row.get(3)?,
-                created_at: row.get(4)?,
+                created_at_ms: row.get(4)?,
             })
         })
         .ctx("planning an undo")?;
     rows.collect::<Result<Vec<_>, _>>().ctx("planning an undo")
 }
 
-/// What undo compares at a path: the content's hex SHA-256, prefixed `link:` for a symlink (the
-/// hash of its target), so a regular file holding a link's target never passes for the link.
-fn state_key(hash: Option<&String>, mode: Option<u32>) -> Option<String> {
-    let hash = hash?;
-    Some(match mode {
-        Some(mode) if is_symlink_mode(mode) => format!("link:{hash}"),
-        _ => hash.clone(),
-    })
-}
-
-/// Whether the regular file at `path` has the permission bits of `mode`; `false` when it
-/// cannot be opened.
-fn same_mode(workspace: &Workspace, path: &str, mode: u32) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    let Ok(path) = workspace.resolve(path) else {
-        return false;
-    };
-    let Ok((file, _)) = workspace.open_for_read(&path) else {
-        return false;
-    };
-    file.metadata()
-        .is_ok_and(|meta| meta.permissions().mode() & 0o7777 == mode & 0o7777)
-}
-
-/// The [`state_key`] of what is at `path` now (`None` = absent).
-fn current_key(
-    workspace: &Workspace,
-    path: &clawsmith_fs::WorkspacePath,
-) -> Result<Option<String>, clawsmith_fs::FsError> {
-    Ok(workspace.hash_entry(path)?.map(|(hash, is_link)| {
-        if is_link {
-            format!("link:{}", hash_hex(&hash))
-        } else {
-            hash_hex(&hash)
-        }
-    }))
-}
-
-/// What the precheck of an undo found.
-pub(crate) enum Precheck {
-    /// Nothing stands in the way: what to write, and what already holds its target.
-    Passed {
-        /// The final action per path that needs one.
-        actions: Vec<RestoreAction>,
-        /// Paths already holding what the undo would leave there.
-        already: Vec<String>,
-    },
-    /// Paths not as the rewound turns left them (changed since, or unusable): the undo is
-    /// refused.
-    Conflicts(Vec<UndoConflict>),
-}
-
-/// Simulates the rollback newest first; returns the final action per path or every conflict.
-///
-/// A path that already holds its final target — the content before the oldest rewound turn
-/// touched it, or nothing — is no conflict whatever happened to it in between: undoing leaves
-/// exactly what is there, so refusing would only block the undo for ever (a person who put a
-/// file back with `git checkout` could otherwise never undo the turn).
+/// [`restore::precheck`] of the turns at `selected` (indexes into `rows`, newest first), their
+/// file rows read in this transaction.
 pub(crate) fn precheck(
     tx: &Transaction<'_>,
-    turns: &[&TurnRow],
+    rows: &[UndoTurn],
+    selected: &[usize],
     workspace: &Workspace,
 ) -> Result<Precheck, StoreError> {
-    // path → simulated current hash (None = absent); Err(reason) when the entry is unusable.
-    let mut simulated: HashMap<String, Result<Option<String>, String>> = HashMap::new();
-    let mut current: HashMap<String, Option<String>> = HashMap::new();
-    let mut finals: Vec<(String, Option<TargetFile>)> = Vec::new();
-    let mut final_index: HashMap<String, usize> = HashMap::new();
-    let mut conflicts: Vec<UndoConflict> = Vec::new();
-    for turn in turns {
-        for record in file_records(tx, turn.id)? {
-            let state = match simulated.get(&record.path) {
-                Some(state) => state.clone(),
-                None => {
-                    let found = match workspace.resolve(&record.path) {
-                        Ok(path) => {
-                            current_key(workspace, &path).map_err(|error| error.to_string())
-                        }
-                        Err(error) => Err(error.to_string()),
-                    };
-                    if let Ok(found) = &found {
-                        current.insert(record.path.clone(), found.clone());
-                    }
-                    found
-                }
-            };
-            let already_conflicting = conflicts
-                .iter()
-                .any(|conflict| conflict.path == record.path);
-            let expected = state_key(record.post_hash.as_ref(), record.post_mode);
-            match &state {
-                Ok(found) if *found == expected => {}
-                _ if already_conflicting => {}
-                Ok(found) => conflicts.push(UndoConflict {
-                    path: record.path.clone(),
-                    turn_id: turn.turn_id.clone(),
-                    expected_sha256: record.post_hash.clone(),
-                    found_sha256: found.clone(),
-                    reason: match (&record.post_hash, found) {
-                        (Some(_), None) => "deleted after the turn wrote it".to_string(),
-                        (None, Some(_)) => "created after the turn removed it".to_string(),
-                        _ => "changed after the turn wrote it".to_string(),
-                    },
-                }),
-                Err(reason) => conflicts.push(UndoConflict {
-                    path: record.path.clone(),
-                    turn_id: turn.turn_id.clone(),
-                    expected_sha256: record.post_hash.clone(),
-                    found_sha256: None,
-                    reason: reason.clone(),
-                }),
-            }
-            simulated.insert(
-                record.path.clone(),
-                Ok(state_key(record.pre_hash.as_ref(), record.pre_mode)),
-            );
-            let target = match (&record.pre_hash, record.pre_mode) {
-                (Some(hash), mode) => Some(TargetFile {
-                    sha256: hash.clone(),
-                    mode: mode.unwrap_or(0o644),
-                }),
-                (None, _) => None,
-            };
-            match final_index.get(&record.path) {
-                Some(&index) => finals[index].1 = target,
-                None => {
-                    final_index.insert(record.path.clone(), finals.len());
-                    finals.push((record.path.clone(), target));
-                }
-            }
-        }
+    let mut turns = Vec::with_capacity(selected.len());
+    for &index in selected {
+        let records = file_records(tx, rows[index].id)?;
+        turns.push((
+            rows[index].turn_id.clone(),
+            records.iter().map(RecordedFile::from).collect(),
+        ));
     }
-    let settled = |path: &str, target: &Option<TargetFile>| {
-        let wanted = target
-            .as_ref()
-            .and_then(|file| state_key(Some(&file.sha256), Some(file.mode)));
-        if current.get(path).is_none_or(|found| *found != wanted) {
-            return false;
-        }
-        // The same bytes with other permission bits (a `chmod +x`) still need the undo.
-        match target {
-            Some(file) if !is_symlink_mode(file.mode) => same_mode(workspace, path, file.mode),
-            _ => true,
-        }
-    };
-    let already: Vec<String> = finals
-        .iter()
-        .filter(|(path, target)| settled(path, target))
-        .map(|(path, _)| path.clone())
-        .collect();
-    // An unusable entry (`Err`) has no `current` and stays a conflict.
-    conflicts.retain(|conflict| !already.contains(&conflict.path));
-    if !conflicts.is_empty() {
-        return Ok(Precheck::Conflicts(conflicts));
-    }
-    let actions = finals
-        .into_iter()
-        .filter(|(path, _)| !already.contains(path))
-        .map(|(path, target)| RestoreAction {
-            current: current.get(&path).cloned().flatten(),
-            path,
-            target,
-        })
-        .collect();
-    // Absent now and absent at the target is settled too, but says nothing worth reporting.
-    let already = already
-        .into_iter()
-        .filter(|path| current.get(path).is_some_and(Option::is_some))
-        .collect();
-    Ok(Precheck::Passed { actions, already })
+    Ok(restore::precheck(&turns, workspace))
 }
 
 /// The session rewind and the undone flags, in the transaction that deletes the plan. What the

@@ -8,9 +8,10 @@ use clawsmith_fs::Workspace;
 
 use crate::checkpoint::checkpoint_id;
 use crate::error::StoreError;
+use crate::restore::{Precheck, Selection};
 use crate::session::require_session;
 use crate::store::Store;
-use crate::undo::{Precheck, TurnRow, UndoConflict, UndoScope, precheck, turns_from};
+use crate::undo::{UndoConflict, UndoScope, precheck, turns_from};
 
 /// What [`Store::undo_preview`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,39 @@ pub struct UndoPreview {
     pub conflicts: Vec<UndoConflict>,
 }
 
+impl UndoPreview {
+    /// A preview of nothing yet: not undone, every list empty.
+    pub fn new(session_id: &str, turn_id: &str, scope: UndoScope) -> UndoPreview {
+        UndoPreview {
+            session_id: session_id.to_string(),
+            turn_id: turn_id.to_string(),
+            scope,
+            already_undone: false,
+            turns: Vec::new(),
+            restore: Vec::new(),
+            remove: Vec::new(),
+            already_as_before: Vec::new(),
+            conflicts: Vec::new(),
+        }
+    }
+
+    /// Takes in what the precheck found: the paths to restore and remove, or the conflicts.
+    pub fn take(&mut self, precheck: Precheck) {
+        match precheck {
+            Precheck::Passed { actions, already } => {
+                self.already_as_before = already;
+                for action in actions {
+                    match action.target {
+                        Some(_) => self.restore.push(action.path),
+                        None => self.remove.push(action.path),
+                    }
+                }
+            }
+            Precheck::Conflicts(conflicts) => self.conflicts = conflicts,
+        }
+    }
+}
+
 impl Store {
     /// Runs the precheck of undoing `turn_id` in `scope` against `workspace` and reports what the
     /// undo would restore, remove and refuse; nothing is written, in the database or on disk.
@@ -49,46 +83,20 @@ impl Store {
             require_session(tx, session_id)?;
             let target_id = checkpoint_id(tx, session_id, turn_id)?;
             let rows = turns_from(tx, session_id, target_id)?;
-            let Some(target) = rows.first() else {
+            if rows.is_empty() {
                 return Err(StoreError::UnknownTurn {
                     session_id: session_id.to_string(),
                     turn_id: turn_id.to_string(),
                 });
+            }
+            let mut preview = UndoPreview::new(session_id, turn_id, scope);
+            let Some(selection) = Selection::of(&rows, scope) else {
+                preview.already_undone = true;
+                return Ok(preview);
             };
-            let files = matches!(scope, UndoScope::Files | UndoScope::All) && !target.files_undone;
-            let session =
-                matches!(scope, UndoScope::Session | UndoScope::All) && !target.session_undone;
-            let mut preview = UndoPreview {
-                session_id: session_id.to_string(),
-                turn_id: turn_id.to_string(),
-                scope,
-                already_undone: !files && !session,
-                turns: rows
-                    .iter()
-                    .rev()
-                    .filter(|row| (files && !row.files_undone) || (session && !row.session_undone))
-                    .map(|row| row.turn_id.clone())
-                    .collect(),
-                restore: Vec::new(),
-                remove: Vec::new(),
-                already_as_before: Vec::new(),
-                conflicts: Vec::new(),
-            };
-            if files {
-                let turns: Vec<&TurnRow> =
-                    rows.iter().rev().filter(|row| !row.files_undone).collect();
-                match precheck(tx, &turns, workspace)? {
-                    Precheck::Passed { actions, already } => {
-                        preview.already_as_before = already;
-                        for action in actions {
-                            match action.target {
-                                Some(_) => preview.restore.push(action.path),
-                                None => preview.remove.push(action.path),
-                            }
-                        }
-                    }
-                    Precheck::Conflicts(conflicts) => preview.conflicts = conflicts,
-                }
+            preview.turns = selection.turns;
+            if !selection.files.is_empty() {
+                preview.take(precheck(tx, &rows, &selection.files, workspace)?);
             }
             Ok(preview)
         })
