@@ -52,6 +52,7 @@ pub const LAYERS: &[(&str, &[&str])] = &[
         "clawsmith-store-postgres",
         &[
             "clawsmith-protocol",
+            "clawsmith-fs",
             "clawsmith-checkpoint",
             "clawsmith-store",
         ],

@@ -679,7 +679,7 @@ pub fn undo(
     let undoer = store.undo_store().map_err(|reason| {
         refusal(
             reason,
-            "undo from a session's own machine, whose SQLite store recorded it",
+            "undo with a store that keeps undo (the embedded SQLite store and the PostgreSQL store both do)",
         )
     })?;
     let session_id = session_of(store, turn, target.session.as_deref())?;

@@ -39,6 +39,17 @@
 //! directories it made (`captures.rs`); a workspace's last manifest is kept per machine, since
 //! the same path on two hosts is two workspaces.
 //!
+//! ## Undo
+//! Undo runs the same selection, precheck, plan and roll-forward as the SQLite store
+//! (`clawsmith_checkpoint::restore`), with the plan and the rewind as rows here (`undo.rs`):
+//! one read of the checkpoints from the target on and their files, the precheck against the
+//! workspace and the fetch of every content to write (checked against its name) before a
+//! fenced transaction commits the plan, then the restore, then one fenced commit deletes the
+//! plan, keeps what the rewind takes out of the history, sets the session's counters back and
+//! flags the checkpoints. A plan a killed writer left is rolled forward by the session's next
+//! holder in the same workspace root. `.git` is not kept on this store, so undo never puts a
+//! repository back.
+//!
 //! ## Records that wait for the next write
 //! A round trip to the server is what a write costs here, so records that guard no side effect
 //! (a turn's start, a read's start and close, a message) wait in the store, as they do in the
@@ -106,6 +117,7 @@ mod retention;
 mod schema;
 mod tls;
 mod turns;
+mod undo;
 
 pub use blobs::{object_store_at, probe_objects};
 pub use follow::Follower;
@@ -119,10 +131,6 @@ pub const INLINE_MAX: usize = 64 * 1024;
 /// How long [`SessionStore::yield_lease`] waits for the writer that wanted the lease to take
 /// it before taking it again (as the SQLite store's lingering holder).
 const YIELD_PATIENCE: Duration = Duration::from_millis(2000);
-
-/// Why this store does not undo ([`SessionStore::undo_store`]).
-pub const NO_UNDO: &str = "undo is not built for the PostgreSQL store in this version: its turns' \
-     checkpoints, change lists and diffs are kept and shown, but no file is put back from them";
 
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
@@ -1276,7 +1284,7 @@ impl SessionStore for PgStore {
     }
 
     fn undo_store(&self) -> Result<&dyn clawsmith_store::UndoStore, &'static str> {
-        Err(NO_UNDO)
+        Ok(self)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -171,6 +171,27 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: a writer waiting for a lease says so, until when, for the holder to yield it.
     "ALTER TABLE clawsmith_leases ADD COLUMN wanted_by text, ADD COLUMN wanted_until timestamptz;",
+    // 6: undo: the plan an undo commits before it touches a file, and what session rewinds
+    // took out of the history.
+    "CREATE TABLE clawsmith_restore_plans (
+        id bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        workspace_root text NOT NULL,
+        created_at_ms bigint NOT NULL,
+        plan_json text NOT NULL,
+        epoch bigint NOT NULL
+    );
+    CREATE INDEX clawsmith_restore_plans_session ON clawsmith_restore_plans (session_id);
+    CREATE TABLE clawsmith_undone_history (
+        id bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        scope text NOT NULL,
+        undone_at_ms bigint NOT NULL,
+        messages_json text NOT NULL,
+        events_json text NOT NULL
+    );
+    CREATE INDEX clawsmith_undone_history_session ON clawsmith_undone_history (session_id, id);",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

@@ -883,7 +883,8 @@ impl PgStore {
                                     WHERE session_id = $1 AND state = 'open')
                          OR EXISTS (SELECT 1 FROM clawsmith_journal
                                     WHERE session_id = $1 AND closed_at_ms IS NULL)
-                         OR EXISTS (SELECT 1 FROM clawsmith_approvals WHERE session_id = $1)",
+                         OR EXISTS (SELECT 1 FROM clawsmith_approvals WHERE session_id = $1)
+                         OR EXISTS (SELECT 1 FROM clawsmith_restore_plans WHERE session_id = $1)",
                     &[&session],
                 )
                 .await
@@ -895,7 +896,7 @@ impl PgStore {
 
 /// The bytes of the blob named `hash` (hex), checked; [`StoreError::MissingBlob`] when it is
 /// gone.
-async fn blob_bytes(
+pub(crate) async fn blob_bytes(
     pool: &deadpool_postgres::Pool,
     objects: Option<&dyn object_store::ObjectStore>,
     hash: &str,

@@ -1220,3 +1220,245 @@ pub fn deferred_records_are_written_in_order_by_the_next_write(open: Open<'_>, p
     store.flush_deferred().unwrap();
     assert_eq!(other.last_event_sequence(&id).unwrap(), 5);
 }
+
+/// Undo (K2, K6, K7) through [`SessionStore::undo_store`], in a workspace made under
+/// `scratch`: the preview names what would change and writes nothing; a file changed since the
+/// turns wrote it refuses the undo with nothing changed; a files undo puts the newest turn's
+/// prior content back; an undo of an earlier turn in scope `all` rewinds every later turn not
+/// yet undone, removes the files they created and the directory born with them, and takes the
+/// session back to its checkpoint (history kept in the undone history, numbering resumed from
+/// there, approvals cleared, todos restored); undoing again changes nothing.
+pub fn undo(open: Open<'_>, prefix: &str, scratch: &std::path::Path) {
+    use crate::{UndoOutcome, UndoScope};
+    let root = scratch.join(format!("{prefix}-undo-ws"));
+    std::fs::create_dir_all(&root).unwrap();
+    let workspace = clawsmith_fs::Workspace::open(&root).unwrap();
+    let store = open();
+    let id = format!("{prefix}-undo");
+    store
+        .create_session(&id, &root.display().to_string())
+        .unwrap();
+    let hash = clawsmith_checkpoint::sha256;
+    let (old, first, second) = (
+        b"old\n".as_slice(),
+        b"first\n".as_slice(),
+        b"second\n".as_slice(),
+    );
+    let made = b"made\n".as_slice();
+    std::fs::write(root.join("a.txt"), old).unwrap();
+    store
+        .append_message(&id, &ModelMessage::text(Role::User, "change a, make b"))
+        .unwrap();
+    store.append_event(&id, started("t0"), 1).unwrap();
+    let before_todos = vec![todo("a", TodoStatus::InProgress)];
+    store.set_todos(&id, before_todos.clone()).unwrap();
+    let read = |path: &str| std::fs::read(root.join(path)).ok();
+
+    // Turn 1 changes a.txt and creates dir/b.txt (its directory born with it).
+    let opened = store
+        .begin_turn(
+            &id,
+            "t1",
+            TurnOpening {
+                events: vec![started("t1")],
+                timestamp_ms: 2,
+            },
+        )
+        .unwrap();
+    let standing = (
+        opened.checkpoint.message_count,
+        opened.checkpoint.event_sequence,
+    );
+    // A tool's change: the prior state recorded, the file written, the post state recorded.
+    let change = |turn: &str, path: &str, before: Option<&[u8]>, after: &[u8]| {
+        store
+            .record_before(&id, turn, path, before.map(|bytes| (bytes, 0o644)))
+            .unwrap();
+        std::fs::write(root.join(path), after).unwrap();
+        store
+            .record_after(
+                &id,
+                turn,
+                path,
+                Some((hash(after), after.len() as u64, 0o644)),
+            )
+            .unwrap();
+    };
+    change("t1", "a.txt", Some(old), first);
+    // File systems stamp births with a clock that lags the system's by a few milliseconds:
+    // the directory must be born visibly after the turn began.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    std::fs::create_dir(root.join("dir")).unwrap();
+    change("t1", "dir/b.txt", None, made);
+    store
+        .append_message(&id, &ModelMessage::text(Role::Assistant, "done one"))
+        .unwrap();
+    store
+        .set_todos(&id, vec![todo("a", TodoStatus::Completed)])
+        .unwrap();
+    store
+        .finish_turn_reading(&id, "t1", &read, completed("t1"), 3)
+        .unwrap();
+    // Turn 2 changes a.txt again and leaves an approval waiting.
+    store.begin_turn(&id, "t2", TurnOpening::default()).unwrap();
+    change("t2", "a.txt", Some(first), second);
+    store
+        .add_pending_approval(
+            &id,
+            &PendingApproval {
+                approval_id: "p".to_owned(),
+                turn_id: "t2".to_owned(),
+                call_id: "c".to_owned(),
+                request: serde_json::json!({"command": "make"}),
+            },
+        )
+        .unwrap();
+    store
+        .finish_turn_reading(&id, "t2", &read, completed("t2"), 4)
+        .unwrap();
+    let undoer = store.undo_store().unwrap();
+
+    // The preview names both turns and writes nothing.
+    let preview = undoer
+        .undo_preview(&id, "t1", UndoScope::All, &workspace)
+        .unwrap();
+    assert_eq!(preview.turns, ["t2", "t1"], "newest first");
+    assert_eq!(preview.restore, ["a.txt"]);
+    assert_eq!(preview.remove, ["dir/b.txt"]);
+    assert!(preview.conflicts.is_empty() && !preview.already_undone);
+    assert_eq!(read("a.txt").unwrap(), second);
+
+    // A file changed by hand since refuses the undo, with nothing changed anywhere.
+    std::fs::write(root.join("a.txt"), b"by hand\n").unwrap();
+    let last = store.last_event_sequence(&id).unwrap();
+    let refused = undoer.undo(&id, "t1", UndoScope::All, &workspace).unwrap();
+    let UndoOutcome::Conflicts(conflicts) = &refused.outcome else {
+        panic!("a changed file must refuse the undo: {refused:?}");
+    };
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(
+        (conflicts[0].path.as_str(), conflicts[0].turn_id.as_str()),
+        ("a.txt", "t2")
+    );
+    assert_eq!(
+        conflicts[0].expected_sha256.as_deref(),
+        Some(clawsmith_checkpoint::hash_hex(&hash(second)).as_str())
+    );
+    assert_eq!(read("a.txt").unwrap(), b"by hand\n");
+    assert_eq!(read("dir/b.txt").unwrap(), made);
+    assert_eq!(store.last_event_sequence(&id).unwrap(), last);
+    assert!(
+        store
+            .checkpoints(&id)
+            .unwrap()
+            .iter()
+            .all(|checkpoint| checkpoint.state == CheckpointState::Finished)
+    );
+    assert_eq!(
+        undoer
+            .undo_preview(&id, "t1", UndoScope::Files, &workspace)
+            .unwrap()
+            .conflicts,
+        *conflicts
+    );
+    std::fs::write(root.join("a.txt"), second).unwrap();
+
+    // The newest turn's files: a.txt back to what turn 2 found.
+    let report = undoer
+        .undo(&id, "t2", UndoScope::Files, &workspace)
+        .unwrap();
+    assert_eq!(report.outcome, UndoOutcome::Undone);
+    assert_eq!(
+        (report.turns.as_slice(), report.restored.as_slice()),
+        (&["t2".to_owned()][..], &["a.txt".to_owned()][..])
+    );
+    assert_eq!(read("a.txt").unwrap(), first);
+    assert_eq!(store.last_event_sequence(&id).unwrap(), last, "files only");
+
+    // Turn 1 in scope all: its files, and the session of both turns.
+    let other = open();
+    let report = other
+        .undo_store()
+        .unwrap()
+        .undo(&id, "t1", UndoScope::All, &workspace)
+        .unwrap();
+    assert_eq!(report.outcome, UndoOutcome::Undone);
+    assert_eq!(report.turns, ["t2", "t1"]);
+    assert_eq!(report.restored, ["a.txt"]);
+    assert_eq!(report.removed, ["dir/b.txt"]);
+    assert_eq!(report.removed_directories, ["dir"]);
+    assert_eq!(read("a.txt").unwrap(), old);
+    assert!(!root.join("dir").exists());
+    let states: Vec<(String, CheckpointState)> = store
+        .checkpoints(&id)
+        .unwrap()
+        .into_iter()
+        .map(|checkpoint| (checkpoint.turn_id, checkpoint.state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("t1".to_owned(), CheckpointState::Undone),
+            ("t2".to_owned(), CheckpointState::Undone)
+        ]
+    );
+    assert_eq!(store.messages(&id).unwrap().len() as u64, standing.0);
+    assert_eq!(store.last_event_sequence(&id).unwrap(), standing.1);
+    assert_eq!(store.todos(&id).unwrap(), before_todos);
+    assert!(store.pending_approvals(&id).unwrap().is_empty());
+    assert!(!store.has_unfinished_work(&id).unwrap());
+    let history = open().undo_store().unwrap().undone_history(&id).unwrap();
+    assert_eq!(history.len(), 1);
+    assert_eq!(
+        (history[0].turn_id.as_str(), history[0].scope.as_str()),
+        ("t1", "all")
+    );
+    assert_eq!(
+        history[0].messages,
+        [ModelMessage::text(Role::Assistant, "done one")]
+    );
+    let sequences: Vec<u64> = history[0]
+        .events
+        .iter()
+        .map(|event| event.sequence)
+        .collect();
+    assert_eq!(
+        sequences,
+        (standing.1 + 1..=last).collect::<Vec<_>>(),
+        "every event after the checkpoint, as it was"
+    );
+    // The session goes on from where the checkpoint stood.
+    let next = store.append_event(&id, started("t3"), 5).unwrap();
+    assert_eq!(next.sequence, standing.1 + 1);
+    store
+        .append_message(&id, &ModelMessage::text(Role::User, "again"))
+        .unwrap();
+    assert_eq!(store.messages(&id).unwrap().len() as u64, standing.0 + 1);
+
+    // Again: nothing to do. An unknown turn or session is an error.
+    let again = undoer.undo(&id, "t1", UndoScope::All, &workspace).unwrap();
+    assert_eq!(again.outcome, UndoOutcome::AlreadyUndone);
+    assert!(
+        undoer
+            .undo_preview(&id, "t2", UndoScope::Session, &workspace)
+            .unwrap()
+            .already_undone
+    );
+    assert!(matches!(
+        undoer.undo(&id, "t9", UndoScope::All, &workspace),
+        Err(StoreError::UnknownTurn { .. })
+    ));
+    assert!(matches!(
+        undoer.undo(
+            &format!("{prefix}-undo-ghost"),
+            "t1",
+            UndoScope::All,
+            &workspace
+        ),
+        Err(StoreError::UnknownSession(_))
+    ));
+    assert!(matches!(
+        undoer.undone_history(&format!("{prefix}-undo-ghost")),
+        Err(StoreError::UnknownSession(_))
+    ));
+}

@@ -1525,9 +1525,9 @@ async fn web_credentials_stay_with_their_server_in_a_real_browser() {
 }
 
 /// `clawsmith web` over the fleet store: a session another host writes (here a store of the
-/// test's own) is listed, named, opened with its checkpoint and diff, refused undo with the
-/// store's reason, and its live timeline is told of a new event by the database's notification,
-/// well before its fallback read would have found it.
+/// test's own) is listed, named, opened with its checkpoint and diff, and its live timeline is
+/// told of a new event by the database's notification, well before its fallback read would have
+/// found it; in the session's workspace, its turn is previewed and undone.
 #[test]
 fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
     use clawsmith_protocol::{EventPayload, ModelMessage, Role, TurnStarted};
@@ -1539,7 +1539,15 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
     };
     let host = PgStore::connect(&url, PgOptions::default()).unwrap();
     let id = "fleet-web-1";
-    host.create_session(id, "/on/another/host").unwrap();
+    let f = Fixture::new();
+    let workspace = f.dir.path().join("shared-checkout");
+    std::fs::create_dir(&workspace).unwrap();
+    let root = clawsmith_fs::Workspace::open(&workspace)
+        .unwrap()
+        .root()
+        .display()
+        .to_string();
+    host.create_session(id, &root).unwrap();
     host.append_message(id, &ModelMessage::text(Role::User, "tidy the fleet docs"))
         .unwrap();
     host.begin_turn(id, "t1", TurnOpening::default()).unwrap();
@@ -1553,8 +1561,8 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
     });
     host.finish_turn_reading(id, "t1", &|_| Some(new.to_vec()), finished, 5)
         .unwrap();
+    std::fs::write(workspace.join("a.txt"), new).unwrap();
 
-    let f = Fixture::new();
     let config = f.dir.path().join("fleet.toml");
     std::fs::write(&config, "[store]\nkind = \"postgres\"\n").unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_clawsmith"));
@@ -1563,6 +1571,8 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
             "--state-dir",
             f.state().to_str().unwrap(),
             "web",
+            "--workspace",
+            &root,
             "--config",
         ])
         .arg(&config)
@@ -1573,12 +1583,7 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
     let server = web.get("/api/server");
     assert_eq!(server["store"], "postgres", "{server}");
     assert_eq!(server["follows"], true, "{server}");
-    assert!(
-        server["undo"]["off"]
-            .as_str()
-            .is_some_and(|off| off.contains("not built for the PostgreSQL store")),
-        "{server}"
-    );
+    assert_eq!(server["undo"]["workspace"], root.as_str(), "{server}");
     let sessions = web.get("/api/sessions");
     let listed = &sessions["sessions"][0];
     assert_eq!(listed["id"], id, "{sessions}");
@@ -1588,7 +1593,7 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
         (&json!(1), &json!(1))
     );
     let session = web.get(&format!("/api/sessions/{id}"));
-    assert_eq!(session["undoAvailable"], false, "{session}");
+    assert_eq!(session["undoAvailable"], true, "{session}");
     assert_eq!(session["checkpoints"][0]["state"], "finished", "{session}");
     let diff = web.get(&format!("/api/sessions/{id}/turns/t1/diff?path=a.txt"));
     assert!(
@@ -1601,12 +1606,14 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
         &format!("/api/sessions/{id}/turns/t1/undo-preview"),
         r#"{"scope": "files"}"#,
     );
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    let previewed: serde_json::Value = serde_json::from_str(&preview.body).unwrap();
     assert_eq!(
-        (preview.status, preview.code().as_str()),
-        (409, "undo_unsupported"),
-        "{}",
-        preview.body
+        (&previewed["restore"], &previewed["conflicts"]),
+        (&json!(["a.txt"]), &json!([])),
+        "{previewed}"
     );
+    assert_eq!(std::fs::read(workspace.join("a.txt")).unwrap(), new);
 
     // The live timeline from the last event: the next one another host commits arrives as a
     // server-sent event.
@@ -1677,6 +1684,18 @@ fn web_shows_and_follows_a_session_another_host_writes_to_the_fleet_store() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+
+    // Confirmed, the undo puts the file back in the session's workspace and flags the turn.
+    let undone = web.post(
+        &format!("/api/sessions/{id}/turns/t1/undo"),
+        r#"{"scope": "files", "confirm": true}"#,
+    );
+    assert_eq!(undone.status, 200, "{}", undone.body);
+    assert_eq!(std::fs::read(workspace.join("a.txt")).unwrap(), old);
+    assert_eq!(
+        host.checkpoints(id).unwrap()[0].state,
+        clawsmith_store::CheckpointState::Undone
+    );
 }
 
 /// Reads the live stream into `received` until it holds the event numbered `sequence`, for at

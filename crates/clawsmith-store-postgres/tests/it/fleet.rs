@@ -31,6 +31,17 @@ fn the_postgres_store_keeps_the_session_contract() {
 }
 
 #[test]
+fn the_postgres_store_keeps_the_undo_contract() {
+    let Some(base) = postgres("the_postgres_store_keeps_the_undo_contract") else {
+        return;
+    };
+    let (_, open) = migrated(&base, PgOptions::default());
+    let open = move || -> Arc<dyn SessionStore> { open() };
+    let scratch = tempfile::tempdir().unwrap();
+    contract::undo(&open, "pg", scratch.path());
+}
+
+#[test]
 fn migrations_run_once_under_their_lock_and_an_unmigrated_or_newer_database_is_refused() {
     let Some(base) = postgres("migrations_run_once_under_their_lock") else {
         return;

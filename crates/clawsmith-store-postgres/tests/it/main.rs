@@ -11,6 +11,7 @@ mod objects;
 mod retention;
 mod soak;
 mod tls;
+mod undo;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};

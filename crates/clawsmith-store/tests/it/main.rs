@@ -22,3 +22,11 @@ fn the_sqlite_store_keeps_the_blob_contract() {
     let store = Store::open(dir.path().join("state.db")).unwrap();
     contract::blobs(&store);
 }
+
+#[test]
+fn the_sqlite_store_keeps_the_undo_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.db");
+    let open = move || -> Arc<dyn SessionStore> { Arc::new(Store::open(&path).unwrap()) };
+    contract::undo(&open, "sqlite", dir.path());
+}
