@@ -34,7 +34,9 @@
 //! the change may start) and after, its todos and pending approvals are rows like the SQLite
 //! store's, written under the same fence (`turns.rs`). Finishing a turn reads the current
 //! contents through the caller's function outside the transaction, then keeps those that still
-//! match and closes the checkpoint in one commit with its `turn.completed` event. Around a
+//! match and closes the checkpoint in one commit with its `turn.completed` event (two round
+//! trips: the close, which answers the state the checkpoint had, then the line counts, the file
+//! rows and the event sent together, run in order). Around a
 //! command the core notes the manifest it runs against, what undo cannot give back and the
 //! directories it made (`captures.rs`); a workspace's last manifest is kept per machine, since
 //! the same path on two hosts is two workspaces.
@@ -255,6 +257,9 @@ pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E)
 
 /// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
 /// reason is a source, not part of the top error's text).
+/// A statement's parameter, for arrays of them bound before statements sent together.
+pub(crate) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
+
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

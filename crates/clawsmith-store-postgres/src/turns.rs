@@ -13,9 +13,10 @@ use clawsmith_store::{
     ChangeKind, CheckpointInfo, CheckpointState, FileChange, FileDiff, OpenedTurn, PendingApproval,
     StoreError, Todo, TurnManifest, TurnOpening, TurnStore,
 };
+use futures_util::TryFutureExt;
 use sha2::{Digest, Sha256};
 
-use crate::{PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared};
+use crate::{Param, PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared};
 
 /// A changed file as a turn's finish writes it: its path, the post hash its counts were made
 /// for, and its line counts (added, removed) when they could be made.
@@ -560,55 +561,88 @@ impl PgStore {
             Take::of(0, i64::from(completed.is_some())),
             move |tx, epoch, (_, sequence)| {
                 Box::pin(async move {
-                    let found = locked_checkpoint(tx, &session, &turn)
-                        .await?
+                    let context = "finishing a turn";
+                    // The checkpoint closed (when open) and locked in one statement, which
+                    // answers the state it had.
+                    let close = prepared(
+                        tx,
+                        "UPDATE clawsmith_checkpoints c
+                         SET state = CASE WHEN old.state = 'open' THEN 'finished'
+                                          ELSE old.state END,
+                             finished_at_ms = CASE WHEN old.state = 'open' THEN $3
+                                                   ELSE old.finished_at_ms END
+                         FROM (SELECT id, state, finished_at_ms FROM clawsmith_checkpoints
+                               WHERE session_id = $1 AND turn_id = $2 FOR UPDATE) old
+                         WHERE c.id = old.id
+                         RETURNING c.id, old.state",
+                        context,
+                    )
+                    .await?;
+                    let row = tx
+                        .query_opt(&close, &[&session, &turn, &signed(now_ms())])
+                        .await
+                        .map_err(pg(context))?
                         .ok_or_else(|| unknown_turn(&session, &turn))?;
-                    let (id, state) = found;
-                    if state == "open" {
-                        for (path, expected, stats) in finished {
-                            if let Some((added, removed)) = stats {
-                                let statement = prepared(
-                                    tx,
-                                    "UPDATE clawsmith_checkpoint_files
-                                     SET lines_added = $4, lines_removed = $5
-                                     WHERE checkpoint_id = $1 AND path = $2
-                                       AND post_hash IS NOT DISTINCT FROM $3",
-                                    "finishing a turn",
-                                )
-                                .await?;
-                                tx.execute(
-                                    &statement,
-                                    &[&id, &path, &expected, &signed(added), &signed(removed)],
-                                )
-                                .await
-                                .map_err(pg("finishing a turn"))?;
-                            }
-                        }
-                        let statement = prepared(
-                            tx,
-                            "UPDATE clawsmith_checkpoints
-                             SET state = 'finished', finished_at_ms = $2 WHERE id = $1",
-                            "finishing a turn",
-                        )
-                        .await?;
-                        tx.execute(&statement, &[&id, &signed(now_ms())])
-                            .await
-                            .map_err(pg("finishing a turn"))?;
-                    }
-                    let files = file_rows(tx, id).await?;
-                    let event = match completed {
-                        Some((payload, timestamp_ms)) => {
-                            let event = Event {
-                                session_id: session.clone(),
-                                sequence: unsigned(sequence),
-                                timestamp_ms,
-                                payload,
-                            };
-                            insert_event(tx, &event, epoch).await?;
-                            Some(event)
-                        }
-                        None => None,
+                    let (id, state): (i64, String) = (row.get(0), row.get(1));
+                    // Then, sent together and run in order: the line counts (of a turn that was
+                    // open), the file rows (which read them) and `turn.completed`.
+                    let lines = prepared(
+                        tx,
+                        "UPDATE clawsmith_checkpoint_files
+                         SET lines_added = $4, lines_removed = $5
+                         WHERE checkpoint_id = $1 AND path = $2
+                           AND post_hash IS NOT DISTINCT FROM $3",
+                        context,
+                    )
+                    .await?;
+                    let listed = prepared(
+                        tx,
+                        &format!(
+                            "SELECT {FILE_COLUMNS} FROM clawsmith_checkpoint_files
+                             WHERE checkpoint_id = $1 ORDER BY position"
+                        ),
+                        context,
+                    )
+                    .await?;
+                    let counted: Vec<(String, Option<String>, i64, i64)> = if state == "open" {
+                        finished
+                            .into_iter()
+                            .filter_map(|(path, expected, stats)| {
+                                stats.map(|(added, removed)| {
+                                    (path, expected, signed(added), signed(removed))
+                                })
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
                     };
+                    let counts: Vec<[Param<'_>; 5]> = counted
+                        .iter()
+                        .map(|(path, expected, added, removed)| -> [Param<'_>; 5] {
+                            [&id, path, expected, added, removed]
+                        })
+                        .collect();
+                    let checkpoint: [Param<'_>; 1] = [&id];
+                    let event = completed.map(|(payload, timestamp_ms)| Event {
+                        session_id: session.clone(),
+                        sequence: unsigned(sequence),
+                        timestamp_ms,
+                        payload,
+                    });
+                    let (_, files, ()) = futures_util::try_join!(
+                        futures_util::future::try_join_all(
+                            counts.iter().map(|params| tx.execute(&lines, params))
+                        )
+                        .map_err(pg(context)),
+                        tx.query(&listed, &checkpoint).map_err(pg(context)),
+                        async {
+                            match &event {
+                                Some(event) => insert_event(tx, event, epoch).await,
+                                None => Ok(()),
+                            }
+                        },
+                    )?;
+                    let files: Vec<FileRow> = files.iter().map(file_row).collect();
                     Ok((
                         TurnManifest {
                             session_id: session,

@@ -32,7 +32,7 @@ use clawsmith_store::{
     UndoneStretch,
 };
 
-use crate::{PgStore, Take, connect, json_error, now_ms, pg, turns::blob_bytes};
+use crate::{Param, PgStore, Take, connect, json_error, now_ms, pg, turns::blob_bytes};
 
 /// What an undo reads before it decides: the checkpoints from the target on (oldest first),
 /// the target's session state, each checkpoint's recorded files, and the directories the turns'
@@ -72,9 +72,6 @@ impl Loaded {
             .collect()
     }
 }
-
-/// A statement's parameter.
-type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
 
 fn unsigned(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
