@@ -7,8 +7,11 @@
 //!    someone outside clawsmith is what the precheck is for.
 //! 2. **Fetch** every content the restore will write, checked against its name, before anything
 //!    is committed: a missing or damaged blob refuses the undo with nothing changed.
-//! 3. **Intent**: one fenced transaction checks that no plan is pending and the checkpoints are
-//!    as read, and inserts the plan row (`clawsmith_restore_plans`).
+//! 3. **Intent**: one fenced transaction locks the checkpoints' rows, checks that no plan is
+//!    pending and the checkpoints are as read, and inserts the plan row
+//!    (`clawsmith_restore_plans`). The row locks serialize two undos of one session even without
+//!    the lease: the second waits, then sees the first's plan (refused, `RestoreInProgress`) or
+//!    its flags (it decides again, and finds the turn already undone).
 //! 4. **Restore** each file atomically through the workspace handle.
 //! 5. **Commit** in one fenced transaction: the plan row deleted, the rewound messages and events
 //!    kept in `clawsmith_undone_history` and deleted, the session's counters set back (the next
@@ -33,6 +36,10 @@ use clawsmith_store::{
 };
 
 use crate::{Param, PgStore, Take, connect, json_error, now_ms, pg, turns::blob_bytes};
+
+/// How many times an undo decides again when another undo of the session changed its turns
+/// between its read and its plan.
+const UNDO_ATTEMPTS: usize = 5;
 
 /// What an undo reads before it decides: the checkpoints from the target on (oldest first),
 /// the target's session state, each checkpoint's recorded files, and the directories the turns'
@@ -203,13 +210,13 @@ impl PgStore {
 
     /// Commits the plan row of an undo whose precheck passed, after checking (under the
     /// session's fence) that no other plan is pending and the checkpoints are as `turns` read
-    /// them; the plan's id.
+    /// them; the plan's id, or `None` when they changed since (nothing is written).
     fn insert_plan(
         &self,
         plan: &RestorePlan,
         turns: &[UndoTurn],
         root: String,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<Option<i64>, StoreError> {
         let json = serde_json::to_string(plan).map_err(json_error("planning an undo"))?;
         let session = plan.session_id.clone();
         let first = turns.first().map_or(0, |turn| turn.id);
@@ -224,7 +231,8 @@ impl PgStore {
             move |tx, epoch, _| {
                 Box::pin(async move {
                     let context = "planning an undo";
-                    no_pending_plan(&**tx, &session).await?;
+                    // The checkpoints' rows locked first: a concurrent undo of the session waits
+                    // here until the other commits, then sees its plan (or its flags).
                     let now: Vec<(i64, bool, bool)> = tx
                         .query(
                             "SELECT id, files_undone, session_undone FROM clawsmith_checkpoints
@@ -236,13 +244,9 @@ impl PgStore {
                         .iter()
                         .map(|row| (row.get(0), row.get(1), row.get(2)))
                         .collect();
+                    no_pending_plan(&**tx, &session).await?;
                     if now != read {
-                        return Err(StoreError::Backend {
-                            context,
-                            message: "the session's turns changed while the undo was planned; \
-                                      nothing was changed, try again"
-                                .to_owned(),
-                        });
+                        return Ok(None);
                     }
                     let row = tx
                         .query_one(
@@ -253,7 +257,7 @@ impl PgStore {
                         )
                         .await
                         .map_err(pg(context))?;
-                    Ok(row.get(0))
+                    Ok(Some(row.get(0)))
                 })
             },
         )
@@ -376,6 +380,86 @@ impl PgStore {
             },
         )
     }
+
+    /// One attempt of [`UndoStore::undo`]: `None` when the checkpoints changed between the read
+    /// and the plan (nothing was written).
+    fn attempt_undo(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        scope: UndoScope,
+        workspace: &Workspace,
+    ) -> Result<Option<UndoReport>, StoreError> {
+        let mut report = UndoReport::new(session_id, turn_id, scope);
+        let loaded = self.load_undo(session_id, turn_id, true)?;
+        let Some(selection) = Selection::of(&loaded.turns, scope) else {
+            report.outcome = UndoOutcome::AlreadyUndone;
+            return Ok(Some(report));
+        };
+        report.turns = selection.turns.clone();
+        let actions = if selection.files.is_empty() {
+            Vec::new()
+        } else {
+            match restore::precheck(&loaded.recorded(&selection.files), workspace) {
+                Precheck::Passed { actions, already } => {
+                    report.already_as_before = already;
+                    actions
+                }
+                Precheck::Conflicts(conflicts) => {
+                    report.outcome = UndoOutcome::Conflicts(conflicts);
+                    return Ok(Some(report));
+                }
+            }
+        };
+        // Every content the restore writes, fetched and checked before the plan is committed.
+        let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
+        for action in &actions {
+            if let Some(target) = &action.target
+                && !contents.contains_key(&target.sha256)
+            {
+                contents.insert(target.sha256.clone(), self.blob(&target.sha256)?);
+            }
+        }
+        let ids = |selected: &[usize]| -> Vec<i64> {
+            selected
+                .iter()
+                .map(|&index| loaded.turns[index].id)
+                .collect()
+        };
+        let plan = RestorePlan {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            scope,
+            turns: report.turns.clone(),
+            files_checkpoints: ids(&selection.files),
+            session_checkpoints: ids(&selection.session),
+            session_target: (!selection.session.is_empty()).then(|| loaded.target.clone()),
+            actions,
+        };
+        let root = workspace.root().display().to_string();
+        let Some(plan_id) = self.insert_plan(&plan, &loaded.turns, root)? else {
+            return Ok(None);
+        };
+        for action in &plan.actions {
+            let content = action
+                .target
+                .as_ref()
+                .and_then(|target| contents.get(&target.sha256));
+            restore::apply_action(action, content.map(Vec::as_slice), workspace)?;
+            match action.target {
+                Some(_) => report.restored.push(action.path.clone()),
+                None => report.removed.push(action.path.clone()),
+            }
+        }
+        self.complete_plan(plan_id, &plan)?;
+        report.removed_directories = restore::remove_directories(
+            workspace,
+            loaded.made(&selection.files),
+            &report.removed,
+            loaded.turns[0].created_at_ms,
+        );
+        Ok(Some(report))
+    }
 }
 
 impl UndoStore for PgStore {
@@ -440,73 +524,21 @@ impl UndoStore for PgStore {
         scope: UndoScope,
         workspace: &Workspace,
     ) -> Result<UndoReport, StoreError> {
-        let mut report = UndoReport::new(session_id, turn_id, scope);
-        let loaded = self.load_undo(session_id, turn_id, true)?;
-        let Some(selection) = Selection::of(&loaded.turns, scope) else {
-            report.outcome = UndoOutcome::AlreadyUndone;
-            return Ok(report);
-        };
-        report.turns = selection.turns.clone();
-        let actions = if selection.files.is_empty() {
-            Vec::new()
-        } else {
-            match restore::precheck(&loaded.recorded(&selection.files), workspace) {
-                Precheck::Passed { actions, already } => {
-                    report.already_as_before = already;
-                    actions
-                }
-                Precheck::Conflicts(conflicts) => {
-                    report.outcome = UndoOutcome::Conflicts(conflicts);
-                    return Ok(report);
-                }
-            }
-        };
-        // Every content the restore writes, fetched and checked before the plan is committed.
-        let mut contents: HashMap<String, Vec<u8>> = HashMap::new();
-        for action in &actions {
-            if let Some(target) = &action.target
-                && !contents.contains_key(&target.sha256)
-            {
-                contents.insert(target.sha256.clone(), self.blob(&target.sha256)?);
+        // The checkpoints change between the read and the plan only when another undo of the
+        // session ran meanwhile (the caller holds the lease; without it, undos of one session
+        // are serialized by the checkpoints' row locks): decide again on what it left.
+        for _ in 0..UNDO_ATTEMPTS {
+            if let Some(report) = self.attempt_undo(session_id, turn_id, scope, workspace)? {
+                return Ok(report);
             }
         }
-        let ids = |selected: &[usize]| -> Vec<i64> {
-            selected
-                .iter()
-                .map(|&index| loaded.turns[index].id)
-                .collect()
-        };
-        let plan = RestorePlan {
-            session_id: session_id.to_owned(),
-            turn_id: turn_id.to_owned(),
-            scope,
-            turns: report.turns.clone(),
-            files_checkpoints: ids(&selection.files),
-            session_checkpoints: ids(&selection.session),
-            session_target: (!selection.session.is_empty()).then(|| loaded.target.clone()),
-            actions,
-        };
-        let root = workspace.root().display().to_string();
-        let plan_id = self.insert_plan(&plan, &loaded.turns, root)?;
-        for action in &plan.actions {
-            let content = action
-                .target
-                .as_ref()
-                .and_then(|target| contents.get(&target.sha256));
-            restore::apply_action(action, content.map(Vec::as_slice), workspace)?;
-            match action.target {
-                Some(_) => report.restored.push(action.path.clone()),
-                None => report.removed.push(action.path.clone()),
-            }
-        }
-        self.complete_plan(plan_id, &plan)?;
-        report.removed_directories = restore::remove_directories(
-            workspace,
-            loaded.made(&selection.files),
-            &report.removed,
-            loaded.turns[0].created_at_ms,
-        );
-        Ok(report)
+        Err(StoreError::Backend {
+            context: "planning an undo",
+            message: format!(
+                "the session's turns changed under each of {UNDO_ATTEMPTS} attempts to plan the \
+                 undo; nothing was changed, try again"
+            ),
+        })
     }
 
     fn recover_session_restores(

@@ -123,3 +123,95 @@ fn a_plan_left_by_a_killed_undo_is_rolled_forward_by_the_next_holder_in_its_work
             .is_empty()
     );
 }
+
+/// Two hosts undo the same turn at once, without the lease the CLI would take: the checkpoints'
+/// row locks serialize their plans, so exactly one restores and the other is told the turn is
+/// already undone (or that an undo is in progress); no plan is left and the file holds its
+/// prior content. Raced over several sessions.
+#[test]
+fn two_hosts_undoing_one_turn_at_once_restore_it_once() {
+    let Some(base) = postgres("two_hosts_undoing_one_turn_at_once_restore_it_once") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let workspace = clawsmith_fs::Workspace::open(&root).unwrap();
+    let setup = open();
+    let (old, new) = (b"old\n".as_slice(), b"new\n".as_slice());
+    const ROUNDS: usize = 12;
+    for round in 0..ROUNDS {
+        let (id, path) = (format!("race-{round}"), format!("f{round}.txt"));
+        setup
+            .create_session(&id, &root.display().to_string())
+            .unwrap();
+        setup.begin_turn(&id, "t1", TurnOpening::default()).unwrap();
+        setup
+            .record_before(&id, "t1", &path, Some((old, 0o644)))
+            .unwrap();
+        std::fs::write(root.join(&path), new).unwrap();
+        setup
+            .record_after(&id, "t1", &path, Some((sha256(new), 4, 0o644)))
+            .unwrap();
+    }
+    let hosts = [open(), open()];
+    let mut undone = 0;
+    for round in 0..ROUNDS {
+        let id = format!("race-{round}");
+        let barrier = std::sync::Barrier::new(2);
+        let outcomes: Vec<Result<clawsmith_store::UndoOutcome, StoreError>> =
+            std::thread::scope(|scope| {
+                let racers: Vec<_> = hosts
+                    .iter()
+                    .map(|host| {
+                        let (barrier, id, workspace) = (&barrier, &id, &workspace);
+                        scope.spawn(move || {
+                            barrier.wait();
+                            host.undo_store()
+                                .unwrap()
+                                .undo(id, "t1", UndoScope::Files, workspace)
+                                .map(|report| report.outcome)
+                        })
+                    })
+                    .collect();
+                racers
+                    .into_iter()
+                    .map(|racer| racer.join().unwrap())
+                    .collect()
+            });
+        let restored = outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome, Ok(clawsmith_store::UndoOutcome::Undone)))
+            .count();
+        assert_eq!(restored, 1, "round {round}: {outcomes:?}");
+        for outcome in &outcomes {
+            assert!(
+                matches!(
+                    outcome,
+                    Ok(clawsmith_store::UndoOutcome::Undone
+                        | clawsmith_store::UndoOutcome::AlreadyUndone)
+                        | Err(StoreError::RestoreInProgress(_))
+                ),
+                "round {round}: {outcomes:?}"
+            );
+        }
+        undone += restored;
+        assert_eq!(
+            std::fs::read(root.join(format!("f{round}.txt"))).unwrap(),
+            old
+        );
+    }
+    assert_eq!(undone, ROUNDS);
+    assert_eq!(
+        query_text(&url, "SELECT count(*)::text FROM clawsmith_restore_plans"),
+        "0"
+    );
+    assert_eq!(
+        query_text(
+            &url,
+            "SELECT count(*)::text FROM clawsmith_checkpoints WHERE state = 'undone'"
+        ),
+        ROUNDS.to_string()
+    );
+}
