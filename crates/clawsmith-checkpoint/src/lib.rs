@@ -152,7 +152,7 @@ mod journal;
 mod lease;
 mod memory;
 mod recorder;
-mod repository;
+pub mod repository;
 pub mod restore;
 mod retention;
 mod schema;

@@ -7,8 +7,9 @@
 //!
 //! - **Objects by name.** Loose objects (`objects/ab/cdef…`) and packs (`objects/pack/pack-*`)
 //!   are named after their content and never rewritten by git, so one copy per name is enough
-//!   for good: each is copied into a mirror beside the database
-//!   (`<database>-repositories/<workspace key>/`, private), once, before the first command that
+//!   for good: each is copied into a mirror folder of this machine (beside a SQLite database,
+//!   `<database>-repositories/<workspace key>/`; where another store says,
+//!   [`RepositoryStorage::repository_mirror`]), private, once, before the first command that
 //!   could delete it. A copy, not a hard link: a link shares the file, and a command that
 //!   truncates an object in place (root may write a read-only file) would truncate the kept one
 //!   too. The first command in a repository pays for the copy (where the file system can share
@@ -123,76 +124,83 @@ fn is_object(relative: &str) -> bool {
 /// hash before (kept in the mirror) and nothing after.
 type Side = Option<(String, u32)>;
 
+/// One row of what a command changed in the workspace's repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepositoryChange {
+    /// The store's id of the row (ordering rows as they were recorded); 0 before it is stored.
+    pub id: i64,
+    /// The turn whose command made the change.
+    pub turn_id: String,
+    /// The path (`.git/…`).
+    pub path: String,
+    /// Whether the path is an object kept by name in the mirror (deleted or rewritten by the
+    /// command) rather than a file kept by content.
+    pub object: bool,
+    /// The file's hex SHA-256 and mode before the command; absent when it was absent (an
+    /// object's row holds an empty hash: it is kept in the mirror).
+    pub pre: Option<(String, u32)>,
+    /// The same after the command.
+    pub post: Option<(String, u32)>,
+}
+
+/// What the repository keeper needs from a store: where this machine mirrors a workspace's
+/// objects, the blob store for the other files' contents, and the rows of what commands
+/// changed. The SQLite store and the PostgreSQL store implement it, and share [`keep`],
+/// [`record_changes`] and [`undo_changes`].
+pub trait RepositoryStorage {
+    /// The mirror folder of `workspace`'s objects on this machine, created private; `None` when
+    /// there is none.
+    fn repository_mirror(&self, workspace: &Workspace) -> Option<PathBuf>;
+
+    /// Stores each of `contents` as a blob (an existing one is success); their hex names.
+    fn keep_contents(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError>;
+
+    /// The content stored under `sha256`, checked against it; `None` when it is not stored.
+    fn repository_content(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Records `changes` as the call's, in one commit.
+    fn insert_repository_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        changes: &[RepositoryChange],
+    ) -> Result<(), StoreError>;
+
+    /// The session's changes not yet undone, newest first.
+    fn repository_changes(&self, session_id: &str) -> Result<Vec<RepositoryChange>, StoreError>;
+
+    /// Marks the rows `ids` (of the session) undone.
+    fn mark_repository_changes_undone(
+        &self,
+        session_id: &str,
+        ids: &[i64],
+    ) -> Result<(), StoreError>;
+}
+
+/// The mirror folder of `workspace`'s objects beneath `base` (one per workspace root, named
+/// after its hash), created private; `None` when it cannot be made.
+pub fn repository_mirror_under(base: &Path, workspace: &Workspace) -> Option<PathBuf> {
+    let key = hash_hex(&crate::sha256(
+        workspace.root().as_os_str().as_encoded_bytes(),
+    ));
+    let mirror = base.join(&key[..32]);
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&mirror)
+        .ok()?;
+    Some(mirror)
+}
+
 impl Store {
-    /// Looks at the workspace's repository and keeps it: objects not yet in the mirror are linked
-    /// (or copied) there, the other files' contents go to the blob store. A workspace without a
-    /// `.git` folder gives a snapshot that is not [`present`](RepositorySnapshot::present). An
-    /// object that cannot be kept is named in [`RepositorySnapshot::not_kept`]; an `Err` means
-    /// the store refused the contents.
+    /// Looks at the workspace's repository and keeps it ([`keep`]).
     pub fn keep_repository(&self, workspace: &Workspace) -> Result<RepositorySnapshot, StoreError> {
-        let mut snapshot = RepositorySnapshot::default();
-        let Ok(root) = workspace.resolve(REPOSITORY_DIR) else {
-            return Ok(snapshot);
-        };
-        let Some((paths, truncated)) = workspace.regular_files_beneath(&root, REPOSITORY_FILES_MAX)
-        else {
-            return Ok(snapshot);
-        };
-        snapshot.present = true;
-        if truncated {
-            snapshot.not_kept.push((
-                REPOSITORY_DIR.to_owned(),
-                format!("more than {REPOSITORY_FILES_MAX} files; the rest were not kept"),
-            ));
-        }
-        let mirror = self.repository_mirror(workspace);
-        let mut contents: Vec<(String, Vec<u8>, u32)> = Vec::new();
-        for relative in paths {
-            let Ok(path) = workspace.resolve(&relative) else {
-                continue;
-            };
-            if is_object(&relative) {
-                let kept = match &mirror {
-                    Some(mirror) => mirror_object(workspace, &path, &relative, mirror),
-                    None => Err("the store is in memory: no mirror to keep objects in".to_owned()),
-                };
-                match kept {
-                    Ok(()) => {
-                        snapshot.objects.insert(relative);
-                    }
-                    Err(reason) => snapshot.not_kept.push((relative, reason)),
-                }
-                continue;
-            }
-            match workspace.read_state_capped(&path, REPOSITORY_FILE_LIMIT) {
-                Ok(PriorState::File { content, mode }) => contents.push((relative, content, mode)),
-                // Gone since it was listed: the command has not started, so it is not a change.
-                Ok(PriorState::Absent) => {}
-                Err(FsError::TooLarge { .. }) => snapshot.not_kept.push((
-                    relative,
-                    format!("larger than {} MiB", REPOSITORY_FILE_LIMIT >> 20),
-                )),
-                Err(error) => snapshot.not_kept.push((relative, error.to_string())),
-            }
-        }
-        let fsync = self.fsyncs();
-        let hashes = self.write("keeping the repository", |tx| {
-            contents
-                .iter()
-                .map(|(_, content, _)| put_blob(tx, content, fsync))
-                .collect::<Result<Vec<String>, StoreError>>()
-        })?;
-        for ((relative, _, mode), hash) in contents.into_iter().zip(hashes) {
-            snapshot.files.insert(relative, (hash, mode));
-        }
-        Ok(snapshot)
+        keep(self, workspace)
     }
 
-    /// Records what differs between the repository `before` a command and `after` it as changes
-    /// of the call, for undo: files by content, objects the command deleted, and the objects of
-    /// `touched` (paths whose stamp the command moved: an object written in place) that were
-    /// kept before it. Paths not kept on either side are left out (a half-known change would
-    /// make undo delete or expect the wrong thing). Returns how many rows were recorded.
+    /// Records what differs between the repository `before` a command and `after` it
+    /// ([`record_changes`]).
     pub fn record_repository_changes(
         &self,
         session_id: &str,
@@ -202,35 +210,50 @@ impl Store {
         after: &RepositorySnapshot,
         touched: &[&str],
     ) -> Result<usize, StoreError> {
-        let unknown: HashSet<&str> = before
-            .not_kept
-            .iter()
-            .chain(&after.not_kept)
-            .map(|(path, _)| path.as_str())
-            .collect();
-        let mut rows: Vec<(&str, bool, Side, Side)> = Vec::new();
-        let paths: BTreeSet<&String> = before.files.keys().chain(after.files.keys()).collect();
-        for path in paths {
-            if unknown.contains(path.as_str()) {
-                continue;
-            }
-            let (pre, post) = (before.files.get(path), after.files.get(path));
-            if pre != post {
-                rows.push((path, false, pre.cloned(), post.cloned()));
-            }
-        }
-        let rewritten = touched
-            .iter()
-            .filter_map(|path| before.objects.get(*path))
-            .filter(|path| after.objects.contains(*path));
-        for path in before.objects.difference(&after.objects).chain(rewritten) {
-            if !unknown.contains(path.as_str()) {
-                rows.push((path, true, Some((String::new(), 0o444)), None));
-            }
-        }
-        if rows.is_empty() {
-            return Ok(0);
-        }
+        record_changes(self, session_id, turn_id, call_id, before, after, touched)
+    }
+
+    /// Puts the repository back to where it was before the commands of `turns`
+    /// ([`undo_changes`]).
+    pub(crate) fn undo_repository(
+        &self,
+        session_id: &str,
+        turns: &[String],
+        workspace: &Workspace,
+    ) -> Result<RepositoryUndo, StoreError> {
+        undo_changes(self, session_id, turns, workspace)
+    }
+}
+
+impl RepositoryStorage for Store {
+    fn repository_mirror(&self, workspace: &Workspace) -> Option<PathBuf> {
+        let database = self.path()?;
+        let mut base = database.as_os_str().to_owned();
+        base.push(REPOSITORY_MIRROR_SUFFIX);
+        repository_mirror_under(Path::new(&base), workspace)
+    }
+
+    fn keep_contents(&self, contents: &[&[u8]]) -> Result<Vec<String>, StoreError> {
+        let fsync = self.fsyncs();
+        self.write("keeping the repository", |tx| {
+            contents
+                .iter()
+                .map(|content| put_blob(tx, content, fsync))
+                .collect::<Result<Vec<String>, StoreError>>()
+        })
+    }
+
+    fn repository_content(&self, sha256: &[u8; 32]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.stored_content(sha256)
+    }
+
+    fn insert_repository_changes(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        call_id: &str,
+        changes: &[RepositoryChange],
+    ) -> Result<(), StoreError> {
         self.write("recording repository changes", |tx| {
             let mut statement = tx
                 .prepare_cached(
@@ -240,32 +263,29 @@ impl Store {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 )
                 .ctx("recording repository changes")?;
-            for (path, object, pre, post) in &rows {
-                let (pre_hash, pre_mode) = split(pre);
-                let (post_hash, post_mode) = split(post);
+            for change in changes {
+                let (pre_hash, pre_mode) = split(&change.pre);
+                let (post_hash, post_mode) = split(&change.post);
                 statement
                     .execute(params![
-                        session_id, turn_id, call_id, path, object, pre_hash, pre_mode, post_hash,
+                        session_id,
+                        turn_id,
+                        call_id,
+                        change.path,
+                        change.object,
+                        pre_hash,
+                        pre_mode,
+                        post_hash,
                         post_mode
                     ])
                     .ctx("recording repository changes")?;
             }
-            Ok(rows.len())
+            Ok(())
         })
     }
 
-    /// Puts the repository back to where it was before the commands of `turns` (see the module
-    /// docs): objects first, then files, newest row first per path, a path changed since kept.
-    /// The rows are marked undone. Fails only when the store does; a path that cannot be
-    /// written is named in [`RepositoryUndo::kept`].
-    pub(crate) fn undo_repository(
-        &self,
-        session_id: &str,
-        turns: &[String],
-        workspace: &Workspace,
-    ) -> Result<RepositoryUndo, StoreError> {
-        let mut report = RepositoryUndo::default();
-        let rows = self.read("reading repository changes", |tx| {
+    fn repository_changes(&self, session_id: &str) -> Result<Vec<RepositoryChange>, StoreError> {
+        self.read("reading repository changes", |tx| {
             let mut statement = tx
                 .prepare_cached(
                     "SELECT id, turn_id, path, object, pre_hash, pre_mode, post_hash, post_mode
@@ -275,7 +295,7 @@ impl Store {
                 .ctx("reading repository changes")?;
             let rows = statement
                 .query_map([session_id], |row| {
-                    Ok(Row {
+                    Ok(RepositoryChange {
                         id: row.get(0)?,
                         turn_id: row.get(1)?,
                         path: row.get(2)?,
@@ -285,164 +305,282 @@ impl Store {
                     })
                 })
                 .ctx("reading repository changes")?
-                .collect::<Result<Vec<Row>, _>>()
+                .collect::<Result<Vec<RepositoryChange>, _>>()
                 .ctx("reading repository changes")?;
             Ok(rows)
-        })?;
-        let rows: Vec<Row> = rows
-            .into_iter()
-            .filter(|row| turns.contains(&row.turn_id))
-            .collect();
-        if rows.is_empty() {
-            return Ok(report);
-        }
-        // Objects: every one a command deleted or wrote in place comes back (an object's name
-        // is its content, so any other content is damage, whoever made it).
-        let mirror = self.repository_mirror(workspace);
-        let mut objects: Vec<&str> = rows
-            .iter()
-            .filter(|row| row.object)
-            .map(|row| row.path.as_str())
-            .collect();
-        objects.sort_unstable();
-        objects.dedup();
-        for relative in objects {
-            let Ok(path) = workspace.resolve(relative) else {
-                continue;
-            };
-            let kept = match &mirror {
-                Some(mirror) => read_mirrored(mirror, relative)
-                    .map_err(|error| format!("not in the mirror: {error}")),
-                None => Err("the store is in memory: no mirror".to_owned()),
-            };
-            let restored = kept.and_then(|content| {
-                if matches!(
-                    workspace.read_state_capped(&path, content.len() as u64),
-                    Ok(PriorState::File { content: ref now, .. }) if *now == content
-                ) {
-                    return Ok(false);
-                }
-                workspace
-                    .restore_entry(&path, &content, 0o444, true)
-                    .map(|()| true)
-                    .map_err(|error| error.to_string())
-            });
-            match restored {
-                Ok(true) => report.objects_restored += 1,
-                Ok(false) => {}
-                Err(reason) => report.kept.push((relative.to_owned(), reason)),
-            }
-        }
-        // Files: walk each path's rows newest first over its current state. A path already in
-        // the state before its oldest command (an undo interrupted after writing it, rolled
-        // forward now; or put back by hand) is left alone and not named.
-        let mut oldest: HashMap<&str, &Side> = HashMap::new();
-        for row in rows.iter().filter(|row| !row.object) {
-            oldest.insert(row.path.as_str(), &row.pre);
-        }
-        let mut current: HashMap<&str, (Side, Side)> = HashMap::new();
-        let mut stopped: HashSet<&str> = HashSet::new();
-        for row in rows.iter().filter(|row| !row.object) {
-            let path = row.path.as_str();
-            if stopped.contains(path) {
-                continue;
-            }
-            let state = match current.get(path) {
-                Some((_, state)) => state.clone(),
-                None => {
-                    let found = current_side(workspace, path);
-                    if found != row.post && oldest.get(path).is_some_and(|pre| **pre == found) {
-                        stopped.insert(path);
-                        continue;
-                    }
-                    current.insert(path, (found.clone(), found.clone()));
-                    found
-                }
-            };
-            if state == row.post {
-                if let Some(entry) = current.get_mut(path) {
-                    entry.1 = row.pre.clone();
-                }
-            } else {
-                stopped.insert(path);
-                report.kept.push((
-                    path.to_owned(),
-                    "changed since the command; left as it is".to_owned(),
-                ));
-            }
-        }
-        let mut targets: Vec<(&str, Side)> = current
-            .into_iter()
-            .filter(|(path, (found, target))| !stopped.contains(path) && found != target)
-            .map(|(path, (_, target))| (path, target))
-            .collect();
-        // In path order, after the objects they may name.
-        targets.sort_by(|a, b| a.0.cmp(b.0));
-        for (relative, target) in targets {
-            let Ok(path) = workspace.resolve(relative) else {
-                continue;
-            };
-            let done = match &target {
-                Some((hash, mode)) => {
-                    let Some(content) = self.stored_content(&unhex(hash)?)? else {
-                        report.kept.push((
-                            relative.to_owned(),
-                            "its content is no longer stored".to_owned(),
-                        ));
-                        continue;
-                    };
-                    workspace.restore_entry(&path, &content, *mode, true)
-                }
-                None => workspace.remove_entry(&path),
-            };
-            match (done, target) {
-                (Ok(()), Some(_)) => report.restored.push(relative.to_owned()),
-                (Ok(()), None) => report.removed.push(relative.to_owned()),
-                (Err(error), _) => report.kept.push((relative.to_owned(), error.to_string())),
-            }
-        }
-        let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+        })
+    }
+
+    fn mark_repository_changes_undone(
+        &self,
+        _session_id: &str,
+        ids: &[i64],
+    ) -> Result<(), StoreError> {
         self.write("marking repository changes undone", |tx| {
             let mut statement = tx
                 .prepare_cached("UPDATE repository_changes SET undone = 1 WHERE id = ?1")
                 .ctx("marking repository changes undone")?;
-            for id in &ids {
+            for id in ids {
                 statement
                     .execute([id])
                     .ctx("marking repository changes undone")?;
             }
             Ok(())
-        })?;
-        report.kept.sort();
-        Ok(report)
-    }
-
-    /// The mirror folder of `workspace`'s objects, created private; `None` in memory or when it
-    /// cannot be made.
-    fn repository_mirror(&self, workspace: &Workspace) -> Option<PathBuf> {
-        let database = self.path()?;
-        let mut base = database.as_os_str().to_owned();
-        base.push(REPOSITORY_MIRROR_SUFFIX);
-        let key = hash_hex(&crate::sha256(
-            workspace.root().as_os_str().as_encoded_bytes(),
-        ));
-        let mirror = PathBuf::from(base).join(&key[..32]);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&mirror)
-            .ok()?;
-        Some(mirror)
+        })
     }
 }
 
-struct Row {
-    id: i64,
-    turn_id: String,
-    path: String,
-    object: bool,
-    pre: Side,
-    post: Side,
+/// Looks at the workspace's repository and keeps it: objects not yet in the mirror are copied
+/// there, the other files' contents go to the blob store. A workspace without a `.git` folder
+/// gives a snapshot that is not [`present`](RepositorySnapshot::present). An object that cannot
+/// be kept is named in [`RepositorySnapshot::not_kept`]; an `Err` means the store refused the
+/// contents.
+pub fn keep(
+    storage: &(impl RepositoryStorage + ?Sized),
+    workspace: &Workspace,
+) -> Result<RepositorySnapshot, StoreError> {
+    let mut snapshot = RepositorySnapshot::default();
+    let Ok(root) = workspace.resolve(REPOSITORY_DIR) else {
+        return Ok(snapshot);
+    };
+    let Some((paths, truncated)) = workspace.regular_files_beneath(&root, REPOSITORY_FILES_MAX)
+    else {
+        return Ok(snapshot);
+    };
+    snapshot.present = true;
+    if truncated {
+        snapshot.not_kept.push((
+            REPOSITORY_DIR.to_owned(),
+            format!("more than {REPOSITORY_FILES_MAX} files; the rest were not kept"),
+        ));
+    }
+    let mirror = storage.repository_mirror(workspace);
+    let mut contents: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    for relative in paths {
+        let Ok(path) = workspace.resolve(&relative) else {
+            continue;
+        };
+        if is_object(&relative) {
+            let kept = match &mirror {
+                Some(mirror) => mirror_object(workspace, &path, &relative, mirror),
+                None => Err("the store is in memory: no mirror to keep objects in".to_owned()),
+            };
+            match kept {
+                Ok(()) => {
+                    snapshot.objects.insert(relative);
+                }
+                Err(reason) => snapshot.not_kept.push((relative, reason)),
+            }
+            continue;
+        }
+        match workspace.read_state_capped(&path, REPOSITORY_FILE_LIMIT) {
+            Ok(PriorState::File { content, mode }) => contents.push((relative, content, mode)),
+            // Gone since it was listed: the command has not started, so it is not a change.
+            Ok(PriorState::Absent) => {}
+            Err(FsError::TooLarge { .. }) => snapshot.not_kept.push((
+                relative,
+                format!("larger than {} MiB", REPOSITORY_FILE_LIMIT >> 20),
+            )),
+            Err(error) => snapshot.not_kept.push((relative, error.to_string())),
+        }
+    }
+    let bytes: Vec<&[u8]> = contents
+        .iter()
+        .map(|(_, content, _)| content.as_slice())
+        .collect();
+    let hashes = storage.keep_contents(&bytes)?;
+    for ((relative, _, mode), hash) in contents.into_iter().zip(hashes) {
+        snapshot.files.insert(relative, (hash, mode));
+    }
+    Ok(snapshot)
+}
+
+/// Records what differs between the repository `before` a command and `after` it as changes of
+/// the call, for undo: files by content, objects the command deleted, and the objects of
+/// `touched` (paths whose stamp the command moved: an object written in place) that were kept
+/// before it. Paths not kept on either side are left out (a half-known change would make undo
+/// delete or expect the wrong thing). Returns how many rows were recorded.
+pub fn record_changes(
+    storage: &(impl RepositoryStorage + ?Sized),
+    session_id: &str,
+    turn_id: &str,
+    call_id: &str,
+    before: &RepositorySnapshot,
+    after: &RepositorySnapshot,
+    touched: &[&str],
+) -> Result<usize, StoreError> {
+    let unknown: HashSet<&str> = before
+        .not_kept
+        .iter()
+        .chain(&after.not_kept)
+        .map(|(path, _)| path.as_str())
+        .collect();
+    let mut rows: Vec<(&str, bool, Side, Side)> = Vec::new();
+    let paths: BTreeSet<&String> = before.files.keys().chain(after.files.keys()).collect();
+    for path in paths {
+        if unknown.contains(path.as_str()) {
+            continue;
+        }
+        let (pre, post) = (before.files.get(path), after.files.get(path));
+        if pre != post {
+            rows.push((path, false, pre.cloned(), post.cloned()));
+        }
+    }
+    let rewritten = touched
+        .iter()
+        .filter_map(|path| before.objects.get(*path))
+        .filter(|path| after.objects.contains(*path));
+    for path in before.objects.difference(&after.objects).chain(rewritten) {
+        if !unknown.contains(path.as_str()) {
+            rows.push((path, true, Some((String::new(), 0o444)), None));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let changes: Vec<RepositoryChange> = rows
+        .into_iter()
+        .map(|(path, object, pre, post)| RepositoryChange {
+            id: 0,
+            turn_id: turn_id.to_owned(),
+            path: path.to_owned(),
+            object,
+            pre,
+            post,
+        })
+        .collect();
+    storage.insert_repository_changes(session_id, turn_id, call_id, &changes)?;
+    Ok(changes.len())
+}
+
+/// Puts the repository back to where it was before the commands of `turns` (see the module
+/// docs): objects first, then files, newest row first per path, a path changed since kept. The
+/// rows are marked undone. Fails only when the store does; a path that cannot be written is
+/// named in [`RepositoryUndo::kept`].
+pub fn undo_changes(
+    storage: &(impl RepositoryStorage + ?Sized),
+    session_id: &str,
+    turns: &[String],
+    workspace: &Workspace,
+) -> Result<RepositoryUndo, StoreError> {
+    let mut report = RepositoryUndo::default();
+    let rows = storage.repository_changes(session_id)?;
+    let rows: Vec<RepositoryChange> = rows
+        .into_iter()
+        .filter(|row| turns.contains(&row.turn_id))
+        .collect();
+    if rows.is_empty() {
+        return Ok(report);
+    }
+    // Objects: every one a command deleted or wrote in place comes back (an object's name
+    // is its content, so any other content is damage, whoever made it).
+    let mirror = storage.repository_mirror(workspace);
+    let mut objects: Vec<&str> = rows
+        .iter()
+        .filter(|row| row.object)
+        .map(|row| row.path.as_str())
+        .collect();
+    objects.sort_unstable();
+    objects.dedup();
+    for relative in objects {
+        let Ok(path) = workspace.resolve(relative) else {
+            continue;
+        };
+        let kept = match &mirror {
+            Some(mirror) => read_mirrored(mirror, relative)
+                .map_err(|error| format!("not in the mirror: {error}")),
+            None => Err("the store is in memory: no mirror".to_owned()),
+        };
+        let restored = kept.and_then(|content| {
+            if matches!(
+                workspace.read_state_capped(&path, content.len() as u64),
+                Ok(PriorState::File { content: ref now, .. }) if *now == content
+            ) {
+                return Ok(false);
+            }
+            workspace
+                .restore_entry(&path, &content, 0o444, true)
+                .map(|()| true)
+                .map_err(|error| error.to_string())
+        });
+        match restored {
+            Ok(true) => report.objects_restored += 1,
+            Ok(false) => {}
+            Err(reason) => report.kept.push((relative.to_owned(), reason)),
+        }
+    }
+    // Files: walk each path's rows newest first over its current state. A path already in
+    // the state before its oldest command (an undo interrupted after writing it, rolled
+    // forward now; or put back by hand) is left alone and not named.
+    let mut oldest: HashMap<&str, &Side> = HashMap::new();
+    for row in rows.iter().filter(|row| !row.object) {
+        oldest.insert(row.path.as_str(), &row.pre);
+    }
+    let mut current: HashMap<&str, (Side, Side)> = HashMap::new();
+    let mut stopped: HashSet<&str> = HashSet::new();
+    for row in rows.iter().filter(|row| !row.object) {
+        let path = row.path.as_str();
+        if stopped.contains(path) {
+            continue;
+        }
+        let state = match current.get(path) {
+            Some((_, state)) => state.clone(),
+            None => {
+                let found = current_side(workspace, path);
+                if found != row.post && oldest.get(path).is_some_and(|pre| **pre == found) {
+                    stopped.insert(path);
+                    continue;
+                }
+                current.insert(path, (found.clone(), found.clone()));
+                found
+            }
+        };
+        if state == row.post {
+            if let Some(entry) = current.get_mut(path) {
+                entry.1 = row.pre.clone();
+            }
+        } else {
+            stopped.insert(path);
+            report.kept.push((
+                path.to_owned(),
+                "changed since the command; left as it is".to_owned(),
+            ));
+        }
+    }
+    let mut targets: Vec<(&str, Side)> = current
+        .into_iter()
+        .filter(|(path, (found, target))| !stopped.contains(path) && found != target)
+        .map(|(path, (_, target))| (path, target))
+        .collect();
+    // In path order, after the objects they may name.
+    targets.sort_by(|a, b| a.0.cmp(b.0));
+    for (relative, target) in targets {
+        let Ok(path) = workspace.resolve(relative) else {
+            continue;
+        };
+        let done = match &target {
+            Some((hash, mode)) => {
+                let Some(content) = storage.repository_content(&unhex(hash)?)? else {
+                    report.kept.push((
+                        relative.to_owned(),
+                        "its content is no longer stored".to_owned(),
+                    ));
+                    continue;
+                };
+                workspace.restore_entry(&path, &content, *mode, true)
+            }
+            None => workspace.remove_entry(&path),
+        };
+        match (done, target) {
+            (Ok(()), Some(_)) => report.restored.push(relative.to_owned()),
+            (Ok(()), None) => report.removed.push(relative.to_owned()),
+            (Err(error), _) => report.kept.push((relative.to_owned(), error.to_string())),
+        }
+    }
+    let ids: Vec<i64> = rows.iter().map(|row| row.id).collect();
+    storage.mark_repository_changes_undone(session_id, &ids)?;
+    report.kept.sort();
+    Ok(report)
 }
 
 fn split(side: &Side) -> (Option<&str>, Option<u32>) {

@@ -193,12 +193,19 @@ pub fn run(state_dir: &Path, command: StoreCommand, out: &Output) -> Result<i32>
 
 /// The fleet store `[store]` names, connected and at this build's schema; `Ok(None)` when the
 /// configuration keeps sessions in the embedded SQLite file.
-pub fn open_fleet(path: Option<&Path>, lease_wait: LeaseWait) -> Result<Option<PgStore>> {
+pub fn open_fleet(
+    path: Option<&Path>,
+    state_dir: &Path,
+    lease_wait: LeaseWait,
+) -> Result<Option<PgStore>> {
     let Some(section) = section(path)?.filter(|s| s.kind == StoreKind::Postgres) else {
         return Ok(None);
     };
     let mut options = objects_of(&section)?;
     options.wait_for_lease = lease_wait == LeaseWait::Wait;
+    // This machine's mirror of its workspaces' git objects, for undo of what commands do to a
+    // repository: in the state directory, which no command sees.
+    options.repository_mirror = Some(state_dir.join(FLEET_REPOSITORIES));
     let store = PgStore::connect(&section.url()?, options).with_context(|| {
         format!(
             "opening the PostgreSQL store (from ${}) that [store] names",
@@ -208,13 +215,17 @@ pub fn open_fleet(path: Option<&Path>, lease_wait: LeaseWait) -> Result<Option<P
     Ok(Some(store))
 }
 
+/// The folder of the state directory where the fleet store mirrors this machine's workspaces'
+/// git objects.
+pub const FLEET_REPOSITORIES: &str = "fleet-repositories";
+
 /// The store the commands over history read (`session`, `undo`): the fleet store when the state
 /// directory's configuration names one, else the state directory's SQLite file, which must exist.
 pub fn open_history_store(
     state: &crate::state::StateOptions,
 ) -> Result<std::sync::Arc<dyn clawsmith_store::SessionStore>> {
     let path = crate::run::config_file(&state.dir, None)?;
-    if let Some(fleet) = open_fleet(path.as_deref(), state.lease_wait)? {
+    if let Some(fleet) = open_fleet(path.as_deref(), &state.dir, state.lease_wait)? {
         return Ok(std::sync::Arc::new(fleet));
     }
     Ok(crate::state::open_existing_store(state)?)
@@ -227,7 +238,7 @@ pub fn open_tool_store(
     state: &crate::state::StateOptions,
     config: Option<&Path>,
 ) -> Result<std::sync::Arc<dyn clawsmith_store::SessionStore>> {
-    if let Some(fleet) = open_fleet(config, state.lease_wait)? {
+    if let Some(fleet) = open_fleet(config, &state.dir, state.lease_wait)? {
         return Ok(std::sync::Arc::new(fleet));
     }
     Ok(crate::state::open_prepared_store(state)?)

@@ -39,7 +39,9 @@ pub struct WebOptions {
 pub fn run(state_options: &StateOptions, options: &WebOptions) -> Result<i32> {
     let state_dir = state_options.dir.as_path();
     let config = crate::run::config_file(state_dir, options.config.as_deref())?;
-    if let Some(fleet) = crate::store::open_fleet(config.as_deref(), state_options.lease_wait)? {
+    if let Some(fleet) =
+        crate::store::open_fleet(config.as_deref(), state_dir, state_options.lease_wait)?
+    {
         let reason = match fleet.undo_store() {
             Ok(_) => None,
             Err(reason) => Some(format!("undo is off: {reason}")),

@@ -49,8 +49,10 @@
 //! fenced transaction commits the plan, then the restore, then one fenced commit deletes the
 //! plan, keeps what the rewind takes out of the history, sets the session's counters back and
 //! flags the checkpoints. A plan a killed writer left is rolled forward by the session's next
-//! holder in the same workspace root. `.git` is not kept on this store, so undo never puts a
-//! repository back.
+//! holder in the same workspace root. What commands did to the workspace's git repository comes
+//! back after the files, as on SQLite (`repository.rs`): `.git`'s files are kept as blobs here,
+//! its objects in a mirror folder of the machine that ran the command
+//! ([`PgOptions::repository_mirror`]; without one, such changes are named as not captured).
 //!
 //! ## Records that wait for the next write
 //! A round trip to the server is what a write costs here, so records that guard no side effect
@@ -115,6 +117,7 @@ mod captures;
 mod deferred;
 mod follow;
 mod fork;
+mod repository;
 mod retention;
 mod schema;
 mod tls;
@@ -148,6 +151,10 @@ pub struct PgOptions {
     pub objects: Option<Arc<dyn ObjectStore>>,
     /// The most connections the pool opens.
     pub max_connections: usize,
+    /// Where this machine mirrors its workspaces' git objects, so that undo puts back what
+    /// commands do to a repository (`.git`'s other files are kept as blobs in the database);
+    /// `None`: no repository is kept, and commands' changes to `.git` are named as not captured.
+    pub repository_mirror: Option<std::path::PathBuf>,
 }
 
 impl Default for PgOptions {
@@ -157,6 +164,7 @@ impl Default for PgOptions {
             wait_for_lease: false,
             objects: None,
             max_connections: 8,
+            repository_mirror: None,
         }
     }
 }
@@ -169,6 +177,7 @@ impl std::fmt::Debug for PgOptions {
             .field("wait_for_lease", &self.wait_for_lease)
             .field("objects", &self.objects.as_ref().map(ToString::to_string))
             .field("max_connections", &self.max_connections)
+            .field("repository_mirror", &self.repository_mirror)
             .finish()
     }
 }
@@ -832,10 +841,15 @@ impl SessionStore for PgStore {
         self.close_call_with_message_in(session_id, journaled, completed, timestamp_ms, summary)
     }
 
-    /// The mirror of a repository's objects lives beside a SQLite database; a fleet has no such
-    /// place yet, so commands' changes to `.git` are named as not captured.
+    /// A repository is kept when this store has a mirror folder for its objects on this machine
+    /// ([`PgOptions::repository_mirror`]); otherwise commands' changes to `.git` are named as not
+    /// captured.
     fn repository_keeper(&self) -> Option<&dyn clawsmith_store::RepositoryKeeper> {
-        None
+        self.inner
+            .options
+            .repository_mirror
+            .as_ref()
+            .map(|_| self as &dyn clawsmith_store::RepositoryKeeper)
     }
 
     fn create_session(&self, id: &str, workspace_root: &str) -> Result<SessionInfo, StoreError> {

@@ -37,12 +37,16 @@ pub const BLOB_REFERENCES: &[(&str, &str)] = &[
     ("clawsmith_checkpoint_files", "pre_hash"),
     ("clawsmith_checkpoint_files", "post_hash"),
     ("clawsmith_command_captures", "manifest_hash"),
+    ("clawsmith_repository_changes", "pre_hash"),
 ];
 
 /// Columns that name a blob without keeping it: a workspace's last manifest is a cache, read as
-/// absent once its blob is gone (the next command then lists the workspace whole).
-pub const BLOB_NAMES_NOT_KEPT: &[(&str, &str)] =
-    &[("clawsmith_workspace_manifests", "manifest_hash")];
+/// absent once its blob is gone (the next command then lists the workspace whole); a repository
+/// file's content after a command is only compared by its name (undo writes the content before).
+pub const BLOB_NAMES_NOT_KEPT: &[(&str, &str)] = &[
+    ("clawsmith_workspace_manifests", "manifest_hash"),
+    ("clawsmith_repository_changes", "post_hash"),
+];
 
 /// The condition that no row of [`BLOB_REFERENCES`] names the blob `hash` (an SQL expression).
 fn named_by_nothing(hash: &str) -> String {

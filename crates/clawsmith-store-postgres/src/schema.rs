@@ -171,8 +171,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 5: a writer waiting for a lease says so, until when, for the holder to yield it.
     "ALTER TABLE clawsmith_leases ADD COLUMN wanted_by text, ADD COLUMN wanted_until timestamptz;",
-    // 6: undo: the plan an undo commits before it touches a file, and what session rewinds
-    // took out of the history.
+    // 6: undo: the plan an undo commits before it touches a file, what session rewinds took out
+    // of the history, and what commands changed in a workspace's repository.
     "CREATE TABLE clawsmith_restore_plans (
         id bigserial PRIMARY KEY,
         session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
@@ -191,7 +191,24 @@ const MIGRATIONS: &[&str] = &[
         messages_json text NOT NULL,
         events_json text NOT NULL
     );
-    CREATE INDEX clawsmith_undone_history_session ON clawsmith_undone_history (session_id, id);",
+    CREATE INDEX clawsmith_undone_history_session ON clawsmith_undone_history (session_id, id);
+    CREATE TABLE clawsmith_repository_changes (
+        id bigserial PRIMARY KEY,
+        session_id text NOT NULL REFERENCES clawsmith_sessions ON DELETE CASCADE,
+        turn_id text NOT NULL,
+        call_id text NOT NULL,
+        path text NOT NULL,
+        object boolean NOT NULL,
+        pre_hash text,
+        pre_mode bigint,
+        post_hash text,
+        post_mode bigint,
+        undone boolean NOT NULL DEFAULT false,
+        epoch bigint NOT NULL
+    );
+    CREATE INDEX clawsmith_repository_changes_session ON clawsmith_repository_changes (session_id)
+        WHERE NOT undone;
+    CREATE INDEX clawsmith_repository_changes_pre ON clawsmith_repository_changes (pre_hash);",
 ];
 
 /// The schema version the database is at (0: none of clawsmith's tables yet).

@@ -20,9 +20,8 @@
 //!
 //! A writer killed between 3 and 5 leaves the plan row; the next holder of the session's lease
 //! rolls it forward ([`clawsmith_store::UndoStore::recover_session_restores`]) in the same
-//! workspace root. What commands did to a git repository is not kept on this store (no
-//! repository keeper), so undo never puts `.git` back; the core names such changes as not
-//! captured when the command runs.
+//! workspace root. What the turns' commands did to the workspace's git repository is put back
+//! after the files (`repository.rs`), when this store keeps repositories.
 
 use std::collections::HashMap;
 
@@ -451,6 +450,22 @@ impl PgStore {
                 None => report.removed.push(action.path.clone()),
             }
         }
+        // The repository after the files, as on SQLite; its rows are marked undone once
+        // handled, so an undo killed before its plan completes repeats this on recovery.
+        if !plan.files_checkpoints.is_empty() {
+            report.repository = clawsmith_checkpoint::repository::undo_changes(
+                self,
+                session_id,
+                &report.turns,
+                workspace,
+            )?;
+            report
+                .restored
+                .extend(report.repository.restored.iter().cloned());
+            report
+                .removed
+                .extend(report.repository.removed.iter().cloned());
+        }
         self.complete_plan(plan_id, &plan)?;
         report.removed_directories = restore::remove_directories(
             workspace,
@@ -568,7 +583,15 @@ impl UndoStore for PgStore {
         for (plan_id, json) in plans {
             let plan: RestorePlan =
                 serde_json::from_str(&json).map_err(json_error("reading a restore plan"))?;
-            let result = restore::roll_forward(&plan, workspace, |hash| self.blob(hash))?;
+            let mut result = restore::roll_forward(&plan, workspace, |hash| self.blob(hash))?;
+            if !plan.files_checkpoints.is_empty() {
+                result.repository = clawsmith_checkpoint::repository::undo_changes(
+                    self,
+                    &plan.session_id,
+                    &plan.turns,
+                    workspace,
+                )?;
+            }
             self.complete_plan(plan_id, &plan)?;
             recovered.push(result);
         }

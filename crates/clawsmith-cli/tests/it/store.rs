@@ -70,6 +70,29 @@ pub(crate) fn migrated_database(purpose: &str) -> Option<String> {
     Some(url)
 }
 
+/// `clawsmith turn` in mode `full` with `calls` on the store `config` names.
+fn full_turn(
+    fixture: &Fixture,
+    workspace: &str,
+    config: &str,
+    session: &str,
+    calls: &serde_json::Value,
+    env: &[(&str, &str)],
+) -> Run {
+    let args = [
+        "turn",
+        "--workspace",
+        workspace,
+        "--config",
+        config,
+        "--mode",
+        "full",
+        "--session",
+        session,
+    ];
+    run_with_input(fixture, &args, &calls.to_string(), env)
+}
+
 fn config(fixture: &Fixture, text: &str) -> String {
     let path = fixture.dir.path().join("clawsmith.toml");
     std::fs::write(&path, text).unwrap();
@@ -457,22 +480,7 @@ fn tools_write_their_sessions_to_the_fleet_store() {
         {"id": "c2", "name": "run_command",
          "arguments": serde_json::json!({"command": "printf made > b.txt; env"}).to_string()},
     ]);
-    let turn = run_with_input(
-        &f,
-        &[
-            "turn",
-            "--workspace",
-            ws_text,
-            "--config",
-            &path,
-            "--mode",
-            "full",
-            "--session",
-            id,
-        ],
-        &calls.to_string(),
-        &env,
-    );
+    let turn = full_turn(&f, ws_text, &path, id, &calls, &env);
     assert_eq!(turn.code, 0, "{}", turn.stderr);
     assert!(
         !turn.stdout.contains("CLAWSMITH_DATABASE_URL") && !turn.stdout.contains(&url),
@@ -645,4 +653,92 @@ fn the_connection_string_reaches_no_process_whatever_names_it() {
         );
     }
     assert!(!tools.stdout.contains("leaked"), "{}", tools.stdout);
+}
+
+/// On the fleet store a command that destroys the workspace's repository is undone like on the
+/// embedded one: `.git`'s files are kept as the store's blobs and its objects in this machine's
+/// mirror (in the state directory), so `undo files` gives back a repository `git fsck` passes,
+/// and the command's output names nothing of `.git` as not captured.
+#[test]
+fn a_repository_a_command_destroys_on_the_fleet_store_is_whole_after_undo() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let Some(url) = migrated_database("repository") else {
+        return;
+    };
+    let f = Fixture::new();
+    let ws = f.ws().canonicalize().unwrap();
+    let ws_text = ws.to_str().unwrap();
+    let git = |arguments: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(["-c", "commit.gpgsign=false"])
+            .args(arguments)
+            .current_dir(&ws)
+            .output()
+            .unwrap()
+    };
+    for arguments in [
+        &["init", "-q"][..],
+        &["add", "a.txt"],
+        &["commit", "-q", "-m", "init"],
+    ] {
+        let output = git(arguments);
+        assert!(output.status.success(), "git {arguments:?}: {output:?}");
+    }
+    let head = String::from_utf8(git(&["rev-parse", "HEAD"]).stdout).unwrap();
+    let path = config(&f, "[store]\nkind = \"postgres\"\n");
+    let env = [("CLAWSMITH_DATABASE_URL", url.as_str())];
+    let destroy = "python3 -c 'import shutil; shutil.rmtree(\".git\", ignore_errors=True)'";
+    let calls = serde_json::json!([
+        {"id": "c1", "name": "run_command",
+         "arguments": serde_json::json!({"command": destroy}).to_string()},
+    ]);
+    let turn = full_turn(&f, ws_text, &path, "fleet-git", &calls, &env);
+    assert_eq!(turn.code, 0, "{}", turn.stderr);
+    assert!(
+        !turn.stdout.contains("not captured for undo: .git"),
+        "the repository is kept: {}",
+        turn.stdout
+    );
+    // What the sandbox keeps read-only (`.git/config`, hooks) survives; the rest is gone.
+    assert!(
+        !git(&["rev-parse", "HEAD"]).status.success() && !ws.join(".git/HEAD").exists(),
+        "the command destroyed nothing: {}",
+        turn.stdout
+    );
+    assert!(
+        f.state().join("fleet-repositories").is_dir(),
+        "the objects are mirrored in the state directory"
+    );
+    let turn_id = turn.lines().pop().unwrap()["turnId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let state_config = f.state().join("clawsmith.toml");
+    std::fs::write(&state_config, "[store]\nkind = \"postgres\"\n").unwrap();
+    std::fs::set_permissions(&state_config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let undo = run(
+        &f,
+        &[
+            "--json",
+            "undo",
+            "files",
+            &turn_id,
+            "--session",
+            "fleet-git",
+            "--workspace",
+            ws_text,
+        ],
+        &env,
+    );
+    assert_eq!(undo.code, 0, "{}", undo.stderr);
+    assert!(undo.stdout.contains(".git/HEAD"), "{}", undo.stdout);
+    let fsck = git(&["fsck", "--full", "--strict"]);
+    assert!(fsck.status.success(), "{fsck:?}");
+    assert_eq!(
+        String::from_utf8(git(&["rev-parse", "HEAD"]).stdout).unwrap(),
+        head
+    );
 }
