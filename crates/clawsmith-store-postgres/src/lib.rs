@@ -266,6 +266,12 @@ pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E)
 
 /// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
 /// reason is a source, not part of the top error's text).
+/// The transaction a write's body runs in.
+type Tx<'t> = deadpool_postgres::Transaction<'t>;
+
+/// What a write's body gives back: its value, once its statements ran in the transaction.
+type Written<'t, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>>;
+
 /// A statement's parameter, for arrays of them bound before statements sent together.
 pub(crate) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
 
@@ -508,14 +514,7 @@ impl PgStore {
         context: &'static str,
         session_id: &str,
         take: Take,
-        body: impl for<'t> FnOnce(
-            &'t deadpool_postgres::Transaction<'t>,
-            i64,
-            (i64, i64),
-        ) -> std::pin::Pin<
-            Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>,
-        > + Send
-        + 'static,
+        body: impl for<'t> FnOnce(&'t Tx<'t>, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let mut records = self.take_pending();
         if records.iter().any(|record| record.session() != session_id) {
@@ -542,14 +541,7 @@ impl PgStore {
         session_id: &str,
         take: Take,
         records: Vec<deferred::Pending>,
-        body: impl for<'t> FnOnce(
-            &'t deadpool_postgres::Transaction<'t>,
-            i64,
-            (i64, i64),
-        ) -> std::pin::Pin<
-            Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>,
-        > + Send
-        + 'static,
+        body: impl for<'t> FnOnce(&'t Tx<'t>, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let pool = self.inner.pool.clone();
         let mine = self.held_epoch(session_id);
