@@ -308,7 +308,8 @@ pub trait SessionStore:
     }
 
     /// What keeps a workspace's git repository for undo of what commands do to it, when this
-    /// store keeps one (a mirror of its objects beside the database); `None` when it does not,
+    /// store keeps one (its objects mirrored in a folder of this machine: beside a SQLite
+    /// database, or where the fleet store is told); `None` when it does not,
     /// and commands' repository changes are then named as not captured.
     fn repository_keeper(&self) -> Option<&dyn RepositoryKeeper>;
 }
