@@ -13,7 +13,7 @@ use clawsmith_protocol::{Event, EventPayload, ModelMessage};
 use clawsmith_store::{DeferredEvent, DeferredRecords, StoreError};
 
 use crate::turns::insert_checkpoint;
-use crate::{PgStore, Take, insert_event, insert_message};
+use crate::{PgStore, Take, insert_events, insert_messages};
 
 /// One record waiting for the store's next write.
 #[derive(Clone)]
@@ -81,7 +81,8 @@ pub(crate) async fn write(
     first: (i64, i64),
 ) -> Result<Vec<(Arc<OnceLock<Event>>, Event)>, StoreError> {
     // Every row's number is known before any is sent, so the inserts are sent together (one
-    // round trip for all; the server runs them in the order sent).
+    // round trip for all; the server runs them in the order sent): the turns' checkpoints, then
+    // every message in one statement and every event in one more.
     let (mut index, mut sequence) = first;
     let mut messages = Vec::new();
     let mut turns = Vec::new();
@@ -132,6 +133,7 @@ pub(crate) async fn write(
         }
     }
     type Insert<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
+    let rows: Vec<&Event> = events.iter().map(|(_, event)| event).collect();
     let mut inserts: Vec<Insert<'_>> = Vec::new();
     for (session, turn, standing) in turns {
         inserts.push(Box::pin(async move {
@@ -144,11 +146,11 @@ pub(crate) async fn write(
             }
         }));
     }
-    for (session, index, json) in messages {
-        inserts.push(Box::pin(insert_message(tx, session, index, epoch, json)));
+    if !messages.is_empty() {
+        inserts.push(Box::pin(insert_messages(tx, &messages, epoch)));
     }
-    for (_, event) in &events {
-        inserts.push(Box::pin(insert_event(tx, event, epoch)));
+    if !rows.is_empty() {
+        inserts.push(Box::pin(insert_events(tx, &rows, epoch)));
     }
     futures_util::future::try_join_all(inserts).await?;
     Ok(events)

@@ -720,35 +720,69 @@ async fn insert_message(
     epoch: i64,
     json: &str,
 ) -> Result<(), StoreError> {
+    insert_messages(tx, &[(session_id, index, json)], epoch).await
+}
+
+/// Inserts `messages` (session, index, JSON) under `epoch` in one statement.
+async fn insert_messages(
+    tx: &deadpool_postgres::Transaction<'_>,
+    messages: &[(&str, i64, &str)],
+    epoch: i64,
+) -> Result<(), StoreError> {
     let statement = prepared(
         tx,
         "INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
-         VALUES ($1, $2, $3, $4)",
+         SELECT session_id, idx, $3, message_json
+         FROM unnest($1::text[], $2::bigint[], $4::text[]) AS m (session_id, idx, message_json)",
         "appending a message",
     )
     .await?;
-    tx.execute(&statement, &[&session_id, &index, &epoch, &json])
+    let sessions: Vec<&str> = messages.iter().map(|(session, _, _)| *session).collect();
+    let indexes: Vec<i64> = messages.iter().map(|(_, index, _)| *index).collect();
+    let jsons: Vec<&str> = messages.iter().map(|(_, _, json)| *json).collect();
+    tx.execute(&statement, &[&sessions, &indexes, &epoch, &jsons])
         .await
         .map_err(pg("appending a message"))?;
     Ok(())
 }
 
 /// Inserts `event` (its sequence set) and, in the same statement, notifies followers (the
-/// notification is delivered at the commit, and not at all on a rollback).
+/// notification is delivered when the transaction commits).
 async fn insert_event(
     tx: &deadpool_postgres::Transaction<'_>,
     event: &Event,
     epoch: i64,
 ) -> Result<(), StoreError> {
-    let json = clawsmith_checkpoint::stored_event_json(event)?;
-    let sequence = i64::try_from(event.sequence).unwrap_or(i64::MAX);
-    let timestamp = i64::try_from(event.timestamp_ms).unwrap_or(i64::MAX);
+    insert_events(tx, &[event], epoch).await
+}
+
+/// Inserts `events` (their sequences set) under `epoch` in one statement, which also notifies
+/// followers of each (delivered when the transaction commits).
+async fn insert_events(
+    tx: &deadpool_postgres::Transaction<'_>,
+    events: &[&Event],
+    epoch: i64,
+) -> Result<(), StoreError> {
+    let mut sessions = Vec::with_capacity(events.len());
+    let mut sequences = Vec::with_capacity(events.len());
+    let mut timestamps = Vec::with_capacity(events.len());
+    let mut kinds = Vec::with_capacity(events.len());
+    let mut jsons = Vec::with_capacity(events.len());
+    for event in events {
+        sessions.push(event.session_id.as_str());
+        sequences.push(i64::try_from(event.sequence).unwrap_or(i64::MAX));
+        timestamps.push(i64::try_from(event.timestamp_ms).unwrap_or(i64::MAX));
+        kinds.push(event.payload.kind());
+        jsons.push(clawsmith_checkpoint::stored_event_json(event)?);
+    }
     let statement = prepared(
         tx,
         "WITH inserted AS (
            INSERT INTO clawsmith_events
              (session_id, sequence, epoch, timestamp_ms, type, event_json)
-           VALUES ($1, $2, $3, $4, $5, $6)
+           SELECT session_id, sequence, $3, timestamp_ms, type, event_json
+           FROM unnest($1::text[], $2::bigint[], $4::bigint[], $5::text[], $6::text[])
+             AS e (session_id, sequence, timestamp_ms, type, event_json)
            RETURNING session_id, sequence)
          SELECT pg_notify('clawsmith_events', session_id || ':' || sequence) FROM inserted",
         "appending an event",
@@ -756,14 +790,7 @@ async fn insert_event(
     .await?;
     tx.query(
         &statement,
-        &[
-            &event.session_id,
-            &sequence,
-            &epoch,
-            &timestamp,
-            &event.payload.kind(),
-            &json,
-        ],
+        &[&sessions, &sequences, &epoch, &timestamps, &kinds, &jsons],
     )
     .await
     .map_err(pg("appending an event"))?;

@@ -99,6 +99,74 @@ fn migrations_run_once_under_their_lock_and_an_unmigrated_or_newer_database_is_r
     ));
 }
 
+/// Where the server has LZ4 (Debian's PostgreSQL 15 does), the columns holding a call's
+/// arguments, answers and contents compress with it: the rows written after the migration are
+/// LZ4, not the default pglz.
+#[test]
+fn the_columns_holding_a_calls_contents_compress_with_lz4() {
+    let Some(base) = postgres("the_columns_holding_a_calls_contents_compress_with_lz4") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let has_lz4: bool = crate::with_client(&url, |client| async move {
+        client
+            .query_one(
+                "SELECT 'lz4' = ANY (enumvals) FROM pg_settings
+                 WHERE name = 'default_toast_compression'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    });
+    assert!(has_lz4, "the test server is built with LZ4");
+    let columns = [
+        ("clawsmith_messages", "message_json"),
+        ("clawsmith_events", "event_json"),
+        ("clawsmith_journal", "args_json"),
+        ("clawsmith_blobs", "content"),
+        ("clawsmith_todos", "todos_json"),
+        ("clawsmith_checkpoints", "todos_json"),
+        ("clawsmith_approvals", "request_json"),
+        ("clawsmith_restore_plans", "plan_json"),
+        ("clawsmith_undone_history", "messages_json"),
+        ("clawsmith_undone_history", "events_json"),
+    ];
+    for (table, column) in columns {
+        let method: String = crate::with_client(&url, |client| async move {
+            client
+                .query_one(
+                    "SELECT attcompression::text FROM pg_attribute
+                     WHERE attrelid = $1::text::regclass AND attname = $2",
+                    &[&table, &column],
+                )
+                .await
+                .unwrap()
+                .get(0)
+        });
+        assert_eq!(method, "l", "{table}.{column}");
+    }
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let long = "a line an agent read from a file; ".repeat(1_000);
+    store
+        .append_message("s", &ModelMessage::text(Role::Tool, long.clone()))
+        .unwrap();
+    let stored: (String, String) = crate::with_client(&url, |client| async move {
+        let row = client
+            .query_one(
+                "SELECT pg_column_compression(message_json), message_json
+                 FROM clawsmith_messages WHERE session_id = 's'",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1))
+    });
+    assert_eq!(stored.0, "lz4");
+    assert!(stored.1.contains(&long), "and reads back whole");
+}
+
 /// Expires every lease of the session, as if its holder stopped renewing (killed, or paused
 /// longer than a lease lasts).
 fn expire(url: &str, session: &str) {
