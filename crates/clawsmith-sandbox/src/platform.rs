@@ -14,7 +14,8 @@
 //!   `$XDG_RUNTIME_DIR`, …) are empty tmpfs mounts with only the allowlisted home entries (and
 //!   the resolver's file) bound back read-only; the state dir, credential files inside the
 //!   allowlisted entries, configured hidden paths, host files only clawsmith's root may read
-//!   (by mode; a scan cut by its budget covers the folders it did not finish) and every
+//!   (by mode; folders the command could not enter are not scanned; a scan cut by its budget
+//!   covers the folders it did not finish) and every
 //!   pathname unix socket the host has bound (`/proc/net/unix`) are covered. The workspace's `.git` is bound onto itself (it cannot be renamed or replaced)
 //!   and its hooks, config and the other code-execution points read-only.
 //! - **Second walls**: all capabilities dropped, `no_new_privs`, Landlock (reads on `/`, writes
@@ -1311,7 +1312,7 @@ fn scan_root_only(roots: &[PathBuf], covers: &Covers, budget: usize) -> RootOnly
                 }
                 if only_we_may(&meta, uid, &groups) {
                     found.push(path);
-                } else if meta.is_dir() {
+                } else if meta.is_dir() && may_enter(&path, &meta, uid, &groups) {
                     stack.push(path);
                 }
             }
@@ -1323,15 +1324,42 @@ fn scan_root_only(roots: &[PathBuf], covers: &Covers, budget: usize) -> RootOnly
     }
 }
 
+/// Whether a command of `uid` (in `groups`), which holds no capability, may enter the folder at
+/// `path`: by its mode, or by an access ACL (which the mode does not show; one that cannot be
+/// read counts as granting). A folder it may not enter hides everything beneath it, so the scan
+/// neither spends its budget there nor covers anything inside (a cover would have to be mounted
+/// through it, which the command's namespace cannot do): a database cluster's folders (0700, its
+/// server's user) hold tens of thousands of files.
+fn may_enter(path: &Path, meta: &std::fs::Metadata, uid: u32, groups: &[u32]) -> bool {
+    let class = our_class(meta, uid, groups).unwrap_or(meta.mode() & 0o7);
+    if class & 0o1 != 0 {
+        return true;
+    }
+    let mut none: [u8; 0] = [];
+    match rustix::fs::lgetxattr(path, "system.posix_acl_access", &mut none) {
+        Ok(_) => true,
+        Err(error) => error != rustix::io::Errno::NODATA && error != rustix::io::Errno::NOTSUP,
+    }
+}
+
+/// The rights `meta`'s mode gives the user `uid` (in `groups`) as its owner or through its
+/// group; `None` when only the rights of others apply to it.
+fn our_class(meta: &std::fs::Metadata, uid: u32, groups: &[u32]) -> Option<u32> {
+    let mode = meta.mode();
+    if meta.uid() == uid {
+        Some((mode >> 6) & 0o7)
+    } else if groups.contains(&meta.gid()) {
+        Some((mode >> 3) & 0o7)
+    } else {
+        None
+    }
+}
+
 /// Whether `meta` gives the user `uid` (in `groups`) a right others lack: reading a file,
 /// connecting to a socket, listing or entering a folder. Links are never followed.
 fn only_we_may(meta: &std::fs::Metadata, uid: u32, groups: &[u32]) -> bool {
     let mode = meta.mode();
-    let ours = if meta.uid() == uid {
-        (mode >> 6) & 0o7
-    } else if groups.contains(&meta.gid()) {
-        (mode >> 3) & 0o7
-    } else {
+    let Some(ours) = our_class(meta, uid, groups) else {
         return false;
     };
     let others = mode & 0o7;
@@ -2179,6 +2207,78 @@ mod tests {
             }
             assert_eq!(scan.unscanned > 0, budget < 47, "budget {budget}");
             assert!(!scan.paths.iter().any(|path| path.starts_with(&home)));
+        }
+    }
+
+    /// A folder a command could not enter (another user's, 0700) is neither entered nor covered,
+    /// however much it holds: the scan keeps its budget for what a command can reach. One whose
+    /// access ACL lets the command in is entered like an open one. (Root only: the scan runs
+    /// only as root, and giving a folder to another user takes root.)
+    #[test]
+    fn a_folder_the_command_cannot_enter_costs_the_root_only_scan_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::getuid().is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().join("root");
+        std::fs::create_dir(&top).unwrap();
+        let secret = top.join("key");
+        std::fs::write(&secret, "secret").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let give = |folder: &Path, mode: u32| {
+            std::fs::create_dir(folder).unwrap();
+            for n in 0..100 {
+                std::fs::write(folder.join(format!("f{n}")), "").unwrap();
+            }
+            let nobody = Some(nix::unistd::Uid::from_raw(65534));
+            let nogroup = Some(nix::unistd::Gid::from_raw(65534));
+            nix::unistd::chown(folder, nobody, nogroup).unwrap();
+            std::fs::set_permissions(folder, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        let theirs = top.join("cluster");
+        give(&theirs, 0o700);
+        let covers = Covers {
+            dirs: Vec::new(),
+            allowed: Vec::new(),
+        };
+        let roots = vec![top.clone()];
+        let scan = scan_root_only(&roots, &covers, 10);
+        assert_eq!(scan.unscanned, 0, "{:?}", scan.paths);
+        assert_eq!(scan.paths, vec![secret.clone()]);
+
+        // Open to others, the same folder is entered (and the budget runs out inside it).
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o701)).unwrap();
+        let scan = scan_root_only(&roots, &covers, 10);
+        assert!(scan.unscanned > 0, "{:?}", scan.paths);
+
+        // 0700 with an access ACL naming the command's user (root): entered too.
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        // version 2; user::rwx, user:0:r-x, group::---, mask::r-x, other::---
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (0x01u16, 7u16, u32::MAX),
+            (0x02, 5, 0),
+            (0x04, 0, u32::MAX),
+            (0x10, 5, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ] {
+            acl.extend_from_slice(&tag.to_le_bytes());
+            acl.extend_from_slice(&perm.to_le_bytes());
+            acl.extend_from_slice(&id.to_le_bytes());
+        }
+        match rustix::fs::lsetxattr(
+            &theirs,
+            "system.posix_acl_access",
+            &acl,
+            rustix::fs::XattrFlags::empty(),
+        ) {
+            Ok(()) => {
+                let scan = scan_root_only(&roots, &covers, 10);
+                assert!(scan.unscanned > 0, "{:?}", scan.paths);
+            }
+            // A file system without ACLs cannot grant entry by one.
+            Err(error) => assert_eq!(error, rustix::io::Errno::NOTSUP),
         }
     }
 
