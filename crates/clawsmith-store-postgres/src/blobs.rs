@@ -22,14 +22,25 @@ pub(crate) async fn put(
     objects: Option<&dyn ObjectStore>,
     contents: Vec<Vec<u8>>,
 ) -> Result<Vec<String>, StoreError> {
-    let mut client = connect(pool, "storing blobs").await?;
-    let tx = client.transaction().await.map_err(pg("storing blobs"))?;
-    let mut names = Vec::with_capacity(contents.len());
-    for content in contents {
-        names.push(put_in(&tx, objects, content).await?);
+    let tx = crate::Tx::begun(pool, "storing blobs").await?;
+    let stored = async {
+        let mut names = Vec::with_capacity(contents.len());
+        for content in contents {
+            names.push(put_in(&tx, objects, content).await?);
+        }
+        Ok(names)
     }
-    tx.commit().await.map_err(pg("storing blobs"))?;
-    Ok(names)
+    .await;
+    match stored {
+        Ok(names) => {
+            tx.commit().await?;
+            Ok(names)
+        }
+        Err(error) => {
+            tx.rollback().await;
+            Err(error)
+        }
+    }
 }
 
 /// Stores `content` in the transaction `tx` unless it is stored already: its name. The row is
@@ -37,7 +48,7 @@ pub(crate) async fn put(
 /// claimed it finishes (object and row gone) before this goes on, and one that comes later
 /// skips it; a large blob's object is then created unless it exists.
 pub(crate) async fn put_in(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::Tx,
     objects: Option<&dyn ObjectStore>,
     content: Vec<u8>,
 ) -> Result<String, StoreError> {

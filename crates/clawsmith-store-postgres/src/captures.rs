@@ -123,7 +123,7 @@ impl CommandCaptureStore for PgStore {
             Take::default(),
             move |tx, epoch, _| {
                 Box::pin(async move {
-                    crate::require_session(&**tx, &session).await?;
+                    crate::require_session(&***tx, &session).await?;
                     // Touching the manifest's row locks it to the commit, so a collection that
                     // claimed it finishes first (and this finds it gone) or skips it.
                     let stored = tx

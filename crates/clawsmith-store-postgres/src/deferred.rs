@@ -6,26 +6,30 @@
 //! can never be written (their session's lease was taken over, their turn was begun already):
 //! those go with the refused write, so that one lost session does not stop the store.
 
-use std::future::Future;
 use std::sync::{Arc, OnceLock, PoisonError};
 
 use clawsmith_protocol::{Event, EventPayload, ModelMessage};
-use clawsmith_store::{DeferredEvent, DeferredRecords, StoreError};
+use clawsmith_store::{DeferredEvent, DeferredRecords, StoreError, TurnManifest};
 
-use crate::turns::insert_checkpoint;
-use crate::{PgStore, Take, insert_events, insert_messages};
+use crate::turns::signed;
+use crate::{
+    PgStore, Take, events_statement, messages_statement, now_ms, prepared, send_events,
+    send_messages,
+};
 
 /// One record waiting for the store's next write.
 #[derive(Clone)]
 pub(crate) enum Pending {
     /// A message (already JSON, masked).
     Message { session: String, json: String },
-    /// A turn's checkpoint, then its opening events.
+    /// A turn's checkpoint, then its opening events; the checkpoint is written finished when
+    /// the turn finished before its start was written ([`PgStore::take_finished_turn`]).
     Turn {
         session: String,
         turn: String,
         events: Vec<(EventPayload, Arc<OnceLock<Event>>)>,
         timestamp_ms: u64,
+        finished_at_ms: Option<u64>,
     },
     /// An event.
     Event {
@@ -71,21 +75,72 @@ pub(crate) fn takes(records: &[Pending]) -> Take {
     Take::of(messages, events)
 }
 
+/// The statements that write records, prepared on a connection (once: the pool keeps them).
+pub(crate) struct Statements {
+    checkpoints: tokio_postgres::Statement,
+    messages: tokio_postgres::Statement,
+    events: tokio_postgres::Statement,
+}
+
+impl Statements {
+    pub(crate) async fn prepare(tx: &crate::Tx) -> Result<Statements, StoreError> {
+        let checkpoints = prepared(
+            tx,
+            // A plain insert: a turn begun already fails the statement, and with it the
+            // transaction, whatever was sent after it.
+            "INSERT INTO clawsmith_checkpoints
+               (session_id, turn_id, created_at_ms, message_count, event_sequence, todos_json,
+                state, finished_at_ms, epoch)
+             SELECT t.session_id, t.turn_id, t.created_at_ms, t.message_count, t.event_sequence,
+                    COALESCE((SELECT todos_json FROM clawsmith_todos
+                              WHERE session_id = t.session_id), '[]'),
+                    CASE WHEN t.finished_at_ms IS NULL THEN 'open' ELSE 'finished' END,
+                    t.finished_at_ms, $7
+             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],
+                         $6::bigint[])
+               AS t (session_id, turn_id, created_at_ms, message_count, event_sequence,
+                     finished_at_ms)",
+            "beginning a turn",
+        )
+        .await?;
+        Ok(Statements {
+            checkpoints,
+            messages: messages_statement(tx).await?,
+            events: events_statement(tx).await?,
+        })
+    }
+}
+
+/// A turn's checkpoint as the records write it: where the session stands at its start (the
+/// next message index, the last event sequence before it) and, for a turn that finished
+/// before its start was written, when it finished.
+struct CheckpointRow<'a> {
+    session: &'a str,
+    turn: &'a str,
+    created_at_ms: i64,
+    message_count: i64,
+    event_sequence: i64,
+    finished_at_ms: Option<i64>,
+}
+
 /// Writes `records` (all of one session) in `tx` under `epoch`, numbered from `first` (the
 /// session's next message index and event number); the events to hand to their handles once
 /// the transaction commits.
-pub(crate) async fn write(
-    tx: &deadpool_postgres::Transaction<'_>,
+///
+/// Every row's number is known before any is sent and every statement is prepared, so the
+/// turns' checkpoints, the messages and the events (one statement each) are sent when this
+/// future is first polled, in that order: a write polls its body's statements after them, and
+/// they all go in one round trip (the server runs them in the order sent).
+pub(crate) async fn send(
+    tx: &crate::Tx,
+    statements: &Statements,
     records: &[Pending],
     epoch: i64,
     first: (i64, i64),
 ) -> Result<Vec<(Arc<OnceLock<Event>>, Event)>, StoreError> {
-    // Every row's number is known before any is sent, so the inserts are sent together (one
-    // round trip for all; the server runs them in the order sent): the turns' checkpoints, then
-    // every message in one statement and every event in one more.
     let (mut index, mut sequence) = first;
     let mut messages = Vec::new();
-    let mut turns = Vec::new();
+    let mut turns: Vec<CheckpointRow<'_>> = Vec::new();
     let mut events: Vec<(Arc<OnceLock<Event>>, Event)> = Vec::new();
     for record in records {
         match record {
@@ -98,8 +153,16 @@ pub(crate) async fn write(
                 turn,
                 events: opening,
                 timestamp_ms,
+                finished_at_ms,
             } => {
-                turns.push((session.as_str(), turn.as_str(), (index, sequence - 1)));
+                turns.push(CheckpointRow {
+                    session,
+                    turn,
+                    created_at_ms: signed(now_ms()),
+                    message_count: index,
+                    event_sequence: sequence - 1,
+                    finished_at_ms: finished_at_ms.map(signed),
+                });
                 for (payload, slot) in opening {
                     events.push((
                         Arc::clone(slot),
@@ -132,28 +195,67 @@ pub(crate) async fn write(
             }
         }
     }
-    type Insert<'a> = std::pin::Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
     let rows: Vec<&Event> = events.iter().map(|(_, event)| event).collect();
-    let mut inserts: Vec<Insert<'_>> = Vec::new();
-    for (session, turn, standing) in turns {
-        inserts.push(Box::pin(async move {
-            match insert_checkpoint(tx, session, turn, epoch, standing).await? {
-                Some(_) => Ok(()),
-                None => Err(StoreError::TurnExists {
-                    session_id: session.to_owned(),
-                    turn_id: turn.to_owned(),
-                }),
+    let checkpoints =
+        async {
+            if turns.is_empty() {
+                return Ok(());
             }
-        }));
-    }
-    if !messages.is_empty() {
-        inserts.push(Box::pin(insert_messages(tx, &messages, epoch)));
-    }
-    if !rows.is_empty() {
-        inserts.push(Box::pin(insert_events(tx, &rows, epoch)));
-    }
-    futures_util::future::try_join_all(inserts).await?;
+            let sessions: Vec<&str> = turns.iter().map(|turn| turn.session).collect();
+            let ids: Vec<&str> = turns.iter().map(|turn| turn.turn).collect();
+            let created: Vec<i64> = turns.iter().map(|turn| turn.created_at_ms).collect();
+            let counts: Vec<i64> = turns.iter().map(|turn| turn.message_count).collect();
+            let standing: Vec<i64> = turns.iter().map(|turn| turn.event_sequence).collect();
+            let finished: Vec<Option<i64>> = turns.iter().map(|turn| turn.finished_at_ms).collect();
+            match tx
+                .execute(
+                    &statements.checkpoints,
+                    &[
+                        &sessions, &ids, &created, &counts, &standing, &finished, &epoch,
+                    ],
+                )
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(error) => Err(turn_exists(&error, &turns)
+                    .unwrap_or_else(|| crate::pg("beginning a turn")(error))),
+            }
+        };
+    let messages = async {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        send_messages(tx, &statements.messages, &messages, epoch).await
+    };
+    let inserted = async {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        send_events(tx, &statements.events, &rows, epoch).await
+    };
+    futures_util::try_join!(checkpoints, messages, inserted)?;
     Ok(events)
+}
+
+/// [`StoreError::TurnExists`] when `error` is the checkpoints' uniqueness refusing one of
+/// `turns` (the server names the key it refused).
+fn turn_exists(error: &tokio_postgres::Error, turns: &[CheckpointRow<'_>]) -> Option<StoreError> {
+    let refusal = error.as_db_error()?;
+    if refusal.code() != &tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+        || refusal.table() != Some("clawsmith_checkpoints")
+    {
+        return None;
+    }
+    let detail = refusal.detail().unwrap_or_default();
+    let (session, turn) = turns
+        .iter()
+        .find(|row| detail.contains(&format!("({}, {})", row.session, row.turn)))
+        .or(turns.first())
+        .map(|row| (row.session, row.turn))?;
+    Some(StoreError::TurnExists {
+        session_id: session.to_owned(),
+        turn_id: turn.to_owned(),
+    })
 }
 
 impl PgStore {
@@ -189,6 +291,105 @@ impl PgStore {
             .unwrap_or_else(PoisonError::into_inner);
         records.append(&mut pending);
         *pending = records;
+    }
+
+    /// Finishes `turn_id` when its start still waits in this store (`None` when it does not):
+    /// the turn recorded no file (recording one is a write, which writes its start), so its
+    /// checkpoint is written finished and `completed` after the waiting records, all in one
+    /// transaction, whose rows and COMMIT go in one round trip. Marking the turn and taking the
+    /// records happen under the queue's lock, so no other write takes them in between. If the
+    /// write fails and the records wait again, the turn is open again and `completed` is not
+    /// among them.
+    pub(crate) fn finish_deferred_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        completed: &Option<(EventPayload, u64)>,
+    ) -> Result<Option<(TurnManifest, Option<Event>)>, StoreError> {
+        let slot = completed.as_ref().map(|_| Arc::new(OnceLock::new()));
+        let records = {
+            let mut pending = self
+                .inner
+                .pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let Some(finished) = pending.iter_mut().find_map(|record| match record {
+                Pending::Turn {
+                    session,
+                    turn,
+                    finished_at_ms,
+                    ..
+                } if session == session_id && turn == turn_id => Some(finished_at_ms),
+                _ => None,
+            }) else {
+                return Ok(None);
+            };
+            *finished = Some(now_ms());
+            if let (Some((payload, timestamp_ms)), Some(slot)) = (completed, &slot) {
+                pending.push(Pending::Event {
+                    session: session_id.to_owned(),
+                    payload: Box::new(payload.clone()),
+                    timestamp_ms: *timestamp_ms,
+                    stored: Arc::clone(slot),
+                });
+            }
+            std::mem::take(&mut *pending)
+        };
+        let written = self.write_records(
+            "finishing a turn",
+            session_id,
+            Take::default(),
+            records,
+            |tx, _, _| Box::pin(tx.commit()),
+        );
+        if let Err(error) = written {
+            self.unfinish_deferred_turn(session_id, turn_id, slot.as_ref());
+            return Err(error);
+        }
+        let event = match slot {
+            Some(slot) => Some(slot.get().cloned().ok_or_else(|| StoreError::Backend {
+                context: "finishing a turn",
+                message: "the turn's event was not appended".to_owned(),
+            })?),
+            None => None,
+        };
+        let manifest = TurnManifest {
+            session_id: session_id.to_owned(),
+            turn_id: turn_id.to_owned(),
+            files: Vec::new(),
+        };
+        Ok(Some((manifest, event)))
+    }
+
+    /// Undoes [`PgStore::finish_deferred_turn`]'s marks on records that wait again.
+    fn unfinish_deferred_turn(
+        &self,
+        session_id: &str,
+        turn_id: &str,
+        slot: Option<&Arc<OnceLock<Event>>>,
+    ) {
+        let mut pending = self
+            .inner
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        pending.retain(|record| {
+            !matches!((record, slot), (Pending::Event { stored, .. }, Some(slot))
+                      if Arc::ptr_eq(stored, slot))
+        });
+        for record in pending.iter_mut() {
+            if let Pending::Turn {
+                session,
+                turn,
+                finished_at_ms,
+                ..
+            } = record
+                && session == session_id
+                && turn == turn_id
+            {
+                *finished_at_ms = None;
+            }
+        }
     }
 
     /// Whether the start of `turn_id` waits in this store.
@@ -278,6 +479,7 @@ impl DeferredRecords for PgStore {
             turn: turn_id.to_owned(),
             events: events.into_iter().zip(slots).collect(),
             timestamp_ms,
+            finished_at_ms: None,
         }]);
         Ok(handles)
     }

@@ -27,16 +27,31 @@
 //! A writer waiting for a lease says so in its row, for a second at a time, renewed while it
 //! waits; a holder that keeps its lease between turns asks at each turn
 //! (`Lease::is_wanted`) and yields it (`yield_lease`): it lets go at once, waits until the
-//! waiter took it, and takes it back fresh once the waiter is done.
+//! waiter took it, and takes it back fresh once the waiter is done. Every write's lease check
+//! reads the waiter's word too, and a holder's next question takes that answer while it is
+//! younger than a quarter second, so a holder writing turn after turn asks nothing more; a
+//! waiter that spoke after that check is seen one turn later.
+//!
+//! ## A write's round trips
+//! A write is one transaction begun and ended by hand (`Tx`): BEGIN goes with the lease check
+//! and the numbering, then the waiting records' rows (a statement for the turns' checkpoints,
+//! one for the messages, one for the events) with the write's own statements, and COMMIT goes
+//! with the last of them where the write allows it. The server runs one connection's
+//! statements in the order sent and, once one fails, refuses the rest and answers COMMIT with a
+//! rollback, so sending ahead writes nothing a failure should have stopped; a transaction whose
+//! end the server did not acknowledge closes its connection rather than going back to the
+//! pool. A turn of reads (its start still waiting when it finishes) is written in its finish:
+//! the checkpoint already finished and `turn.completed` among the records, two round trips in
+//! all.
 //!
 //! ## Turns and checkpoints
 //! A turn's checkpoint, the state of each path before its first change (a blob, committed before
 //! the change may start) and after, its todos and pending approvals are rows like the SQLite
 //! store's, written under the same fence (`turns.rs`). Finishing a turn reads the current
 //! contents through the caller's function outside the transaction, then keeps those that still
-//! match and closes the checkpoint in one commit with its `turn.completed` event (two round
-//! trips: the close, which answers the state the checkpoint had, then the line counts, the file
-//! rows and the event sent together, run in order). Around a
+//! match and closes the checkpoint in one commit with its `turn.completed` event (after the
+//! lease check, two round trips: the close, which answers the state the checkpoint had, then
+//! the line counts, the file rows, the event and COMMIT sent together, run in order). Around a
 //! command the core notes the manifest it runs against, what undo cannot give back and the
 //! directories it made (`captures.rs`); a workspace's last manifest is kept per machine, since
 //! the same path on two hosts is two workspaces.
@@ -58,7 +73,8 @@
 //! A round trip to the server is what a write costs here, so records that guard no side effect
 //! (a turn's start, a read's start and close, a message) wait in the store, as they do in the
 //! SQLite store, and its next write writes them first in the same transaction, their rows sent
-//! together: an MCP `read_file` is one transaction. A read of the store writes them first, so
+//! together: an MCP `read_file` is one transaction of two round trips. A read of the store
+//! writes them first, so
 //! a process reads what it did; other hosts see them once that write commits. A failed write
 //! leaves them waiting, unless they can never be written (their session was taken over): those
 //! go with the refused write, so one lost session does not stop the store's other sessions.
@@ -137,6 +153,10 @@ pub const INLINE_MAX: usize = 64 * 1024;
 /// it before taking it again (as the SQLite store's lingering holder).
 const YIELD_PATIENCE: Duration = Duration::from_millis(2000);
 
+/// How long a holder trusts the last answer to "does another writer wait for this lease?"
+/// ([`PgStore::wanted`]); a waiter says so again every 100 ms, for a second each time.
+const WANTED_FRESH: Duration = Duration::from_millis(250);
+
 /// How long a lease lasts unless renewed, by default.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 
@@ -213,6 +233,9 @@ struct Held {
     epoch: i64,
     lost: Arc<AtomicBool>,
     renewal: tokio::task::JoinHandle<()>,
+    /// Whether another writer waited for the lease, and when that was read (by a write's
+    /// lease check, or by [`PgStore::wanted`]).
+    wanted: Option<(std::time::Instant, bool)>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -264,17 +287,99 @@ pub(crate) fn backend<E: std::fmt::Display>(context: &'static str) -> impl Fn(E)
     }
 }
 
-/// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
-/// reason is a source, not part of the top error's text).
-/// The transaction a write's body runs in.
-type Tx<'t> = deadpool_postgres::Transaction<'t>;
-
 /// What a write's body gives back: its value, once its statements ran in the transaction.
 type Written<'t, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 't>>;
 
 /// A statement's parameter, for arrays of them bound before statements sent together.
 pub(crate) type Param<'a> = &'a (dyn tokio_postgres::types::ToSql + Sync);
 
+/// A transaction on a pooled connection, begun and ended by hand rather than with
+/// `Client::transaction`, which waits a round trip for BEGIN and another for COMMIT: here BEGIN
+/// is sent with the first statements ([`Tx::begin`]) and COMMIT may be sent with the last ones
+/// ([`Tx::commit`]). The server runs what one connection is sent in the order sent, and once a
+/// statement fails it refuses every later one of the transaction and answers its COMMIT with
+/// a rollback, so nothing after a failure is written.
+///
+/// A transaction dropped without a commit or rollback that the server acknowledged (its future
+/// was dropped, or the rollback failed) takes its connection out of the pool and closes it:
+/// the server then rolls it back, and no later write can run inside it.
+pub(crate) struct Tx {
+    client: Option<deadpool_postgres::Object>,
+    /// COMMIT was sent (by [`Tx::commit`]).
+    committing: AtomicBool,
+    /// The server acknowledged a COMMIT or a ROLLBACK: the connection may go back to the pool.
+    settled: AtomicBool,
+}
+
+impl std::ops::Deref for Tx {
+    type Target = deadpool_postgres::ClientWrapper;
+
+    fn deref(&self) -> &deadpool_postgres::ClientWrapper {
+        self.client
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a transaction has its connection until dropped"))
+    }
+}
+
+impl Tx {
+    fn on(client: deadpool_postgres::Object) -> Tx {
+        Tx {
+            client: Some(client),
+            committing: AtomicBool::new(false),
+            settled: AtomicBool::new(false),
+        }
+    }
+
+    /// Sends BEGIN; the statements polled after this future's first poll run inside the
+    /// transaction (the request is sent at once, the answer awaited).
+    async fn begin(&self) -> Result<(), tokio_postgres::Error> {
+        self.batch_execute("BEGIN").await
+    }
+
+    /// A transaction on a connection of `pool`, its BEGIN answered (for callers that have no
+    /// statement to send with it).
+    pub(crate) async fn begun(
+        pool: &deadpool_postgres::Pool,
+        context: &'static str,
+    ) -> Result<Tx, StoreError> {
+        let tx = Tx::on(connect(pool, context).await?);
+        tx.begin().await.map_err(pg(context))?;
+        Ok(tx)
+    }
+
+    /// Sends COMMIT. A body may send it with its last statements (prepared before, so that
+    /// each is sent when first polled, and polled before this), which saves the round trip a
+    /// commit after them costs; the write then does not commit again.
+    pub(crate) async fn commit(&self) -> Result<(), StoreError> {
+        self.committing.store(true, Ordering::SeqCst);
+        self.batch_execute("COMMIT")
+            .await
+            .map_err(pg("committing a write"))?;
+        self.settled.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Rolls the transaction back (after a failure); a rollback that fails leaves the
+    /// connection to be closed when this is dropped.
+    pub(crate) async fn rollback(&self) {
+        if self.batch_execute("ROLLBACK").await.is_ok() {
+            self.settled.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Tx {
+    fn drop(&mut self) {
+        if !self.settled.load(Ordering::SeqCst)
+            && let Some(client) = self.client.take()
+        {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
+/// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
+/// reason is a source, not part of the top error's text).
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -514,9 +619,20 @@ impl PgStore {
         context: &'static str,
         session_id: &str,
         take: Take,
-        body: impl for<'t> FnOnce(&'t Tx<'t>, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
+        body: impl for<'t> FnOnce(&'t Tx, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let mut records = self.take_pending();
+        self.write_records(context, session_id, take, self.take_pending(), body)
+    }
+
+    /// [`PgStore::write`] with the waiting records already taken (`records`).
+    fn write_records<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        session_id: &str,
+        take: Take,
+        mut records: Vec<deferred::Pending>,
+        body: impl for<'t> FnOnce(&'t Tx, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
+    ) -> Result<T, StoreError> {
         if records.iter().any(|record| record.session() != session_id) {
             let waiting = records.len();
             match self.write_pending_alone(records) {
@@ -541,7 +657,7 @@ impl PgStore {
         session_id: &str,
         take: Take,
         records: Vec<deferred::Pending>,
-        body: impl for<'t> FnOnce(&'t Tx<'t>, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
+        body: impl for<'t> FnOnce(&'t Tx, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let pool = self.inner.pool.clone();
         let mine = self.held_epoch(session_id);
@@ -550,44 +666,70 @@ impl PgStore {
         let before = deferred::takes(&records);
         let records = Arc::new(records);
         let written = Arc::clone(&records);
+        let fenced_session = session_id.clone();
         // Whether a failure is the records' own (the lease check, the numbering, their rows)
         // or the body's, the connection's or the commit's, which leave them as good as before.
         let result = self.run_raw(async move {
+            let innocent = |error| (error, false);
+            let tx = match connect(&pool, context).await {
+                Ok(client) => Tx::on(client),
+                Err(error) => return Ok(Err(innocent(error))),
+            };
             let outcome = async {
-                let innocent = |error| (error, false);
-                let mut client = connect(&pool, context).await.map_err(innocent)?;
-                let tx = client
-                    .transaction()
-                    .await
-                    .map_err(pg(context))
-                    .map_err(innocent)?;
                 let all = Take::of(take.messages + before.messages, take.events + before.events);
-                let (epoch, first) = if all == Take::default() {
-                    (fence(&tx, &session_id, mine, &holder).await, (0, 0))
-                } else {
-                    match futures_util::try_join!(
-                        fence(&tx, &session_id, mine, &holder),
-                        take_numbers(&tx, &session_id, all.messages, all.events),
-                    ) {
-                        Ok((epoch, first)) => (Ok(epoch), first),
-                        Err(error) => (Err(error), (0, 0)),
+                // BEGIN, the lease check and the numbering are sent together: one round trip.
+                let fenced = async {
+                    if all == Take::default() {
+                        Ok((fence(&tx, &session_id, mine, &holder).await?, (0, 0)))
+                    } else {
+                        futures_util::try_join!(
+                            fence(&tx, &session_id, mine, &holder),
+                            take_numbers(&tx, &session_id, all.messages, all.events),
+                        )
                     }
                 };
-                let epoch = epoch.map_err(|error| (error, true))?;
-                let stored = deferred::write(&tx, &written, epoch, first)
-                    .await
-                    .map_err(|error| (error, true))?;
+                let ((), ((epoch, wanted), first)) = futures_util::try_join!(
+                    async { tx.begin().await.map_err(pg(context)).map_err(innocent) },
+                    async { fenced.await.map_err(|error| (error, true)) },
+                )?;
+                // The records' statements are sent first, then the body's, in one round trip.
+                let statements = if written.is_empty() {
+                    None
+                } else {
+                    Some(deferred::Statements::prepare(&tx).await.map_err(innocent)?)
+                };
                 let numbers = (first.0 + before.messages, first.1 + before.events);
-                let value = body(&tx, epoch, numbers).await.map_err(innocent)?;
-                tx.commit().await.map_err(pg(context)).map_err(innocent)?;
-                Ok((value, stored))
+                let (stored, value) = futures_util::try_join!(
+                    async {
+                        match &statements {
+                            Some(statements) => {
+                                deferred::send(&tx, statements, &written, epoch, first)
+                                    .await
+                                    .map_err(|error| (error, true))
+                            }
+                            None => Ok(Vec::new()),
+                        }
+                    },
+                    async { body(&tx, epoch, numbers).await.map_err(innocent) },
+                )?;
+                if !tx.committing.load(Ordering::SeqCst) {
+                    tx.commit().await.map_err(innocent)?;
+                }
+                Ok((value, stored, wanted))
             };
-            Ok(outcome.await)
+            let outcome = outcome.await;
+            if outcome.is_err() {
+                tx.rollback().await;
+            }
+            Ok(outcome)
         });
         match result {
-            Ok(Ok((value, stored))) => {
+            Ok(Ok((value, stored, wanted))) => {
                 for (slot, event) in stored {
                     let _ = slot.set(event);
+                }
+                if let Some(wanted) = wanted {
+                    self.saw_wanted(&fenced_session, wanted);
                 }
                 Ok(value)
             }
@@ -635,7 +777,7 @@ impl Take {
 /// later run is one round trip, and the server plans it once, where an unprepared query costs
 /// a round trip and a parse more every time.
 pub(crate) async fn prepared(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Tx,
     sql: &str,
     context: &'static str,
 ) -> Result<tokio_postgres::Statement, StoreError> {
@@ -643,23 +785,26 @@ pub(crate) async fn prepared(
 }
 
 /// Checks the session's lease inside a write's transaction (the lease row is locked until the
-/// commit, so a takeover waits for it): the epoch to write under.
+/// commit, so a takeover waits for it): the epoch to write under and, when this store holds the
+/// lease, whether another writer says it waits for it (read with the check, so that a holder
+/// asks no more at its next turn: [`PgStore::wanted`]).
 async fn fence(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Tx,
     session_id: &str,
     mine: Option<(i64, bool)>,
     holder: &str,
-) -> Result<i64, StoreError> {
+) -> Result<(i64, Option<bool>), StoreError> {
     let statement = prepared(
         tx,
         "SELECT epoch, holder, expires_at > now(),
-                GREATEST(0, extract(epoch FROM expires_at - now()))::bigint
+                GREATEST(0, extract(epoch FROM expires_at - now()))::bigint,
+                wanted_until > now() AND wanted_by IS DISTINCT FROM $2
          FROM clawsmith_leases WHERE session_id = $1 FOR SHARE",
         "checking the session's lease",
     )
     .await?;
     let row = tx
-        .query_opt(&statement, &[&session_id])
+        .query_opt(&statement, &[&session_id, &holder])
         .await
         .map_err(pg("checking the session's lease"))?;
     let current = row.as_ref().map(|row| {
@@ -668,30 +813,33 @@ async fn fence(
             row.get::<_, Option<String>>(1),
             row.get::<_, Option<bool>>(2).unwrap_or(false),
             row.get::<_, Option<i64>>(3).unwrap_or(0),
+            row.get::<_, Option<bool>>(4).unwrap_or(false),
         )
     });
     match (mine, current) {
-        (Some((epoch, _)), Some((current, Some(by), _, _))) if current == epoch && by == holder => {
-            Ok(epoch)
+        (Some((epoch, _)), Some((current, Some(by), _, _, wanted)))
+            if current == epoch && by == holder =>
+        {
+            Ok((epoch, Some(wanted)))
         }
         (Some((epoch, _)), _) => Err(StoreError::LeaseLost {
             session_id: session_id.to_owned(),
             epoch: u64::try_from(epoch).unwrap_or(0),
         }),
-        (None, Some((_, Some(by), true, left))) => Err(StoreError::SessionHeldElsewhere {
+        (None, Some((_, Some(by), true, left, _))) => Err(StoreError::SessionHeldElsewhere {
             session_id: session_id.to_owned(),
             holder: by,
             expires_in_seconds: u64::try_from(left).unwrap_or(0),
         }),
-        (None, Some((epoch, _, _, _))) => Ok(epoch),
-        (None, None) => Ok(0),
+        (None, Some((epoch, _, _, _, _))) => Ok((epoch, None)),
+        (None, None) => Ok((0, None)),
     }
 }
 
 /// The session's next numbers, taken: `(first index, first sequence)` for `messages` and
 /// `events` more; [`StoreError::UnknownSession`] when there is no such session.
 async fn take_numbers(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Tx,
     session_id: &str,
     messages: i64,
     events: i64,
@@ -714,7 +862,7 @@ async fn take_numbers(
 }
 
 async fn insert_message(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Tx,
     session_id: &str,
     index: i64,
     epoch: i64,
@@ -725,22 +873,38 @@ async fn insert_message(
 
 /// Inserts `messages` (session, index, JSON) under `epoch` in one statement.
 async fn insert_messages(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &Tx,
     messages: &[(&str, i64, &str)],
     epoch: i64,
 ) -> Result<(), StoreError> {
-    let statement = prepared(
+    let statement = messages_statement(tx).await?;
+    send_messages(tx, &statement, messages, epoch).await
+}
+
+/// The statement [`send_messages`] runs, prepared on `tx`'s connection.
+async fn messages_statement(tx: &Tx) -> Result<tokio_postgres::Statement, StoreError> {
+    prepared(
         tx,
         "INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
          SELECT session_id, idx, $3, message_json
          FROM unnest($1::text[], $2::bigint[], $4::text[]) AS m (session_id, idx, message_json)",
         "appending a message",
     )
-    .await?;
+    .await
+}
+
+/// [`insert_messages`] with its statement prepared: the request is sent when the future is
+/// first polled.
+async fn send_messages(
+    tx: &Tx,
+    statement: &tokio_postgres::Statement,
+    messages: &[(&str, i64, &str)],
+    epoch: i64,
+) -> Result<(), StoreError> {
     let sessions: Vec<&str> = messages.iter().map(|(session, _, _)| *session).collect();
     let indexes: Vec<i64> = messages.iter().map(|(_, index, _)| *index).collect();
     let jsons: Vec<&str> = messages.iter().map(|(_, _, json)| *json).collect();
-    tx.execute(&statement, &[&sessions, &indexes, &epoch, &jsons])
+    tx.execute(statement, &[&sessions, &indexes, &epoch, &jsons])
         .await
         .map_err(pg("appending a message"))?;
     Ok(())
@@ -748,18 +912,39 @@ async fn insert_messages(
 
 /// Inserts `event` (its sequence set) and, in the same statement, notifies followers (the
 /// notification is delivered when the transaction commits).
-async fn insert_event(
-    tx: &deadpool_postgres::Transaction<'_>,
-    event: &Event,
-    epoch: i64,
-) -> Result<(), StoreError> {
+async fn insert_event(tx: &Tx, event: &Event, epoch: i64) -> Result<(), StoreError> {
     insert_events(tx, &[event], epoch).await
 }
 
 /// Inserts `events` (their sequences set) under `epoch` in one statement, which also notifies
 /// followers of each (delivered when the transaction commits).
-async fn insert_events(
-    tx: &deadpool_postgres::Transaction<'_>,
+async fn insert_events(tx: &Tx, events: &[&Event], epoch: i64) -> Result<(), StoreError> {
+    let statement = events_statement(tx).await?;
+    send_events(tx, &statement, events, epoch).await
+}
+
+/// The statement [`send_events`] runs, prepared on `tx`'s connection.
+async fn events_statement(tx: &Tx) -> Result<tokio_postgres::Statement, StoreError> {
+    prepared(
+        tx,
+        "WITH inserted AS (
+           INSERT INTO clawsmith_events
+             (session_id, sequence, epoch, timestamp_ms, type, event_json)
+           SELECT session_id, sequence, $3, timestamp_ms, type, event_json
+           FROM unnest($1::text[], $2::bigint[], $4::bigint[], $5::text[], $6::text[])
+             AS e (session_id, sequence, timestamp_ms, type, event_json)
+           RETURNING session_id, sequence)
+         SELECT pg_notify('clawsmith_events', session_id || ':' || sequence) FROM inserted",
+        "appending an event",
+    )
+    .await
+}
+
+/// [`insert_events`] with its statement prepared: the request is sent when the future is
+/// first polled (it awaits nothing before), so it may go in one round trip with others.
+async fn send_events(
+    tx: &Tx,
+    statement: &tokio_postgres::Statement,
     events: &[&Event],
     epoch: i64,
 ) -> Result<(), StoreError> {
@@ -775,21 +960,8 @@ async fn insert_events(
         kinds.push(event.payload.kind());
         jsons.push(clawsmith_checkpoint::stored_event_json(event)?);
     }
-    let statement = prepared(
-        tx,
-        "WITH inserted AS (
-           INSERT INTO clawsmith_events
-             (session_id, sequence, epoch, timestamp_ms, type, event_json)
-           SELECT session_id, sequence, $3, timestamp_ms, type, event_json
-           FROM unnest($1::text[], $2::bigint[], $4::bigint[], $5::text[], $6::text[])
-             AS e (session_id, sequence, timestamp_ms, type, event_json)
-           RETURNING session_id, sequence)
-         SELECT pg_notify('clawsmith_events', session_id || ':' || sequence) FROM inserted",
-        "appending an event",
-    )
-    .await?;
     tx.query(
-        &statement,
+        statement,
         &[&sessions, &sequences, &epoch, &timestamps, &kinds, &jsons],
     )
     .await
@@ -1237,6 +1409,7 @@ impl SessionStore for PgStore {
                 epoch,
                 lost,
                 renewal,
+                wanted: None,
             },
         ) {
             old.renewal.abort();
@@ -1341,7 +1514,7 @@ impl PgStore {
             Take::default(),
             move |tx, epoch, _| {
                 Box::pin(async move {
-                    require_session(&**tx, &session).await?;
+                    require_session(&***tx, &session).await?;
                     let bytes = content.len() as u64;
                     let lines = clawsmith_checkpoint::line_count(&content);
                     let hash = blobs::put_in(tx, objects.as_deref(), content).await?;
@@ -1507,14 +1680,28 @@ impl PgStore {
         })
     }
 
-    /// Whether another writer said it waits for `session_id`'s lease (and still does).
+    /// Whether another writer said it waits for `session_id`'s lease (and still does). The
+    /// answer of the last write's lease check is taken when it is younger than
+    /// [`WANTED_FRESH`] (a holder writing turn after turn asks the server nothing more); a
+    /// writer that said so after that check is seen at the next turn.
     fn wanted(&self, session_id: &str) -> Result<bool, StoreError> {
+        let seen = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(session_id)
+            .and_then(|held| held.wanted);
+        if let Some((at, wanted)) = seen
+            && at.elapsed() < WANTED_FRESH
+        {
+            return Ok(wanted);
+        }
         let pool = self.inner.pool.clone();
         let session = session_id.to_owned();
         let holder = self.inner.holder.clone();
-        self.run(async move {
+        let wanted = self.run(async move {
             let client = connect(&pool, "asking whether a lease is wanted").await?;
-            // Asked once a turn by a holder that keeps its lease: prepared once a connection.
             let statement = client
                 .prepare_cached(
                     "SELECT wanted_until > now() AND wanted_by IS DISTINCT FROM $2
@@ -1529,7 +1716,22 @@ impl PgStore {
             Ok(row
                 .and_then(|row| row.get::<_, Option<bool>>(0))
                 .unwrap_or(false))
-        })
+        })?;
+        self.saw_wanted(session_id, wanted);
+        Ok(wanted)
+    }
+
+    /// Notes whether another writer waits for `session_id`'s lease, as read now.
+    fn saw_wanted(&self, session_id: &str, wanted: bool) {
+        if let Some(held) = self
+            .inner
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(session_id)
+        {
+            held.wanted = Some((std::time::Instant::now(), wanted));
+        }
     }
 
     /// Lets go of the lease row at once (awaited, where a dropped lease's release is sent):

@@ -55,7 +55,7 @@ impl RepositoryStorage for PgStore {
             move |tx, epoch, _| {
                 Box::pin(async move {
                     let context = "recording repository changes";
-                    crate::require_session(&**tx, &session).await?;
+                    crate::require_session(&***tx, &session).await?;
                     let statement = crate::prepared(
                         tx,
                         "INSERT INTO clawsmith_repository_changes

@@ -16,7 +16,10 @@ use clawsmith_store::{
 use futures_util::TryFutureExt;
 use sha2::{Digest, Sha256};
 
-use crate::{Param, PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared};
+use crate::{
+    Param, PgStore, Take, blobs, connect, insert_event, json_error, now_ms, pg, prepared,
+    send_events,
+};
 
 /// A changed file as a turn's finish writes it: its path, the post hash its counts were made
 /// for, and its line counts (added, removed) when they could be made.
@@ -54,7 +57,7 @@ fn unsigned(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-fn signed(value: u64) -> i64 {
+pub(crate) fn signed(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
@@ -104,7 +107,7 @@ pub(crate) fn unknown_turn(session_id: &str, turn_id: &str) -> StoreError {
 /// The checkpoint's id and state, its row locked until the commit (so one turn's records
 /// number their files one at a time); `None` when the turn has none.
 pub(crate) async fn locked_checkpoint(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::Tx,
     session_id: &str,
     turn_id: &str,
 ) -> Result<Option<(i64, String)>, StoreError> {
@@ -142,7 +145,7 @@ pub(crate) fn require_open(
 /// index and first sequence after the checkpoint) and its todo list. `None` when the turn has
 /// one already.
 pub(crate) async fn insert_checkpoint(
-    tx: &deadpool_postgres::Transaction<'_>,
+    tx: &crate::Tx,
     session_id: &str,
     turn_id: &str,
     epoch: i64,
@@ -181,10 +184,7 @@ pub(crate) async fn insert_checkpoint(
 
 /// The session's next message index and last event sequence, its row locked as an append
 /// locks it ([`StoreError::UnknownSession`] when there is none).
-async fn standing(
-    tx: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-) -> Result<(i64, i64), StoreError> {
+async fn standing(tx: &crate::Tx, session_id: &str) -> Result<(i64, i64), StoreError> {
     let (index, next) = crate::take_numbers(tx, session_id, 0, 0).await?;
     Ok((index, next - 1))
 }
@@ -540,6 +540,9 @@ impl PgStore {
         post_content: &dyn Fn(&str) -> Option<Vec<u8>>,
         completed: Option<(EventPayload, u64)>,
     ) -> Result<(TurnManifest, Option<Event>), StoreError> {
+        if let Some(finished) = self.finish_deferred_turn(session_id, turn_id, &completed)? {
+            return Ok(finished);
+        }
         let pool = self.inner.pool.clone();
         let (session, turn) = (session_id.to_owned(), turn_id.to_owned());
         // A turn whose start still waits in this store has recorded no file (recording one is
@@ -586,12 +589,17 @@ impl PgStore {
                     let (id, state): (i64, String) = (row.get(0), row.get(1));
                     // Then, sent together and run in order: the line counts (of a turn that was
                     // open), the file rows (which read them) and `turn.completed`.
+                    // The line counts of the turn's files (when it was open), in one statement;
+                    // a count is written only where the row still names the hash it was
+                    // computed for.
                     let lines = prepared(
                         tx,
-                        "UPDATE clawsmith_checkpoint_files
-                         SET lines_added = $4, lines_removed = $5
-                         WHERE checkpoint_id = $1 AND path = $2
-                           AND post_hash IS NOT DISTINCT FROM $3",
+                        "UPDATE clawsmith_checkpoint_files f
+                         SET lines_added = c.added, lines_removed = c.removed
+                         FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[])
+                           AS c (path, expected, added, removed)
+                         WHERE f.checkpoint_id = $1 AND f.path = c.path
+                           AND f.post_hash IS NOT DISTINCT FROM c.expected",
                         context,
                     )
                     .await?;
@@ -604,24 +612,20 @@ impl PgStore {
                         context,
                     )
                     .await?;
-                    let counted: Vec<(String, Option<String>, i64, i64)> = if state == "open" {
-                        finished
-                            .into_iter()
-                            .filter_map(|(path, expected, stats)| {
-                                stats.map(|(added, removed)| {
-                                    (path, expected, signed(added), signed(removed))
-                                })
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let counts: Vec<[Param<'_>; 5]> = counted
-                        .iter()
-                        .map(|(path, expected, added, removed)| -> [Param<'_>; 5] {
-                            [&id, path, expected, added, removed]
-                        })
-                        .collect();
+                    let events = crate::events_statement(tx).await?;
+                    let (mut paths, mut expected, mut added, mut removed) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    if state == "open" {
+                        for (path, hash, stats) in finished {
+                            if let Some((plus, minus)) = stats {
+                                paths.push(path);
+                                expected.push(hash);
+                                added.push(signed(plus));
+                                removed.push(signed(minus));
+                            }
+                        }
+                    }
+                    let counts: [Param<'_>; 5] = [&id, &paths, &expected, &added, &removed];
                     let checkpoint: [Param<'_>; 1] = [&id];
                     let event = completed.map(|(payload, timestamp_ms)| Event {
                         session_id: session.clone(),
@@ -629,18 +633,25 @@ impl PgStore {
                         timestamp_ms,
                         payload,
                     });
-                    let (_, files, ()) = futures_util::try_join!(
-                        futures_util::future::try_join_all(
-                            counts.iter().map(|params| tx.execute(&lines, params))
-                        )
-                        .map_err(pg(context)),
+                    // Every statement is prepared and sends its request when first polled, so
+                    // they go in the order below with COMMIT last, in one round trip; if one
+                    // fails, the server refuses the rest and rolls the transaction back.
+                    let (_, files, (), ()) = futures_util::try_join!(
+                        async {
+                            if paths.is_empty() {
+                                Ok(0)
+                            } else {
+                                tx.execute(&lines, &counts).await.map_err(pg(context))
+                            }
+                        },
                         tx.query(&listed, &checkpoint).map_err(pg(context)),
                         async {
                             match &event {
-                                Some(event) => insert_event(tx, event, epoch).await,
+                                Some(event) => send_events(tx, &events, &[event], epoch).await,
                                 None => Ok(()),
                             }
                         },
+                        tx.commit(),
                     )?;
                     let files: Vec<FileRow> = files.iter().map(file_row).collect();
                     Ok((
@@ -746,7 +757,7 @@ impl PgStore {
             Take::default(),
             move |tx, epoch, _| {
                 Box::pin(async move {
-                    crate::require_session(&**tx, &session).await?;
+                    crate::require_session(&***tx, &session).await?;
                     tx.execute(
                         "INSERT INTO clawsmith_todos (session_id, todos_json, epoch)
                      VALUES ($1, $2, $3)
@@ -799,7 +810,7 @@ impl PgStore {
             Take::default(),
             move |tx, epoch, _| {
                 Box::pin(async move {
-                    crate::require_session(&**tx, &session).await?;
+                    crate::require_session(&***tx, &session).await?;
                     // The same id again is a new request: it replaces the old one, and goes last.
                     tx.execute(
                     "DELETE FROM clawsmith_approvals WHERE session_id = $1 AND approval_id = $2",

@@ -243,7 +243,7 @@ impl PgStore {
                         .iter()
                         .map(|row| (row.get(0), row.get(1), row.get(2)))
                         .collect();
-                    no_pending_plan(&**tx, &session).await?;
+                    no_pending_plan(&***tx, &session).await?;
                     if now != read {
                         return Ok(None);
                     }

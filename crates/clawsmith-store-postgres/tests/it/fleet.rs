@@ -167,6 +167,221 @@ fn the_columns_holding_a_calls_contents_compress_with_lz4() {
     assert!(stored.1.contains(&long), "and reads back whole");
 }
 
+/// Makes the server refuse every event whose JSON holds `refuse-me` (a trigger raising an
+/// error), as it would refuse a write for a reason of its own.
+fn refuse_marked_events(url: &str) {
+    run_sql(
+        url,
+        &[
+            "CREATE FUNCTION refuse_marked() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.event_json LIKE '%refuse-me%' THEN
+                     RAISE EXCEPTION 'refused by the test';
+                 END IF;
+                 RETURN NEW;
+             END $$",
+            "CREATE TRIGGER refuse_marked BEFORE INSERT ON clawsmith_events
+             FOR EACH ROW EXECUTE FUNCTION refuse_marked()",
+        ],
+    );
+}
+
+/// A turn's finish sends its last statements and COMMIT together: when one of them is refused
+/// by the server, nothing of the finish is written (the checkpoint stays open, no event, no
+/// number taken), the connection goes back clean, and the next finish goes through.
+#[test]
+fn a_finish_the_server_refuses_writes_nothing_and_the_next_goes_through() {
+    let Some(base) = postgres("a_finish_the_server_refuses_writes_nothing") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    store.begin_turn("s", "t1", TurnOpening::default()).unwrap();
+    refuse_marked_events(&url);
+    let state = |url: &str| -> (String, i64, i64) {
+        crate::with_client(url, |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT (SELECT state FROM clawsmith_checkpoints WHERE turn_id = 't1'),
+                            (SELECT count(*) FROM clawsmith_events),
+                            (SELECT next_sequence FROM clawsmith_sessions WHERE id = 's')",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (row.get(0), row.get(1), row.get(2))
+        })
+    };
+    let before = state(&url);
+    assert_eq!(before.0, "open");
+    for _ in 0..3 {
+        let refused = store.finish_turn_reading("s", "t1", &|_| None, started("refuse-me"), 2);
+        assert!(
+            matches!(&refused, Err(StoreError::Backend { message, .. }) if message.contains("refused by the test")),
+            "{refused:?}"
+        );
+        assert_eq!(state(&url), before, "nothing of the refused finish stays");
+    }
+    let (_, event) = store
+        .finish_turn_reading("s", "t1", &|_| None, started("done"), 2)
+        .unwrap();
+    assert_eq!(event.sequence, u64::try_from(before.2).unwrap());
+    let after = state(&url);
+    assert_eq!(
+        after,
+        ("finished".to_owned(), before.1 + 1, before.2 + 1),
+        "closed, one event, one number"
+    );
+    // The pooled connections are in no transaction: later writes commit on their own.
+    for n in 0..4 {
+        store
+            .append_event("s", started(&format!("a{n}")), 3)
+            .unwrap();
+    }
+    assert_eq!(state(&url).1, before.1 + 5);
+}
+
+/// A turn that finishes before its start was written (a turn of reads) is written in one
+/// transaction: its checkpoint already finished, its events numbered on from the records before
+/// it. A finish the server refuses leaves nothing, and its records wait again as they were (the
+/// turn open, no `turn.completed`), so that the next finish writes them once; a turn begun twice
+/// is refused whole.
+#[test]
+fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
+    use clawsmith_store::DeferredRecords;
+
+    let Some(base) = postgres("a_turn_of_reads_is_written_whole_in_its_finish") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    let counts = |url: &str| -> (i64, i64, i64, Option<String>) {
+        crate::with_client(url, |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT (SELECT count(*) FROM clawsmith_events),
+                            (SELECT count(*) FROM clawsmith_messages),
+                            (SELECT next_sequence FROM clawsmith_sessions WHERE id = 's'),
+                            (SELECT string_agg(turn_id || '=' || state || ':' ||
+                                               (finished_at_ms IS NOT NULL)::text, ',')
+                             FROM clawsmith_checkpoints)",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (row.get(0), row.get(1), row.get(2), row.get(3))
+        })
+    };
+    let defer_turn = |turn: &str| {
+        store
+            .defer_turn_start("s", turn, vec![started(turn)], 1)
+            .unwrap();
+        store
+            .defer_call_start(
+                "s",
+                Some(&ModelMessage::text(Role::Assistant, "reading")),
+                started(&format!("{turn}-read")),
+                2,
+            )
+            .unwrap();
+    };
+    refuse_marked_events(&url);
+    defer_turn("t1");
+    for _ in 0..2 {
+        let refused = store.finish_turn_reading("s", "t1", &|_| None, started("refuse-me"), 3);
+        assert!(
+            matches!(&refused, Err(StoreError::Backend { message, .. }) if message.contains("refused by the test")),
+            "{refused:?}"
+        );
+        assert_eq!(counts(&url), (0, 0, 1, None), "nothing was written");
+    }
+    let (manifest, event) = store
+        .finish_turn_reading("s", "t1", &|_| None, started("done"), 3)
+        .unwrap();
+    assert!(manifest.files.is_empty());
+    assert_eq!(event.sequence, 3, "after the turn's and the read's start");
+    assert_eq!(
+        counts(&url),
+        (3, 1, 4, Some("t1=finished:true".to_owned())),
+        "the records once, the checkpoint finished, no refused event"
+    );
+    let events = store.events_page("s", 0, 10).unwrap();
+    let kinds: Vec<(u64, String)> = events
+        .iter()
+        .map(|event| {
+            (
+                event.sequence,
+                serde_json::to_string(&event.payload).unwrap(),
+            )
+        })
+        .collect();
+    assert!(
+        kinds[0].1.contains("\"t1\"") && kinds[1].1.contains("t1-read"),
+        "{kinds:?}"
+    );
+    assert!(kinds[2].1.contains("done"), "{kinds:?}");
+
+    // The same turn begun again: refused whole, its records with it; the store goes on.
+    defer_turn("t1");
+    let twice = store.finish_turn_reading("s", "t1", &|_| None, started("again"), 4);
+    assert!(
+        matches!(&twice, Err(StoreError::TurnExists { turn_id, .. }) if turn_id == "t1"),
+        "{twice:?}"
+    );
+    assert_eq!(counts(&url), (3, 1, 4, Some("t1=finished:true".to_owned())));
+    assert_eq!(
+        store
+            .append_event("s", started("after"), 5)
+            .unwrap()
+            .sequence,
+        4
+    );
+}
+
+/// A holder learns that a writer waits for its lease from its writes' lease checks: right after
+/// a write, `is_wanted` answers what that check read without asking the server again; once the
+/// answer is older than a quarter second, it asks.
+#[test]
+fn a_writes_lease_check_tells_the_holder_a_writer_waits() {
+    let Some(base) = postgres("a_writes_lease_check_tells_the_holder_a_writer_waits") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let keeper = open();
+    keeper.create_session("s", "/ws").unwrap();
+    let lease = keeper.lease_session("s").unwrap();
+    assert!(!lease.is_wanted());
+    let say = "UPDATE clawsmith_leases
+               SET wanted_by = 'another', wanted_until = now() + interval '10 seconds'";
+    let unsay = "UPDATE clawsmith_leases SET wanted_by = NULL, wanted_until = NULL";
+    let mut checked = false;
+    for n in 0..20 {
+        run_sql(&url, &[say]);
+        let written = std::time::Instant::now();
+        keeper
+            .append_event("s", started(&format!("k{n}")), 1)
+            .unwrap();
+        run_sql(&url, &[unsay]);
+        let wanted = lease.is_wanted();
+        // Only an answer given within the quarter second proves it came from the write.
+        if written.elapsed() < Duration::from_millis(200) {
+            assert!(wanted, "the write's lease check saw the waiter");
+            checked = true;
+            break;
+        }
+    }
+    assert!(checked, "no write and check within 200 ms in 20 tries");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!lease.is_wanted(), "an old answer is asked again");
+    run_sql(&url, &[say]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(lease.is_wanted(), "and the server's answer taken");
+}
+
 /// Expires every lease of the session, as if its holder stopped renewing (killed, or paused
 /// longer than a lease lasts).
 fn expire(url: &str, session: &str) {
