@@ -12,10 +12,7 @@ use clawsmith_protocol::{Event, EventPayload, ModelMessage};
 use clawsmith_store::{DeferredEvent, DeferredRecords, StoreError, TurnManifest};
 
 use crate::turns::signed;
-use crate::{
-    PgStore, Take, events_statement, messages_statement, now_ms, prepared, send_events,
-    send_messages,
-};
+use crate::{PgStore, Take, now_ms, prepared};
 
 /// One record waiting for the store's next write.
 #[derive(Clone)]
@@ -75,39 +72,51 @@ pub(crate) fn takes(records: &[Pending]) -> Take {
     Take::of(messages, events)
 }
 
-/// The statements that write records, prepared on a connection (once: the pool keeps them).
+/// The statement that writes records, prepared on a connection (once: the pool keeps it).
 pub(crate) struct Statements {
-    checkpoints: tokio_postgres::Statement,
-    messages: tokio_postgres::Statement,
-    events: tokio_postgres::Statement,
+    records: tokio_postgres::Statement,
 }
 
 impl Statements {
     pub(crate) async fn prepare(tx: &crate::Tx) -> Result<Statements, StoreError> {
-        let checkpoints = prepared(
+        // One statement for the turns' checkpoints, the messages and the events (arrays of each,
+        // empty where there are none); it notifies followers of each session's last event. The
+        // checkpoints' insert is plain: a turn begun already fails the statement, and with it
+        // the transaction, whatever was sent after it.
+        let records = prepared(
             tx,
-            // A plain insert: a turn begun already fails the statement, and with it the
-            // transaction, whatever was sent after it.
-            "INSERT INTO clawsmith_checkpoints
-               (session_id, turn_id, created_at_ms, message_count, event_sequence, todos_json,
-                state, finished_at_ms, epoch)
-             SELECT t.session_id, t.turn_id, t.created_at_ms, t.message_count, t.event_sequence,
-                    COALESCE((SELECT todos_json FROM clawsmith_todos
-                              WHERE session_id = t.session_id), '[]'),
-                    CASE WHEN t.finished_at_ms IS NULL THEN 'open' ELSE 'finished' END,
-                    t.finished_at_ms, $7
-             FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[],
-                         $6::bigint[])
-               AS t (session_id, turn_id, created_at_ms, message_count, event_sequence,
-                     finished_at_ms)",
-            "beginning a turn",
+            "WITH checkpoints AS (
+               INSERT INTO clawsmith_checkpoints
+                 (session_id, turn_id, created_at_ms, message_count, event_sequence,
+                  todos_json, state, finished_at_ms, epoch)
+               SELECT t.session_id, t.turn_id, t.created_at_ms, t.message_count,
+                      t.event_sequence,
+                      COALESCE((SELECT todos_json FROM clawsmith_todos
+                                WHERE session_id = t.session_id), '[]'),
+                      CASE WHEN t.finished_at_ms IS NULL THEN 'open' ELSE 'finished' END,
+                      t.finished_at_ms, $1
+               FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+                           $7::bigint[])
+                 AS t (session_id, turn_id, created_at_ms, message_count, event_sequence,
+                       finished_at_ms)),
+             messages AS (
+               INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
+               SELECT m.session_id, m.idx, $1, m.message_json
+               FROM unnest($8::text[], $9::bigint[], $10::text[])
+                 AS m (session_id, idx, message_json)),
+             events AS (
+               INSERT INTO clawsmith_events
+                 (session_id, sequence, epoch, timestamp_ms, type, event_json)
+               SELECT e.session_id, e.sequence, $1, e.timestamp_ms, e.type, e.event_json
+               FROM unnest($11::text[], $12::bigint[], $13::bigint[], $14::text[], $15::text[])
+                 AS e (session_id, sequence, timestamp_ms, type, event_json)
+               RETURNING session_id, sequence)
+             SELECT pg_notify('clawsmith_events', session_id || ':' || max(sequence))
+             FROM events GROUP BY session_id",
+            "writing waiting records",
         )
         .await?;
-        Ok(Statements {
-            checkpoints,
-            messages: messages_statement(tx).await?,
-            events: events_statement(tx).await?,
-        })
+        Ok(Statements { records })
     }
 }
 
@@ -127,10 +136,10 @@ struct CheckpointRow<'a> {
 /// session's next message index and event number); the events to hand to their handles once
 /// the transaction commits.
 ///
-/// Every row's number is known before any is sent and every statement is prepared, so the
-/// turns' checkpoints, the messages and the events (one statement each) are sent when this
-/// future is first polled, in that order: a write polls its body's statements after them, and
-/// they all go in one round trip (the server runs them in the order sent).
+/// Every row's number is known before it is sent and the statement is prepared, so the one
+/// statement writing them is sent when this future is first polled: a write polls its body's
+/// statements after it, and they all go in one round trip (the server runs them in the order
+/// sent).
 pub(crate) async fn send(
     tx: &crate::Tx,
     statements: &Statements,
@@ -195,45 +204,59 @@ pub(crate) async fn send(
             }
         }
     }
-    let rows: Vec<&Event> = events.iter().map(|(_, event)| event).collect();
-    let checkpoints =
-        async {
-            if turns.is_empty() {
-                return Ok(());
-            }
-            let sessions: Vec<&str> = turns.iter().map(|turn| turn.session).collect();
-            let ids: Vec<&str> = turns.iter().map(|turn| turn.turn).collect();
-            let created: Vec<i64> = turns.iter().map(|turn| turn.created_at_ms).collect();
-            let counts: Vec<i64> = turns.iter().map(|turn| turn.message_count).collect();
-            let standing: Vec<i64> = turns.iter().map(|turn| turn.event_sequence).collect();
-            let finished: Vec<Option<i64>> = turns.iter().map(|turn| turn.finished_at_ms).collect();
-            match tx
-                .execute(
-                    &statements.checkpoints,
-                    &[
-                        &sessions, &ids, &created, &counts, &standing, &finished, &epoch,
-                    ],
-                )
-                .await
-            {
-                Ok(_) => Ok(()),
-                Err(error) => Err(turn_exists(&error, &turns)
-                    .unwrap_or_else(|| crate::pg("beginning a turn")(error))),
-            }
-        };
-    let messages = async {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        send_messages(tx, &statements.messages, &messages, epoch).await
-    };
-    let inserted = async {
-        if rows.is_empty() {
-            return Ok(());
-        }
-        send_events(tx, &statements.events, &rows, epoch).await
-    };
-    futures_util::try_join!(checkpoints, messages, inserted)?;
+    let turn_sessions: Vec<&str> = turns.iter().map(|turn| turn.session).collect();
+    let turn_ids: Vec<&str> = turns.iter().map(|turn| turn.turn).collect();
+    let created: Vec<i64> = turns.iter().map(|turn| turn.created_at_ms).collect();
+    let counts: Vec<i64> = turns.iter().map(|turn| turn.message_count).collect();
+    let standing: Vec<i64> = turns.iter().map(|turn| turn.event_sequence).collect();
+    let finished: Vec<Option<i64>> = turns.iter().map(|turn| turn.finished_at_ms).collect();
+    let message_sessions: Vec<&str> = messages.iter().map(|(session, _, _)| *session).collect();
+    let indexes: Vec<i64> = messages.iter().map(|(_, index, _)| *index).collect();
+    let message_jsons: Vec<&str> = messages.iter().map(|(_, _, json)| *json).collect();
+    let event_sessions: Vec<&str> = events
+        .iter()
+        .map(|(_, event)| event.session_id.as_str())
+        .collect();
+    let sequences: Vec<i64> = events
+        .iter()
+        .map(|(_, event)| signed(event.sequence))
+        .collect();
+    let timestamps: Vec<i64> = events
+        .iter()
+        .map(|(_, event)| signed(event.timestamp_ms))
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|(_, event)| event.payload.kind())
+        .collect();
+    let event_jsons = events
+        .iter()
+        .map(|(_, event)| clawsmith_checkpoint::stored_event_json(event))
+        .collect::<Result<Vec<String>, StoreError>>()?;
+    tx.query(
+        &statements.records,
+        &[
+            &epoch,
+            &turn_sessions,
+            &turn_ids,
+            &created,
+            &counts,
+            &standing,
+            &finished,
+            &message_sessions,
+            &indexes,
+            &message_jsons,
+            &event_sessions,
+            &sequences,
+            &timestamps,
+            &kinds,
+            &event_jsons,
+        ],
+    )
+    .await
+    .map_err(|error| {
+        turn_exists(&error, &turns).unwrap_or_else(|| crate::pg("writing waiting records")(error))
+    })?;
     Ok(events)
 }
 

@@ -378,6 +378,20 @@ impl Drop for Tx {
     }
 }
 
+/// The connection's `options` (those of the connection string, if any) with prepared
+/// statements planned once: `plan_cache_mode=force_generic_plan`. Left to itself the server
+/// plans a statement anew at every run unless its generic plan looks as cheap as the custom
+/// ones, which it never does for a write's statement of arrays (`unnest`) and CTEs: planning
+/// was a fifth of the server's processor time in an MCP `read_file` call. The store's
+/// statements find rows by key, which a generic plan does as well as a custom one.
+fn with_generic_plans(options: Option<&str>) -> String {
+    const GENERIC: &str = "-c plan_cache_mode=force_generic_plan";
+    match options {
+        Some(options) if !options.trim().is_empty() => format!("{options} {GENERIC}"),
+        _ => GENERIC.to_owned(),
+    }
+}
+
 /// `error` and each of its causes, apart by ": " (a server's message or a TLS handshake's
 /// reason is a source, not part of the top error's text).
 pub(crate) fn chain(error: &dyn std::error::Error) -> String {
@@ -448,7 +462,9 @@ impl PgStore {
 
     /// A store on `url` whose schema is not checked (for `migrate` and `check`).
     pub fn unchecked(url: &str, options: PgOptions) -> Result<PgStore, StoreError> {
-        let connection = tls::connection(url)?;
+        let mut connection = tls::connection(url)?;
+        let server_options = with_generic_plans(connection.config.get_options());
+        connection.config.options(server_options);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("clawsmith-store-postgres")
@@ -682,10 +698,7 @@ impl PgStore {
                     if all == Take::default() {
                         Ok((fence(&tx, &session_id, mine, &holder).await?, (0, 0)))
                     } else {
-                        futures_util::try_join!(
-                            fence(&tx, &session_id, mine, &holder),
-                            take_numbers(&tx, &session_id, all.messages, all.events),
-                        )
+                        fence_and_number(&tx, &session_id, mine, &holder, all).await
                     }
                 };
                 let ((), ((epoch, wanted), first)) = futures_util::try_join!(
@@ -784,6 +797,25 @@ pub(crate) async fn prepared(
     tx.prepare_cached(sql).await.map_err(pg(context))
 }
 
+/// The lease row as a write's check reads it: epoch, holder, whether it is live, seconds left,
+/// whether another writer waits for it.
+type LeaseRow = (i64, Option<String>, bool, i64, bool);
+
+/// The columns of [`LeaseRow`], of the lease row `l`, the holder asking being `$2`.
+const LEASE_COLUMNS: &str = "l.epoch, l.holder, l.expires_at > now(),
+     GREATEST(0, extract(epoch FROM l.expires_at - now()))::bigint,
+     l.wanted_until > now() AND l.wanted_by IS DISTINCT FROM $2";
+
+fn lease_row(row: &tokio_postgres::Row, first: usize) -> Option<LeaseRow> {
+    Some((
+        row.get::<_, Option<i64>>(first)?,
+        row.get::<_, Option<String>>(first + 1),
+        row.get::<_, Option<bool>>(first + 2).unwrap_or(false),
+        row.get::<_, Option<i64>>(first + 3).unwrap_or(0),
+        row.get::<_, Option<bool>>(first + 4).unwrap_or(false),
+    ))
+}
+
 /// Checks the session's lease inside a write's transaction (the lease row is locked until the
 /// commit, so a takeover waits for it): the epoch to write under and, when this store holds the
 /// lease, whether another writer says it waits for it (read with the check, so that a holder
@@ -796,10 +828,9 @@ async fn fence(
 ) -> Result<(i64, Option<bool>), StoreError> {
     let statement = prepared(
         tx,
-        "SELECT epoch, holder, expires_at > now(),
-                GREATEST(0, extract(epoch FROM expires_at - now()))::bigint,
-                wanted_until > now() AND wanted_by IS DISTINCT FROM $2
-         FROM clawsmith_leases WHERE session_id = $1 FOR SHARE",
+        &format!(
+            "SELECT {LEASE_COLUMNS} FROM clawsmith_leases l WHERE l.session_id = $1 FOR SHARE"
+        ),
         "checking the session's lease",
     )
     .await?;
@@ -807,15 +838,61 @@ async fn fence(
         .query_opt(&statement, &[&session_id, &holder])
         .await
         .map_err(pg("checking the session's lease"))?;
-    let current = row.as_ref().map(|row| {
-        (
-            row.get::<_, i64>(0),
-            row.get::<_, Option<String>>(1),
-            row.get::<_, Option<bool>>(2).unwrap_or(false),
-            row.get::<_, Option<i64>>(3).unwrap_or(0),
-            row.get::<_, Option<bool>>(4).unwrap_or(false),
+    judge(
+        session_id,
+        mine,
+        holder,
+        row.as_ref().and_then(|row| lease_row(row, 0)),
+    )
+}
+
+/// [`fence`] and [`take_numbers`] in one statement, judged in that order.
+async fn fence_and_number(
+    tx: &Tx,
+    session_id: &str,
+    mine: Option<(i64, bool)>,
+    holder: &str,
+    take: Take,
+) -> Result<((i64, Option<bool>), (i64, i64)), StoreError> {
+    let statement = prepared(
+        tx,
+        &format!(
+            "WITH numbered AS (
+               UPDATE clawsmith_sessions
+               SET next_index = next_index + $3, next_sequence = next_sequence + $4
+               WHERE id = $1
+               RETURNING next_index - $3 AS idx, next_sequence - $4 AS seq)
+             SELECT n.idx, n.seq, {LEASE_COLUMNS}
+             FROM (SELECT 1) AS one
+               LEFT JOIN numbered n ON true
+               LEFT JOIN (SELECT * FROM clawsmith_leases WHERE session_id = $1 FOR SHARE) l
+                 ON true"
+        ),
+        "checking the session's lease",
+    )
+    .await?;
+    let row = tx
+        .query_one(
+            &statement,
+            &[&session_id, &holder, &take.messages, &take.events],
         )
-    });
+        .await
+        .map_err(pg("checking the session's lease"))?;
+    let fenced = judge(session_id, mine, holder, lease_row(&row, 2))?;
+    let numbers = match (row.get::<_, Option<i64>>(0), row.get::<_, Option<i64>>(1)) {
+        (Some(index), Some(sequence)) => (index, sequence),
+        _ => return Err(StoreError::UnknownSession(session_id.to_owned())),
+    };
+    Ok((fenced, numbers))
+}
+
+/// What a write's lease check decides from the lease row (`current`, `None` without one).
+fn judge(
+    session_id: &str,
+    mine: Option<(i64, bool)>,
+    holder: &str,
+    current: Option<LeaseRow>,
+) -> Result<(i64, Option<bool>), StoreError> {
     match (mine, current) {
         (Some((epoch, _)), Some((current, Some(by), _, _, wanted)))
             if current == epoch && by == holder =>
@@ -877,34 +954,18 @@ async fn insert_messages(
     messages: &[(&str, i64, &str)],
     epoch: i64,
 ) -> Result<(), StoreError> {
-    let statement = messages_statement(tx).await?;
-    send_messages(tx, &statement, messages, epoch).await
-}
-
-/// The statement [`send_messages`] runs, prepared on `tx`'s connection.
-async fn messages_statement(tx: &Tx) -> Result<tokio_postgres::Statement, StoreError> {
-    prepared(
+    let statement = prepared(
         tx,
         "INSERT INTO clawsmith_messages (session_id, idx, epoch, message_json)
          SELECT session_id, idx, $3, message_json
          FROM unnest($1::text[], $2::bigint[], $4::text[]) AS m (session_id, idx, message_json)",
         "appending a message",
     )
-    .await
-}
-
-/// [`insert_messages`] with its statement prepared: the request is sent when the future is
-/// first polled.
-async fn send_messages(
-    tx: &Tx,
-    statement: &tokio_postgres::Statement,
-    messages: &[(&str, i64, &str)],
-    epoch: i64,
-) -> Result<(), StoreError> {
+    .await?;
     let sessions: Vec<&str> = messages.iter().map(|(session, _, _)| *session).collect();
     let indexes: Vec<i64> = messages.iter().map(|(_, index, _)| *index).collect();
     let jsons: Vec<&str> = messages.iter().map(|(_, _, json)| *json).collect();
-    tx.execute(statement, &[&sessions, &indexes, &epoch, &jsons])
+    tx.execute(&statement, &[&sessions, &indexes, &epoch, &jsons])
         .await
         .map_err(pg("appending a message"))?;
     Ok(())
@@ -917,7 +978,7 @@ async fn insert_event(tx: &Tx, event: &Event, epoch: i64) -> Result<(), StoreErr
 }
 
 /// Inserts `events` (their sequences set) under `epoch` in one statement, which also notifies
-/// followers of each (delivered when the transaction commits).
+/// followers of each session's last one (delivered when the transaction commits).
 async fn insert_events(tx: &Tx, events: &[&Event], epoch: i64) -> Result<(), StoreError> {
     let statement = events_statement(tx).await?;
     send_events(tx, &statement, events, epoch).await
@@ -934,7 +995,8 @@ async fn events_statement(tx: &Tx) -> Result<tokio_postgres::Statement, StoreErr
            FROM unnest($1::text[], $2::bigint[], $4::bigint[], $5::text[], $6::text[])
              AS e (session_id, sequence, timestamp_ms, type, event_json)
            RETURNING session_id, sequence)
-         SELECT pg_notify('clawsmith_events', session_id || ':' || sequence) FROM inserted",
+         SELECT pg_notify('clawsmith_events', session_id || ':' || max(sequence))
+         FROM inserted GROUP BY session_id",
         "appending an event",
     )
     .await
@@ -1980,5 +2042,32 @@ impl BlobStore for PgStore {
         hashes: &[[u8; 32]],
     ) -> Result<std::collections::HashSet<[u8; 32]>, StoreError> {
         self.stored_hashes_in(hashes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_generic_plans;
+
+    /// Generic plans are asked for whatever options the connection string gives, and those
+    /// stay, ahead of it.
+    #[test]
+    fn the_connections_options_keep_the_strings_own_and_ask_for_generic_plans() {
+        let generic = "-c plan_cache_mode=force_generic_plan";
+        for (given, expected) in [
+            (None, generic.to_owned()),
+            (Some(""), generic.to_owned()),
+            (Some("  "), generic.to_owned()),
+            (
+                Some("-c statement_timeout=5000"),
+                format!("-c statement_timeout=5000 {generic}"),
+            ),
+            (
+                Some("-c search_path=a -c work_mem=8MB"),
+                format!("-c search_path=a -c work_mem=8MB {generic}"),
+            ),
+        ] {
+            assert_eq!(with_generic_plans(given), expected, "{given:?}");
+        }
     }
 }

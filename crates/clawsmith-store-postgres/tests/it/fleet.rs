@@ -382,6 +382,31 @@ fn a_writes_lease_check_tells_the_holder_a_writer_waits() {
     assert!(lease.is_wanted(), "and the server's answer taken");
 }
 
+/// The connection string's own `options` reach the server alongside the store's (which asks
+/// for generic plans): a store opened with an application name shows under it.
+#[test]
+fn a_connection_strings_options_reach_the_server() {
+    let Some(base) = postgres("a_connection_strings_options_reach_the_server") else {
+        return;
+    };
+    let (url, _) = migrated(&base, PgOptions::default());
+    let named = format!("{url} options='-c application_name=clawsmith-options-test'");
+    let store = PgStore::connect(&named, PgOptions::default()).unwrap();
+    store.create_session("s", "/ws").unwrap();
+    let seen: i64 = crate::with_client(&url, |client| async move {
+        client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE application_name = 'clawsmith-options-test'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    });
+    assert!(seen >= 1, "{seen}");
+}
+
 /// Expires every lease of the session, as if its holder stopped renewing (killed, or paused
 /// longer than a lease lasts).
 fn expire(url: &str, session: &str) {
