@@ -1255,7 +1255,14 @@ impl SessionStore for PgStore {
                         timestamp_ms,
                         payload,
                     };
-                    insert_event(tx, &event, epoch).await?;
+                    // The row and COMMIT in one round trip (the statement prepared first, so
+                    // that it is sent before COMMIT).
+                    let statement = events_statement(tx).await?;
+                    let rows = [&event];
+                    futures_util::try_join!(
+                        send_events(tx, &statement, &rows, epoch),
+                        tx.commit()
+                    )?;
                     Ok(event)
                 })
             },
