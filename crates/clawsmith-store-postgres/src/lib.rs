@@ -383,7 +383,8 @@ impl Drop for Tx {
 /// plans a statement anew at every run unless its generic plan looks as cheap as the custom
 /// ones, which it never does for a write's statement of arrays (`unnest`) and CTEs: planning
 /// was a fifth of the server's processor time in an MCP `read_file` call. The store's
-/// statements find rows by key, which a generic plan does as well as a custom one.
+/// statements find rows by key, which a generic plan does as well as a custom one. (The setting
+/// is PostgreSQL 12's: an older server refuses the connection, naming it.)
 fn with_generic_plans(options: Option<&str>) -> String {
     const GENERIC: &str = "-c plan_cache_mode=force_generic_plan";
     match options {
