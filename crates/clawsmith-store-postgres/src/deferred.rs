@@ -20,7 +20,7 @@ pub(crate) enum Pending {
     /// A message (already JSON, masked).
     Message { session: String, json: String },
     /// A turn's checkpoint, then its opening events; the checkpoint is written finished when
-    /// the turn finished before its start was written ([`PgStore::take_finished_turn`]).
+    /// the turn finished before its start was written ([`PgStore::finish_deferred_turn`]).
     Turn {
         session: String,
         turn: String,

@@ -34,8 +34,8 @@
 //!
 //! ## A write's round trips
 //! A write is one transaction begun and ended by hand (`Tx`): BEGIN goes with the lease check
-//! and the numbering, then the waiting records' rows (a statement for the turns' checkpoints,
-//! one for the messages, one for the events) with the write's own statements, and COMMIT goes
+//! and the numbering (one statement), then the waiting records' rows (one statement for the
+//! turns' checkpoints, the messages and the events) with the write's own statements, and COMMIT goes
 //! with the last of them where the write allows it. The server runs one connection's
 //! statements in the order sent and, once one fails, refuses the rest and answers COMMIT with a
 //! rollback, so sending ahead writes nothing a failure should have stopped; a transaction whose
@@ -802,10 +802,15 @@ pub(crate) async fn prepared(
 /// whether another writer waits for it.
 type LeaseRow = (i64, Option<String>, bool, i64, bool);
 
-/// The columns of [`LeaseRow`], of the lease row `l`, the holder asking being `$2`.
-const LEASE_COLUMNS: &str = "l.epoch, l.holder, l.expires_at > now(),
-     GREATEST(0, extract(epoch FROM l.expires_at - now()))::bigint,
-     l.wanted_until > now() AND l.wanted_by IS DISTINCT FROM $2";
+/// The columns of [`LeaseRow`], of the lease row `l`, the holder asking being `$2` (a literal,
+/// so that the statements using it are spelled at compile time, not formatted at every write).
+macro_rules! lease_columns {
+    () => {
+        "l.epoch, l.holder, l.expires_at > now(),
+         GREATEST(0, extract(epoch FROM l.expires_at - now()))::bigint,
+         l.wanted_until > now() AND l.wanted_by IS DISTINCT FROM $2"
+    };
+}
 
 fn lease_row(row: &tokio_postgres::Row, first: usize) -> Option<LeaseRow> {
     Some((
@@ -829,8 +834,10 @@ async fn fence(
 ) -> Result<(i64, Option<bool>), StoreError> {
     let statement = prepared(
         tx,
-        &format!(
-            "SELECT {LEASE_COLUMNS} FROM clawsmith_leases l WHERE l.session_id = $1 FOR SHARE"
+        concat!(
+            "SELECT ",
+            lease_columns!(),
+            " FROM clawsmith_leases l WHERE l.session_id = $1 FOR SHARE"
         ),
         "checking the session's lease",
     )
@@ -857,14 +864,15 @@ async fn fence_and_number(
 ) -> Result<((i64, Option<bool>), (i64, i64)), StoreError> {
     let statement = prepared(
         tx,
-        &format!(
+        concat!(
             "WITH numbered AS (
                UPDATE clawsmith_sessions
                SET next_index = next_index + $3, next_sequence = next_sequence + $4
                WHERE id = $1
                RETURNING next_index - $3 AS idx, next_sequence - $4 AS seq)
-             SELECT n.idx, n.seq, {LEASE_COLUMNS}
-             FROM (SELECT 1) AS one
+             SELECT n.idx, n.seq, ",
+            lease_columns!(),
+            " FROM (SELECT 1) AS one
                LEFT JOIN numbered n ON true
                LEFT JOIN (SELECT * FROM clawsmith_leases WHERE session_id = $1 FOR SHARE) l
                  ON true"
