@@ -34,6 +34,9 @@ pub(crate) enum Pending {
         payload: Box<EventPayload>,
         timestamp_ms: u64,
         stored: Arc<OnceLock<Event>>,
+        /// Written by the write that took it or not at all (an append, a turn's
+        /// `turn.completed`): a failed write does not leave it waiting.
+        at_once: bool,
     },
 }
 
@@ -190,6 +193,7 @@ pub(crate) async fn send(
                 payload,
                 timestamp_ms,
                 stored: slot,
+                ..
             } => {
                 events.push((
                     Arc::clone(slot),
@@ -282,36 +286,32 @@ fn turn_exists(error: &tokio_postgres::Error, turns: &[CheckpointRow<'_>]) -> Op
 }
 
 impl PgStore {
-    fn defer(&self, records: impl IntoIterator<Item = Pending>) {
+    /// The records waiting, locked.
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
         self.inner
             .pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .extend(records);
+    }
+
+    fn defer(&self, records: impl IntoIterator<Item = Pending>) {
+        self.queue().extend(records);
     }
 
     /// The records waiting, taken out of the queue (a write that takes them puts them back
     /// with [`PgStore::put_back`] when it fails).
     pub(crate) fn take_pending(&self) -> Vec<Pending> {
-        std::mem::take(
-            &mut *self
-                .inner
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        std::mem::take(&mut *self.queue())
     }
 
-    /// Puts records a failed write had taken back at the head of the queue.
+    /// Puts records a failed write had taken back at the head of the queue, but for those
+    /// written at once or not at all.
     pub(crate) fn put_back(&self, mut records: Vec<Pending>) {
+        records.retain(|record| !matches!(record, Pending::Event { at_once: true, .. }));
         if records.is_empty() {
             return;
         }
-        let mut pending = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut pending = self.queue();
         records.append(&mut pending);
         *pending = records;
     }
@@ -331,11 +331,7 @@ impl PgStore {
     ) -> Result<Option<(TurnManifest, Option<Event>)>, StoreError> {
         let slot = completed.as_ref().map(|_| Arc::new(OnceLock::new()));
         let records = {
-            let mut pending = self
-                .inner
-                .pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut pending = self.queue();
             let Some(finished) = pending.iter_mut().find_map(|record| match record {
                 Pending::Turn {
                     session,
@@ -354,19 +350,24 @@ impl PgStore {
                     payload: Box::new(payload.clone()),
                     timestamp_ms: *timestamp_ms,
                     stored: Arc::clone(slot),
+                    at_once: true,
                 });
             }
             std::mem::take(&mut *pending)
         };
-        let written = self.write_records(
-            "finishing a turn",
-            session_id,
-            Take::default(),
-            records,
-            |tx, _, _| Box::pin(tx.commit()),
-        );
+        let written = if records.iter().all(|record| record.session() == session_id) {
+            self.write_only_records("finishing a turn", session_id, records)
+        } else {
+            self.write_records(
+                "finishing a turn",
+                session_id,
+                Take::default(),
+                records,
+                |tx, _, _| Box::pin(tx.commit()),
+            )
+        };
         if let Err(error) = written {
-            self.unfinish_deferred_turn(session_id, turn_id, slot.as_ref());
+            self.unfinish_deferred_turn(session_id, turn_id);
             return Err(error);
         }
         let event = match slot {
@@ -385,21 +386,8 @@ impl PgStore {
     }
 
     /// Undoes [`PgStore::finish_deferred_turn`]'s marks on records that wait again.
-    fn unfinish_deferred_turn(
-        &self,
-        session_id: &str,
-        turn_id: &str,
-        slot: Option<&Arc<OnceLock<Event>>>,
-    ) {
-        let mut pending = self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        pending.retain(|record| {
-            !matches!((record, slot), (Pending::Event { stored, .. }, Some(slot))
-                      if Arc::ptr_eq(stored, slot))
-        });
+    fn unfinish_deferred_turn(&self, session_id: &str, turn_id: &str) {
+        let mut pending = self.queue();
         for record in pending.iter_mut() {
             if let Pending::Turn {
                 session,
@@ -417,32 +405,18 @@ impl PgStore {
 
     /// Whether the start of `turn_id` waits in this store.
     pub(crate) fn defers_turn(&self, session_id: &str, turn_id: &str) -> bool {
-        self.inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .any(|record| {
-                matches!(record, Pending::Turn { session, turn, .. }
+        self.queue().iter().any(|record| {
+            matches!(record, Pending::Turn { session, turn, .. }
                          if session == session_id && turn == turn_id)
-            })
+        })
     }
 
     pub(crate) fn pending_count(&self) -> usize {
-        self.inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.queue().len()
     }
 
     pub(crate) fn has_pending(&self) -> bool {
-        !self
-            .inner
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_empty()
+        !self.queue().is_empty()
     }
 
     /// Writes what waits, alone: one transaction per session they belong to, in order.
@@ -460,13 +434,8 @@ impl PgStore {
                 .filter(|record| record.as_ref().is_some_and(|r| r.session() == session))
                 .filter_map(Option::take)
                 .collect();
-            if let Err(error) = self.write_with(
-                "writing deferred records",
-                &session,
-                Take::default(),
-                group,
-                |_, _, _| Box::pin(async { Ok(()) }),
-            ) {
+            if let Err(error) = self.write_only_records("writing deferred records", &session, group)
+            {
                 // `write_with` put the group back; the groups after it follow it.
                 // What is left waits for the next write, in its order.
                 self.put_back(records.into_iter().flatten().collect());
@@ -474,6 +443,199 @@ impl PgStore {
             }
         }
         Ok(())
+    }
+}
+
+impl PgStore {
+    /// Appends an event as a record written at once, after the records waiting (all of
+    /// `session_id`), in their transaction; the payload back, unsent, when records of another
+    /// session wait (those are written alone first, by the general way). A failed append
+    /// leaves no trace of the event among the records that wait again (it is written at once
+    /// or not at all).
+    pub(crate) fn append_as_record(
+        &self,
+        session_id: &str,
+        payload: EventPayload,
+        timestamp_ms: u64,
+    ) -> Result<Result<Event, StoreError>, Box<EventPayload>> {
+        let slot = Arc::new(OnceLock::new());
+        let records = {
+            let mut pending = self.queue();
+            if pending.iter().any(|record| record.session() != session_id) {
+                return Err(Box::new(payload));
+            }
+            let mut records = std::mem::take(&mut *pending);
+            records.push(Pending::Event {
+                session: session_id.to_owned(),
+                payload: Box::new(payload),
+                timestamp_ms,
+                stored: Arc::clone(&slot),
+                at_once: true,
+            });
+            records
+        };
+        if let Err(error) = self.write_only_records("appending an event", session_id, records) {
+            return Ok(Err(error));
+        }
+        Ok(slot.get().cloned().ok_or_else(|| StoreError::Backend {
+            context: "appending an event",
+            message: "the event was not written".to_owned(),
+        }))
+    }
+}
+
+/// How a write on numbers known beforehand ended short of writing.
+enum Unwritten {
+    /// The session's counters were not where this store thought: nothing was written, and the
+    /// records are handed back to be written as any other write does.
+    Moved(Vec<Pending>),
+    /// Why it failed; the records wait again or went with it, as for [`PgStore::write_with`].
+    Failed(StoreError),
+}
+
+impl PgStore {
+    /// Writes `records`, all of `session_id`, in one transaction of their own. When this store
+    /// holds the session's lease and knows its next numbers (its last write left them), BEGIN,
+    /// the lease check on those numbers, the records and COMMIT go in one round trip
+    /// ([`PgStore::write_known`]); otherwise, or when the numbers moved, as any write.
+    pub(crate) fn write_only_records(
+        &self,
+        context: &'static str,
+        session_id: &str,
+        records: Vec<Pending>,
+    ) -> Result<(), StoreError> {
+        let records = match self.known_next(session_id) {
+            Some((epoch, next)) => {
+                match self.write_known(context, session_id, epoch, next, records) {
+                    Ok(()) => return Ok(()),
+                    Err(Unwritten::Failed(error)) => return Err(error),
+                    Err(Unwritten::Moved(records)) => {
+                        self.saw_next(session_id, epoch, None);
+                        records
+                    }
+                }
+            }
+            None => records,
+        };
+        self.write_with(context, session_id, Take::default(), records, |tx, _, _| {
+            Box::pin(tx.commit())
+        })
+    }
+
+    /// Writes `records` under `epoch` numbered from `next`, sent in one round trip with BEGIN,
+    /// the lease check and COMMIT: the server's `clawsmith_fence_known_numbers` takes the
+    /// numbers only if they are still next and the lease is still this store's at `epoch`, and
+    /// otherwise fails the transaction before the records' statement runs (the server runs a
+    /// connection's statements in order and refuses the rest of a failed transaction).
+    fn write_known(
+        &self,
+        context: &'static str,
+        session_id: &str,
+        epoch: i64,
+        next: (i64, i64),
+        records: Vec<Pending>,
+    ) -> Result<(), Unwritten> {
+        let pool = self.inner.pool.clone();
+        let holder = self.inner.holder.clone();
+        let session = session_id.to_owned();
+        let take = takes(&records);
+        let records = Arc::new(records);
+        let written = Arc::clone(&records);
+        // A failure is the records' own (`true`: the lease, their rows) or not (the
+        // connection, the commit), as in `write_with`.
+        let result = self.run_raw(async move {
+            let tx = match crate::connect(&pool, context).await {
+                Ok(client) => crate::Tx::on(client),
+                Err(error) => return Ok(Err(Refused::Error(error, false))),
+            };
+            let outcome = async {
+                let innocent = |error| Refused::Error(error, false);
+                let statements = Statements::prepare(&tx).await.map_err(innocent)?;
+                let fence = prepared(
+                    &tx,
+                    "SELECT clawsmith_fence_known_numbers($1, $2, $3, $4, $5, $6, $7)",
+                    "checking the session's lease",
+                )
+                .await
+                .map_err(innocent)?;
+                let parameters: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+                    &session,
+                    &holder,
+                    &epoch,
+                    &next.0,
+                    &next.1,
+                    &take.messages,
+                    &take.events,
+                ];
+                let (begun, fenced, stored, committed) = futures_util::join!(
+                    tx.begin(),
+                    tx.query_one(&fence, &parameters),
+                    send(&tx, &statements, &written, epoch, next),
+                    tx.commit(),
+                );
+                begun.map_err(crate::pg(context)).map_err(innocent)?;
+                let wanted: bool = match fenced {
+                    Ok(row) => row.get(0),
+                    Err(error) => return Err(fence_refused(error, &session, epoch)),
+                };
+                let stored = stored.map_err(|error| Refused::Error(error, true))?;
+                committed.map_err(innocent)?;
+                Ok((stored, wanted))
+            };
+            let outcome = outcome.await;
+            if outcome.is_err() {
+                tx.rollback().await;
+            }
+            Ok(outcome)
+        });
+        let refused = match result {
+            Ok(Ok((stored, wanted))) => {
+                for (slot, event) in stored {
+                    let _ = slot.set(event);
+                }
+                self.saw_wanted(session_id, wanted);
+                self.saw_next(
+                    session_id,
+                    epoch,
+                    Some((next.0 + take.messages, next.1 + take.events)),
+                );
+                return Ok(());
+            }
+            Ok(Err(refused)) => refused,
+            Err(error) => Refused::Error(error, false),
+        };
+        let records = Arc::try_unwrap(records).unwrap_or_else(|shared| (*shared).clone());
+        match refused {
+            Refused::Moved => Err(Unwritten::Moved(records)),
+            Refused::Error(error, theirs) => {
+                if !theirs || may_pass(&error) {
+                    self.put_back(records);
+                }
+                Err(Unwritten::Failed(error))
+            }
+        }
+    }
+}
+
+/// Why [`PgStore::write_known`]'s transaction wrote nothing.
+enum Refused {
+    Moved,
+    /// The error, and whether it is the records' own.
+    Error(StoreError, bool),
+}
+
+/// What the server's refusal of a lease check on known numbers means.
+fn fence_refused(error: tokio_postgres::Error, session_id: &str, epoch: i64) -> Refused {
+    match error.code().map(tokio_postgres::error::SqlState::code) {
+        Some("CS001") => Refused::Error(
+            StoreError::LeaseLost {
+                session_id: session_id.to_owned(),
+                epoch: u64::try_from(epoch).unwrap_or(0),
+            },
+            true,
+        ),
+        Some("CS002") => Refused::Moved,
+        _ => Refused::Error(crate::pg("checking the session's lease")(error), false),
     }
 }
 
@@ -527,6 +689,7 @@ impl DeferredRecords for PgStore {
             payload: Box::new(started),
             timestamp_ms,
             stored: Arc::clone(&slot),
+            at_once: false,
         }]));
         Ok(DeferredEvent::new(slot))
     }
@@ -550,6 +713,7 @@ impl DeferredRecords for PgStore {
                 payload: Box::new(completed),
                 timestamp_ms,
                 stored: Arc::clone(&slot),
+                at_once: false,
             },
         ]);
         Ok(DeferredEvent::new(slot))

@@ -41,8 +41,16 @@
 //! rollback, so sending ahead writes nothing a failure should have stopped; a transaction whose
 //! end the server did not acknowledge closes its connection rather than going back to the
 //! pool. A turn of reads (its start still waiting when it finishes) is written in its finish:
-//! the checkpoint already finished and `turn.completed` among the records, two round trips in
-//! all.
+//! the checkpoint already finished and `turn.completed` among the records.
+//!
+//! A write of records alone (a turn of reads, an append, deferred records written before a
+//! read) by the lease's holder is one round trip once the holder knows the session's next
+//! numbers, which its last write left (nobody else writes while it holds the lease): BEGIN,
+//! the lease check on those numbers, the records and COMMIT are sent together. The check is a function of the
+//! schema (`clawsmith_fence_known_numbers`) that takes the numbers only if they are still next
+//! and the lease is still this holder's at its epoch, and otherwise fails the transaction
+//! before the records run: CS001 is a lost lease; CS002 means the numbers moved (an undo set
+//! the counters back), and the write is sent again the general way, which asks for them.
 //!
 //! ## Turns and checkpoints
 //! A turn's checkpoint, the state of each path before its first change (a blob, committed before
@@ -73,9 +81,8 @@
 //! A round trip to the server is what a write costs here, so records that guard no side effect
 //! (a turn's start, a read's start and close, a message) wait in the store, as they do in the
 //! SQLite store, and its next write writes them first in the same transaction, their rows sent
-//! together: an MCP `read_file` is one transaction of two round trips. A read of the store
-//! writes them first, so
-//! a process reads what it did; other hosts see them once that write commits. A failed write
+//! together: an MCP `read_file` is one transaction in one round trip. A read of the store
+//! writes them first, so a process reads what it did; other hosts see them once that write commits. A failed write
 //! leaves them waiting, unless they can never be written (their session was taken over): those
 //! go with the refused write, so one lost session does not stop the store's other sessions.
 //!
@@ -236,6 +243,10 @@ struct Held {
     /// Whether another writer waited for the lease, and when that was read (by a write's
     /// lease check, or by [`PgStore::wanted`]).
     wanted: Option<(std::time::Instant, bool)>,
+    /// The session's next message index and event sequence as this store's last write left
+    /// them: a write of records sends its rows with its lease check on these numbers (one
+    /// round trip), and the server refuses it if they moved ([`PgStore::write_known`]).
+    next: Option<(i64, i64)>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -614,13 +625,17 @@ impl PgStore {
         self.inner.options.objects.as_ref()
     }
 
-    /// The epoch and whether it was lost, of the lease this store holds on `session_id`.
-    fn held_epoch(&self, session_id: &str) -> Option<(i64, bool)> {
-        let held = self
-            .inner
+    /// The leases this store holds, locked.
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
+        self.inner
             .held
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The epoch and whether it was lost, of the lease this store holds on `session_id`.
+    fn held_epoch(&self, session_id: &str) -> Option<(i64, bool)> {
+        let held = self.held();
         held.get(session_id)
             .map(|held| (held.epoch, held.lost.load(Ordering::SeqCst)))
     }
@@ -729,7 +744,9 @@ impl PgStore {
                 if !tx.committing.load(Ordering::SeqCst) {
                     tx.commit().await.map_err(innocent)?;
                 }
-                Ok((value, stored, wanted))
+                let next = (all != Take::default())
+                    .then_some((first.0 + all.messages, first.1 + all.events));
+                Ok((value, stored, wanted, (epoch, next)))
             };
             let outcome = outcome.await;
             if outcome.is_err() {
@@ -738,12 +755,15 @@ impl PgStore {
             Ok(outcome)
         });
         match result {
-            Ok(Ok((value, stored, wanted))) => {
+            Ok(Ok((value, stored, wanted, (epoch, next)))) => {
                 for (slot, event) in stored {
                     let _ = slot.set(event);
                 }
                 if let Some(wanted) = wanted {
                     self.saw_wanted(&fenced_session, wanted);
+                }
+                if let Some(next) = next {
+                    self.saw_next(&fenced_session, epoch, Some(next));
                 }
                 Ok(value)
             }
@@ -1250,6 +1270,12 @@ impl SessionStore for PgStore {
         payload: EventPayload,
         timestamp_ms: u64,
     ) -> Result<Event, StoreError> {
+        // With nothing of another session waiting, the event is a record written at once: one
+        // round trip once the holder knows the session's next numbers.
+        let payload = match self.append_as_record(session_id, payload, timestamp_ms) {
+            Ok(event) => return event,
+            Err(unsent) => *unsent,
+        };
         let session = session_id.to_owned();
         self.write(
             "appending an event",
@@ -1437,11 +1463,7 @@ impl SessionStore for PgStore {
 
     fn lease_session(&self, session_id: &str) -> Result<Lease, StoreError> {
         {
-            let mut held = self
-                .inner
-                .held
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut held = self.held();
             if let Some(entry) = held.get_mut(session_id)
                 && !entry.lost.load(Ordering::SeqCst)
             {
@@ -1475,11 +1497,7 @@ impl SessionStore for PgStore {
             self.inner.options.lease_ttl,
             Arc::clone(&lost),
         ));
-        let mut held = self
-            .inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut held = self.held();
         if let Some(old) = held.insert(
             session_id.to_owned(),
             Held {
@@ -1488,6 +1506,7 @@ impl SessionStore for PgStore {
                 lost,
                 renewal,
                 wanted: None,
+                next: None,
             },
         ) {
             old.renewal.abort();
@@ -1763,13 +1782,7 @@ impl PgStore {
     /// [`WANTED_FRESH`] (a holder writing turn after turn asks the server nothing more); a
     /// writer that said so after that check is seen at the next turn.
     fn wanted(&self, session_id: &str) -> Result<bool, StoreError> {
-        let seen = self
-            .inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(session_id)
-            .and_then(|held| held.wanted);
+        let seen = self.held().get(session_id).and_then(|held| held.wanted);
         if let Some((at, wanted)) = seen
             && at.elapsed() < WANTED_FRESH
         {
@@ -1799,15 +1812,26 @@ impl PgStore {
         Ok(wanted)
     }
 
+    /// Notes `session_id`'s next numbers as a write under `epoch` left them (`None`: not known).
+    pub(crate) fn saw_next(&self, session_id: &str, epoch: i64, next: Option<(i64, i64)>) {
+        if let Some(held) = self.held().get_mut(session_id)
+            && held.epoch == epoch
+        {
+            held.next = next;
+        }
+    }
+
+    /// The epoch this store holds `session_id`'s lease at and the session's next numbers as
+    /// its last write left them, when it holds the lease and knows them.
+    pub(crate) fn known_next(&self, session_id: &str) -> Option<(i64, (i64, i64))> {
+        let held = self.held();
+        let held = held.get(session_id)?;
+        Some((held.epoch, held.next?))
+    }
+
     /// Notes whether another writer waits for `session_id`'s lease, as read now.
     fn saw_wanted(&self, session_id: &str, wanted: bool) {
-        if let Some(held) = self
-            .inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(session_id)
-        {
+        if let Some(held) = self.held().get_mut(session_id) {
             held.wanted = Some((std::time::Instant::now(), wanted));
         }
     }
@@ -1816,11 +1840,7 @@ impl PgStore {
     /// the waiter may take it as soon as this returns.
     fn release_now(&self, session_id: &str, epoch: i64) -> Result<(), StoreError> {
         {
-            let mut held = self
-                .inner
-                .held
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut held = self.held();
             match held.get_mut(session_id) {
                 Some(entry) if entry.epoch == epoch && entry.holders > 1 => {
                     // Shared in this process: the others keep it, nothing to give up.
@@ -1883,11 +1903,7 @@ impl PgStore {
 
     /// One holder of `session_id`'s lease is gone; the last one releases the row.
     fn release(&self, session_id: &str, epoch: i64) {
-        let mut held = self
-            .inner
-            .held
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut held = self.held();
         let Some(entry) = held.get_mut(session_id) else {
             return;
         };

@@ -7,7 +7,7 @@ use crate::backend;
 use clawsmith_store::StoreError;
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i32 = 7;
+pub const SCHEMA_VERSION: i32 = 8;
 
 /// The advisory lock every migration runs under (`clawsmith` in ASCII, as a number).
 const MIGRATION_LOCK: i64 = 0x636c_6177_736d_6974;
@@ -235,6 +235,43 @@ const MIGRATIONS: &[&str] = &[
                                 target.tab, target.col);
              END LOOP;
          END IF;
+     END $$;",
+    // 8: the lease check and the numbering of a write whose numbers the writer knows already
+    // (it holds the lease, and its last write left the session's counters where they are), as
+    // one function that refuses on the server: the write's rows are sent with it, in the same
+    // round trip, and a refusal fails the transaction before they run. CS001: the lease is not
+    // held at that epoch by that holder; CS002: the counters are not where the writer thought
+    // (the writer then asks for them, as any other write does). It answers whether another
+    // writer waits for the lease.
+    "CREATE FUNCTION clawsmith_fence_known_numbers(
+         p_session text, p_holder text, p_epoch bigint, p_index bigint, p_sequence bigint,
+         p_messages bigint, p_events bigint)
+     RETURNS boolean
+     LANGUAGE plpgsql AS $$
+     DECLARE
+         numbered integer;
+         lease record;
+     BEGIN
+         UPDATE clawsmith_sessions
+         SET next_index = next_index + p_messages, next_sequence = next_sequence + p_events
+         WHERE id = p_session AND next_index = p_index AND next_sequence = p_sequence;
+         GET DIAGNOSTICS numbered = ROW_COUNT;
+         SELECT l.epoch, l.holder,
+                l.wanted_until > now() AND l.wanted_by IS DISTINCT FROM p_holder AS wanted
+         INTO lease
+         FROM clawsmith_leases l WHERE l.session_id = p_session FOR SHARE;
+         IF NOT FOUND OR lease.epoch IS DISTINCT FROM p_epoch
+            OR lease.holder IS DISTINCT FROM p_holder THEN
+             RAISE EXCEPTION 'the lease of session % is not held at epoch % by %',
+                 p_session, p_epoch, p_holder
+                 USING ERRCODE = 'CS001';
+         END IF;
+         IF numbered = 0 THEN
+             RAISE EXCEPTION 'the numbers of session % are not at % and %',
+                 p_session, p_index, p_sequence
+                 USING ERRCODE = 'CS002';
+         END IF;
+         RETURN COALESCE(lease.wanted, false);
      END $$;",
 ];
 

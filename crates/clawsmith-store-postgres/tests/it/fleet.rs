@@ -169,6 +169,24 @@ fn the_columns_holding_a_calls_contents_compress_with_lz4() {
 
 /// Makes the server refuse every event whose JSON holds `refuse-me` (a trigger raising an
 /// error), as it would refuse a write for a reason of its own.
+/// Defers a turn of one read on session `s`: the turn's start, then the read's message and
+/// start.
+fn defer_turn_of_reads(store: &PgStore, turn: &str) {
+    use clawsmith_store::DeferredRecords;
+
+    store
+        .defer_turn_start("s", turn, vec![started(turn)], 1)
+        .unwrap();
+    store
+        .defer_call_start(
+            "s",
+            Some(&ModelMessage::text(Role::Assistant, "reading")),
+            started(&format!("{turn}-read")),
+            2,
+        )
+        .unwrap();
+}
+
 fn refuse_marked_events(url: &str) {
     run_sql(
         url,
@@ -250,8 +268,6 @@ fn a_finish_the_server_refuses_writes_nothing_and_the_next_goes_through() {
 /// is refused whole.
 #[test]
 fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
-    use clawsmith_store::DeferredRecords;
-
     let Some(base) = postgres("a_turn_of_reads_is_written_whole_in_its_finish") else {
         return;
     };
@@ -276,21 +292,8 @@ fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
             (row.get(0), row.get(1), row.get(2), row.get(3))
         })
     };
-    let defer_turn = |turn: &str| {
-        store
-            .defer_turn_start("s", turn, vec![started(turn)], 1)
-            .unwrap();
-        store
-            .defer_call_start(
-                "s",
-                Some(&ModelMessage::text(Role::Assistant, "reading")),
-                started(&format!("{turn}-read")),
-                2,
-            )
-            .unwrap();
-    };
     refuse_marked_events(&url);
-    defer_turn("t1");
+    defer_turn_of_reads(&store, "t1");
     for _ in 0..2 {
         let refused = store.finish_turn_reading("s", "t1", &|_| None, started("refuse-me"), 3);
         assert!(
@@ -326,7 +329,7 @@ fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
     assert!(kinds[2].1.contains("done"), "{kinds:?}");
 
     // The same turn begun again: refused whole, its records with it; the store goes on.
-    defer_turn("t1");
+    defer_turn_of_reads(&store, "t1");
     let twice = store.finish_turn_reading("s", "t1", &|_| None, started("again"), 4);
     assert!(
         matches!(&twice, Err(StoreError::TurnExists { turn_id, .. }) if turn_id == "t1"),
@@ -340,6 +343,223 @@ fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
             .sequence,
         4
     );
+}
+
+/// A holder that knows its session's next numbers (its last write left them) sends a turn of
+/// reads with its lease check on those numbers. When they moved behind its back the server
+/// refuses that check before the rows run, and the turn is written on the server's numbers;
+/// when the lease went to another holder, nothing is written.
+#[test]
+fn a_turn_of_reads_on_numbers_the_holder_knows_follows_the_server_and_the_lease() {
+    let Some(base) = postgres("a_turn_of_reads_on_numbers_the_holder_knows") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    let turn_of_reads = |turn: &str| {
+        defer_turn_of_reads(&store, turn);
+        store
+            .finish_turn_reading("s", turn, &|_| None, started(&format!("{turn}-done")), 3)
+            .map(|(_, event)| event.sequence)
+    };
+    let written = |url: &str| -> (Vec<i64>, Vec<i64>, (i64, i64)) {
+        crate::with_client(url, |client| async move {
+            let numbers = |rows: Vec<tokio_postgres::Row>| -> Vec<i64> {
+                rows.iter().map(|row| row.get(0)).collect()
+            };
+            let events = client
+                .query(
+                    "SELECT sequence FROM clawsmith_events ORDER BY sequence",
+                    &[],
+                )
+                .await
+                .unwrap();
+            let messages = client
+                .query("SELECT idx FROM clawsmith_messages ORDER BY idx", &[])
+                .await
+                .unwrap();
+            let next = client
+                .query_one(
+                    "SELECT next_index, next_sequence FROM clawsmith_sessions",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (
+                numbers(events),
+                numbers(messages),
+                (next.get(0), next.get(1)),
+            )
+        })
+    };
+    assert_eq!(turn_of_reads("t1").unwrap(), 3);
+    assert_eq!(turn_of_reads("t2").unwrap(), 6);
+    assert_eq!(written(&url), ((1..=6).collect(), vec![0, 1], (2, 7)));
+
+    // The counters moved behind the holder's back: the turn takes the server's numbers.
+    run_sql(
+        &url,
+        &["UPDATE clawsmith_sessions SET next_index = next_index + 2,
+                                         next_sequence = next_sequence + 5"],
+    );
+    assert_eq!(turn_of_reads("t3").unwrap(), 14);
+    assert_eq!(turn_of_reads("t4").unwrap(), 17);
+    let mut sequences: Vec<i64> = (1..=6).collect();
+    sequences.extend(12..=17);
+    assert_eq!(
+        written(&url),
+        (sequences.clone(), vec![0, 1, 4, 5], (6, 18))
+    );
+
+    // The lease went to another holder: the turn is refused and writes nothing.
+    run_sql(
+        &url,
+        &["UPDATE clawsmith_leases SET epoch = epoch + 1, holder = 'another-host:1:1'"],
+    );
+    let lost = turn_of_reads("t5");
+    assert!(
+        matches!(&lost, Err(StoreError::LeaseLost { session_id, .. }) if session_id == "s"),
+        "{lost:?}"
+    );
+    assert_eq!(written(&url), (sequences, vec![0, 1, 4, 5], (6, 18)));
+}
+
+/// An append is written with the records waiting before it, at once or not at all: one the
+/// server refuses leaves no trace (it does not wait to be written by a later write) while the
+/// records before it wait and go with the next append, numbered on without a gap.
+#[test]
+fn a_refused_append_leaves_no_trace_and_the_records_before_it_wait() {
+    use clawsmith_store::DeferredRecords;
+
+    let Some(base) = postgres("a_refused_append_leaves_no_trace") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    refuse_marked_events(&url);
+    assert_eq!(
+        store
+            .append_event("s", started("first"), 1)
+            .unwrap()
+            .sequence,
+        1
+    );
+    let read = store
+        .defer_call_start(
+            "s",
+            Some(&ModelMessage::text(Role::Assistant, "reading")),
+            started("read"),
+            2,
+        )
+        .unwrap();
+    for _ in 0..2 {
+        let refused = store.append_event("s", started("refuse-me"), 3);
+        assert!(
+            matches!(&refused, Err(StoreError::Backend { message, .. }) if message.contains("refused by the test")),
+            "{refused:?}"
+        );
+        assert_eq!(
+            crate::query_text(
+                &url,
+                "SELECT (SELECT count(*) FROM clawsmith_events) || ',' ||
+                        (SELECT count(*) FROM clawsmith_messages) || ',' ||
+                        (SELECT next_sequence FROM clawsmith_sessions)"
+            ),
+            "1,0,2",
+            "nothing of the refused append's transaction"
+        );
+    }
+    assert_eq!(
+        store
+            .append_event("s", started("next"), 4)
+            .unwrap()
+            .sequence,
+        3
+    );
+    assert_eq!(
+        read.stored().map(|event| event.sequence),
+        Some(2),
+        "the waiting read went first"
+    );
+    let kinds: Vec<String> = store
+        .events_page("s", 0, 10)
+        .unwrap()
+        .iter()
+        .map(|event| serde_json::to_string(&event.payload).unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    assert!(
+        kinds[0].contains("first") && kinds[1].contains("read") && kinds[2].contains("next"),
+        "{kinds:?}"
+    );
+    assert_eq!(store.messages("s").unwrap().len(), 1);
+}
+
+/// The server's lease check on numbers a writer knows (`clawsmith_fence_known_numbers`)
+/// refuses, changing nothing, every call but the one naming the lease's epoch and holder and
+/// the session's next numbers: CS001 for the lease, CS002 for the numbers.
+#[test]
+fn the_servers_check_of_known_numbers_refuses_all_but_the_holder_on_the_next_numbers() {
+    let Some(base) = postgres("the_servers_check_of_known_numbers") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    store.create_session("unleased", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    let holder = store.holder().to_owned();
+    let epoch: i64 = crate::query_text(&url, "SELECT epoch::text FROM clawsmith_leases")
+        .parse()
+        .unwrap();
+    let other = format!("{holder}x");
+    // Session, holder, epoch, next index, next sequence, the refusal's code.
+    type Case<'a> = (&'a str, &'a str, i64, i64, i64, Option<&'a str>);
+    let cases: [Case<'_>; 7] = [
+        ("s", &holder, epoch + 1, 0, 1, Some("CS001")),
+        ("s", &holder, epoch - 1, 0, 1, Some("CS001")),
+        ("s", &other, epoch, 0, 1, Some("CS001")),
+        ("unleased", &holder, epoch, 0, 1, Some("CS001")),
+        ("s", &holder, epoch, 1, 1, Some("CS002")),
+        ("s", &holder, epoch, 0, 2, Some("CS002")),
+        ("s", &holder, epoch, 0, 1, None),
+    ];
+    for (session, who, at, index, sequence, refused) in cases {
+        let case = format!("{session} {who} {at} {index} {sequence}");
+        let (session, who) = (session.to_owned(), who.to_owned());
+        let (answer, next) = crate::with_client(&url, |client| async move {
+            let answer = client
+                .query_one(
+                    "SELECT clawsmith_fence_known_numbers($1, $2, $3, $4, $5, 2, 3)",
+                    &[&session, &who, &at, &index, &sequence],
+                )
+                .await
+                .map(|row| row.get::<_, bool>(0))
+                .map_err(|error| error.code().map(|code| code.code().to_owned()));
+            let next = client
+                .query_one(
+                    "SELECT next_index, next_sequence FROM clawsmith_sessions WHERE id = 's'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            (answer, (next.get::<_, i64>(0), next.get::<_, i64>(1)))
+        });
+        match refused {
+            Some(code) => {
+                assert_eq!(answer, Err(Some(code.to_owned())), "{case}");
+                assert_eq!(next, (0, 1), "a refusal takes no number: {case}");
+            }
+            None => {
+                assert_eq!(answer, Ok(false), "no writer waits");
+                assert_eq!(next, (2, 4), "the numbers taken");
+            }
+        }
+    }
 }
 
 /// A holder learns that a writer waits for its lease from its writes' lease checks: right after
