@@ -1270,11 +1270,15 @@ impl SessionStore for PgStore {
         payload: EventPayload,
         timestamp_ms: u64,
     ) -> Result<Event, StoreError> {
-        // With nothing of another session waiting, the event is a record written at once: one
-        // round trip once the holder knows the session's next numbers.
-        let payload = match self.append_as_record(session_id, payload, timestamp_ms) {
-            Ok(event) => return event,
-            Err(unsent) => *unsent,
+        // When this store holds the lease and knows the session's next numbers, and nothing of
+        // another session waits, the event is a record written at once: one round trip.
+        let payload = if self.known_next(session_id).is_some() {
+            match self.append_as_record(session_id, payload, timestamp_ms) {
+                Ok(event) => return event,
+                Err(unsent) => *unsent,
+            }
+        } else {
+            payload
         };
         let session = session_id.to_owned();
         self.write(
