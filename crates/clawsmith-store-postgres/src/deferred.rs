@@ -285,9 +285,57 @@ fn turn_exists(error: &tokio_postgres::Error, turns: &[CheckpointRow<'_>]) -> Op
     })
 }
 
+/// The records waiting for the store's next write, in order, and the turns (session, turn)
+/// whose start a write has taken and not yet landed: until it lands, that turn's checkpoint is
+/// neither waiting here nor committed, and what needs it (the turn's finish, another write of
+/// its session) waits for the landing.
+#[derive(Default)]
+pub(crate) struct Queue {
+    records: Vec<Pending>,
+    flying: Vec<(String, String)>,
+}
+
+impl Queue {
+    /// Every record waiting, taken out, their turns marked as flying.
+    fn take_records(&mut self) -> Vec<Pending> {
+        let records = std::mem::take(&mut self.records);
+        self.flying.extend(turn_keys(&records));
+        records
+    }
+
+    fn flying_in(&self, session_id: &str) -> bool {
+        self.flying.iter().any(|(session, _)| session == session_id)
+    }
+}
+
+impl std::ops::Deref for Queue {
+    type Target = Vec<Pending>;
+
+    fn deref(&self) -> &Vec<Pending> {
+        &self.records
+    }
+}
+
+impl std::ops::DerefMut for Queue {
+    fn deref_mut(&mut self) -> &mut Vec<Pending> {
+        &mut self.records
+    }
+}
+
+/// The (session, turn) of each turn's start among `records`.
+pub(crate) fn turn_keys(records: &[Pending]) -> Vec<(String, String)> {
+    records
+        .iter()
+        .filter_map(|record| match record {
+            Pending::Turn { session, turn, .. } => Some((session.clone(), turn.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 impl PgStore {
     /// The records waiting, locked.
-    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.inner
             .pending
             .lock()
@@ -299,9 +347,39 @@ impl PgStore {
     }
 
     /// The records waiting, taken out of the queue (a write that takes them puts them back
-    /// with [`PgStore::put_back`] when it fails).
+    /// with [`PgStore::put_back`] when it fails, and says when they landed with
+    /// [`PgStore::land_keys`]).
     pub(crate) fn take_pending(&self) -> Vec<Pending> {
-        std::mem::take(&mut *self.queue())
+        self.queue().take_records()
+    }
+
+    /// [`PgStore::take_pending`] for a write of `session_id`, once no turn of that session
+    /// another write took is still on its way: the write may need its checkpoint.
+    pub(crate) fn take_pending_after_landing(&self, session_id: &str) -> Vec<Pending> {
+        let queue = self
+            .inner
+            .landed
+            .wait_while(self.queue(), |queue| queue.flying_in(session_id))
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut queue = queue;
+        queue.take_records()
+    }
+
+    /// Says that the write which took the turns `keys` ([`turn_keys`] of its records) has
+    /// ended (they were written, refused for good, or put back): they are no longer flying.
+    pub(crate) fn land_keys(&self, keys: Vec<(String, String)>) {
+        if keys.is_empty() {
+            return;
+        }
+        {
+            let mut queue = self.queue();
+            for key in keys {
+                if let Some(at) = queue.flying.iter().position(|flying| *flying == key) {
+                    queue.flying.swap_remove(at);
+                }
+            }
+        }
+        self.inner.landed.notify_all();
     }
 
     /// Puts records a failed write had taken back at the head of the queue, but for those
@@ -312,8 +390,8 @@ impl PgStore {
             return;
         }
         let mut pending = self.queue();
-        records.append(&mut pending);
-        *pending = records;
+        records.append(&mut pending.records);
+        pending.records = records;
     }
 
     /// Finishes `turn_id` when its start still waits in this store (`None` when it does not):
@@ -331,7 +409,14 @@ impl PgStore {
     ) -> Result<Option<(TurnManifest, Option<Event>)>, StoreError> {
         let slot = completed.as_ref().map(|_| Arc::new(OnceLock::new()));
         let records = {
-            let mut pending = self.queue();
+            // A turn whose start another write took is finished once that write lands: here if
+            // it put the start back, the general way if it wrote it.
+            let key = (session_id.to_owned(), turn_id.to_owned());
+            let mut pending = self
+                .inner
+                .landed
+                .wait_while(self.queue(), |queue| queue.flying.contains(&key))
+                .unwrap_or_else(PoisonError::into_inner);
             let Some(finished) = pending.iter_mut().find_map(|record| match record {
                 Pending::Turn {
                     session,
@@ -353,7 +438,7 @@ impl PgStore {
                     at_once: true,
                 });
             }
-            std::mem::take(&mut *pending)
+            pending.take_records()
         };
         let written = if records.iter().all(|record| record.session() == session_id) {
             self.write_only_records("finishing a turn", session_id, records)
@@ -438,7 +523,10 @@ impl PgStore {
             {
                 // `write_with` put the group back; the groups after it follow it.
                 // What is left waits for the next write, in its order.
-                self.put_back(records.into_iter().flatten().collect());
+                let rest: Vec<Pending> = records.into_iter().flatten().collect();
+                let flown: Vec<(String, String)> = turn_keys(&rest);
+                self.put_back(rest);
+                self.land_keys(flown);
                 return Err(error);
             }
         }
@@ -464,7 +552,7 @@ impl PgStore {
             if pending.iter().any(|record| record.session() != session_id) {
                 return Err(Box::new(payload));
             }
-            let mut records = std::mem::take(&mut *pending);
+            let mut records = pending.take_records();
             records.push(Pending::Event {
                 session: session_id.to_owned(),
                 payload: Box::new(payload),
@@ -539,6 +627,7 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let session = session_id.to_owned();
         let take = takes(&records);
+        let flown = turn_keys(&records);
         let records = Arc::new(records);
         let written = Arc::clone(&records);
         // A failure is the records' own (`true`: the lease, their rows) or not (the
@@ -599,6 +688,7 @@ impl PgStore {
                     epoch,
                     Some((next.0 + take.messages, next.1 + take.events)),
                 );
+                self.land_keys(flown);
                 return Ok(());
             }
             Ok(Err(refused)) => refused,
@@ -611,6 +701,7 @@ impl PgStore {
                 if !theirs || may_pass(&error) {
                     self.put_back(records);
                 }
+                self.land_keys(flown);
                 Err(Unwritten::Failed(error))
             }
         }

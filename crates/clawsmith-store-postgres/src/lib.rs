@@ -82,9 +82,16 @@
 //! (a turn's start, a read's start and close, a message) wait in the store, as they do in the
 //! SQLite store, and its next write writes them first in the same transaction, their rows sent
 //! together: an MCP `read_file` is one transaction in one round trip. A read of the store
-//! writes them first, so a process reads what it did; other hosts see them once that write commits. A failed write
-//! leaves them waiting, unless they can never be written (their session was taken over): those
-//! go with the refused write, so one lost session does not stop the store's other sessions.
+//! writes them first, so a process reads what it did; other hosts see them once that write
+//! commits. A failed write leaves them waiting, unless they can never be written (their session
+//! was taken over): those go with the refused write, so one lost session does not stop the
+//! store's other sessions.
+//!
+//! Threads of one process share the queue, so a turn's start may be on its way in another
+//! thread's write when the turn finishes or its session is written again: neither waiting in
+//! the queue nor committed. The queue names such turns until their write lands (written,
+//! refused, or put back), and the turn's finish and the session's next writes wait for that,
+//! where the SQLite store's one connection orders them by its lock.
 //!
 //! ## Followers on other hosts
 //! Each commit that adds events notifies the channel `clawsmith_events` with
@@ -231,8 +238,10 @@ struct Inner {
     /// sessions locked for a lease's life.
     releasing: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Records waiting for the store's next write ([`clawsmith_store::DeferredRecords`]), in
-    /// order.
-    pending: Mutex<Vec<deferred::Pending>>,
+    /// order, and the turns whose start a write has taken and not yet landed.
+    pending: Mutex<deferred::Queue>,
+    /// Told when a write that took records has landed (written, refused or put back).
+    landed: std::sync::Condvar,
 }
 
 struct Held {
@@ -513,7 +522,8 @@ impl PgStore {
                 host,
                 held: Mutex::new(HashMap::new()),
                 releasing: Mutex::new(Vec::new()),
-                pending: Mutex::new(Vec::new()),
+                pending: Mutex::new(deferred::Queue::default()),
+                landed: std::sync::Condvar::new(),
             }),
         })
     }
@@ -653,7 +663,8 @@ impl PgStore {
         take: Take,
         body: impl for<'t> FnOnce(&'t Tx, i64, (i64, i64)) -> Written<'t, T> + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.write_records(context, session_id, take, self.take_pending(), body)
+        let records = self.take_pending_after_landing(session_id);
+        self.write_records(context, session_id, take, records, body)
     }
 
     /// [`PgStore::write`] with the waiting records already taken (`records`).
@@ -696,6 +707,7 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let session_id = session_id.to_owned();
         let before = deferred::takes(&records);
+        let flown = deferred::turn_keys(&records);
         let records = Arc::new(records);
         let written = Arc::clone(&records);
         let fenced_session = session_id.clone();
@@ -754,7 +766,7 @@ impl PgStore {
             }
             Ok(outcome)
         });
-        match result {
+        let outcome = match result {
             Ok(Ok((value, stored, wanted, (epoch, next)))) => {
                 for (slot, event) in stored {
                     let _ = slot.set(event);
@@ -782,7 +794,9 @@ impl PgStore {
                 self.put_back(records);
                 Err(error)
             }
-        }
+        };
+        self.land_keys(flown);
+        outcome
     }
 }
 

@@ -426,6 +426,128 @@ fn a_turn_of_reads_on_numbers_the_holder_knows_follows_the_server_and_the_lease(
     assert_eq!(written(&url), (sequences, vec![0, 1, 4, 5], (6, 18)));
 }
 
+/// A turn finished while another thread's write carries its start (taken from the records
+/// waiting, not yet committed: the server holds that write for half a second) waits for that
+/// write to land, then finishes the turn it wrote.
+#[test]
+fn a_turn_finished_while_another_write_carries_its_start_waits_for_it() {
+    use clawsmith_store::DeferredRecords;
+
+    let Some(base) = postgres("a_turn_finished_while_another_write_carries_its_start") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    run_sql(
+        &url,
+        &[
+            "CREATE FUNCTION slow_checkpoint() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.turn_id = 'slow' THEN
+                     PERFORM pg_sleep(0.5);
+                 END IF;
+                 RETURN NEW;
+             END $$",
+            "CREATE TRIGGER slow_checkpoint BEFORE INSERT ON clawsmith_checkpoints
+             FOR EACH ROW EXECUTE FUNCTION slow_checkpoint()",
+        ],
+    );
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    store
+        .defer_turn_start("s", "slow", vec![started("slow")], 1)
+        .unwrap();
+    let (appended, finished) = std::thread::scope(|scope| {
+        let carrier = scope.spawn(|| store.append_event("s", started("carrier"), 2));
+        std::thread::sleep(Duration::from_millis(150));
+        let finished = store.finish_turn_reading("s", "slow", &|_| None, started("done"), 3);
+        (carrier.join().unwrap(), finished)
+    });
+    assert_eq!(appended.unwrap().sequence, 2, "after the turn's start");
+    let (_, done) = finished.unwrap();
+    assert_eq!(done.sequence, 3);
+    assert_eq!(
+        crate::query_text(
+            &url,
+            "SELECT state || ':' || (finished_at_ms IS NOT NULL)::text FROM clawsmith_checkpoints"
+        ),
+        "finished:true"
+    );
+}
+
+/// Threads of one holder racing on its session: appends and turns of reads at once, each
+/// write on the numbers the store last saw (which another thread may just have taken). Every
+/// write goes through, and the session's numbers are gap-free and each given once.
+#[test]
+fn writers_of_one_holder_racing_on_known_numbers_give_each_number_once() {
+    use clawsmith_store::DeferredRecords;
+
+    let Some(base) = postgres("writers_of_one_holder_racing_on_known_numbers") else {
+        return;
+    };
+    let (url, open) = migrated(&base, PgOptions::default());
+    let store = open();
+    store.create_session("s", "/ws").unwrap();
+    let _lease = store.lease_session("s").unwrap();
+    let (threads, each): (usize, usize) = (4, 40);
+    let mut given: Vec<u64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|thread| {
+                let store = Arc::clone(&store);
+                scope.spawn(move || {
+                    let mut given = Vec::new();
+                    for n in 0..each {
+                        let name = format!("{thread}-{n}");
+                        if n % 2 == 0 {
+                            // A turn of reads deferred and finished by this thread; its records
+                            // may be taken by another thread's write in between.
+                            store
+                                .defer_turn_start("s", &name, vec![started(&name)], 1)
+                                .unwrap();
+                            let (_, done) = store
+                                .finish_turn_reading("s", &name, &|_| None, started("done"), 2)
+                                .unwrap();
+                            given.push(done.sequence);
+                        } else {
+                            given
+                                .push(store.append_event("s", started(&name), 1).unwrap().sequence);
+                        }
+                    }
+                    given
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    given.sort_unstable();
+    let returned = given.len();
+    given.dedup();
+    assert_eq!(given.len(), returned, "a number given twice");
+    let stored: Vec<i64> = crate::with_client(&url, |client| async move {
+        client
+            .query(
+                "SELECT sequence FROM clawsmith_events ORDER BY sequence",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    });
+    // Each turn of reads wrote its start and its end.
+    let turns = threads * each.div_ceil(2);
+    let expected: Vec<i64> = (1..=i64::try_from(returned + turns).unwrap()).collect();
+    assert_eq!(stored, expected, "gap-free, each once");
+    assert_eq!(
+        crate::query_text(&url, "SELECT next_sequence::text FROM clawsmith_sessions"),
+        (returned + turns + 1).to_string()
+    );
+}
+
 /// An append is written with the records waiting before it, at once or not at all: one the
 /// server refuses leaves no trace (it does not wait to be written by a later write) while the
 /// records before it wait and go with the next append, numbered on without a gap.
