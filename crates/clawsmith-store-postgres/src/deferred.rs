@@ -356,13 +356,11 @@ impl PgStore {
     /// [`PgStore::take_pending`] for a write of `session_id`, once no turn of that session
     /// another write took is still on its way: the write may need its checkpoint.
     pub(crate) fn take_pending_after_landing(&self, session_id: &str) -> Vec<Pending> {
-        let queue = self
-            .inner
+        self.inner
             .landed
             .wait_while(self.queue(), |queue| queue.flying_in(session_id))
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut queue = queue;
-        queue.take_records()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_records()
     }
 
     /// Says that the write which took the turns `keys` ([`turn_keys`] of its records) has
@@ -382,10 +380,17 @@ impl PgStore {
         self.inner.landed.notify_all();
     }
 
-    /// Puts records a failed write had taken back at the head of the queue, but for those
-    /// written at once or not at all.
+    /// Puts records a failed write had taken back at the head of the queue as they were before
+    /// it: but for those written at once or not at all, and with their turns open again (a
+    /// turn's finish marks its start finished just before it takes it). This happens under the
+    /// queue's lock, so no other write takes them half restored.
     pub(crate) fn put_back(&self, mut records: Vec<Pending>) {
         records.retain(|record| !matches!(record, Pending::Event { at_once: true, .. }));
+        for record in &mut records {
+            if let Pending::Turn { finished_at_ms, .. } = record {
+                *finished_at_ms = None;
+            }
+        }
         if records.is_empty() {
             return;
         }
@@ -451,10 +456,8 @@ impl PgStore {
                 |tx, _, _| Box::pin(tx.commit()),
             )
         };
-        if let Err(error) = written {
-            self.unfinish_deferred_turn(session_id, turn_id);
-            return Err(error);
-        }
+        // A failed write put the records back with the turn open and without `completed`.
+        written?;
         let event = match slot {
             Some(slot) => Some(slot.get().cloned().ok_or_else(|| StoreError::Backend {
                 context: "finishing a turn",
@@ -468,24 +471,6 @@ impl PgStore {
             files: Vec::new(),
         };
         Ok(Some((manifest, event)))
-    }
-
-    /// Undoes [`PgStore::finish_deferred_turn`]'s marks on records that wait again.
-    fn unfinish_deferred_turn(&self, session_id: &str, turn_id: &str) {
-        let mut pending = self.queue();
-        for record in pending.iter_mut() {
-            if let Pending::Turn {
-                session,
-                turn,
-                finished_at_ms,
-                ..
-            } = record
-                && session == session_id
-                && turn == turn_id
-            {
-                *finished_at_ms = None;
-            }
-        }
     }
 
     /// Whether the start of `turn_id` waits in this store.
@@ -521,7 +506,7 @@ impl PgStore {
                 .collect();
             if let Err(error) = self.write_only_records("writing deferred records", &session, group)
             {
-                // `write_with` put the group back; the groups after it follow it.
+                // The failed write put the group back; the groups after it follow it.
                 // What is left waits for the next write, in its order.
                 let rest: Vec<Pending> = records.into_iter().flatten().collect();
                 let flown: Vec<(String, String)> = turn_keys(&rest);

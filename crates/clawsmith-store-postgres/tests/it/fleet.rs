@@ -343,6 +343,28 @@ fn a_turn_of_reads_is_written_whole_in_its_finish_or_not_at_all() {
             .sequence,
         4
     );
+
+    // A refused finish leaves its turn open: another kind of write takes the records next and
+    // writes the turn open, and the turn's finish then closes it.
+    defer_turn_of_reads(&store, "t2");
+    let refused = store.finish_turn_reading("s", "t2", &|_| None, started("refuse-me"), 6);
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(
+        store
+            .append_event("s", started("between"), 7)
+            .unwrap()
+            .sequence,
+        7,
+        "after the turn's start (5) and its read's (6)"
+    );
+    let t2 = "SELECT state || ':' || (finished_at_ms IS NOT NULL)::text
+              FROM clawsmith_checkpoints WHERE turn_id = 't2'";
+    assert_eq!(crate::query_text(&url, t2), "open:false");
+    let (_, done) = store
+        .finish_turn_reading("s", "t2", &|_| None, started("t2 done"), 8)
+        .unwrap();
+    assert_eq!(done.sequence, 8);
+    assert_eq!(crate::query_text(&url, t2), "finished:true");
 }
 
 /// A holder that knows its session's next numbers (its last write left them) sends a turn of
