@@ -46,11 +46,12 @@
 //! A write of records alone (a turn of reads, an append, deferred records written before a
 //! read) by the lease's holder is one round trip once the holder knows the session's next
 //! numbers, which its last write left (nobody else writes while it holds the lease): BEGIN,
-//! the lease check on those numbers, the records and COMMIT are sent together. The check is a function of the
-//! schema (`clawsmith_fence_known_numbers`) that takes the numbers only if they are still next
-//! and the lease is still this holder's at its epoch, and otherwise fails the transaction
-//! before the records run: CS001 is a lost lease; CS002 means the numbers moved (an undo set
-//! the counters back), and the write is sent again the general way, which asks for them.
+//! the lease check on those numbers, the records and COMMIT are sent together. The check is a
+//! function of the schema (`clawsmith_fence_known_numbers`) that takes the numbers only if
+//! they are still next and the lease is still this holder's at its epoch, and otherwise fails
+//! the transaction before the records run: CS001 is a lost lease; CS002 means the numbers
+//! moved (an undo set the counters back, or another thread of this process took them first),
+//! and the write is sent again the general way, which asks for them.
 //!
 //! ## Turns and checkpoints
 //! A turn's checkpoint, the state of each path before its first change (a blob, committed before
