@@ -322,6 +322,26 @@ impl std::ops::DerefMut for Queue {
     }
 }
 
+/// The turns a write took, landed when it is dropped (after the write put back what it puts
+/// back), so that a write that ends any way, a panic included, never leaves them flying.
+pub(crate) struct Flown<'a> {
+    store: &'a PgStore,
+    keys: Vec<(String, String)>,
+}
+
+impl Flown<'_> {
+    /// Hands the turns on to the write that takes the records over: nothing lands here.
+    fn hand_on(mut self) {
+        self.keys.clear();
+    }
+}
+
+impl Drop for Flown<'_> {
+    fn drop(&mut self) {
+        self.store.land_keys(std::mem::take(&mut self.keys));
+    }
+}
+
 /// The (session, turn) of each turn's start among `records`.
 pub(crate) fn turn_keys(records: &[Pending]) -> Vec<(String, String)> {
     records
@@ -347,8 +367,8 @@ impl PgStore {
     }
 
     /// The records waiting, taken out of the queue (a write that takes them puts them back
-    /// with [`PgStore::put_back`] when it fails, and says when they landed with
-    /// [`PgStore::land_keys`]).
+    /// with [`PgStore::put_back`] when it fails, and lands their turns when it ends:
+    /// [`PgStore::flown`]).
     pub(crate) fn take_pending(&self) -> Vec<Pending> {
         self.queue().take_records()
     }
@@ -363,9 +383,17 @@ impl PgStore {
             .take_records()
     }
 
+    /// The turns of `records`, a write's, to land when it ends ([`Flown`]).
+    pub(crate) fn flown(&self, records: &[Pending]) -> Flown<'_> {
+        Flown {
+            store: self,
+            keys: turn_keys(records),
+        }
+    }
+
     /// Says that the write which took the turns `keys` ([`turn_keys`] of its records) has
     /// ended (they were written, refused for good, or put back): they are no longer flying.
-    pub(crate) fn land_keys(&self, keys: Vec<(String, String)>) {
+    fn land_keys(&self, keys: Vec<(String, String)>) {
         if keys.is_empty() {
             return;
         }
@@ -509,9 +537,8 @@ impl PgStore {
                 // The failed write put the group back; the groups after it follow it.
                 // What is left waits for the next write, in its order.
                 let rest: Vec<Pending> = records.into_iter().flatten().collect();
-                let flown: Vec<(String, String)> = turn_keys(&rest);
+                let _flown = self.flown(&rest);
                 self.put_back(rest);
-                self.land_keys(flown);
                 return Err(error);
             }
         }
@@ -612,7 +639,7 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let session = session_id.to_owned();
         let take = takes(&records);
-        let flown = turn_keys(&records);
+        let flown = self.flown(&records);
         let records = Arc::new(records);
         let written = Arc::clone(&records);
         // A failure is the records' own (`true`: the lease, their rows) or not (the
@@ -673,7 +700,6 @@ impl PgStore {
                     epoch,
                     Some((next.0 + take.messages, next.1 + take.events)),
                 );
-                self.land_keys(flown);
                 return Ok(());
             }
             Ok(Err(refused)) => refused,
@@ -681,12 +707,14 @@ impl PgStore {
         };
         let records = Arc::try_unwrap(records).unwrap_or_else(|shared| (*shared).clone());
         match refused {
-            Refused::Moved => Err(Unwritten::Moved(records)),
+            Refused::Moved => {
+                flown.hand_on();
+                Err(Unwritten::Moved(records))
+            }
             Refused::Error(error, theirs) => {
                 if !theirs || may_pass(&error) {
                     self.put_back(records);
                 }
-                self.land_keys(flown);
                 Err(Unwritten::Failed(error))
             }
         }

@@ -708,7 +708,8 @@ impl PgStore {
         let holder = self.inner.holder.clone();
         let session_id = session_id.to_owned();
         let before = deferred::takes(&records);
-        let flown = deferred::turn_keys(&records);
+        // Dropped last, after the records are put back if they are.
+        let _flown = self.flown(&records);
         let records = Arc::new(records);
         let written = Arc::clone(&records);
         let fenced_session = session_id.clone();
@@ -767,7 +768,7 @@ impl PgStore {
             }
             Ok(outcome)
         });
-        let outcome = match result {
+        match result {
             Ok(Ok((value, stored, wanted, (epoch, next)))) => {
                 for (slot, event) in stored {
                     let _ = slot.set(event);
@@ -795,9 +796,7 @@ impl PgStore {
                 self.put_back(records);
                 Err(error)
             }
-        };
-        self.land_keys(flown);
-        outcome
+        }
     }
 }
 
