@@ -308,17 +308,13 @@ impl Queue {
     }
 }
 
+/// The records, to read: taking them goes through [`Queue::take_records`], which marks their
+/// turns as flying.
 impl std::ops::Deref for Queue {
     type Target = Vec<Pending>;
 
     fn deref(&self) -> &Vec<Pending> {
         &self.records
-    }
-}
-
-impl std::ops::DerefMut for Queue {
-    fn deref_mut(&mut self) -> &mut Vec<Pending> {
-        &mut self.records
     }
 }
 
@@ -363,7 +359,7 @@ impl PgStore {
     }
 
     fn defer(&self, records: impl IntoIterator<Item = Pending>) {
-        self.queue().extend(records);
+        self.queue().records.extend(records);
     }
 
     /// The records waiting, taken out of the queue (a write that takes them puts them back
@@ -450,7 +446,7 @@ impl PgStore {
                 .landed
                 .wait_while(self.queue(), |queue| queue.flying.contains(&key))
                 .unwrap_or_else(PoisonError::into_inner);
-            let Some(finished) = pending.iter_mut().find_map(|record| match record {
+            let Some(finished) = pending.records.iter_mut().find_map(|record| match record {
                 Pending::Turn {
                     session,
                     turn,
@@ -463,7 +459,7 @@ impl PgStore {
             };
             *finished = Some(now_ms());
             if let (Some((payload, timestamp_ms)), Some(slot)) = (completed, &slot) {
-                pending.push(Pending::Event {
+                pending.records.push(Pending::Event {
                     session: session_id.to_owned(),
                     payload: Box::new(payload.clone()),
                     timestamp_ms: *timestamp_ms,
@@ -544,9 +540,7 @@ impl PgStore {
         }
         Ok(())
     }
-}
 
-impl PgStore {
     /// Appends an event as a record written at once, after the records waiting (all of
     /// `session_id`), in their transaction; the payload back, unsent, when records of another
     /// session wait (those are written alone first, by the general way). A failed append
